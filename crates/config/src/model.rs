@@ -1,0 +1,101 @@
+//! The typed shape of configuration version 1. Objects are keyed by id so that every diagnostic is a
+//! stable JSON pointer such as `/scopes/setup/bindings/shell/operations/2`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub version: u32,
+    #[serde(default)]
+    pub scopes: BTreeMap<String, ScopeConfig>,
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    #[serde(default = "enabled_by_default")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub authorization: Authorization,
+    #[serde(default)]
+    pub bindings: BTreeMap<String, BindingConfig>,
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+}
+
+fn enabled_by_default() -> bool {
+    true
+}
+
+/// A scope's ceiling: the operations any binding in it may be granted.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Authorization {
+    #[serde(default)]
+    pub operations: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BindingConfig {
+    pub executor: String,
+    /// Executor-specific; validated by the executor's own strict shape (see [`ShellConfig`]).
+    #[serde(default)]
+    pub config: Value,
+    /// Operations the binding's executions are granted; within the scope's ceiling.
+    #[serde(default)]
+    pub operations: Vec<String>,
+    /// Event type patterns the binding's executions may emit; absent means any non-reserved family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emits: Option<Vec<String>>,
+}
+
+/// The `shell` executor's configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShellConfig {
+    /// The argv to run; the first element is the program.
+    pub command: Vec<String>,
+    /// The attempt deadline, as a human duration (`30s`, `10m`, `1h`). Default one hour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// An event type or a family pattern (`demo.*`).
+    pub on: String,
+    pub binding: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    #[serde(default = "default_causal_max_depth")]
+    pub causal_max_depth: u32,
+    #[serde(default = "default_causal_per_minute")]
+    pub causal_per_minute: u32,
+}
+
+fn default_causal_max_depth() -> u32 {
+    32
+}
+
+fn default_causal_per_minute() -> u32 {
+    600
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { causal_max_depth: default_causal_max_depth(), causal_per_minute: default_causal_per_minute() }
+    }
+}

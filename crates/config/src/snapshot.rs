@@ -1,0 +1,135 @@
+//! A validated configuration generation and the questions the host asks of it.
+
+use std::collections::BTreeSet;
+
+use conduit_core::names::type_matches;
+use conduit_core::Duration;
+
+use crate::model::{BindingConfig, Config, Limits, ScopeConfig, ShellConfig};
+use crate::validate::shell_config;
+
+const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// An immutable, validated configuration with its generation number and canonical hash.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    generation: i64,
+    hash: String,
+    config: Config,
+}
+
+impl Snapshot {
+    pub(crate) fn new(generation: i64, hash: String, config: Config) -> Snapshot {
+        Snapshot { generation, hash, config }
+    }
+
+    /// The same configuration published as `generation`.
+    pub fn at_generation(mut self, generation: i64) -> Snapshot {
+        self.generation = generation;
+        self
+    }
+
+    pub fn generation(&self) -> i64 {
+        self.generation
+    }
+
+    pub fn hash(&self) -> &str {
+        &self.hash
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The normalized configuration (defaults applied), as stored with its generation.
+    pub fn normalized_json(&self) -> String {
+        serde_json::to_string(&self.config).unwrap_or_default()
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.config.limits
+    }
+
+    pub fn scope(&self, id: &str) -> Option<&ScopeConfig> {
+        self.config.scopes.get(id)
+    }
+
+    pub fn binding(&self, scope: &str, binding: &str) -> Option<&BindingConfig> {
+        self.scope(scope)?.bindings.get(binding)
+    }
+
+    /// Whether the scope and every ancestor are enabled.
+    pub fn scope_enabled(&self, id: &str) -> bool {
+        self.lineage(id).all(|s| s.enabled)
+    }
+
+    /// The scope's ceiling check: the scope exists, is enabled, and it and every ancestor allow `op`.
+    pub fn authorize_operation(&self, scope: &str, op: &str) -> bool {
+        self.scope(scope).is_some()
+            && self.lineage(scope).all(|s| s.enabled && s.authorization.operations.iter().any(|o| o == op))
+    }
+
+    /// The operations a binding's executions are granted: its own list, within the ceiling.
+    pub fn granted_operations(&self, scope: &str, binding: &str) -> Vec<String> {
+        let Some(b) = self.binding(scope, binding) else { return Vec::new() };
+        let granted: BTreeSet<&String> = b.operations.iter().filter(|op| self.authorize_operation(scope, op)).collect();
+        granted.into_iter().cloned().collect()
+    }
+
+    /// The bindings whose routes in `scope` match `event_type`, in route order.
+    pub fn routes_for<'a>(&'a self, scope: &str, event_type: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.scope(scope)
+            .into_iter()
+            .flat_map(|s| s.routes.iter())
+            .filter(move |r| type_matches(&r.on, event_type))
+            .map(|r| r.binding.as_str())
+    }
+
+    /// The shell configuration of a binding, and its attempt deadline.
+    pub fn shell(&self, scope: &str, binding: &str) -> Option<(ShellConfig, Duration)> {
+        let shell = shell_config("", self.binding(scope, binding)?).ok()?;
+        let timeout = shell.timeout.as_deref().and_then(Duration::parse).unwrap_or(DEFAULT_ATTEMPT_TIMEOUT);
+        Some((shell, timeout))
+    }
+
+    /// A scope and its ancestors, nearest first. Validation guarantees the chain ends.
+    fn lineage<'a>(&'a self, id: &str) -> impl Iterator<Item = &'a ScopeConfig> + 'a {
+        let mut next = self.scope(id);
+        std::iter::from_fn(move || {
+            let current = next?;
+            next = current.parent.as_deref().and_then(|p| self.scope(p));
+            Some(current)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::parse;
+
+    #[test]
+    fn disabled_ancestor_closes_the_ceiling() {
+        let snap = parse(
+            br#"{"version":1,"scopes":{
+            "p":{"enabled":false,"authorization":{"operations":["emit"]}},
+            "c":{"parent":"p","authorization":{"operations":["emit"]}}}}"#,
+        )
+        .unwrap();
+        assert!(!snap.authorize_operation("c", "emit"));
+        assert!(!snap.scope_enabled("c"));
+        assert!(!snap.authorize_operation("nope", "emit"));
+    }
+
+    #[test]
+    fn routes_match_patterns_in_order() {
+        let snap = parse(
+            br#"{"version":1,"scopes":{"s":{
+            "bindings":{"a":{"executor":"shell","config":{"command":["x"]}},"b":{"executor":"shell","config":{"command":["y"],"timeout":"5s"}}},
+            "routes":[{"on":"demo.*","binding":"b"},{"on":"demo.x","binding":"a"}]}}}"#,
+        )
+        .unwrap();
+        assert_eq!(snap.routes_for("s", "demo.x").collect::<Vec<_>>(), vec!["b", "a"]);
+        assert_eq!(snap.shell("s", "b").unwrap().1 .0, 5000);
+        assert_eq!(snap.shell("s", "a").unwrap().1 .0, 3_600_000);
+    }
+}

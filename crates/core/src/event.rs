@@ -1,0 +1,165 @@
+//! Events: the durable, causally linked log every action leaves.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::time::Timestamp;
+
+/// Where an event came from. Only the host assigns a source; nothing a caller sends can set one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// An operator, through the management API.
+    Manual,
+    /// The host's scheduler (Work created by a route, a timed-out wait).
+    Scheduler,
+    /// A running execution, through its toolbelt.
+    Execution(String),
+}
+
+impl Source {
+    pub fn to_wire(&self) -> String {
+        match self {
+            Source::Manual => "core.manual".into(),
+            Source::Scheduler => "core.scheduler".into(),
+            Source::Execution(id) => format!("execution:{id}"),
+        }
+    }
+
+    pub fn from_wire(text: &str) -> Option<Source> {
+        match text {
+            "core.manual" => Some(Source::Manual),
+            "core.scheduler" => Some(Source::Scheduler),
+            _ => text.strip_prefix("execution:").map(|id| Source::Execution(id.to_owned())),
+        }
+    }
+}
+
+impl Serialize for Source {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_wire())
+    }
+}
+
+/// An event's place in its causal chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Causation {
+    pub parent: Option<String>,
+    pub root: String,
+    pub depth: u32,
+}
+
+impl Causation {
+    /// The causation of a new root event.
+    pub fn root(own_id: &str) -> Causation {
+        Causation { parent: None, root: own_id.to_owned(), depth: 0 }
+    }
+
+    /// The causation of an event derived from `parent`.
+    pub fn derived_from(parent: &Event) -> Causation {
+        Causation {
+            parent: Some(parent.id.clone()),
+            root: parent.causation.root.clone(),
+            depth: parent.causation.depth + 1,
+        }
+    }
+}
+
+/// An accepted event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    pub id: String,
+    /// Acceptance sequence: strictly increasing in the order the store accepted events.
+    pub sequence: i64,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub source: Source,
+    pub scope: String,
+    pub work_id: Option<String>,
+    pub execution_id: Option<String>,
+    pub correlation_key: Option<String>,
+    pub causation: Causation,
+    /// Who did it, set only by the host for operator events.
+    pub actor: Option<String>,
+    pub data: Value,
+    pub accepted_at: Timestamp,
+}
+
+/// An event about to be accepted: everything but the sequence the store assigns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    pub id: String,
+    pub event_type: String,
+    pub source: Source,
+    pub scope: String,
+    pub work_id: Option<String>,
+    pub execution_id: Option<String>,
+    pub correlation_key: Option<String>,
+    pub causation: Causation,
+    pub actor: Option<String>,
+    pub data: Value,
+    pub accepted_at: Timestamp,
+}
+
+impl NewEvent {
+    pub fn into_event(self, sequence: i64) -> Event {
+        // Acceptance drops an actor on anything but an operator's event: only the host says who acted.
+        let actor = if self.source == Source::Manual { self.actor } else { None };
+        Event {
+            id: self.id,
+            sequence,
+            event_type: self.event_type,
+            source: self.source,
+            scope: self.scope,
+            work_id: self.work_id,
+            execution_id: self.execution_id,
+            correlation_key: self.correlation_key,
+            causation: self.causation,
+            actor,
+            data: self.data,
+            accepted_at: self.accepted_at,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new_event(source: Source) -> NewEvent {
+        NewEvent {
+            id: "e1".into(),
+            event_type: "demo.x".into(),
+            source,
+            scope: "s".into(),
+            work_id: None,
+            execution_id: None,
+            correlation_key: None,
+            causation: Causation::root("e1"),
+            actor: Some("operator:local".into()),
+            data: Value::Null,
+            accepted_at: Timestamp(0),
+        }
+    }
+
+    #[test]
+    fn acceptance_keeps_actor_only_for_operator_events() {
+        assert_eq!(new_event(Source::Manual).into_event(1).actor.as_deref(), Some("operator:local"));
+        assert_eq!(new_event(Source::Execution("x".into())).into_event(1).actor, None);
+        assert_eq!(new_event(Source::Scheduler).into_event(1).actor, None);
+    }
+
+    #[test]
+    fn source_round_trips() {
+        for s in [Source::Manual, Source::Scheduler, Source::Execution("abc".into())] {
+            assert_eq!(Source::from_wire(&s.to_wire()), Some(s));
+        }
+        assert_eq!(Source::from_wire("bogus"), None);
+    }
+
+    #[test]
+    fn derived_causation_extends_the_chain() {
+        let parent = new_event(Source::Manual).into_event(1);
+        let c = Causation::derived_from(&parent);
+        assert_eq!((c.parent.as_deref(), c.root.as_str(), c.depth), (Some("e1"), "e1", 1));
+    }
+}

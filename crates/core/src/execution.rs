@@ -1,0 +1,161 @@
+//! Executions (attempts), their declarations, and how a finished segment settles.
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::{Duration, Timestamp};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionState {
+    Running,
+    /// The segment ended on a declared wait; the Work resumes in a new attempt.
+    Waiting,
+    Succeeded,
+    Failed,
+}
+
+impl ExecutionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutionState::Running => "running",
+            ExecutionState::Waiting => "waiting",
+            ExecutionState::Succeeded => "succeeded",
+            ExecutionState::Failed => "failed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ExecutionState> {
+        [ExecutionState::Running, ExecutionState::Waiting, ExecutionState::Succeeded, ExecutionState::Failed]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeStatus {
+    Succeeded,
+    Failed,
+}
+
+/// Where an outcome came from: the execution declared it, or the host mapped the exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeSource {
+    Declared,
+    Exit,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub status: OutcomeStatus,
+    pub summary: Option<String>,
+    pub source: OutcomeSource,
+}
+
+/// What a segment declared through its toolbelt; at most one per epoch, applied when the segment ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Declaration {
+    Outcome { status: OutcomeStatus, summary: Option<String> },
+    Wait { types: Vec<String>, keys: Vec<String>, timeout: Option<Duration> },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Execution {
+    pub id: String,
+    pub work_id: String,
+    pub scope: String,
+    pub binding: String,
+    pub epoch: u32,
+    /// The daemon instance that holds the lease.
+    pub owner: String,
+    pub state: ExecutionState,
+    /// The event this segment continues from; an emission's causal parent.
+    pub cause_event: String,
+    /// The highest event sequence acknowledged when the segment started.
+    pub watermark: i64,
+    pub declaration: Option<Declaration>,
+    pub outcome: Option<Outcome>,
+    pub exit_code: Option<i32>,
+    #[serde(skip)]
+    pub pid: Option<i32>,
+    pub generation: i64,
+    pub lease_expires_at: Timestamp,
+    pub deadline_at: Timestamp,
+    pub started_at: Timestamp,
+    pub ended_at: Option<Timestamp>,
+}
+
+/// How a segment ended, as the host observed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentEnd {
+    Exited(i32),
+    /// Killed by a signal, by the deadline, or lost (its process vanished unobserved).
+    Killed,
+}
+
+/// What the host does with a finished segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settlement {
+    Finished(Outcome),
+    Wait { types: Vec<String>, keys: Vec<String>, timeout: Option<Duration> },
+}
+
+/// Applies the segment's declaration, else maps its exit: a declared outcome replaces the exit status;
+/// a declared wait parks the Work whatever the exit status.
+pub fn settle(declaration: Option<&Declaration>, end: SegmentEnd) -> Settlement {
+    match declaration {
+        Some(Declaration::Outcome { status, summary }) => {
+            Settlement::Finished(Outcome { status: *status, summary: summary.clone(), source: OutcomeSource::Declared })
+        }
+        Some(Declaration::Wait { types, keys, timeout }) => {
+            Settlement::Wait { types: types.clone(), keys: keys.clone(), timeout: *timeout }
+        }
+        None => Settlement::Finished(exit_outcome(end)),
+    }
+}
+
+fn exit_outcome(end: SegmentEnd) -> Outcome {
+    let (status, summary) = match end {
+        SegmentEnd::Exited(0) => (OutcomeStatus::Succeeded, "exited with status 0".to_owned()),
+        SegmentEnd::Exited(code) => (OutcomeStatus::Failed, format!("exited with status {code}")),
+        SegmentEnd::Killed => (OutcomeStatus::Failed, "killed before it exited".to_owned()),
+    };
+    Outcome { status, summary: Some(summary), source: OutcomeSource::Exit }
+}
+
+impl Execution {
+    /// Whether a timestamp is inside the lease (expiry is exclusive).
+    pub fn lease_live_at(&self, now: Timestamp) -> bool {
+        now < self.lease_expires_at
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_outcome_replaces_exit_status() {
+        let d = Declaration::Outcome { status: OutcomeStatus::Succeeded, summary: Some("done".into()) };
+        let Settlement::Finished(o) = settle(Some(&d), SegmentEnd::Exited(3)) else { panic!() };
+        assert_eq!((o.status, o.source), (OutcomeStatus::Succeeded, OutcomeSource::Declared));
+    }
+
+    #[test]
+    fn exit_status_maps_when_nothing_declared() {
+        let Settlement::Finished(o) = settle(None, SegmentEnd::Exited(0)) else { panic!() };
+        assert_eq!(o.status, OutcomeStatus::Succeeded);
+        let Settlement::Finished(o) = settle(None, SegmentEnd::Exited(2)) else { panic!() };
+        assert_eq!(o.status, OutcomeStatus::Failed);
+        let Settlement::Finished(o) = settle(None, SegmentEnd::Killed) else { panic!() };
+        assert_eq!((o.status, o.source), (OutcomeStatus::Failed, OutcomeSource::Exit));
+    }
+
+    #[test]
+    fn declared_wait_parks_even_after_failure_exit() {
+        let d = Declaration::Wait { types: vec!["demo.go".into()], keys: vec![], timeout: None };
+        assert!(matches!(settle(Some(&d), SegmentEnd::Exited(1)), Settlement::Wait { .. }));
+    }
+}

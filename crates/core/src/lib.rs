@@ -1,0 +1,22 @@
+//! Open Conduit's domain types and pure rules.
+//!
+//! Architecture invariant: this crate does no I/O, spawns nothing and never reads a clock. Time enters
+//! as a [`Timestamp`] argument, so every rule here is a plain function of its inputs.
+#![forbid(unsafe_code)]
+
+pub mod credential;
+pub mod error;
+pub mod event;
+pub mod execution;
+pub mod names;
+pub mod time;
+pub mod wait;
+pub mod work;
+
+pub use credential::{OperatorRecord, Role, TokenRecord};
+pub use error::{ErrorCode, Refusal};
+pub use event::{Causation, Event, NewEvent, Source};
+pub use execution::{Declaration, Execution, ExecutionState, Outcome, OutcomeSource, OutcomeStatus};
+pub use time::{Duration, Timestamp};
+pub use wait::{Wait, WaitState};
+pub use work::{Work, WorkState};

@@ -1,0 +1,105 @@
+//! Grammars of the names the product accepts: event types, type patterns, registration names.
+
+/// Event families the host alone may emit.
+pub const RESERVED_FAMILIES: [&str; 4] = ["core", "agent", "tool", "toolbelt"];
+
+/// The host's builtin toolbelt operations; they belong to no registration and pass no gate.
+pub const BUILTIN_OPERATIONS: [&str; 5] = ["create_work", "declare_outcome", "emit", "read_context", "wait"];
+
+const MAX_TYPE_LEN: usize = 128;
+
+/// An event type is namespaced: two or more dot-separated segments, each a letter followed by letters,
+/// digits, `_` or `-` (`demo.hello`, `agent.toolCalled`).
+pub fn is_event_type(text: &str) -> bool {
+    text.len() <= MAX_TYPE_LEN && text.split('.').count() >= 2 && text.split('.').all(is_segment)
+}
+
+fn is_segment(seg: &str) -> bool {
+    let mut chars = seg.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// The family of an event type: its first segment.
+pub fn family(event_type: &str) -> &str {
+    event_type.split('.').next().unwrap_or(event_type)
+}
+
+pub fn is_reserved_type(event_type: &str) -> bool {
+    RESERVED_FAMILIES.contains(&family(event_type))
+}
+
+/// A type pattern is an event type, a family wildcard `demo.*` (any type under `demo.`), or `*`.
+pub fn is_type_pattern(pattern: &str) -> bool {
+    match pattern.strip_suffix(".*") {
+        _ if pattern == "*" => true,
+        Some(prefix) => prefix.split('.').all(is_segment),
+        None => is_event_type(pattern),
+    }
+}
+
+pub fn type_matches(pattern: &str, event_type: &str) -> bool {
+    match pattern.strip_suffix(".*") {
+        _ if pattern == "*" => true,
+        Some(prefix) => event_type.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('.')),
+        None => pattern == event_type,
+    }
+}
+
+/// A registration (extension or package) name: a lower-case letter, then lower-case letters, digits,
+/// `-` or `_`, and no dot, so two namespaces never nest.
+pub fn is_registration_name(text: &str) -> bool {
+    let mut chars = text.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+/// The correlation key every Work owns.
+pub fn work_key(work_id: &str) -> String {
+    format!("work:{work_id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_type_grammar() {
+        for ok in ["demo.hello", "agent.toolCalled", "a.b.c", "x-1.y_2"] {
+            assert!(is_event_type(ok), "{ok}");
+        }
+        for bad in ["demo", "", "demo.", ".demo", "1demo.x", "demo..x", "demo.h llo", "demo.*"] {
+            assert!(!is_event_type(bad), "{bad}");
+        }
+        assert!(!is_event_type(&format!("a.{}", "b".repeat(MAX_TYPE_LEN))));
+    }
+
+    #[test]
+    fn patterns_match_whole_segments() {
+        assert!(type_matches("demo.*", "demo.hello"));
+        assert!(type_matches("demo.*", "demo.a.b"));
+        assert!(!type_matches("demo.*", "demonstration.hello"));
+        assert!(!type_matches("demo.*", "demo"));
+        assert!(type_matches("*", "anything.at_all"));
+        assert!(type_matches("demo.hello", "demo.hello"));
+        assert!(!type_matches("demo.hello", "demo.hello2"));
+        assert!(is_type_pattern("demo.*") && is_type_pattern("*") && !is_type_pattern("demo*"));
+    }
+
+    #[test]
+    fn reserved_families_are_the_hosts() {
+        for t in ["core.work.created", "agent.toolCalled", "tool.x", "toolbelt.called"] {
+            assert!(is_reserved_type(t), "{t}");
+        }
+        assert!(!is_reserved_type("corey.x"));
+    }
+
+    #[test]
+    fn registration_names_never_nest() {
+        assert!(is_registration_name("github"));
+        assert!(is_registration_name("my-ext_2"));
+        for bad in ["", "GitHub", "git.hub", "1x", "-x"] {
+            assert!(!is_registration_name(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! Versioned, forward-only schema migrations, tracked in `PRAGMA user_version`.
+
+use rusqlite::Connection;
+
+use crate::tx::Result;
+use crate::StoreError;
+
+/// Migration `i` moves the schema from version `i` to `i + 1`. Append only; never edit a shipped one.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE config_generations (
+    generation INTEGER PRIMARY KEY,
+    hash TEXT NOT NULL,
+    config TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE scopes (
+    id TEXT PRIMARY KEY,
+    generation INTEGER NOT NULL,
+    parent TEXT,
+    enabled INTEGER NOT NULL
+);
+CREATE TABLE work (
+    id TEXT PRIMARY KEY,
+    scope TEXT NOT NULL,
+    binding TEXT NOT NULL,
+    parent_work TEXT,
+    state TEXT NOT NULL,
+    input TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    outcome TEXT,
+    wake_event TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX work_by_state ON work (state, created_at, id);
+CREATE TABLE work_keys (
+    key TEXT PRIMARY KEY,
+    work_id TEXT NOT NULL REFERENCES work (id)
+);
+CREATE INDEX work_keys_by_work ON work_keys (work_id);
+CREATE TABLE executions (
+    id TEXT PRIMARY KEY,
+    work_id TEXT NOT NULL REFERENCES work (id),
+    scope TEXT NOT NULL,
+    binding TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    owner TEXT NOT NULL,
+    state TEXT NOT NULL,
+    cause_event TEXT NOT NULL,
+    watermark INTEGER NOT NULL,
+    declaration TEXT,
+    outcome TEXT,
+    exit_code INTEGER,
+    pid INTEGER,
+    generation INTEGER NOT NULL,
+    lease_expires_at INTEGER NOT NULL,
+    deadline_at INTEGER NOT NULL,
+    started_at INTEGER NOT NULL,
+    ended_at INTEGER
+);
+CREATE INDEX executions_by_work ON executions (work_id, started_at, id);
+CREATE INDEX executions_by_state ON executions (state);
+CREATE TABLE events (
+    sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    type TEXT NOT NULL,
+    source TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    work_id TEXT,
+    execution_id TEXT,
+    correlation_key TEXT,
+    parent_id TEXT,
+    root_id TEXT NOT NULL,
+    depth INTEGER NOT NULL,
+    actor TEXT,
+    data TEXT NOT NULL,
+    delivery_id TEXT UNIQUE,
+    accepted_at INTEGER NOT NULL
+);
+CREATE INDEX events_by_work ON events (work_id, sequence);
+CREATE INDEX events_by_key ON events (correlation_key, sequence);
+CREATE INDEX events_by_root ON events (root_id, accepted_at);
+CREATE TABLE waits (
+    id TEXT PRIMARY KEY,
+    work_id TEXT NOT NULL REFERENCES work (id),
+    execution_id TEXT NOT NULL,
+    types TEXT NOT NULL,
+    keys TEXT NOT NULL,
+    watermark INTEGER NOT NULL,
+    timeout_at INTEGER,
+    state TEXT NOT NULL,
+    satisfied_by TEXT,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX waits_by_state ON waits (state, timeout_at);
+CREATE TABLE tokens (
+    id TEXT PRIMARY KEY,
+    digest BLOB NOT NULL UNIQUE,
+    execution_id TEXT NOT NULL,
+    work_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    binding TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    owner TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    operations TEXT NOT NULL,
+    issued_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE INDEX tokens_by_execution ON tokens (execution_id, epoch);
+CREATE INDEX tokens_by_work ON tokens (work_id, epoch);
+CREATE TABLE toolbelt_requests (
+    execution_id TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    body_hash TEXT NOT NULL,
+    status INTEGER NOT NULL,
+    response TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (execution_id, operation, request_id)
+);
+CREATE TABLE operators (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    role TEXT NOT NULL,
+    digest BLOB NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE UNIQUE INDEX operators_one_active ON operators (name) WHERE revoked_at IS NULL;
+"#];
+
+pub fn migrate(conn: &mut Connection) -> Result<()> {
+    let supported = MIGRATIONS.len() as i64;
+    let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if found > supported {
+        return Err(StoreError::NewerSchema { found, supported });
+    }
+    for (version, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", version as i64 + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,546 @@
+//! [`Tx`] over a SQLite transaction: statements and row mapping.
+
+use conduit_core::{
+    Causation, Event, Execution, ExecutionState, NewEvent, OperatorRecord, Role, Source, Timestamp, TokenRecord,
+    Wait, WaitState, Work, WorkState,
+};
+use rusqlite::{params, OptionalExtension, Row, Transaction};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::tx::{Result, Tx, WorkFilter};
+use crate::StoreError;
+
+pub struct SqliteTx<'a> {
+    pub tx: &'a Transaction<'a>,
+}
+
+fn to_json<T: Serialize>(value: &T) -> Result<String> {
+    Ok(serde_json::to_string(value)?)
+}
+
+fn from_json<T: DeserializeOwned>(text: &str) -> Result<T> {
+    Ok(serde_json::from_str(text)?)
+}
+
+fn opt_from_json<T: DeserializeOwned>(text: Option<String>) -> Result<Option<T>> {
+    text.as_deref().map(from_json).transpose()
+}
+
+fn corrupt(what: &str) -> StoreError {
+    StoreError::Corrupt(format!("unknown {what}"))
+}
+
+fn digest(bytes: Vec<u8>) -> Result<[u8; 32]> {
+    bytes.try_into().map_err(|_| corrupt("digest length"))
+}
+
+const WORK_COLUMNS: &str =
+    "id, scope, binding, parent_work, state, input, epoch, outcome, wake_event, generation, created_at, updated_at";
+
+/// Raw columns of a work row; keys are loaded separately.
+type WorkRow = (String, String, String, Option<String>, String, String, u32, Option<String>, String, i64, i64, i64);
+
+fn work_row(r: &Row) -> rusqlite::Result<WorkRow> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+        r.get(7)?,
+        r.get(8)?,
+        r.get(9)?,
+        r.get(10)?,
+        r.get(11)?,
+    ))
+}
+
+const EXECUTION_COLUMNS: &str = "id, work_id, scope, binding, epoch, owner, state, cause_event, watermark, declaration, \
+     outcome, exit_code, pid, generation, lease_expires_at, deadline_at, started_at, ended_at";
+
+fn execution_row(r: &Row) -> rusqlite::Result<Result<Execution>> {
+    let state: String = r.get(6)?;
+    let declaration: Option<String> = r.get(9)?;
+    let outcome: Option<String> = r.get(10)?;
+    let build = |state: String, declaration, outcome| -> Result<Execution> {
+        Ok(Execution {
+            id: r.get(0)?,
+            work_id: r.get(1)?,
+            scope: r.get(2)?,
+            binding: r.get(3)?,
+            epoch: r.get(4)?,
+            owner: r.get(5)?,
+            state: ExecutionState::parse(&state).ok_or_else(|| corrupt("execution state"))?,
+            cause_event: r.get(7)?,
+            watermark: r.get(8)?,
+            declaration: opt_from_json(declaration)?,
+            outcome: opt_from_json(outcome)?,
+            exit_code: r.get(11)?,
+            pid: r.get(12)?,
+            generation: r.get(13)?,
+            lease_expires_at: Timestamp(r.get(14)?),
+            deadline_at: Timestamp(r.get(15)?),
+            started_at: Timestamp(r.get(16)?),
+            ended_at: r.get::<_, Option<i64>>(17)?.map(Timestamp),
+        })
+    };
+    Ok(build(state, declaration, outcome))
+}
+
+const EVENT_COLUMNS: &str = "sequence, id, type, source, scope, work_id, execution_id, correlation_key, parent_id, \
+     root_id, depth, actor, data, accepted_at";
+
+fn event_row(r: &Row) -> rusqlite::Result<Result<Event>> {
+    let source: String = r.get(3)?;
+    let data: String = r.get(12)?;
+    let build = || -> Result<Event> {
+        Ok(Event {
+            sequence: r.get(0)?,
+            id: r.get(1)?,
+            event_type: r.get(2)?,
+            source: Source::from_wire(&source).ok_or_else(|| corrupt("event source"))?,
+            scope: r.get(4)?,
+            work_id: r.get(5)?,
+            execution_id: r.get(6)?,
+            correlation_key: r.get(7)?,
+            causation: Causation { parent: r.get(8)?, root: r.get(9)?, depth: r.get(10)? },
+            actor: r.get(11)?,
+            data: from_json(&data)?,
+            accepted_at: Timestamp(r.get(13)?),
+        })
+    };
+    Ok(build())
+}
+
+const WAIT_COLUMNS: &str = "id, work_id, execution_id, types, keys, watermark, timeout_at, state, satisfied_by, created_at";
+
+fn wait_row(r: &Row) -> rusqlite::Result<Result<Wait>> {
+    let types: String = r.get(3)?;
+    let keys: String = r.get(4)?;
+    let state: String = r.get(7)?;
+    let build = || -> Result<Wait> {
+        Ok(Wait {
+            id: r.get(0)?,
+            work_id: r.get(1)?,
+            execution_id: r.get(2)?,
+            types: from_json(&types)?,
+            keys: from_json(&keys)?,
+            watermark: r.get(5)?,
+            timeout_at: r.get::<_, Option<i64>>(6)?.map(Timestamp),
+            state: WaitState::parse(&state).ok_or_else(|| corrupt("wait state"))?,
+            satisfied_by: r.get(8)?,
+            created_at: Timestamp(r.get(9)?),
+        })
+    };
+    Ok(build())
+}
+
+const TOKEN_COLUMNS: &str = "id, digest, execution_id, work_id, scope, binding, epoch, owner, generation, operations, \
+     issued_at, expires_at, revoked_at";
+
+fn token_row(r: &Row) -> rusqlite::Result<Result<TokenRecord>> {
+    let digest_bytes: Vec<u8> = r.get(1)?;
+    let operations: String = r.get(9)?;
+    let build = || -> Result<TokenRecord> {
+        Ok(TokenRecord {
+            id: r.get(0)?,
+            digest: digest(digest_bytes)?,
+            execution_id: r.get(2)?,
+            work_id: r.get(3)?,
+            scope: r.get(4)?,
+            binding: r.get(5)?,
+            epoch: r.get(6)?,
+            owner: r.get(7)?,
+            generation: r.get(8)?,
+            operations: from_json(&operations)?,
+            issued_at: Timestamp(r.get(10)?),
+            expires_at: Timestamp(r.get(11)?),
+            revoked_at: r.get::<_, Option<i64>>(12)?.map(Timestamp),
+        })
+    };
+    Ok(build())
+}
+
+const OPERATOR_COLUMNS: &str = "id, name, role, digest, created_at, revoked_at";
+
+fn operator_row(r: &Row) -> rusqlite::Result<Result<OperatorRecord>> {
+    let role: String = r.get(2)?;
+    let digest_bytes: Vec<u8> = r.get(3)?;
+    let build = || -> Result<OperatorRecord> {
+        Ok(OperatorRecord {
+            id: r.get(0)?,
+            name: r.get(1)?,
+            role: Role::parse(&role).ok_or_else(|| corrupt("operator role"))?,
+            digest: digest(digest_bytes)?,
+            created_at: Timestamp(r.get(4)?),
+            revoked_at: r.get::<_, Option<i64>>(5)?.map(Timestamp),
+        })
+    };
+    Ok(build())
+}
+
+impl SqliteTx<'_> {
+    /// Runs a query whose row mapper itself returns a `Result`, flattening both layers.
+    fn query_all<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        map: impl FnMut(&Row) -> rusqlite::Result<Result<T>>,
+    ) -> Result<Vec<T>> {
+        let mut stmt = self.tx.prepare_cached(sql)?;
+        let rows = stmt.query_map(params, map)?;
+        rows.map(|r| r?).collect()
+    }
+
+    fn query_one<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        map: impl FnOnce(&Row) -> rusqlite::Result<Result<T>>,
+    ) -> Result<Option<T>> {
+        let mut stmt = self.tx.prepare_cached(sql)?;
+        stmt.query_row(params, map).optional()?.transpose()
+    }
+
+    fn work_keys(&self, work_id: &str) -> Result<Vec<String>> {
+        let mut stmt = self.tx.prepare_cached("SELECT key FROM work_keys WHERE work_id = ?1 ORDER BY rowid")?;
+        let keys = stmt.query_map([work_id], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
+        Ok(keys)
+    }
+
+    fn build_work(&self, row: WorkRow) -> Result<Work> {
+        let (id, scope, binding, parent_work, state, input, epoch, outcome, wake_event, generation, created, updated) =
+            row;
+        Ok(Work {
+            keys: self.work_keys(&id)?,
+            id,
+            scope,
+            binding,
+            parent_work,
+            state: WorkState::parse(&state).ok_or_else(|| corrupt("work state"))?,
+            input: from_json(&input)?,
+            epoch,
+            outcome: opt_from_json(outcome)?,
+            wake_event,
+            generation,
+            created_at: Timestamp(created),
+            updated_at: Timestamp(updated),
+        })
+    }
+
+    fn works(&self, sql: &str, params: impl rusqlite::Params) -> Result<Vec<Work>> {
+        let mut stmt = self.tx.prepare_cached(sql)?;
+        let rows = stmt.query_map(params, work_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+        rows.into_iter().map(|row| self.build_work(row)).collect()
+    }
+}
+
+impl Tx for SqliteTx<'_> {
+    fn latest_generation(&mut self) -> Result<Option<(i64, String, String)>> {
+        let sql = "SELECT generation, hash, config FROM config_generations ORDER BY generation DESC LIMIT 1";
+        Ok(self.tx.query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()?)
+    }
+
+    fn insert_generation(&mut self, generation: i64, hash: &str, config_json: &str, at: Timestamp) -> Result<()> {
+        self.tx.execute(
+            "INSERT INTO config_generations (generation, hash, config, created_at) VALUES (?1, ?2, ?3, ?4)",
+            params![generation, hash, config_json, at.0],
+        )?;
+        Ok(())
+    }
+
+    fn upsert_scope(&mut self, id: &str, generation: i64, parent: Option<&str>, enabled: bool) -> Result<()> {
+        self.tx.execute(
+            "INSERT INTO scopes (id, generation, parent, enabled) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (id) DO UPDATE SET generation = ?2, parent = ?3, enabled = ?4",
+            params![id, generation, parent, enabled],
+        )?;
+        Ok(())
+    }
+
+    fn insert_work(&mut self, work: &Work) -> Result<()> {
+        self.tx.execute(
+            &format!("INSERT INTO work ({WORK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"),
+            params![
+                work.id,
+                work.scope,
+                work.binding,
+                work.parent_work,
+                work.state.as_str(),
+                to_json(&work.input)?,
+                work.epoch,
+                work.outcome.as_ref().map(to_json).transpose()?,
+                work.wake_event,
+                work.generation,
+                work.created_at.0,
+                work.updated_at.0
+            ],
+        )?;
+        for key in &work.keys {
+            let inserted =
+                self.tx.execute("INSERT OR IGNORE INTO work_keys (key, work_id) VALUES (?1, ?2)", params![key, work.id])?;
+            if inserted == 0 {
+                return Err(StoreError::KeyTaken);
+            }
+        }
+        Ok(())
+    }
+
+    fn get_work(&mut self, id: &str) -> Result<Option<Work>> {
+        let sql = format!("SELECT {WORK_COLUMNS} FROM work WHERE id = ?1");
+        Ok(self.works(&sql, [id])?.pop())
+    }
+
+    fn update_work(&mut self, work: &Work) -> Result<()> {
+        self.tx.execute(
+            "UPDATE work SET state = ?2, epoch = ?3, outcome = ?4, wake_event = ?5, updated_at = ?6 WHERE id = ?1",
+            params![
+                work.id,
+                work.state.as_str(),
+                work.epoch,
+                work.outcome.as_ref().map(to_json).transpose()?,
+                work.wake_event,
+                work.updated_at.0
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn list_work(&mut self, filter: &WorkFilter) -> Result<Vec<Work>> {
+        let sql = format!(
+            "SELECT {WORK_COLUMNS} FROM work WHERE (?1 IS NULL OR scope = ?1) AND (?2 IS NULL OR state = ?2)
+             ORDER BY created_at DESC, id DESC LIMIT 500"
+        );
+        self.works(&sql, params![filter.scope, filter.state.map(WorkState::as_str)])
+    }
+
+    fn ready_work(&mut self, limit: usize) -> Result<Vec<Work>> {
+        let sql =
+            format!("SELECT {WORK_COLUMNS} FROM work WHERE state = 'ready' ORDER BY updated_at, id LIMIT ?1");
+        self.works(&sql, [limit as i64])
+    }
+
+    fn work_owning_key(&mut self, key: &str) -> Result<Option<String>> {
+        Ok(self.tx.query_row("SELECT work_id FROM work_keys WHERE key = ?1", [key], |r| r.get(0)).optional()?)
+    }
+
+    fn insert_execution(&mut self, x: &Execution) -> Result<()> {
+        self.tx.execute(
+            &format!(
+                "INSERT INTO executions ({EXECUTION_COLUMNS})
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+            ),
+            params![
+                x.id,
+                x.work_id,
+                x.scope,
+                x.binding,
+                x.epoch,
+                x.owner,
+                x.state.as_str(),
+                x.cause_event,
+                x.watermark,
+                x.declaration.as_ref().map(to_json).transpose()?,
+                x.outcome.as_ref().map(to_json).transpose()?,
+                x.exit_code,
+                x.pid,
+                x.generation,
+                x.lease_expires_at.0,
+                x.deadline_at.0,
+                x.started_at.0,
+                x.ended_at.map(|t| t.0)
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn get_execution(&mut self, id: &str) -> Result<Option<Execution>> {
+        self.query_one(&format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = ?1"), [id], execution_row)
+    }
+
+    fn update_execution(&mut self, x: &Execution) -> Result<()> {
+        self.tx.execute(
+            "UPDATE executions SET epoch = ?2, owner = ?3, state = ?4, declaration = ?5, outcome = ?6, exit_code = ?7,
+             pid = ?8, lease_expires_at = ?9, ended_at = ?10 WHERE id = ?1",
+            params![
+                x.id,
+                x.epoch,
+                x.owner,
+                x.state.as_str(),
+                x.declaration.as_ref().map(to_json).transpose()?,
+                x.outcome.as_ref().map(to_json).transpose()?,
+                x.exit_code,
+                x.pid,
+                x.lease_expires_at.0,
+                x.ended_at.map(|t| t.0)
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn list_executions(&mut self, work: Option<&str>) -> Result<Vec<Execution>> {
+        let sql = format!(
+            "SELECT {EXECUTION_COLUMNS} FROM executions WHERE (?1 IS NULL OR work_id = ?1)
+             ORDER BY started_at, id LIMIT 500"
+        );
+        self.query_all(&sql, [work], execution_row)
+    }
+
+    fn executions_in_state(&mut self, state: ExecutionState) -> Result<Vec<Execution>> {
+        let sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE state = ?1 ORDER BY started_at, id");
+        self.query_all(&sql, [state.as_str()], execution_row)
+    }
+
+    fn insert_event(&mut self, e: NewEvent) -> Result<Event> {
+        self.tx.execute(
+            "INSERT INTO events (id, type, source, scope, work_id, execution_id, correlation_key, parent_id, root_id,
+                 depth, actor, data, accepted_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            params![
+                e.id,
+                e.event_type,
+                e.source.to_wire(),
+                e.scope,
+                e.work_id,
+                e.execution_id,
+                e.correlation_key,
+                e.causation.parent,
+                e.causation.root,
+                e.causation.depth,
+                if e.source == Source::Manual { e.actor.clone() } else { None },
+                to_json(&e.data)?,
+                e.accepted_at.0
+            ],
+        )?;
+        Ok(e.into_event(self.tx.last_insert_rowid()))
+    }
+
+    fn get_event(&mut self, id: &str) -> Result<Option<Event>> {
+        self.query_one(&format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1"), [id], event_row)
+    }
+
+    fn list_events(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Event>> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE (?1 IS NULL OR work_id = ?1) ORDER BY sequence LIMIT ?2"
+        );
+        self.query_all(&sql, params![work, limit as i64], event_row)
+    }
+
+    fn events_after_for_keys(&mut self, sequence: i64, keys: &[String]) -> Result<Vec<Event>> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE correlation_key = ?1 AND sequence > ?2 ORDER BY sequence"
+        );
+        let mut found = Vec::new();
+        for key in keys {
+            found.extend(self.query_all(&sql, params![key, sequence], event_row)?);
+        }
+        found.sort_by_key(|e| e.sequence);
+        Ok(found)
+    }
+
+    fn max_sequence(&mut self) -> Result<i64> {
+        Ok(self.tx.query_row("SELECT COALESCE(MAX(sequence), 0) FROM events", [], |r| r.get(0))?)
+    }
+
+    fn insert_wait(&mut self, w: &Wait) -> Result<()> {
+        self.tx.execute(
+            &format!("INSERT INTO waits ({WAIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+            params![
+                w.id,
+                w.work_id,
+                w.execution_id,
+                to_json(&w.types)?,
+                to_json(&w.keys)?,
+                w.watermark,
+                w.timeout_at.map(|t| t.0),
+                w.state.as_str(),
+                w.satisfied_by,
+                w.created_at.0
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn armed_waits(&mut self) -> Result<Vec<Wait>> {
+        let sql = format!("SELECT {WAIT_COLUMNS} FROM waits WHERE state = 'armed' ORDER BY created_at, id");
+        self.query_all(&sql, [], wait_row)
+    }
+
+    fn update_wait(&mut self, w: &Wait) -> Result<()> {
+        self.tx.execute(
+            "UPDATE waits SET state = ?2, satisfied_by = ?3 WHERE id = ?1",
+            params![w.id, w.state.as_str(), w.satisfied_by],
+        )?;
+        Ok(())
+    }
+
+    fn insert_token(&mut self, t: &TokenRecord) -> Result<()> {
+        self.tx.execute(
+            &format!(
+                "INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+            ),
+            params![
+                t.id,
+                &t.digest[..],
+                t.execution_id,
+                t.work_id,
+                t.scope,
+                t.binding,
+                t.epoch,
+                t.owner,
+                t.generation,
+                to_json(&t.operations)?,
+                t.issued_at.0,
+                t.expires_at.0,
+                t.revoked_at.map(|r| r.0)
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn token_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<TokenRecord>> {
+        self.query_one(&format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE digest = ?1"), [&digest[..]], token_row)
+    }
+
+    fn revoke_tokens_below(&mut self, work_id: &str, epoch: u32, at: Timestamp) -> Result<()> {
+        self.tx.execute(
+            "UPDATE tokens SET revoked_at = ?3 WHERE work_id = ?1 AND epoch < ?2 AND revoked_at IS NULL",
+            params![work_id, epoch, at.0],
+        )?;
+        Ok(())
+    }
+
+    fn revoke_execution_tokens(&mut self, execution_id: &str, at: Timestamp) -> Result<()> {
+        self.tx.execute(
+            "UPDATE tokens SET revoked_at = ?2 WHERE execution_id = ?1 AND revoked_at IS NULL",
+            params![execution_id, at.0],
+        )?;
+        Ok(())
+    }
+
+    fn insert_operator(&mut self, o: &OperatorRecord) -> Result<()> {
+        self.tx.execute(
+            &format!("INSERT INTO operators ({OPERATOR_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
+            params![o.id, o.name, o.role.as_str(), &o.digest[..], o.created_at.0, o.revoked_at.map(|t| t.0)],
+        )?;
+        Ok(())
+    }
+
+    fn operator_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<OperatorRecord>> {
+        let sql = format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE digest = ?1");
+        self.query_one(&sql, [&digest[..]], operator_row)
+    }
+
+    fn active_operator(&mut self, name: &str) -> Result<Option<OperatorRecord>> {
+        let sql = format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE name = ?1 AND revoked_at IS NULL");
+        self.query_one(&sql, [name], operator_row)
+    }
+
+    fn revoke_operator(&mut self, id: &str, at: Timestamp) -> Result<()> {
+        self.tx.execute("UPDATE operators SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL", params![id, at.0])?;
+        Ok(())
+    }
+}

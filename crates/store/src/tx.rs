@@ -1,0 +1,115 @@
+//! The transaction API.
+
+use conduit_core::{
+    Event, Execution, ExecutionState, NewEvent, OperatorRecord, Timestamp, TokenRecord, Wait, Work, WorkState,
+};
+
+use crate::StoreError;
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Filters for listing Work.
+#[derive(Debug, Clone, Default)]
+pub struct WorkFilter {
+    pub scope: Option<String>,
+    pub state: Option<WorkState>,
+}
+
+/// Everything the host reads and writes, inside one transaction.
+pub trait Tx {
+    // Configuration generations.
+    /// The latest committed generation: its number, canonical hash and normalized JSON.
+    fn latest_generation(&mut self) -> Result<Option<(i64, String, String)>>;
+    fn insert_generation(&mut self, generation: i64, hash: &str, config_json: &str, at: Timestamp) -> Result<()>;
+    fn upsert_scope(&mut self, id: &str, generation: i64, parent: Option<&str>, enabled: bool) -> Result<()>;
+
+    // Work and its correlation keys.
+    /// Inserts a Work and claims its keys; a key another Work owns is [`StoreError::KeyTaken`].
+    fn insert_work(&mut self, work: &Work) -> Result<()>;
+    fn get_work(&mut self, id: &str) -> Result<Option<Work>>;
+    /// Writes a Work's mutable fields (state, epoch, outcome, wake event, updated time).
+    fn update_work(&mut self, work: &Work) -> Result<()>;
+    /// Newest first.
+    fn list_work(&mut self, filter: &WorkFilter) -> Result<Vec<Work>>;
+    /// Ready Work, oldest first.
+    fn ready_work(&mut self, limit: usize) -> Result<Vec<Work>>;
+    fn work_owning_key(&mut self, key: &str) -> Result<Option<String>>;
+
+    // Executions.
+    fn insert_execution(&mut self, execution: &Execution) -> Result<()>;
+    fn get_execution(&mut self, id: &str) -> Result<Option<Execution>>;
+    fn update_execution(&mut self, execution: &Execution) -> Result<()>;
+    /// Oldest first; all executions when `work` is `None`.
+    fn list_executions(&mut self, work: Option<&str>) -> Result<Vec<Execution>>;
+    fn executions_in_state(&mut self, state: ExecutionState) -> Result<Vec<Execution>>;
+
+    // Events.
+    /// Accepts an event, assigning the next acceptance sequence.
+    fn insert_event(&mut self, event: NewEvent) -> Result<Event>;
+    fn get_event(&mut self, id: &str) -> Result<Option<Event>>;
+    /// In acceptance order; all events when `work` is `None`.
+    fn list_events(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Event>>;
+    /// Events after `sequence` whose correlation key is one of `keys`, in acceptance order.
+    fn events_after_for_keys(&mut self, sequence: i64, keys: &[String]) -> Result<Vec<Event>>;
+    fn max_sequence(&mut self) -> Result<i64>;
+
+    // Waits.
+    fn insert_wait(&mut self, wait: &Wait) -> Result<()>;
+    fn armed_waits(&mut self) -> Result<Vec<Wait>>;
+    fn update_wait(&mut self, wait: &Wait) -> Result<()>;
+
+    // Execution tokens (digests only).
+    fn insert_token(&mut self, token: &TokenRecord) -> Result<()>;
+    fn token_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<TokenRecord>>;
+    /// Revokes every live token of `work_id` whose epoch is below `epoch`.
+    fn revoke_tokens_below(&mut self, work_id: &str, epoch: u32, at: Timestamp) -> Result<()>;
+    fn revoke_execution_tokens(&mut self, execution_id: &str, at: Timestamp) -> Result<()>;
+
+    // Operator credentials (digests only).
+    fn insert_operator(&mut self, operator: &OperatorRecord) -> Result<()>;
+    fn operator_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<OperatorRecord>>;
+    /// The active (unrevoked) credential of a named operator.
+    fn active_operator(&mut self, name: &str) -> Result<Option<OperatorRecord>>;
+    fn revoke_operator(&mut self, id: &str, at: Timestamp) -> Result<()>;
+}
+
+/// A store: runs a closure inside one transaction, committing when it succeeds.
+pub trait Store: Send + Sync {
+    /// Runs `body` in a write transaction (`write = true`) or a read transaction. The body's error
+    /// rolls the transaction back.
+    fn transact(&self, write: bool, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()>;
+}
+
+impl dyn Store {
+    /// Runs `f` in one write transaction: committed (durably) when it returns `Ok`, rolled back otherwise.
+    pub fn write<T, E: From<StoreError>>(&self, f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, E>) -> std::result::Result<T, E> {
+        self.run(true, f)
+    }
+
+    /// Runs `f` in one read transaction.
+    pub fn read<T, E: From<StoreError>>(&self, f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, E>) -> std::result::Result<T, E> {
+        self.run(false, f)
+    }
+
+    fn run<T, E: From<StoreError>>(&self, write: bool, f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, E>) -> std::result::Result<T, E> {
+        let mut f = Some(f);
+        let mut out = None;
+        let status = self.transact(write, &mut |tx| {
+            let Some(f) = f.take() else { return Err(StoreError::RolledBack) };
+            let result = f(tx);
+            let failed = result.is_err();
+            out = Some(result);
+            if failed {
+                Err(StoreError::RolledBack)
+            } else {
+                Ok(())
+            }
+        });
+        match (out, status) {
+            (Some(Err(e)), _) => Err(e),
+            (Some(Ok(value)), Ok(())) => Ok(value),
+            (_, Err(e)) => Err(e.into()),
+            (None, Ok(())) => Err(StoreError::RolledBack.into()),
+        }
+    }
+}

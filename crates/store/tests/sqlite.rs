@@ -1,0 +1,110 @@
+//! The SQLite store against a real file: migrations, round trips, ownership and durability.
+
+use conduit_core::{Causation, NewEvent, Source, Timestamp, Work, WorkState};
+use conduit_store::{new_id, SqliteStore, Store, StoreError, Tx};
+use serde_json::json;
+
+fn work(id: &str, keys: &[&str]) -> Work {
+    Work {
+        id: id.into(),
+        scope: "setup".into(),
+        binding: "shell".into(),
+        parent_work: None,
+        state: WorkState::Ready,
+        input: json!({"n": 1}),
+        keys: keys.iter().map(|k| k.to_string()).collect(),
+        epoch: 0,
+        outcome: None,
+        wake_event: "e0".into(),
+        generation: 1,
+        created_at: Timestamp(1),
+        updated_at: Timestamp(1),
+    }
+}
+
+fn event(id: &str) -> NewEvent {
+    NewEvent {
+        id: id.into(),
+        event_type: "demo.x".into(),
+        source: Source::Execution("x1".into()),
+        scope: "setup".into(),
+        work_id: None,
+        execution_id: None,
+        correlation_key: Some("k".into()),
+        causation: Causation::root(id),
+        actor: Some("operator:forged".into()),
+        data: json!({"a": [1, 2]}),
+        accepted_at: Timestamp(5),
+    }
+}
+
+fn open(dir: &tempfile::TempDir) -> Box<dyn Store> {
+    Box::new(SqliteStore::open(&dir.path().join("store.db")).unwrap())
+}
+
+#[test]
+fn work_round_trips_with_its_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let w = work("w1", &["work:w1", "pr:7"]);
+    store.write(|tx| tx.insert_work(&w)).unwrap();
+    let got = store.read(|tx| tx.get_work("w1")).unwrap().unwrap();
+    assert_eq!(got, w);
+    assert_eq!(store.read(|tx| tx.work_owning_key("pr:7")).unwrap().as_deref(), Some("w1"));
+}
+
+#[test]
+fn a_taken_key_rolls_back_the_whole_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    store.write(|tx| tx.insert_work(&work("w1", &["pr:7"]))).unwrap();
+    let err = store.write(|tx| tx.insert_work(&work("w2", &["work:w2", "pr:7"]))).unwrap_err();
+    assert!(matches!(err, StoreError::KeyTaken));
+    assert!(store.read(|tx| tx.get_work("w2")).unwrap().is_none());
+    assert!(store.read(|tx| tx.work_owning_key("work:w2")).unwrap().is_none());
+}
+
+#[test]
+fn events_get_increasing_sequences_and_lose_forged_actors() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let a = store.write(|tx| tx.insert_event(event("a"))).unwrap();
+    let b = store.write(|tx| tx.insert_event(event("b"))).unwrap();
+    assert!(b.sequence > a.sequence);
+    let stored = store.read(|tx| tx.get_event("a")).unwrap().unwrap();
+    assert_eq!(stored, a);
+    assert_eq!(stored.actor, None, "only the host's operator events carry an actor");
+    let after = store.read(|tx| tx.events_after_for_keys(a.sequence, &["k".into()])).unwrap();
+    assert_eq!(after.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), vec!["b"]);
+}
+
+#[test]
+fn committed_writes_survive_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = new_id();
+    {
+        let store = open(&dir);
+        store.write(|tx| tx.insert_event(event(&id))).unwrap();
+    }
+    let store = open(&dir);
+    assert!(store.read(|tx| tx.get_event(&id)).unwrap().is_some());
+}
+
+#[test]
+fn a_failed_body_rolls_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let result: Result<(), StoreError> = store.write(|tx: &mut dyn Tx| {
+        tx.insert_event(event("gone"))?;
+        Err(StoreError::RolledBack)
+    });
+    assert!(result.is_err());
+    assert!(store.read(|tx| tx.get_event("gone")).unwrap().is_none());
+}
+
+#[test]
+fn ids_are_time_ordered() {
+    let a = new_id();
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    assert!(new_id() > a);
+}
