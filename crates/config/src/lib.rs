@@ -16,7 +16,7 @@ mod validate;
 pub use default::default_config_json;
 pub use diagnostic::{Diagnostic, Severity};
 pub use model::{BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
-pub use snapshot::Snapshot;
+pub use snapshot::{CurrentConfig, Snapshot};
 pub use validate::parse;
 
 /// Largest configuration file accepted.

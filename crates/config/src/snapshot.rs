@@ -15,12 +15,14 @@ const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3600);
 pub struct Snapshot {
     generation: i64,
     hash: String,
+    /// The configuration as the operator wrote it, canonically serialized (the hash is over this).
+    written: String,
     config: Config,
 }
 
 impl Snapshot {
-    pub(crate) fn new(generation: i64, hash: String, config: Config) -> Snapshot {
-        Snapshot { generation, hash, config }
+    pub(crate) fn new(generation: i64, hash: String, written: String, config: Config) -> Snapshot {
+        Snapshot { generation, hash, written, config }
     }
 
     /// The same configuration published as `generation`.
@@ -41,9 +43,10 @@ impl Snapshot {
         &self.config
     }
 
-    /// The normalized configuration (defaults applied), as stored with its generation.
-    pub fn normalized_json(&self) -> String {
-        serde_json::to_string(&self.config).unwrap_or_default()
+    /// The configuration as written, canonically serialized: what a generation stores, so that
+    /// parsing it again yields the same hash.
+    pub fn written_json(&self) -> &str {
+        &self.written
     }
 
     pub fn limits(&self) -> Limits {
@@ -131,5 +134,24 @@ mod tests {
         assert_eq!(snap.routes_for("s", "demo.x").collect::<Vec<_>>(), vec!["b", "a"]);
         assert_eq!(snap.shell("s", "b").unwrap().1 .0, 5000);
         assert_eq!(snap.shell("s", "a").unwrap().1 .0, 3_600_000);
+    }
+}
+
+/// The active generation, shared by every component that authorizes against it. Replacing it takes
+/// effect at once for the next check, which is how narrowing the config revokes live authority.
+#[derive(Debug, Clone)]
+pub struct CurrentConfig(std::sync::Arc<std::sync::RwLock<std::sync::Arc<Snapshot>>>);
+
+impl CurrentConfig {
+    pub fn new(snapshot: Snapshot) -> CurrentConfig {
+        CurrentConfig(std::sync::Arc::new(std::sync::RwLock::new(std::sync::Arc::new(snapshot))))
+    }
+
+    pub fn get(&self) -> std::sync::Arc<Snapshot> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn replace(&self, snapshot: Snapshot) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = std::sync::Arc::new(snapshot);
     }
 }

@@ -34,20 +34,16 @@ pub fn parse(bytes: &[u8]) -> Result<Snapshot, Vec<Diagnostic>> {
     if !found.is_empty() {
         return Err(sorted(found));
     }
-    Ok(Snapshot::new(0, canonical_hash(&value), config))
+    // serde_json's map is ordered by key (no `preserve_order`), so this serialization is canonical.
+    let written = serde_json::to_string(&value).unwrap_or_default();
+    let hash = hex(&Sha256::digest(written.as_bytes()));
+    Ok(Snapshot::new(0, hash, written, config))
 }
 
 fn sorted(mut found: Vec<Diagnostic>) -> Vec<Diagnostic> {
     found.sort();
     found.dedup();
     found
-}
-
-/// SHA-256 over the value with object keys sorted and no insignificant whitespace.
-fn canonical_hash(value: &Value) -> String {
-    // serde_json's map is ordered by key (no `preserve_order`), so this serialization is canonical.
-    let bytes = serde_json::to_vec(value).unwrap_or_default();
-    hex(&Sha256::digest(bytes))
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -91,8 +91,12 @@ pub struct Execution {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SegmentEnd {
     Exited(i32),
-    /// Killed by a signal, by the deadline, or lost (its process vanished unobserved).
+    /// Killed by a signal or by the attempt deadline.
     Killed,
+    /// The process ended while no daemon watched it (after a restart); its exit status is unknown.
+    Lost,
+    /// The executor could not start the process.
+    FailedToStart,
 }
 
 /// What the host does with a finished segment.
@@ -121,6 +125,8 @@ fn exit_outcome(end: SegmentEnd) -> Outcome {
         SegmentEnd::Exited(0) => (OutcomeStatus::Succeeded, "exited with status 0".to_owned()),
         SegmentEnd::Exited(code) => (OutcomeStatus::Failed, format!("exited with status {code}")),
         SegmentEnd::Killed => (OutcomeStatus::Failed, "killed before it exited".to_owned()),
+        SegmentEnd::Lost => (OutcomeStatus::Failed, "ended unobserved; its exit status is unknown".to_owned()),
+        SegmentEnd::FailedToStart => (OutcomeStatus::Failed, "the executor could not start it".to_owned()),
     };
     Outcome { status, summary: Some(summary), source: OutcomeSource::Exit }
 }

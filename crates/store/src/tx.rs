@@ -80,7 +80,7 @@ pub trait Store: Send + Sync {
     fn transact(&self, write: bool, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()>;
 }
 
-impl dyn Store {
+impl dyn Store + '_ {
     /// Runs `f` in one write transaction: committed (durably) when it returns `Ok`, rolled back otherwise.
     pub fn write<T, E: From<StoreError>>(&self, f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, E>) -> std::result::Result<T, E> {
         self.run(true, f)

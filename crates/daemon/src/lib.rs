@@ -1,0 +1,106 @@
+//! The daemon: composition and lifetime. It locks the state directory, activates the configuration,
+//! bootstraps the owner's credential, serves the management socket, recovers attempts an earlier
+//! daemon left, and runs the scheduler loop until SIGINT or SIGTERM.
+#![forbid(unsafe_code)]
+
+mod config_service;
+mod error;
+mod operator;
+mod rundir;
+mod runtime;
+mod shell;
+mod state;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use conduit_config::CurrentConfig;
+use conduit_server::{bind_owner_only, management_router, now, serve, Management};
+use conduit_store::{new_id, SqliteStore, Store};
+use conduit_toolbelt::Toolbelt;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::{watch, Notify};
+
+pub use error::DaemonError;
+pub use rundir::run_key;
+pub use state::StateDir;
+
+/// How the daemon is started.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    pub state_dir: PathBuf,
+    pub config_file: Option<PathBuf>,
+    /// The directory of the `os` binary put first on every execution's PATH; default: this
+    /// executable's own directory.
+    pub os_dir: Option<PathBuf>,
+}
+
+/// Runs the daemon until SIGINT or SIGTERM.
+pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
+    let state = StateDir::lock(&options.state_dir)?;
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state.store_path())?);
+    let snapshot = config_service::activate(&*store, options.config_file.as_deref(), now())?;
+    operator::bootstrap_owner(&state, &*store, now())?;
+    let config = CurrentConfig::new(snapshot);
+    let (stop, shutdown) = watch::channel(false);
+    let kick = Arc::new(Notify::new());
+    let instance = new_id();
+
+    let socket_path = state.management_socket();
+    // Only after the lock: a socket file here is a dead daemon's.
+    let _ = std::fs::remove_file(&socket_path);
+    let listener = bind_owner_only(&socket_path).map_err(|e| DaemonError::io("bind the management socket", &socket_path, e))?;
+    let management = management_router(Management {
+        store: store.clone(),
+        config: config.clone(),
+        instance: instance.clone(),
+        kick: kick.clone(),
+    });
+    let mut server_shutdown = shutdown.clone();
+    let server = tokio::spawn(serve(listener, management, async move {
+        let _ = server_shutdown.changed().await;
+    }));
+
+    let runtime = runtime::Runtime {
+        toolbelt: Toolbelt::new(store.clone(), config.clone()),
+        store,
+        config,
+        instance,
+        runs_dir: state.runs_dir(),
+        logs_dir: state.logs_dir(),
+        os_dir: options.os_dir.unwrap_or_else(own_dir),
+        kick,
+        shutdown,
+    };
+    if let Err(e) = runtime.recover().await {
+        tracing::error!(error = %e, "recovery failed");
+    }
+    let scheduler = tokio::spawn(runtime.scheduler_loop());
+    tracing::info!(state = %state.root().display(), socket = %socket_path.display(), "open-conduit daemon is up");
+
+    wait_for_signal(&state).await?;
+    tracing::info!("shutting down");
+    let _ = stop.send(true);
+    let _ = scheduler.await;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), server).await;
+    let _ = std::fs::remove_file(&socket_path);
+    Ok(())
+}
+
+async fn wait_for_signal(state: &StateDir) -> Result<(), DaemonError> {
+    let io = |e| DaemonError::io("install signal handlers in", state.root(), e);
+    let mut term = signal(SignalKind::terminate()).map_err(io)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(io)?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}
+
+fn own_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("."))
+}

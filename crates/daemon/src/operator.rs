@@ -1,0 +1,43 @@
+//! The owner's operator credential, bootstrapped under the state lock.
+
+use std::fs;
+
+use conduit_core::credential::OWNER;
+use conduit_core::{OperatorRecord, Role, Timestamp};
+use conduit_store::{new_id, Store};
+use conduit_toolbelt::token::{digest, generate};
+
+use crate::state::{write_private_file, StateDir};
+use crate::DaemonError;
+
+/// Ensures `private/operator.token` holds the owner's live credential. Keeps a token file whose digest
+/// is the owner's active credential; otherwise issues a new one, revoking the old, and writes it (0600).
+/// Only the owner's credential is looked at: a named operator's never stands in for it.
+pub fn bootstrap_owner(state: &StateDir, store: &dyn Store, now: Timestamp) -> Result<(), DaemonError> {
+    let path = state.operator_token();
+    let existing = fs::read_to_string(&path).ok().map(|t| t.trim().to_owned());
+    let active = store.read(|tx| tx.active_operator(OWNER))?;
+    if let (Some(token), Some(active)) = (&existing, &active) {
+        if digest(token) == active.digest {
+            return Ok(());
+        }
+    }
+    let token = generate();
+    let record = OperatorRecord {
+        id: new_id(),
+        name: OWNER.to_owned(),
+        role: Role::Admin,
+        digest: digest(&token),
+        created_at: now,
+        revoked_at: None,
+    };
+    store.write(|tx| {
+        if let Some(old) = &active {
+            tx.revoke_operator(&old.id, now)?;
+        }
+        tx.insert_operator(&record)
+    })?;
+    write_private_file(&path, format!("{token}\n").as_bytes())?;
+    tracing::info!(path = %path.display(), "issued the owner's operator credential");
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! An execution's run directory: `<state>/runs/<key>/` with `toolbelt.sock`, `token/token` and
+//! `execution`. The key is 16 hex characters of the SHA-256 of the execution id.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::state::{check_private_dir, create_private_dir, write_private_file};
+use crate::DaemonError;
+
+/// Longest socket path used in place; past it the socket moves under `/tmp` (macOS allows 104 bytes).
+const MAX_SOCKET_PATH: usize = 100;
+
+pub struct RunDir {
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+    pub token_file: PathBuf,
+    pub workdir: PathBuf,
+}
+
+pub fn run_key(execution_id: &str) -> String {
+    Sha256::digest(execution_id.as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+impl RunDir {
+    /// The run directory of `execution_id` under `runs`, created owner-only. A directory that names
+    /// another execution is refused.
+    pub fn create(runs: &Path, execution_id: &str) -> Result<RunDir, DaemonError> {
+        let key = run_key(execution_id);
+        let dir = runs.join(&key);
+        create_private_dir(&dir)?;
+        check_private_dir(&dir)?;
+        let marker = dir.join("execution");
+        match fs::read_to_string(&marker) {
+            Ok(owner) if owner.trim() != execution_id => {
+                return Err(DaemonError::io(
+                    "use the run directory (it names another execution)",
+                    &dir,
+                    std::io::ErrorKind::AlreadyExists.into(),
+                ))
+            }
+            Ok(_) => {}
+            Err(_) => write_private_file(&marker, execution_id.as_bytes())?,
+        }
+        let token_dir = dir.join("token");
+        create_private_dir(&token_dir)?;
+        let workdir = dir.join("work");
+        create_private_dir(&workdir)?;
+        let socket = socket_path(&dir, &key)?;
+        Ok(RunDir { socket, token_file: token_dir.join("token"), workdir, dir })
+    }
+
+    /// Writes the current token through a temporary file and a rename in `token/`, so a process that
+    /// sees `token/` through a directory mount sees each rotation.
+    pub fn write_token(&self, token: &str) -> Result<(), DaemonError> {
+        write_private_file(&self.token_file, token.as_bytes())
+    }
+
+    /// Removes the socket (wherever it lives) and the run directory.
+    pub fn remove(&self) {
+        let _ = fs::remove_file(&self.socket);
+        if let Some(parent) = self.socket.parent().filter(|p| !p.starts_with(&self.dir)) {
+            let _ = fs::remove_dir(parent);
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `<dir>/toolbelt.sock`, or `/tmp/open-conduit-<uid>/<key>/toolbelt.sock` when that is too long.
+fn socket_path(dir: &Path, key: &str) -> Result<PathBuf, DaemonError> {
+    let in_place = dir.join("toolbelt.sock");
+    if in_place.as_os_str().len() <= MAX_SOCKET_PATH {
+        return Ok(in_place);
+    }
+    let base = PathBuf::from(format!("/tmp/open-conduit-{}", rustix::process::geteuid().as_raw()));
+    let short = base.join(key);
+    for d in [&base, &short] {
+        create_private_dir(d)?;
+        check_private_dir(d)?;
+    }
+    let socket = short.join("toolbelt.sock");
+    if socket.as_os_str().len() > MAX_SOCKET_PATH {
+        return Err(DaemonError::io(
+            "place the toolbelt socket (the path is too long; use a shorter --state directory)",
+            &socket,
+            std::io::ErrorKind::InvalidInput.into(),
+        ));
+    }
+    Ok(socket)
+}
+
+/// Removes every run directory under `runs` whose execution is not in `live`: what terminal, vanished
+/// or earlier daemons' executions left.
+pub fn sweep(runs: &Path, live: &[String]) {
+    let keep: Vec<String> = live.iter().map(|id| run_key(id)).collect();
+    let Ok(entries) = fs::read_dir(runs) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !keep.contains(&name) {
+            let execution = fs::read_to_string(entry.path().join("execution")).unwrap_or_default();
+            let run = RunDir {
+                socket: socket_path(&entry.path(), &name).unwrap_or_else(|_| entry.path().join("toolbelt.sock")),
+                token_file: PathBuf::new(),
+                workdir: PathBuf::new(),
+                dir: entry.path(),
+            };
+            tracing::debug!(execution = execution.trim(), "removing a stale run directory");
+            run.remove();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn run_directory_layout_and_modes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = RunDir::create(tmp.path(), "exec-1").unwrap();
+        assert_eq!(run.dir.file_name().unwrap().len(), 16);
+        run.write_token("tok").unwrap();
+        assert_eq!(fs::metadata(&run.token_file).unwrap().mode() & 0o777, 0o600);
+        assert_eq!(fs::metadata(&run.dir).unwrap().mode() & 0o777, 0o700);
+        assert_eq!(fs::read_to_string(run.dir.join("execution")).unwrap(), "exec-1");
+    }
+
+    #[test]
+    fn a_directory_naming_another_execution_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = RunDir::create(tmp.path(), "exec-1").unwrap();
+        fs::write(run.dir.join("execution"), "exec-2").unwrap();
+        assert!(RunDir::create(tmp.path(), "exec-1").is_err());
+    }
+
+    #[test]
+    fn long_paths_fall_back_under_tmp() {
+        let tmp = tempfile::tempdir().unwrap();
+        let deep = tmp.path().join("d".repeat(90));
+        let run = RunDir::create(&deep, "exec-long").unwrap();
+        assert!(run.socket.starts_with("/tmp/open-conduit-"), "{}", run.socket.display());
+        assert!(run.socket.as_os_str().len() <= MAX_SOCKET_PATH);
+        run.remove();
+    }
+
+    #[test]
+    fn sweep_keeps_only_live_runs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let live = RunDir::create(tmp.path(), "live").unwrap();
+        let dead = RunDir::create(tmp.path(), "dead").unwrap();
+        sweep(tmp.path(), &["live".to_owned()]);
+        assert!(live.dir.exists() && !dead.dir.exists());
+    }
+}

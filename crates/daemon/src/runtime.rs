@@ -1,0 +1,277 @@
+//! The daemon's moving parts: the scheduler loop, each attempt's supervision, and recovery.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use conduit_config::CurrentConfig;
+use conduit_core::execution::SegmentEnd;
+use conduit_core::{Execution, ExecutionState, Timestamp};
+use conduit_scheduler::{adopt, claim_next, complete, fire_due_timers, record_pid, renew_lease, Claim, HostError, LEASE};
+use conduit_server::{bind_owner_only, execution_router, now, serve, ExecutionSocket};
+use conduit_store::Store;
+use conduit_toolbelt::{token, Toolbelt};
+use tokio::sync::{watch, Notify};
+
+use crate::rundir::{sweep, RunDir};
+use crate::shell::{self, is_alive, kill_group, Launch};
+
+/// How often the loop looks for due timers and ready Work when nothing wakes it sooner.
+const IDLE_TICK: StdDuration = StdDuration::from_millis(500);
+/// How often an adopted process (not our child) is checked for exit.
+const ADOPTED_POLL: StdDuration = StdDuration::from_millis(200);
+
+/// Everything the loop and the attempts share.
+#[derive(Clone)]
+pub struct Runtime {
+    pub store: Arc<dyn Store>,
+    pub config: CurrentConfig,
+    pub toolbelt: Toolbelt,
+    pub instance: String,
+    pub runs_dir: PathBuf,
+    pub logs_dir: PathBuf,
+    pub os_dir: PathBuf,
+    pub kick: Arc<Notify>,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// How an attempt's process is watched: our own child, or one adopted from an earlier daemon.
+enum Process {
+    Spawn(Vec<String>),
+    Adopted(i32),
+}
+
+impl Runtime {
+    /// Runs a store rule on a blocking thread.
+    async fn db<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&dyn Store) -> Result<T, HostError> + Send + 'static,
+    ) -> Result<T, HostError> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || f(&*store))
+            .await
+            .unwrap_or_else(|_| Err(conduit_core::Refusal::internal().into()))
+    }
+
+    /// The scheduler loop: fire due wait timers, then claim and launch every ready Work, until shutdown.
+    pub async fn scheduler_loop(self) {
+        let mut shutdown = self.shutdown.clone();
+        loop {
+            if let Err(e) = self.tick().await {
+                tracing::error!(error = %e, "scheduler tick failed");
+            }
+            tokio::select! {
+                _ = self.kick.notified() => {}
+                _ = tokio::time::sleep(IDLE_TICK) => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    async fn tick(&self) -> Result<(), HostError> {
+        let config = self.config.get();
+        self.db(move |s| s.write(|tx| fire_due_timers(tx, &config, now()))).await?;
+        while let Some((claim, token)) = self.claim().await? {
+            let Some((shell, _)) = self.config.get().shell(&claim.work.scope, &claim.work.binding) else { continue };
+            tracing::info!(execution = %claim.execution.id, work = %claim.work.id, epoch = claim.execution.epoch, "starting attempt");
+            tokio::spawn(self.clone().supervise(claim.execution, token, Process::Spawn(shell.command)));
+        }
+        Ok(())
+    }
+
+    /// Claims the next ready Work and issues its token, in one transaction.
+    async fn claim(&self) -> Result<Option<(Claim, String)>, HostError> {
+        let (config, instance) = (self.config.get(), self.instance.clone());
+        self.db(move |s| {
+            s.write(|tx| {
+                let at = now();
+                let Some(claim) = claim_next(tx, &config, &instance, at)? else { return Ok(None) };
+                let ops = config.granted_operations(&claim.work.scope, &claim.work.binding);
+                let token = token::issue(tx, &claim.execution, &claim.work, ops, None, at)?;
+                Ok(Some((claim, token)))
+            })
+        })
+        .await
+    }
+
+    /// Adopts every attempt an earlier daemon left running: a live process gets the next epoch, a
+    /// rotated token and its socket served again; a vanished one is completed as lost. Then removes
+    /// every run directory that no live attempt owns.
+    pub async fn recover(&self) -> Result<(), HostError> {
+        let running = self.db(|s| Ok(s.read(|tx| tx.executions_in_state(ExecutionState::Running))?)).await?;
+        let mut live = Vec::new();
+        for x in running {
+            match x.pid.filter(|pid| is_alive(*pid)) {
+                Some(pid) => {
+                    if let Some((claim, token)) = self.adopt(&x.id).await? {
+                        tracing::info!(execution = %x.id, epoch = claim.execution.epoch, "adopted a running attempt");
+                        live.push(x.id.clone());
+                        tokio::spawn(self.clone().supervise(claim.execution, token, Process::Adopted(pid)));
+                    }
+                }
+                None => {
+                    let id = x.id.clone();
+                    self.db(move |s| s.write(|tx| complete(tx, &id, SegmentEnd::Lost, now()))).await?;
+                }
+            }
+        }
+        sweep(&self.runs_dir, &live);
+        Ok(())
+    }
+
+    async fn adopt(&self, execution_id: &str) -> Result<Option<(Claim, String)>, HostError> {
+        let (config, instance, id) = (self.config.get(), self.instance.clone(), execution_id.to_owned());
+        self.db(move |s| {
+            s.write(|tx| {
+                let at = now();
+                let Some(claim) = adopt(tx, &id, &instance, at)? else { return Ok(None) };
+                let ops = config.granted_operations(&claim.work.scope, &claim.work.binding);
+                let token = token::issue(tx, &claim.execution, &claim.work, ops, None, at)?;
+                Ok(Some((claim, token)))
+            })
+        })
+        .await
+    }
+
+    /// Runs one attempt from its run directory to its completion, or until the daemon shuts down (the
+    /// run directory then stays for the next daemon to adopt).
+    async fn supervise(self, execution: Execution, token: String, process: Process) {
+        let id = execution.id.clone();
+        let run = match self.prepare(&execution, &token) {
+            Ok(run) => run,
+            Err(e) => {
+                tracing::error!(execution = %id, error = %e, "toolbelt endpoint unavailable");
+                return self.finish(&id, SegmentEnd::FailedToStart, None).await;
+            }
+        };
+        let (stop_socket, socket_stopped) = tokio::sync::oneshot::channel::<()>();
+        let socket = match bind_owner_only(&run.socket) {
+            Ok(listener) => listener,
+            Err(e) => {
+                tracing::error!(execution = %id, error = %e, "could not bind the toolbelt socket");
+                return self.finish(&id, SegmentEnd::FailedToStart, Some(&run)).await;
+            }
+        };
+        let router = execution_router(ExecutionSocket {
+            toolbelt: self.toolbelt.clone(),
+            execution_id: id.clone().into(),
+            kick: self.kick.clone(),
+        });
+        tokio::spawn(serve(socket, router, async move {
+            let _ = socket_stopped.await;
+        }));
+        let end = self.watch(&execution, &run, process).await;
+        let _ = stop_socket.send(());
+        match end {
+            Some(end) => self.finish(&id, end, Some(&run)).await,
+            None => tracing::info!(execution = %id, "daemon stopping; the attempt keeps running for the next daemon"),
+        }
+    }
+
+    fn prepare(&self, execution: &Execution, token: &str) -> Result<RunDir, crate::DaemonError> {
+        let run = RunDir::create(&self.runs_dir, &execution.id)?;
+        run.write_token(token)?;
+        // A socket left by an earlier daemon for this attempt is stale: we hold the state lock.
+        let _ = std::fs::remove_file(&run.socket);
+        Ok(run)
+    }
+
+    /// Watches the process until it ends (returning how), renewing the lease and enforcing the
+    /// deadline; `None` when the daemon shuts down first.
+    async fn watch(&self, execution: &Execution, run: &RunDir, process: Process) -> Option<SegmentEnd> {
+        let mut child = None;
+        let pid = match process {
+            Process::Adopted(pid) => pid,
+            Process::Spawn(argv) => match self.spawn(execution, run, &argv) {
+                Ok(c) => {
+                    let pid = c.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+                    child = Some(c);
+                    let id = execution.id.clone();
+                    let _ = self.db(move |s| s.write(|tx| record_pid(tx, &id, pid))).await;
+                    pid
+                }
+                Err(e) => {
+                    tracing::warn!(execution = %execution.id, error = %e, "could not start the process");
+                    return Some(SegmentEnd::FailedToStart);
+                }
+            },
+        };
+        let deadline = tokio::time::Instant::now() + until(execution.deadline_at);
+        let mut renew = tokio::time::interval(StdDuration::from_millis((LEASE.0 / 3) as u64));
+        renew.tick().await;
+        let mut shutdown = self.shutdown.clone();
+        loop {
+            tokio::select! {
+                end = exited(&mut child, pid) => {
+                    kill_group(pid);
+                    return Some(end);
+                }
+                _ = renew.tick() => {
+                    if !self.renew(execution).await {
+                        tracing::warn!(execution = %execution.id, "lease lost; stopping the attempt");
+                        kill_group(pid);
+                        return Some(SegmentEnd::Killed);
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    tracing::warn!(execution = %execution.id, "attempt deadline passed; killing its process group");
+                    kill_group(pid);
+                    if let Some(c) = child.as_mut() { let _ = c.wait().await; }
+                    return Some(SegmentEnd::Killed);
+                }
+                _ = shutdown.changed() => return None,
+            }
+        }
+    }
+
+    fn spawn(&self, execution: &Execution, run: &RunDir, argv: &[String]) -> std::io::Result<tokio::process::Child> {
+        shell::spawn(&Launch {
+            argv,
+            workdir: &run.workdir,
+            endpoint: &run.socket,
+            token_file: &run.token_file,
+            os_dir: &self.os_dir,
+            log: &shell::log_path(&self.logs_dir, &execution.id),
+        })
+    }
+
+    async fn renew(&self, execution: &Execution) -> bool {
+        let (id, epoch, owner) = (execution.id.clone(), execution.epoch, self.instance.clone());
+        self.db(move |s| s.write(|tx| renew_lease(tx, &id, epoch, &owner, now()))).await.unwrap_or(false)
+    }
+
+    /// Completes the segment, then closes its endpoint and removes its run directory.
+    async fn finish(&self, execution_id: &str, end: SegmentEnd, run: Option<&RunDir>) {
+        let id = execution_id.to_owned();
+        match self.db(move |s| s.write(|tx| complete(tx, &id, end, now()))).await {
+            Ok(Some(x)) => tracing::info!(execution = %x.id, state = x.state.as_str(), "attempt finished"),
+            Ok(None) => {}
+            Err(e) => tracing::error!(execution = %execution_id, error = %e, "could not complete the attempt"),
+        }
+        if let Some(run) = run {
+            run.remove();
+        }
+        self.kick.notify_one();
+    }
+}
+
+/// How a watched process ended: our child's exit status, or an adopted process's disappearance.
+async fn exited(child: &mut Option<tokio::process::Child>, pid: i32) -> SegmentEnd {
+    match child {
+        Some(c) => match c.wait().await {
+            Ok(status) => status.code().map_or(SegmentEnd::Killed, SegmentEnd::Exited),
+            Err(_) => SegmentEnd::Lost,
+        },
+        None => {
+            while is_alive(pid) {
+                tokio::time::sleep(ADOPTED_POLL).await;
+            }
+            SegmentEnd::Lost
+        }
+    }
+}
+
+/// The time from now until `at` (zero when it has passed).
+fn until(at: Timestamp) -> StdDuration {
+    StdDuration::from_millis(u64::try_from(at.0 - now().0).unwrap_or(0))
+}

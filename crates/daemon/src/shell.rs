@@ -1,0 +1,99 @@
+//! The shell executor: runs a binding's argv as a child process in its own process group, with a
+//! minimal environment that points it at its toolbelt and nothing of the daemon's own secrets.
+
+use std::ffi::OsString;
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use rustix::process::{kill_process_group, test_kill_process, Pid, Signal};
+use tokio::process::{Child, Command};
+
+/// Variables of the daemon's own environment that an execution may inherit.
+const INHERITED: [&str; 8] = ["HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TERM", "TMPDIR"];
+const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// What the shell executor needs to start one attempt.
+pub struct Launch<'a> {
+    pub argv: &'a [String],
+    pub workdir: &'a Path,
+    pub endpoint: &'a Path,
+    pub token_file: &'a Path,
+    /// The directory holding the host's `os` binary; first on the child's PATH.
+    pub os_dir: &'a Path,
+    pub log: &'a Path,
+}
+
+/// The child's whole environment: the toolbelt endpoint and token file, a PATH that finds `os`, and a
+/// short allowlist of the daemon's variables. No operator token and nothing else crosses.
+pub fn environment(launch: &Launch<'_>, inherit: impl Fn(&str) -> Option<OsString>) -> Vec<(String, OsString)> {
+    let mut path = launch.os_dir.as_os_str().to_owned();
+    path.push(":");
+    path.push(SYSTEM_PATH);
+    let mut env = vec![
+        ("OS_ENDPOINT".to_owned(), launch.endpoint.as_os_str().to_owned()),
+        ("OS_TOKEN_FILE".to_owned(), launch.token_file.as_os_str().to_owned()),
+        ("PATH".to_owned(), path),
+    ];
+    env.extend(INHERITED.iter().filter_map(|k| inherit(k).map(|v| ((*k).to_owned(), v))));
+    env
+}
+
+/// Starts the process with stdout and stderr appended to the execution's log.
+pub fn spawn(launch: &Launch<'_>) -> std::io::Result<Child> {
+    let log = OpenOptions::new().create(true).append(true).mode(0o600).open(launch.log)?;
+    let (program, args) = launch.argv.split_first().ok_or(std::io::ErrorKind::InvalidInput)?;
+    Command::new(program)
+        .args(args)
+        .current_dir(launch.workdir)
+        .env_clear()
+        .envs(environment(launch, |k| std::env::var_os(k)))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .kill_on_drop(false)
+        .spawn()
+}
+
+/// Kills the whole process group led by `pid` (the executor puts each attempt in its own group).
+pub fn kill_group(pid: i32) {
+    if let Some(pid) = Pid::from_raw(pid) {
+        let _ = kill_process_group(pid, Signal::KILL);
+    }
+}
+
+/// Whether a process with this id still exists.
+pub fn is_alive(pid: i32) -> bool {
+    Pid::from_raw(pid).is_some_and(|p| test_kill_process(p).is_ok())
+}
+
+/// The execution log of an attempt.
+pub fn log_path(logs: &Path, execution_id: &str) -> PathBuf {
+    logs.join(format!("{execution_id}.log"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_is_minimal() {
+        let launch = Launch {
+            argv: &[],
+            workdir: Path::new("/w"),
+            endpoint: Path::new("/r/toolbelt.sock"),
+            token_file: Path::new("/r/token/token"),
+            os_dir: Path::new("/opt/oc/bin"),
+            log: Path::new("/l"),
+        };
+        let env = environment(&launch, |k| match k {
+            "HOME" => Some("/home/me".into()),
+            _ => None,
+        });
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, vec!["OS_ENDPOINT", "OS_TOKEN_FILE", "PATH", "HOME"]);
+        assert_eq!(env[2].1, OsString::from("/opt/oc/bin:/usr/local/bin:/usr/bin:/bin"));
+    }
+}

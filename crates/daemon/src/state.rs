@@ -1,0 +1,132 @@
+//! The state directory: owner-only, locked by one daemon at a time.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{flock, FlockOperation};
+
+use crate::DaemonError;
+
+/// A locked state directory and the paths inside it.
+pub struct StateDir {
+    root: PathBuf,
+    /// Held for the daemon's lifetime; the flock is released when it closes.
+    _lock: File,
+}
+
+impl StateDir {
+    /// Creates the directory (0700) if needed, refuses one that is group/world-accessible or owned by
+    /// another user, and takes an exclusive lock on it.
+    pub fn lock(root: &Path) -> Result<StateDir, DaemonError> {
+        create_private_dir(root)?;
+        check_private_dir(root)?;
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(root.join("daemon.lock"))
+            .map_err(|e| DaemonError::io("open the state lock", root, e))?;
+        flock(&lock, FlockOperation::NonBlockingLockExclusive).map_err(|_| DaemonError::Locked(root.to_owned()))?;
+        let state = StateDir { root: root.to_owned(), _lock: lock };
+        create_private_dir(&state.private_dir())?;
+        check_private_dir(&state.private_dir())?;
+        create_private_dir(&state.runs_dir())?;
+        create_private_dir(&state.logs_dir())?;
+        Ok(state)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn management_socket(&self) -> PathBuf {
+        self.root.join("management.sock")
+    }
+
+    pub fn private_dir(&self) -> PathBuf {
+        self.root.join("private")
+    }
+
+    pub fn operator_token(&self) -> PathBuf {
+        self.private_dir().join("operator.token")
+    }
+
+    pub fn store_path(&self) -> PathBuf {
+        self.root.join("store.db")
+    }
+
+    pub fn runs_dir(&self) -> PathBuf {
+        self.root.join("runs")
+    }
+
+    pub fn logs_dir(&self) -> PathBuf {
+        self.root.join("logs")
+    }
+}
+
+/// Creates `dir` with mode 0700 if it does not exist.
+pub fn create_private_dir(dir: &Path) -> Result<(), DaemonError> {
+    match fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) => Err(DaemonError::io("create the directory", dir, e)),
+    }
+}
+
+/// Refuses a directory that another user owns or that group or others may access.
+pub fn check_private_dir(dir: &Path) -> Result<(), DaemonError> {
+    let meta = fs::symlink_metadata(dir).map_err(|e| DaemonError::io("inspect the directory", dir, e))?;
+    let mode = meta.mode() & 0o777;
+    if !meta.is_dir() || meta.uid() != rustix::process::geteuid().as_raw() || mode & 0o077 != 0 {
+        return Err(DaemonError::UnsafeDirectory { path: dir.to_owned(), mode });
+    }
+    Ok(())
+}
+
+/// Writes `contents` to `path` with mode 0600 through a temporary file in the same directory and a
+/// rename, so a reader sees the old file or the new one, never a partial one.
+pub fn write_private_file(path: &Path, contents: &[u8]) -> Result<(), DaemonError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::now_v7()));
+    let write = || -> std::io::Result<()> {
+        let mut file = OpenOptions::new().create_new(true).write(true).mode(0o600).open(&tmp)?;
+        file.write_all(contents)?;
+        file.sync_all()?;
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o600))?;
+        fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    };
+    write().map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        DaemonError::io("write the file", path, e)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_group_writable_dirs_and_second_lock() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("state");
+        let first = StateDir::lock(&root).unwrap();
+        assert!(matches!(StateDir::lock(&root), Err(DaemonError::Locked(_))));
+        drop(first);
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o770)).unwrap();
+        assert!(matches!(StateDir::lock(&root), Err(DaemonError::UnsafeDirectory { .. })));
+    }
+
+    #[test]
+    fn private_files_are_0600_and_replaced_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("f");
+        write_private_file(&path, b"one").unwrap();
+        write_private_file(&path, b"two").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"two");
+        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+        assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 1, "no temporary file is left");
+    }
+}

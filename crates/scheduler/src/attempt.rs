@@ -1,0 +1,278 @@
+//! Attempts: claim, lease renewal, completion and adoption after a restart.
+
+use conduit_config::Snapshot;
+use conduit_core::execution::{settle, SegmentEnd, Settlement};
+use conduit_core::{Duration, Execution, ExecutionState, OutcomeStatus, Timestamp, Work, WorkState};
+use conduit_store::{new_id, Tx};
+
+use crate::waits::register;
+use crate::HostError;
+
+/// How long a lease lasts without renewal. The daemon renews at a third of it.
+pub const LEASE: Duration = Duration::from_secs(30);
+
+/// A claimed attempt: the execution (epoch n+1, leased to the owner) and its Work, now running.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub execution: Execution,
+    pub work: Work,
+}
+
+/// Claims the oldest ready Work whose scope is enabled, as a new execution with the next epoch.
+pub fn claim_next(tx: &mut dyn Tx, config: &Snapshot, owner: &str, now: Timestamp) -> Result<Option<Claim>, HostError> {
+    let Some(mut work) = tx.ready_work(16)?.into_iter().find(|w| config.scope_enabled(&w.scope)) else {
+        return Ok(None);
+    };
+    let Some((_, timeout)) = config.shell(&work.scope, &work.binding) else {
+        // The binding left the configuration: nothing can run this Work.
+        return fail_unrunnable(tx, work, now).map(|()| None);
+    };
+    work.epoch += 1;
+    work.state = WorkState::Running;
+    work.updated_at = now;
+    let execution = Execution {
+        id: new_id(),
+        work_id: work.id.clone(),
+        scope: work.scope.clone(),
+        binding: work.binding.clone(),
+        epoch: work.epoch,
+        owner: owner.to_owned(),
+        state: ExecutionState::Running,
+        cause_event: work.wake_event.clone(),
+        watermark: tx.max_sequence()?,
+        declaration: None,
+        outcome: None,
+        exit_code: None,
+        pid: None,
+        generation: config.generation(),
+        lease_expires_at: now.plus(LEASE),
+        deadline_at: now.plus(timeout),
+        started_at: now,
+        ended_at: None,
+    };
+    tx.update_work(&work)?;
+    tx.insert_execution(&execution)?;
+    Ok(Some(Claim { execution, work }))
+}
+
+fn fail_unrunnable(tx: &mut dyn Tx, mut work: Work, now: Timestamp) -> Result<(), HostError> {
+    work.state = WorkState::Failed;
+    work.outcome = Some(conduit_core::Outcome {
+        status: OutcomeStatus::Failed,
+        summary: Some("its binding is no longer in the configuration".into()),
+        source: conduit_core::OutcomeSource::Exit,
+    });
+    work.updated_at = now;
+    Ok(tx.update_work(&work)?)
+}
+
+/// Extends a running attempt's lease, if it still holds it at `epoch`. Returns whether it does.
+pub fn renew_lease(tx: &mut dyn Tx, execution_id: &str, epoch: u32, owner: &str, now: Timestamp) -> Result<bool, HostError> {
+    let Some(mut x) = tx.get_execution(execution_id)? else { return Ok(false) };
+    if x.state != ExecutionState::Running || x.epoch != epoch || x.owner != owner {
+        return Ok(false);
+    }
+    x.lease_expires_at = now.plus(LEASE);
+    tx.update_execution(&x)?;
+    Ok(true)
+}
+
+/// Records the process id of a started attempt, so a restarted daemon can tell whether it lives.
+pub fn record_pid(tx: &mut dyn Tx, execution_id: &str, pid: i32) -> Result<(), HostError> {
+    if let Some(mut x) = tx.get_execution(execution_id)? {
+        x.pid = Some(pid);
+        tx.update_execution(&x)?;
+    }
+    Ok(())
+}
+
+/// Applies a finished segment: its declared outcome or wait, else its exit status. Revokes the
+/// execution's tokens. A segment that is no longer running is left as it is (completion is idempotent).
+pub fn complete(tx: &mut dyn Tx, execution_id: &str, end: SegmentEnd, now: Timestamp) -> Result<Option<Execution>, HostError> {
+    let Some(mut x) = tx.get_execution(execution_id)? else { return Ok(None) };
+    if x.state != ExecutionState::Running {
+        return Ok(None);
+    }
+    let Some(mut work) = tx.get_work(&x.work_id)? else { return Ok(None) };
+    x.exit_code = match end {
+        SegmentEnd::Exited(code) => Some(code),
+        SegmentEnd::Killed | SegmentEnd::Lost | SegmentEnd::FailedToStart => None,
+    };
+    x.ended_at = Some(now);
+    work.updated_at = now;
+    match settle(x.declaration.as_ref(), end) {
+        Settlement::Finished(outcome) => {
+            let succeeded = outcome.status == OutcomeStatus::Succeeded;
+            x.state = if succeeded { ExecutionState::Succeeded } else { ExecutionState::Failed };
+            work.state = if succeeded { WorkState::Succeeded } else { WorkState::Failed };
+            x.outcome = Some(outcome.clone());
+            work.outcome = Some(outcome);
+        }
+        Settlement::Wait { types, keys, timeout } => {
+            x.state = ExecutionState::Waiting;
+            work.state = WorkState::Waiting;
+            tx.update_work(&work)?;
+            let ready = register(tx, &x, types, keys, timeout, &work.keys, now)?;
+            if ready {
+                // The backscan woke it: reload what the wake wrote.
+                work = tx.get_work(&work.id)?.unwrap_or(work);
+            }
+        }
+    }
+    tx.update_execution(&x)?;
+    tx.update_work(&work)?;
+    tx.revoke_execution_tokens(&x.id, now)?;
+    Ok(Some(x))
+}
+
+/// Adopts a running attempt left by an earlier daemon instance: the next epoch, this owner, a fresh
+/// lease. The caller issues the rotated token in the same transaction.
+pub fn adopt(tx: &mut dyn Tx, execution_id: &str, owner: &str, now: Timestamp) -> Result<Option<Claim>, HostError> {
+    let Some(mut x) = tx.get_execution(execution_id)? else { return Ok(None) };
+    let Some(mut work) = tx.get_work(&x.work_id)? else { return Ok(None) };
+    if x.state != ExecutionState::Running {
+        return Ok(None);
+    }
+    work.epoch += 1;
+    work.updated_at = now;
+    x.epoch = work.epoch;
+    x.owner = owner.to_owned();
+    x.lease_expires_at = now.plus(LEASE);
+    tx.update_work(&work)?;
+    tx.update_execution(&x)?;
+    Ok(Some(Claim { execution: x, work }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{accept, create_work, fire_due_timers, NewWork};
+    use conduit_core::{Causation, Declaration, NewEvent, Source};
+    use conduit_store::{SqliteStore, Store};
+    use serde_json::json;
+
+    const T0: Timestamp = Timestamp(1_000_000);
+
+    fn setup() -> (tempfile::TempDir, Box<dyn Store>, Snapshot) {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Box<dyn Store> = Box::new(SqliteStore::open(&dir.path().join("s.db")).unwrap());
+        let config = conduit_config::parse(conduit_config::default_config_json().as_bytes()).unwrap().at_generation(1);
+        (dir, store, config)
+    }
+
+    fn manual_work(store: &dyn Store, config: &Snapshot) -> Work {
+        let new = NewWork {
+            scope: "setup".into(),
+            binding: "shell".into(),
+            input: json!({}),
+            keys: vec![],
+            parent_work: None,
+            source: Source::Manual,
+            actor: Some("operator:local".into()),
+        };
+        store.write(|tx| create_work(tx, config, new, None, T0)).unwrap().0
+    }
+
+    fn operator_event(ty: &str, key: &str) -> NewEvent {
+        let id = new_id();
+        NewEvent {
+            id: id.clone(),
+            event_type: ty.into(),
+            source: Source::Manual,
+            scope: "setup".into(),
+            work_id: None,
+            execution_id: None,
+            correlation_key: Some(key.into()),
+            causation: Causation::root(&id),
+            actor: None,
+            data: json!({}),
+            accepted_at: T0,
+        }
+    }
+
+    fn declare(store: &dyn Store, execution: &str, d: Declaration) {
+        store
+            .write(|tx| {
+                let mut x = tx.get_execution(execution)?.unwrap();
+                x.declaration = Some(d);
+                tx.update_execution(&x)
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn claim_takes_the_next_epoch_and_complete_maps_exit() {
+        let (_d, store, config) = setup();
+        let work = manual_work(&*store, &config);
+        let claim = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+        assert_eq!((claim.execution.epoch, claim.work.state), (1, WorkState::Running));
+        assert_eq!(claim.execution.cause_event, work.wake_event);
+        assert!(store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().is_none(), "nothing else is ready");
+        store.write(|tx| complete(tx, &claim.execution.id, SegmentEnd::Exited(3), T0)).unwrap();
+        let work = store.read(|tx| tx.get_work(&work.id)).unwrap().unwrap();
+        assert_eq!(work.state, WorkState::Failed);
+    }
+
+    #[test]
+    fn declared_wait_parks_and_a_matching_event_resumes_with_a_new_epoch() {
+        let (_d, store, config) = setup();
+        let work = manual_work(&*store, &config);
+        let first = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+        declare(&*store, &first.execution.id, Declaration::Wait { types: vec!["demo.go".into()], keys: vec![], timeout: None });
+        store.write(|tx| complete(tx, &first.execution.id, SegmentEnd::Exited(0), T0)).unwrap();
+        assert_eq!(store.read(|tx| tx.get_work(&work.id)).unwrap().unwrap().state, WorkState::Waiting);
+
+        let go = store.write(|tx| accept(tx, &config, operator_event("demo.go", &format!("work:{}", work.id)), T0)).unwrap();
+        let second = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+        assert_eq!(second.execution.epoch, 2);
+        assert_eq!(second.execution.cause_event, go.id, "the resumed segment continues from what woke it");
+    }
+
+    #[test]
+    fn an_event_accepted_before_registration_is_found_by_backscan() {
+        let (_d, store, config) = setup();
+        let work = manual_work(&*store, &config);
+        let first = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+        store.write(|tx| accept(tx, &config, operator_event("demo.go", &format!("work:{}", work.id)), T0)).unwrap();
+        declare(&*store, &first.execution.id, Declaration::Wait { types: vec!["demo.go".into()], keys: vec![], timeout: None });
+        store.write(|tx| complete(tx, &first.execution.id, SegmentEnd::Exited(0), T0)).unwrap();
+        assert_eq!(store.read(|tx| tx.get_work(&work.id)).unwrap().unwrap().state, WorkState::Ready);
+    }
+
+    #[test]
+    fn wait_timeout_fires_at_its_instant() {
+        let (_d, store, config) = setup();
+        let work = manual_work(&*store, &config);
+        let first = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+        let timeout = Some(Duration::from_secs(5));
+        declare(&*store, &first.execution.id, Declaration::Wait { types: vec!["demo.go".into()], keys: vec![], timeout });
+        store.write(|tx| complete(tx, &first.execution.id, SegmentEnd::Exited(0), T0)).unwrap();
+        assert_eq!(store.write(|tx| fire_due_timers(tx, &config, T0.plus(Duration(4_999)))).unwrap(), 0);
+        assert_eq!(store.write(|tx| fire_due_timers(tx, &config, T0.plus(Duration(5_000)))).unwrap(), 1);
+        assert_eq!(store.read(|tx| tx.get_work(&work.id)).unwrap().unwrap().state, WorkState::Ready);
+    }
+
+    #[test]
+    fn a_route_starts_work_that_owns_the_events_key() {
+        let (_d, store, config) = setup();
+        let e = store.write(|tx| accept(tx, &config, operator_event("demo.requested", "ticket:9"), T0)).unwrap();
+        let owner = store.read(|tx| tx.work_owning_key("ticket:9")).unwrap().expect("routed work owns the key");
+        let work = store.read(|tx| tx.get_work(&owner)).unwrap().unwrap();
+        let created = store.read(|tx| tx.get_event(&work.wake_event)).unwrap().unwrap();
+        assert_eq!(created.causation.parent.as_deref(), Some(e.id.as_str()));
+        // A second event under the same key is that Work's input, not a new Work.
+        store.write(|tx| accept(tx, &config, operator_event("demo.requested", "ticket:9"), T0)).unwrap();
+        assert_eq!(store.read(|tx| tx.list_work(&Default::default())).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn adoption_bumps_the_epoch_and_owner() {
+        let (_d, store, config) = setup();
+        manual_work(&*store, &config);
+        let first = store.write(|tx| claim_next(tx, &config, "old", T0)).unwrap().unwrap();
+        let adopted = store.write(|tx| adopt(tx, &first.execution.id, "new", T0)).unwrap().unwrap();
+        assert_eq!((adopted.execution.epoch, adopted.execution.owner.as_str()), (2, "new"));
+        assert!(!store.write(|tx| renew_lease(tx, &first.execution.id, 1, "old", T0)).unwrap());
+        assert!(store.write(|tx| renew_lease(tx, &first.execution.id, 2, "new", T0)).unwrap());
+    }
+}

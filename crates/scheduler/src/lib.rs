@@ -1,0 +1,20 @@
+//! The transactional rules that move Work through its life: accepting events (causal bounds,
+//! waking waits, routing), creating Work, claiming attempts, renewing leases, completing segments,
+//! firing wait timers, and adopting attempts after a restart.
+//!
+//! Architecture invariant: every function here runs inside one store transaction handed in by the
+//! caller and takes the time as an argument. Nothing here spawns a process, opens a socket or reads
+//! a clock; the daemon's loop and the shell executor do that around these rules.
+#![forbid(unsafe_code)]
+
+mod accept;
+mod attempt;
+mod error;
+mod waits;
+mod work;
+
+pub use accept::{accept, record};
+pub use attempt::{adopt, claim_next, complete, record_pid, renew_lease, Claim, LEASE};
+pub use error::HostError;
+pub use waits::fire_due_timers;
+pub use work::{create_work, NewWork};

@@ -1,0 +1,92 @@
+//! Creating Work, with its causal `core.work.created` event, in one transaction.
+
+use conduit_config::Snapshot;
+use conduit_core::names::work_key;
+use conduit_core::{Causation, ErrorCode, Event, NewEvent, Refusal, Source, Timestamp, Work, WorkState};
+use conduit_store::{new_id, StoreError, Tx};
+use serde_json::{json, Value};
+
+use crate::accept::record;
+use crate::HostError;
+
+/// What a caller asks for when it creates Work.
+#[derive(Debug, Clone)]
+pub struct NewWork {
+    pub scope: String,
+    pub binding: String,
+    pub input: Value,
+    /// Correlation keys beyond `work:<id>`, which every Work owns.
+    pub keys: Vec<String>,
+    pub parent_work: Option<String>,
+    pub source: Source,
+    pub actor: Option<String>,
+}
+
+/// Creates ready Work and its `core.work.created` event (derived from `cause`, or a new root).
+pub fn create_work(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    new: NewWork,
+    cause: Option<&Event>,
+    now: Timestamp,
+) -> Result<(Work, Event), HostError> {
+    check_target(config, &new.scope, &new.binding)?;
+    let id = new_id();
+    let event_id = new_id();
+    let own_key = work_key(&id);
+    let mut keys = vec![own_key.clone()];
+    keys.extend(new.keys.iter().filter(|k| **k != own_key).cloned());
+    let work = Work {
+        id: id.clone(),
+        scope: new.scope.clone(),
+        binding: new.binding.clone(),
+        parent_work: new.parent_work.clone(),
+        state: WorkState::Ready,
+        input: new.input,
+        keys,
+        epoch: 0,
+        outcome: None,
+        wake_event: event_id.clone(),
+        generation: config.generation(),
+        created_at: now,
+        updated_at: now,
+    };
+    tx.insert_work(&work).map_err(|e| match e {
+        StoreError::KeyTaken => HostError::from(
+            Refusal::new(ErrorCode::Conflict, "a correlation key given for the Work is already owned by another Work")
+                .with_remedy("use a key no other Work owns"),
+        ),
+        e => e.into(),
+    })?;
+    let causation = cause.map(Causation::derived_from).unwrap_or_else(|| Causation::root(&event_id));
+    let event = NewEvent {
+        id: event_id,
+        event_type: "core.work.created".into(),
+        source: new.source,
+        scope: new.scope,
+        work_id: Some(id),
+        execution_id: None,
+        correlation_key: Some(own_key),
+        causation,
+        actor: new.actor,
+        data: json!({"binding": new.binding, "parent_work": new.parent_work}),
+        accepted_at: now,
+    };
+    let event = record(tx, config, event)?;
+    Ok((work, event))
+}
+
+fn check_target(config: &Snapshot, scope: &str, binding: &str) -> Result<(), Refusal> {
+    if config.scope(scope).is_none() {
+        return Err(Refusal::new(ErrorCode::UnknownScope, "no scope has this id in the active configuration")
+            .with_remedy("list the scopes in your configuration file"));
+    }
+    if !config.scope_enabled(scope) {
+        return Err(Refusal::new(ErrorCode::ScopeDisabled, "the scope is disabled in the active configuration"));
+    }
+    if config.binding(scope, binding).is_none() {
+        return Err(Refusal::new(ErrorCode::UnknownBinding, "the scope has no binding with this name")
+            .with_remedy("name a binding declared under the scope's `bindings`"));
+    }
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! An execution's own toolbelt socket. It serves three routes; every other path is 404 before any
+//! authentication, so no operator endpoint exists here for either credential class.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use axum::Router;
+use conduit_toolbelt::{CallRequest, Toolbelt};
+use serde::Deserialize;
+use tokio::sync::Notify;
+
+use crate::clock::now;
+use crate::envelope::{bearer, blocking, not_found, ok, parse_body, Answer};
+
+/// One execution's socket: the toolbelt, and the execution the socket itself asserts.
+#[derive(Clone)]
+pub struct ExecutionSocket {
+    pub toolbelt: Toolbelt,
+    pub execution_id: Arc<str>,
+    /// Wakes the scheduler loop after calls that may make Work ready.
+    pub kick: Arc<Notify>,
+}
+
+pub fn execution_router(state: ExecutionSocket) -> Router {
+    Router::new()
+        .route("/v1/toolbelt/call", post(call))
+        .route("/v1/toolbelt/guidance", get(guidance))
+        .route("/v1/toolbelt/serving", get(serving))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Bytes) -> Answer {
+    let token = bearer(&headers)?;
+    let mut request: CallRequest = parse_body(&body)?;
+    if request.request_id.is_none() {
+        request.request_id = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    }
+    let toolbelt = s.toolbelt.clone();
+    let execution = s.execution_id.clone();
+    let answer = blocking(move || Ok(toolbelt.call(&execution, &token, &request, now())?)).await?;
+    s.kick.notify_one();
+    ok(StatusCode::OK, &answer)
+}
+
+async fn guidance(State(s): State<ExecutionSocket>, headers: HeaderMap) -> Answer {
+    let token = bearer(&headers)?;
+    let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
+    let answer = blocking(move || Ok(toolbelt.guidance(&execution, &token, now())?)).await?;
+    ok(StatusCode::OK, &answer)
+}
+
+#[derive(Deserialize)]
+struct Capability {
+    capability: String,
+}
+
+async fn serving(State(s): State<ExecutionSocket>, headers: HeaderMap, Query(q): Query<Capability>) -> Answer {
+    let token = bearer(&headers)?;
+    let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
+    let answer = blocking(move || Ok(toolbelt.serving(&execution, &token, &q.capability, now())?)).await?;
+    ok(StatusCode::OK, &answer)
+}

@@ -1,0 +1,15 @@
+//! The HTTP surfaces over Unix sockets: the operator's management API and each execution's toolbelt
+//! socket. Handlers validate requests, authenticate the bearer, and hand the rule to `scheduler` or
+//! `toolbelt` on a blocking thread; the answer is JSON or the flat error envelope.
+#![forbid(unsafe_code)]
+
+mod clock;
+mod envelope;
+mod execution;
+mod listen;
+mod management;
+
+pub use clock::now;
+pub use execution::{execution_router, ExecutionSocket};
+pub use listen::{bind_owner_only, serve};
+pub use management::{management_router, Management};

@@ -1,0 +1,249 @@
+//! The management API on the owner-only socket: operators only.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use axum::Router;
+use conduit_config::CurrentConfig;
+use conduit_core::names::{is_event_type, is_reserved_type};
+use conduit_core::{Causation, ErrorCode, Event, NewEvent, OperatorRecord, Refusal, Source, WorkState};
+use conduit_scheduler::{accept, create_work, NewWork};
+use conduit_store::{new_id, Store, WorkFilter};
+use conduit_toolbelt::token::digest;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+
+use crate::clock::now;
+use crate::envelope::{bearer, blocking, not_found, ok, parse_body, Answer, Failure};
+
+/// What the management handlers share.
+#[derive(Clone)]
+pub struct Management {
+    pub store: Arc<dyn Store>,
+    pub config: CurrentConfig,
+    /// This daemon's instance id (the owner of the leases it holds).
+    pub instance: String,
+    /// Wakes the scheduler loop when new Work may be ready.
+    pub kick: Arc<Notify>,
+}
+
+pub fn management_router(state: Management) -> Router {
+    Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/work", post(create).get(list_work))
+        .route("/v1/work/{id}", get(get_work))
+        .route("/v1/events", post(emit).get(list_events))
+        .route("/v1/events/{id}", get(get_event))
+        .route("/v1/events/{id}/chain", get(chain))
+        .route("/v1/executions", get(list_executions))
+        .route("/v1/executions/{id}", get(get_execution))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+/// Authenticates an operator credential. An execution token is `wrong_credential_class`; anything
+/// else unknown or revoked is `unauthenticated`.
+async fn operator(state: &Management, headers: &HeaderMap) -> Result<OperatorRecord, Failure> {
+    let presented = digest(&bearer(headers)?);
+    let store = state.store.clone();
+    blocking(move || {
+        store.read(|tx| {
+            if let Some(op) = tx.operator_by_digest(&presented)?.filter(|o| o.revoked_at.is_none()) {
+                return Ok(op);
+            }
+            if tx.token_by_digest(&presented)?.is_some() {
+                return Err(Failure(Refusal::wrong_credential_class()));
+            }
+            Err(Failure(
+                Refusal::new(ErrorCode::Unauthenticated, "the operator credential is unknown or revoked")
+                    .with_remedy("use the token in <state>/private/operator.token"),
+            ))
+        })
+    })
+    .await
+}
+
+async fn health(State(s): State<Management>, headers: HeaderMap) -> Answer {
+    operator(&s, &headers).await?;
+    let generation = s.config.get().generation();
+    ok(StatusCode::OK, &json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "instance": s.instance,
+        "generation": generation,
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateWork {
+    scope: String,
+    binding: String,
+    #[serde(default)]
+    input: Value,
+    #[serde(default)]
+    keys: Vec<String>,
+}
+
+async fn create(State(s): State<Management>, headers: HeaderMap, body: Bytes) -> Answer {
+    let op = operator(&s, &headers).await?;
+    let req: CreateWork = parse_body(&body)?;
+    let (store, config) = (s.store.clone(), s.config.get());
+    let work = blocking(move || {
+        let new = NewWork {
+            scope: req.scope,
+            binding: req.binding,
+            input: req.input,
+            keys: req.keys,
+            parent_work: None,
+            source: Source::Manual,
+            actor: Some(op.principal()),
+        };
+        Ok(store.write(|tx| create_work(tx, &config, new, None, now()))?.0)
+    })
+    .await?;
+    s.kick.notify_one();
+    ok(StatusCode::CREATED, &work)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkQuery {
+    scope: Option<String>,
+    state: Option<String>,
+}
+
+async fn list_work(State(s): State<Management>, headers: HeaderMap, Query(q): Query<WorkQuery>) -> Answer {
+    operator(&s, &headers).await?;
+    let state = match q.state.as_deref() {
+        Some(text) => Some(WorkState::parse(text).ok_or_else(|| {
+            Refusal::new(ErrorCode::InvalidRequest, "unknown Work state")
+                .with_remedy("use ready, running, waiting, succeeded, failed or cancelled")
+        })?),
+        None => None,
+    };
+    let filter = WorkFilter { scope: q.scope, state };
+    let store = s.store.clone();
+    let items = blocking(move || Ok(store.read(|tx| tx.list_work(&filter))?)).await?;
+    ok(StatusCode::OK, &json!({ "items": items }))
+}
+
+async fn get_work(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
+    operator(&s, &headers).await?;
+    let store = s.store.clone();
+    let work = blocking(move || store.read(|tx| tx.get_work(&id))?.ok_or_else(|| Refusal::not_found("Work").into())).await?;
+    ok(StatusCode::OK, &work)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Emit {
+    #[serde(rename = "type")]
+    event_type: String,
+    scope: String,
+    #[serde(default)]
+    data: Value,
+    correlation_key: Option<String>,
+}
+
+/// An operator's event: a `core.manual` root stamped with the operator as its actor, routed at once.
+async fn emit(State(s): State<Management>, headers: HeaderMap, body: Bytes) -> Answer {
+    let op = operator(&s, &headers).await?;
+    let req: Emit = parse_body(&body)?;
+    check_operator_event(&req)?;
+    let (store, config) = (s.store.clone(), s.config.get());
+    let event = blocking(move || {
+        if !config.scope_enabled(&req.scope) {
+            return Err(Refusal::new(ErrorCode::UnknownScope, "no enabled scope has this id").into());
+        }
+        let id = new_id();
+        let event = NewEvent {
+            causation: Causation::root(&id),
+            id,
+            event_type: req.event_type,
+            source: Source::Manual,
+            scope: req.scope,
+            work_id: None,
+            execution_id: None,
+            correlation_key: req.correlation_key,
+            actor: Some(op.principal()),
+            data: req.data,
+            accepted_at: now(),
+        };
+        Ok(store.write(|tx| accept(tx, &config, event, now()))?)
+    })
+    .await?;
+    s.kick.notify_one();
+    ok(StatusCode::CREATED, &event)
+}
+
+fn check_operator_event(req: &Emit) -> Result<(), Refusal> {
+    if !is_event_type(&req.event_type) {
+        return Err(Refusal::new(ErrorCode::InvalidRequest, "an event type is namespaced: `family.name`"));
+    }
+    if is_reserved_type(&req.event_type) {
+        return Err(Refusal::new(ErrorCode::EventTypeNotAllowed, "core, agent, tool and toolbelt events belong to the host"));
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ByWork {
+    work: Option<String>,
+}
+
+const EVENT_PAGE: usize = 1000;
+
+async fn list_events(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ByWork>) -> Answer {
+    operator(&s, &headers).await?;
+    let store = s.store.clone();
+    let items = blocking(move || Ok(store.read(|tx| tx.list_events(q.work.as_deref(), EVENT_PAGE))?)).await?;
+    ok(StatusCode::OK, &json!({ "items": items }))
+}
+
+async fn get_event(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
+    operator(&s, &headers).await?;
+    let store = s.store.clone();
+    let event = blocking(move || store.read(|tx| tx.get_event(&id))?.ok_or_else(|| Refusal::not_found("event").into())).await?;
+    ok(StatusCode::OK, &event)
+}
+
+/// The causal chain of an event: its root first, each parent in turn, ending with the event.
+async fn chain(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
+    operator(&s, &headers).await?;
+    let store = s.store.clone();
+    let items = blocking(move || {
+        store.read(|tx| {
+            let mut chain: Vec<Event> = Vec::new();
+            let mut next = Some(id);
+            while let Some(id) = next.take() {
+                let event = tx.get_event(&id)?.ok_or_else(|| Failure(Refusal::not_found("event")))?;
+                next = event.causation.parent.clone();
+                chain.push(event);
+            }
+            chain.reverse();
+            Ok(chain)
+        })
+    })
+    .await?;
+    ok(StatusCode::OK, &json!({ "items": items }))
+}
+
+async fn list_executions(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ByWork>) -> Answer {
+    operator(&s, &headers).await?;
+    let store = s.store.clone();
+    let items = blocking(move || Ok(store.read(|tx| tx.list_executions(q.work.as_deref()))?)).await?;
+    ok(StatusCode::OK, &json!({ "items": items }))
+}
+
+async fn get_execution(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
+    operator(&s, &headers).await?;
+    let store = s.store.clone();
+    let x = blocking(move || store.read(|tx| tx.get_execution(&id))?.ok_or_else(|| Refusal::not_found("execution").into())).await?;
+    ok(StatusCode::OK, &x)
+}

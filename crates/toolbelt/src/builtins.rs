@@ -1,0 +1,248 @@
+//! The builtin operations: `emit`, `read_context`, `declare_outcome`, `wait`, `create_work`.
+
+use conduit_config::Snapshot;
+use conduit_core::names::{is_event_type, is_reserved_type, is_type_pattern, type_matches};
+use conduit_core::{
+    Causation, Declaration, Duration, ErrorCode, NewEvent, OutcomeStatus, Refusal, Source, Timestamp,
+};
+use conduit_scheduler::{accept, create_work, HostError, NewWork};
+use conduit_store::{new_id, Tx};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::checks::Authority;
+
+/// Shown to agents before the list of their operations (and served by `os mcp` as instructions).
+pub const GUIDANCE: &str = "You are running inside an Open Conduit execution. Use your toolbelt to report \
+what you do: emit events for progress, declare an outcome when you are done, or declare a wait to be \
+resumed when an event arrives. A declaration releases your authority for this segment.";
+
+/// A builtin's agent-facing description.
+#[derive(Debug, Clone, Serialize)]
+pub struct OperationDescriptor {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub input_schema: Value,
+}
+
+/// The descriptors of every builtin, sorted by name.
+pub fn describe_builtins() -> Vec<OperationDescriptor> {
+    let string = json!({"type": "string"});
+    let strings = json!({"type": "array", "items": {"type": "string"}});
+    let object = |props: Value, required: &[&str]| {
+        json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
+    };
+    vec![
+        OperationDescriptor {
+            name: "create_work",
+            summary: "Create child Work in this scope, run by one of its bindings.",
+            input_schema: object(json!({"binding": string, "input": {}, "keys": strings}), &["binding"]),
+        },
+        OperationDescriptor {
+            name: "declare_outcome",
+            summary: "Declare this Work's outcome; applied when the process exits.",
+            input_schema: object(
+                json!({"status": {"enum": ["succeeded", "failed"]}, "summary": string}),
+                &["status"],
+            ),
+        },
+        OperationDescriptor {
+            name: "emit",
+            summary: "Emit an event from this execution.",
+            input_schema: object(json!({"type": string, "data": {}, "correlation_key": string}), &["type"]),
+        },
+        OperationDescriptor {
+            name: "read_context",
+            summary: "Read this execution's context: its Work, input, wake reason and operations.",
+            input_schema: object(json!({}), &[]),
+        },
+        OperationDescriptor {
+            name: "wait",
+            summary: "Park this Work until a matching event arrives (or the timeout); resumes in a new attempt.",
+            input_schema: object(json!({"types": strings, "keys": strings, "timeout": string}), &["types"]),
+        },
+    ]
+}
+
+/// Runs a builtin for an authorized call.
+pub fn run(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    authority: &Authority,
+    operation: &str,
+    input: &Value,
+    now: Timestamp,
+) -> Result<Value, HostError> {
+    match operation {
+        "emit" => emit(tx, config, authority, parse(input)?, now),
+        "read_context" => read_context(tx, authority, parse(input)?),
+        "declare_outcome" => declare_outcome(tx, authority, parse(input)?),
+        "wait" => wait(tx, authority, parse(input)?),
+        "create_work" => create_child(tx, config, authority, parse(input)?, now),
+        _ => Err(Refusal::forbidden().into()),
+    }
+}
+
+/// Parses an operation's input strictly; `null` stands for an empty object.
+fn parse<T: DeserializeOwned>(input: &Value) -> Result<T, Refusal> {
+    let input = if input.is_null() { json!({}) } else { input.clone() };
+    serde_path_to_error::deserialize(input).map_err(|e| {
+        let at = e.path().to_string();
+        Refusal::invalid_input(format!("the operation's input does not match its schema (at `{at}`)"))
+            .with_remedy("see `os guidance` for each operation's input")
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmitInput {
+    #[serde(rename = "type")]
+    event_type: String,
+    #[serde(default)]
+    data: Value,
+    correlation_key: Option<String>,
+}
+
+fn emit(tx: &mut dyn Tx, config: &Snapshot, a: &Authority, input: EmitInput, now: Timestamp) -> Result<Value, HostError> {
+    check_emittable(config, a, &input.event_type)?;
+    if let Some(key) = &input.correlation_key {
+        check_owned(tx, a, key)?;
+    }
+    let cause = tx.get_event(&a.execution.cause_event)?;
+    let id = new_id();
+    let event = NewEvent {
+        causation: cause.as_ref().map(Causation::derived_from).unwrap_or_else(|| Causation::root(&id)),
+        id,
+        event_type: input.event_type,
+        source: Source::Execution(a.execution.id.clone()),
+        scope: a.work.scope.clone(),
+        work_id: Some(a.work.id.clone()),
+        execution_id: Some(a.execution.id.clone()),
+        correlation_key: input.correlation_key,
+        actor: None,
+        data: input.data,
+        accepted_at: now,
+    };
+    let event = accept(tx, config, event, now)?;
+    Ok(json!({"event_id": event.id, "sequence": event.sequence}))
+}
+
+/// An execution emits only namespaced, non-reserved types, within its binding's `emits` when set.
+fn check_emittable(config: &Snapshot, a: &Authority, event_type: &str) -> Result<(), Refusal> {
+    if !is_event_type(event_type) {
+        return Err(Refusal::invalid_input("an event type is namespaced: `family.name`"));
+    }
+    let emits = config.binding(&a.work.scope, &a.work.binding).and_then(|b| b.emits.as_ref());
+    let allowed = !is_reserved_type(event_type) && emits.is_none_or(|list| list.iter().any(|p| type_matches(p, event_type)));
+    if allowed {
+        Ok(())
+    } else {
+        Err(Refusal::new(ErrorCode::EventTypeNotAllowed, "this execution may not emit events of this family")
+            .with_remedy("emit a family your binding's `emits` allows; core, agent, tool and toolbelt belong to the host"))
+    }
+}
+
+fn check_owned(tx: &mut dyn Tx, a: &Authority, key: &str) -> Result<(), HostError> {
+    if tx.work_owning_key(key)?.as_deref() == Some(a.work.id.as_str()) {
+        Ok(())
+    } else {
+        Err(Refusal::new(ErrorCode::CorrelationNotOwned, "the correlation key is not one this Work owns")
+            .with_remedy("use `work:<your work id>` or a key given when the Work was created")
+            .into())
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}
+
+fn read_context(tx: &mut dyn Tx, a: &Authority, _: Empty) -> Result<Value, HostError> {
+    let wake = tx.get_event(&a.execution.cause_event)?;
+    Ok(json!({
+        "scope": a.work.scope,
+        "binding": a.work.binding,
+        "work": a.work,
+        "execution": {"id": a.execution.id, "epoch": a.execution.epoch, "deadline_at": a.execution.deadline_at},
+        "wake": wake,
+        "operations": a.token.operations,
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutcomeInput {
+    status: OutcomeStatus,
+    summary: Option<String>,
+}
+
+fn declare_outcome(tx: &mut dyn Tx, a: &Authority, input: OutcomeInput) -> Result<Value, HostError> {
+    declare(tx, a, Declaration::Outcome { status: input.status, summary: input.summary })?;
+    Ok(json!({"declared": "outcome"}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WaitInput {
+    types: Vec<String>,
+    #[serde(default)]
+    keys: Vec<String>,
+    timeout: Option<String>,
+}
+
+fn wait(tx: &mut dyn Tx, a: &Authority, input: WaitInput) -> Result<Value, HostError> {
+    if input.types.is_empty() || !input.types.iter().all(|t| is_type_pattern(t)) {
+        return Err(Refusal::invalid_input("`types` lists one or more event types or family patterns").into());
+    }
+    for key in &input.keys {
+        check_owned(tx, a, key)?;
+    }
+    let timeout = input.timeout.as_deref().map(parse_timeout).transpose()?;
+    declare(tx, a, Declaration::Wait { types: input.types, keys: input.keys, timeout })?;
+    Ok(json!({"declared": "wait"}))
+}
+
+fn parse_timeout(text: &str) -> Result<Duration, Refusal> {
+    Duration::parse(text)
+        .filter(|d| d.0 > 0)
+        .ok_or_else(|| Refusal::invalid_input("`timeout` is a positive duration such as `30s` or `10m`"))
+}
+
+/// Records the segment's one declaration under the fence; the lease guard already ensured none exists.
+fn declare(tx: &mut dyn Tx, a: &Authority, declaration: Declaration) -> Result<(), HostError> {
+    let mut execution = a.execution.clone();
+    execution.declaration = Some(declaration);
+    tx.update_execution(&execution)?;
+    Ok(())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateWorkInput {
+    binding: String,
+    #[serde(default)]
+    input: Value,
+    #[serde(default)]
+    keys: Vec<String>,
+}
+
+fn create_child(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    a: &Authority,
+    input: CreateWorkInput,
+    now: Timestamp,
+) -> Result<Value, HostError> {
+    let cause = tx.get_event(&a.execution.cause_event)?;
+    let new = NewWork {
+        scope: a.work.scope.clone(),
+        binding: input.binding,
+        input: input.input,
+        keys: input.keys,
+        parent_work: Some(a.work.id.clone()),
+        source: Source::Execution(a.execution.id.clone()),
+        actor: None,
+    };
+    let (work, event) = create_work(tx, config, new, cause.as_ref(), now)?;
+    Ok(json!({"work_id": work.id, "event_id": event.id}))
+}

@@ -1,0 +1,99 @@
+//! The ordered authority checks every toolbelt call passes, reads included.
+//!
+//! 1. digest lookup, revocation and exclusive expiry;
+//! 2. narrowing assertions (the socket asserts its execution; `scope_id`/`work_id`/`execution_id`);
+//! 3. the operation is declared and in the token's allowlist;
+//! 4. the current configuration's ceiling (so narrowing the config revokes at once);
+//! 5. the lease guard, in the call's transaction: the execution runs at the token's epoch under the
+//!    token's owner with a live lease, its Work runs in the token's scope, and the segment has not
+//!    declared. A genuine token whose segment declared is `authority_released`; every other failure
+//!    is the bare `forbidden`, which says nothing of which check failed.
+
+use conduit_config::Snapshot;
+use conduit_core::names::BUILTIN_OPERATIONS;
+use conduit_core::{Execution, ExecutionState, Refusal, Timestamp, TokenRecord, Work, WorkState};
+use conduit_scheduler::HostError;
+use conduit_store::Tx;
+
+use crate::token::{digest, digests_match};
+use crate::CallRequest;
+
+/// What a call that passed every check may act as. It never holds the token itself.
+#[derive(Debug, Clone)]
+pub struct Authority {
+    pub token: TokenRecord,
+    pub execution: Execution,
+    pub work: Work,
+}
+
+/// Checks 1 to 5 for `request`, arriving on `socket_execution`'s socket with `bearer`.
+pub fn authorize(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    socket_execution: &str,
+    bearer: &str,
+    request: &CallRequest,
+    now: Timestamp,
+) -> Result<Authority, HostError> {
+    let token = live_token(tx, socket_execution, bearer, now)?;
+    check_assertions(&token, request)?;
+    check_allowlist(&token, &request.operation)?;
+    if !config.authorize_operation(&token.scope, &request.operation) {
+        return Err(Refusal::forbidden().into());
+    }
+    lease_guard(tx, token, now)
+}
+
+/// Check 1, and the socket's own execution assertion: a live token issued to this socket's execution.
+/// An operator credential presented here is `wrong_credential_class`.
+pub fn live_token(tx: &mut dyn Tx, socket_execution: &str, bearer: &str, now: Timestamp) -> Result<TokenRecord, HostError> {
+    let presented = digest(bearer);
+    let Some(token) = tx.token_by_digest(&presented)? else {
+        if tx.operator_by_digest(&presented)?.is_some() {
+            return Err(Refusal::wrong_credential_class().into());
+        }
+        return Err(Refusal::forbidden().into());
+    };
+    if !digests_match(&token.digest, &presented) || !token.is_live_at(now) || token.execution_id != socket_execution {
+        return Err(Refusal::forbidden().into());
+    }
+    Ok(token)
+}
+
+fn check_assertions(token: &TokenRecord, request: &CallRequest) -> Result<(), Refusal> {
+    let asserted = [
+        (&request.execution_id, &token.execution_id),
+        (&request.work_id, &token.work_id),
+        (&request.scope_id, &token.scope),
+    ];
+    if asserted.iter().all(|(claim, actual)| claim.as_ref().is_none_or(|c| c == *actual)) {
+        Ok(())
+    } else {
+        Err(Refusal::forbidden())
+    }
+}
+
+fn check_allowlist(token: &TokenRecord, operation: &str) -> Result<(), Refusal> {
+    let declared = BUILTIN_OPERATIONS.contains(&operation);
+    if declared && token.operations.iter().any(|o| o == operation) {
+        Ok(())
+    } else {
+        Err(Refusal::forbidden())
+    }
+}
+
+fn lease_guard(tx: &mut dyn Tx, token: TokenRecord, now: Timestamp) -> Result<Authority, HostError> {
+    let execution = tx.get_execution(&token.execution_id)?.ok_or_else(Refusal::forbidden)?;
+    let work = tx.get_work(&token.work_id)?.ok_or_else(Refusal::forbidden)?;
+    let holds_lease = execution.state == ExecutionState::Running
+        && execution.epoch == token.epoch
+        && execution.owner == token.owner
+        && execution.lease_live_at(now);
+    if !holds_lease || work.state != WorkState::Running || work.scope != token.scope {
+        return Err(Refusal::forbidden().into());
+    }
+    if execution.declaration.is_some() {
+        return Err(Refusal::authority_released().into());
+    }
+    Ok(Authority { token, execution, work })
+}
