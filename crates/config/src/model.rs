@@ -96,6 +96,9 @@ fn default_causal_per_minute() -> u32 {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { causal_max_depth: default_causal_max_depth(), causal_per_minute: default_causal_per_minute() }
+        Limits {
+            causal_max_depth: default_causal_max_depth(),
+            causal_per_minute: default_causal_per_minute(),
+        }
     }
 }

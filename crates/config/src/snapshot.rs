@@ -22,7 +22,12 @@ pub struct Snapshot {
 
 impl Snapshot {
     pub(crate) fn new(generation: i64, hash: String, written: String, config: Config) -> Snapshot {
-        Snapshot { generation, hash, written, config }
+        Snapshot {
+            generation,
+            hash,
+            written,
+            config,
+        }
     }
 
     /// The same configuration published as `generation`.
@@ -69,13 +74,21 @@ impl Snapshot {
     /// The scope's ceiling check: the scope exists, is enabled, and it and every ancestor allow `op`.
     pub fn authorize_operation(&self, scope: &str, op: &str) -> bool {
         self.scope(scope).is_some()
-            && self.lineage(scope).all(|s| s.enabled && s.authorization.operations.iter().any(|o| o == op))
+            && self
+                .lineage(scope)
+                .all(|s| s.enabled && s.authorization.operations.iter().any(|o| o == op))
     }
 
     /// The operations a binding's executions are granted: its own list, within the ceiling.
     pub fn granted_operations(&self, scope: &str, binding: &str) -> Vec<String> {
-        let Some(b) = self.binding(scope, binding) else { return Vec::new() };
-        let granted: BTreeSet<&String> = b.operations.iter().filter(|op| self.authorize_operation(scope, op)).collect();
+        let Some(b) = self.binding(scope, binding) else {
+            return Vec::new();
+        };
+        let granted: BTreeSet<&String> = b
+            .operations
+            .iter()
+            .filter(|op| self.authorize_operation(scope, op))
+            .collect();
         granted.into_iter().cloned().collect()
     }
 
@@ -91,7 +104,11 @@ impl Snapshot {
     /// The shell configuration of a binding, and its attempt deadline.
     pub fn shell(&self, scope: &str, binding: &str) -> Option<(ShellConfig, Duration)> {
         let shell = shell_config("", self.binding(scope, binding)?).ok()?;
-        let timeout = shell.timeout.as_deref().and_then(Duration::parse).unwrap_or(DEFAULT_ATTEMPT_TIMEOUT);
+        let timeout = shell
+            .timeout
+            .as_deref()
+            .and_then(Duration::parse)
+            .unwrap_or(DEFAULT_ATTEMPT_TIMEOUT);
         Some((shell, timeout))
     }
 
@@ -144,7 +161,9 @@ pub struct CurrentConfig(std::sync::Arc<std::sync::RwLock<std::sync::Arc<Snapsho
 
 impl CurrentConfig {
     pub fn new(snapshot: Snapshot) -> CurrentConfig {
-        CurrentConfig(std::sync::Arc::new(std::sync::RwLock::new(std::sync::Arc::new(snapshot))))
+        CurrentConfig(std::sync::Arc::new(std::sync::RwLock::new(std::sync::Arc::new(
+            snapshot,
+        ))))
     }
 
     pub fn get(&self) -> std::sync::Arc<Snapshot> {

@@ -16,17 +16,20 @@ use crate::diagnostic::{push_pointer, Diagnostic};
 pub fn read(bytes: &[u8]) -> Result<(Value, Vec<Diagnostic>), Diagnostic> {
     let found = RefCell::new(Vec::new());
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = StrictSeed { pointer: String::new(), found: &found }
-        .deserialize(&mut de)
-        .and_then(|v| de.end().map(|()| v))
-        .map_err(|e| {
-            Diagnostic::error(
-                "",
-                "invalid_json",
-                format!("the file is not valid JSON (line {}, column {})", e.line(), e.column()),
-                "fix the JSON syntax at that position",
-            )
-        })?;
+    let value = StrictSeed {
+        pointer: String::new(),
+        found: &found,
+    }
+    .deserialize(&mut de)
+    .and_then(|v| de.end().map(|()| v))
+    .map_err(|e| {
+        Diagnostic::error(
+            "",
+            "invalid_json",
+            format!("the file is not valid JSON (line {}, column {})", e.line(), e.column()),
+            "fix the JSON syntax at that position",
+        )
+    })?;
     Ok((value, found.into_inner()))
 }
 
@@ -86,9 +89,10 @@ impl<'de> Visitor<'de> for StrictSeed<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::new();
-        while let Some(item) =
-            seq.next_element_seed(StrictSeed { pointer: format!("{}/{}", self.pointer, items.len()), found: self.found })?
-        {
+        while let Some(item) = seq.next_element_seed(StrictSeed {
+            pointer: format!("{}/{}", self.pointer, items.len()),
+            found: self.found,
+        })? {
             items.push(item);
         }
         Ok(Value::Array(items))
@@ -98,7 +102,10 @@ impl<'de> Visitor<'de> for StrictSeed<'_> {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             let pointer = push_pointer(&self.pointer, &key);
-            let value = map.next_value_seed(StrictSeed { pointer: pointer.clone(), found: self.found })?;
+            let value = map.next_value_seed(StrictSeed {
+                pointer: pointer.clone(),
+                found: self.found,
+            })?;
             if object.contains_key(&key) {
                 self.found.borrow_mut().push(Diagnostic::error(
                     pointer,
@@ -131,10 +138,10 @@ mod tests {
 
     #[test]
     fn reports_nulls_with_pointers() {
-        assert_eq!(codes(r#"{"x":[1,null],"y/z":null}"#), vec![
-            ("/x/1".into(), "null_value"),
-            ("/y~1z".into(), "null_value")
-        ]);
+        assert_eq!(
+            codes(r#"{"x":[1,null],"y/z":null}"#),
+            vec![("/x/1".into(), "null_value"), ("/y~1z".into(), "null_value")]
+        );
     }
 
     #[test]

@@ -56,16 +56,35 @@ fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, Vec<Diagnost
 
 /// Turns a serde error into a diagnostic without its text, which may quote a value.
 fn shape_diagnostic(base: &str, e: &serde_path_to_error::Error<serde_json::Error>) -> Diagnostic {
-    let pointer = e.path().iter().fold(base.to_owned(), |p, seg| push_pointer(&p, &seg.to_string()));
+    let pointer = e
+        .path()
+        .iter()
+        .fold(base.to_owned(), |p, seg| push_pointer(&p, &seg.to_string()));
     let text = e.inner().to_string();
     let (code, message, remedy) = if text.starts_with("unknown field") {
-        ("unknown_field", "this field is not part of configuration version 1", "remove the field or fix its name")
+        (
+            "unknown_field",
+            "this field is not part of configuration version 1",
+            "remove the field or fix its name",
+        )
     } else if text.starts_with("missing field") {
-        ("missing_field", "a required field is missing here", "add the field the documentation names for this object")
+        (
+            "missing_field",
+            "a required field is missing here",
+            "add the field the documentation names for this object",
+        )
     } else if text.starts_with("invalid type") {
-        ("invalid_type", "this value has the wrong JSON type", "give the value the type the documentation names")
+        (
+            "invalid_type",
+            "this value has the wrong JSON type",
+            "give the value the type the documentation names",
+        )
     } else {
-        ("invalid_value", "this value is not accepted", "check the value against the documentation")
+        (
+            "invalid_value",
+            "this value is not accepted",
+            "check the value against the documentation",
+        )
     };
     // A missing or unknown field is reported on its object; name the field, which is a key, not a value.
     let message = match field_name(&text) {
@@ -117,12 +136,19 @@ fn effective_ceilings(
     let mut ceilings = BTreeMap::new();
     for (id, scope) in scopes {
         let pointer = push_pointer("/scopes", id);
-        let own = known_operations(&format!("{pointer}/authorization/operations"), &scope.authorization.operations, found);
+        let own = known_operations(
+            &format!("{pointer}/authorization/operations"),
+            &scope.authorization.operations,
+            found,
+        );
         let ceiling = match ancestor_ceiling(id, scopes) {
             Ok(Some(parent)) => {
                 for (i, op) in scope.authorization.operations.iter().enumerate() {
                     if own.contains(op) && !parent.contains(op) {
-                        found.push(widening(format!("{pointer}/authorization/operations/{i}"), "its parent scope"));
+                        found.push(widening(
+                            format!("{pointer}/authorization/operations/{i}"),
+                            "its parent scope",
+                        ));
                     }
                 }
                 own.intersection(&parent).cloned().collect()
@@ -139,7 +165,10 @@ fn effective_ceilings(
 }
 
 /// The intersection of the ceilings of `id`'s ancestors, or `None` for a root scope.
-fn ancestor_ceiling(id: &str, scopes: &BTreeMap<String, ScopeConfig>) -> Result<Option<BTreeSet<String>>, &'static str> {
+fn ancestor_ceiling(
+    id: &str,
+    scopes: &BTreeMap<String, ScopeConfig>,
+) -> Result<Option<BTreeSet<String>>, &'static str> {
     let mut seen = BTreeSet::from([id.to_owned()]);
     let mut ceiling: Option<BTreeSet<String>> = None;
     let mut current = scopes.get(id).and_then(|s| s.parent.as_deref());
@@ -163,7 +192,12 @@ fn parent_diagnostic(scope_pointer: &str, code: &'static str) -> Diagnostic {
         "parent_cycle" => "the scope's parents form a cycle",
         _ => "the parent scope (or one of its ancestors) does not exist",
     };
-    Diagnostic::error(format!("{scope_pointer}/parent"), code, message, "name an existing scope that is not a descendant")
+    Diagnostic::error(
+        format!("{scope_pointer}/parent"),
+        code,
+        message,
+        "name an existing scope that is not a descendant",
+    )
 }
 
 fn widening(pointer: String, ceiling_of: &str) -> Diagnostic {
@@ -209,7 +243,12 @@ fn check_scope(
     }
     let ceiling = &ceilings[id];
     for (name, binding) in &scope.bindings {
-        check_binding(&push_pointer(&format!("{pointer}/bindings"), name), binding, ceiling, found);
+        check_binding(
+            &push_pointer(&format!("{pointer}/bindings"), name),
+            binding,
+            ceiling,
+            found,
+        );
     }
     for (i, route) in scope.routes.iter().enumerate() {
         let route_pointer = format!("{pointer}/routes/{i}");
@@ -277,7 +316,11 @@ pub(crate) fn shell_config(pointer: &str, binding: &BindingConfig) -> Result<She
             "give `command` as an array such as [\"/bin/sh\", \"-c\", \"...\"]",
         ));
     }
-    if shell.timeout.as_deref().is_some_and(|t| Duration::parse(t).is_none_or(|d| d.0 <= 0)) {
+    if shell
+        .timeout
+        .as_deref()
+        .is_some_and(|t| Duration::parse(t).is_none_or(|d| d.0 <= 0))
+    {
         return Err(Diagnostic::error(
             format!("{base}/timeout"),
             "invalid_executor_config",
@@ -294,7 +337,11 @@ mod tests {
     use crate::default_config_json;
 
     fn codes(text: &str) -> Vec<(String, &'static str)> {
-        parse(text.as_bytes()).unwrap_err().into_iter().map(|d| (d.pointer, d.code)).collect()
+        parse(text.as_bytes())
+            .unwrap_err()
+            .into_iter()
+            .map(|d| (d.pointer, d.code))
+            .collect()
     }
 
     fn with_scope(scope: &str) -> String {
@@ -310,8 +357,14 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_refused_with_pointer() {
-        assert_eq!(codes(r#"{"version":1,"extra":true}"#), vec![("/extra".into(), "unknown_field")]);
-        assert_eq!(codes(&with_scope(r#"{"bogus":1}"#)), vec![("/scopes/s/bogus".into(), "unknown_field")]);
+        assert_eq!(
+            codes(r#"{"version":1,"extra":true}"#),
+            vec![("/extra".into(), "unknown_field")]
+        );
+        assert_eq!(
+            codes(&with_scope(r#"{"bogus":1}"#)),
+            vec![("/scopes/s/bogus".into(), "unknown_field")]
+        );
     }
 
     #[test]
@@ -326,7 +379,10 @@ mod tests {
     fn binding_grant_outside_ceiling_is_widening() {
         let scope = r#"{"authorization":{"operations":["emit"]},
             "bindings":{"b":{"executor":"shell","config":{"command":["true"]},"operations":["emit","wait"]}}}"#;
-        assert_eq!(codes(&with_scope(scope)), vec![("/scopes/s/bindings/b/operations/1".into(), "authority_widening")]);
+        assert_eq!(
+            codes(&with_scope(scope)),
+            vec![("/scopes/s/bindings/b/operations/1".into(), "authority_widening")]
+        );
     }
 
     #[test]
@@ -334,11 +390,14 @@ mod tests {
         let scope = r#"{"authorization":{"operations":["emitt"]},
             "bindings":{"b":{"executor":"docker","operations":[]}},
             "routes":[{"on":"demo.x","binding":"nope"}]}"#;
-        assert_eq!(codes(&with_scope(scope)), vec![
-            ("/scopes/s/authorization/operations/0".into(), "unknown_reference"),
-            ("/scopes/s/bindings/b/executor".into(), "unknown_reference"),
-            ("/scopes/s/routes/0/binding".into(), "unknown_reference"),
-        ]);
+        assert_eq!(
+            codes(&with_scope(scope)),
+            vec![
+                ("/scopes/s/authorization/operations/0".into(), "unknown_reference"),
+                ("/scopes/s/bindings/b/executor".into(), "unknown_reference"),
+                ("/scopes/s/routes/0/binding".into(), "unknown_reference"),
+            ]
+        );
     }
 
     #[test]
@@ -346,38 +405,56 @@ mod tests {
         let text = r#"{"version":1,"scopes":{
             "p":{"authorization":{"operations":["emit"]}},
             "c":{"parent":"p","authorization":{"operations":["emit","wait"]}}}}"#;
-        assert_eq!(codes(text), vec![("/scopes/c/authorization/operations/1".into(), "authority_widening")]);
+        assert_eq!(
+            codes(text),
+            vec![("/scopes/c/authorization/operations/1".into(), "authority_widening")]
+        );
     }
 
     #[test]
     fn parent_cycles_and_unknown_parents() {
         let text = r#"{"version":1,"scopes":{"a":{"parent":"b"},"b":{"parent":"a"},"c":{"parent":"zz"}}}"#;
-        assert_eq!(codes(text), vec![
-            ("/scopes/a/parent".into(), "parent_cycle"),
-            ("/scopes/b/parent".into(), "parent_cycle"),
-            ("/scopes/c/parent".into(), "unknown_reference"),
-        ]);
+        assert_eq!(
+            codes(text),
+            vec![
+                ("/scopes/a/parent".into(), "parent_cycle"),
+                ("/scopes/b/parent".into(), "parent_cycle"),
+                ("/scopes/c/parent".into(), "unknown_reference"),
+            ]
+        );
     }
 
     #[test]
     fn shell_config_is_strict() {
         let scope = r#"{"bindings":{"b":{"executor":"shell","config":{"command":[]}}}}"#;
-        assert_eq!(codes(&with_scope(scope)), vec![("/scopes/s/bindings/b/config/command".into(), "invalid_executor_config")]);
+        assert_eq!(
+            codes(&with_scope(scope)),
+            vec![("/scopes/s/bindings/b/config/command".into(), "invalid_executor_config")]
+        );
         let scope = r#"{"bindings":{"b":{"executor":"shell","config":{"command":["x"],"shell":true}}}}"#;
-        assert_eq!(codes(&with_scope(scope)), vec![("/scopes/s/bindings/b/config/shell".into(), "unknown_field")]);
+        assert_eq!(
+            codes(&with_scope(scope)),
+            vec![("/scopes/s/bindings/b/config/shell".into(), "unknown_field")]
+        );
     }
 
     #[test]
     fn reserved_emits_are_refused() {
         let scope = r#"{"bindings":{"b":{"executor":"shell","config":{"command":["x"]},"emits":["core.*","demo.*"]}}}"#;
-        assert_eq!(codes(&with_scope(scope)), vec![("/scopes/s/bindings/b/emits/0".into(), "invalid_value")]);
+        assert_eq!(
+            codes(&with_scope(scope)),
+            vec![("/scopes/s/bindings/b/emits/0".into(), "invalid_value")]
+        );
     }
 
     #[test]
     fn oversized_and_nulls_refused() {
         let big = vec![b' '; MAX_CONFIG_BYTES + 1];
         assert_eq!(parse(&big).unwrap_err()[0].code, "too_large");
-        assert_eq!(codes(r#"{"version":1,"scopes":null}"#), vec![("/scopes".into(), "null_value")]);
+        assert_eq!(
+            codes(r#"{"version":1,"scopes":null}"#),
+            vec![("/scopes".into(), "null_value")]
+        );
     }
 
     #[test]

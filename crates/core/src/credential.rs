@@ -50,7 +50,9 @@ impl Role {
     }
 
     pub fn parse(text: &str) -> Option<Role> {
-        [Role::View, Role::Operate, Role::Admin].into_iter().find(|r| r.as_str() == text)
+        [Role::View, Role::Operate, Role::Admin]
+            .into_iter()
+            .find(|r| r.as_str() == text)
     }
 }
 
@@ -97,6 +99,10 @@ mod tests {
         };
         assert!(t.is_live_at(Timestamp(9)));
         assert!(!t.is_live_at(Timestamp(10)));
-        assert!(!TokenRecord { revoked_at: Some(Timestamp(1)), ..t }.is_live_at(Timestamp(2)));
+        assert!(!TokenRecord {
+            revoked_at: Some(Timestamp(1)),
+            ..t
+        }
+        .is_live_at(Timestamp(2)));
     }
 }

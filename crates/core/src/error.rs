@@ -77,7 +77,11 @@ pub struct Refusal {
 
 impl Refusal {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Refusal { code, message: message.into(), remedy: None }
+        Refusal {
+            code,
+            message: message.into(),
+            remedy: None,
+        }
     }
 
     pub fn with_remedy(mut self, remedy: impl Into<String>) -> Self {
@@ -98,7 +102,10 @@ impl Refusal {
     }
 
     pub fn wrong_credential_class() -> Self {
-        Refusal::new(ErrorCode::WrongCredentialClass, "this credential class is not accepted on this socket")
+        Refusal::new(
+            ErrorCode::WrongCredentialClass,
+            "this credential class is not accepted on this socket",
+        )
     }
 
     pub fn not_found(what: &str) -> Self {
@@ -128,7 +135,11 @@ mod tests {
 
     #[test]
     fn serde_name_matches_as_str() {
-        for code in [ErrorCode::AuthorityReleased, ErrorCode::WrongCredentialClass, ErrorCode::CausalDepthExceeded] {
+        for code in [
+            ErrorCode::AuthorityReleased,
+            ErrorCode::WrongCredentialClass,
+            ErrorCode::CausalDepthExceeded,
+        ] {
             assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
         }
     }

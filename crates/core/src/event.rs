@@ -29,7 +29,9 @@ impl Source {
         match text {
             "core.manual" => Some(Source::Manual),
             "core.scheduler" => Some(Source::Scheduler),
-            _ => text.strip_prefix("execution:").map(|id| Source::Execution(id.to_owned())),
+            _ => text
+                .strip_prefix("execution:")
+                .map(|id| Source::Execution(id.to_owned())),
         }
     }
 }
@@ -51,7 +53,11 @@ pub struct Causation {
 impl Causation {
     /// The causation of a new root event.
     pub fn root(own_id: &str) -> Causation {
-        Causation { parent: None, root: own_id.to_owned(), depth: 0 }
+        Causation {
+            parent: None,
+            root: own_id.to_owned(),
+            depth: 0,
+        }
     }
 
     /// The causation of an event derived from `parent`.
@@ -103,7 +109,11 @@ pub struct NewEvent {
 impl NewEvent {
     pub fn into_event(self, sequence: i64) -> Event {
         // Acceptance drops an actor on anything but an operator's event: only the host says who acted.
-        let actor = if self.source == Source::Manual { self.actor } else { None };
+        let actor = if self.source == Source::Manual {
+            self.actor
+        } else {
+            None
+        };
         Event {
             id: self.id,
             sequence,
@@ -143,7 +153,10 @@ mod tests {
 
     #[test]
     fn acceptance_keeps_actor_only_for_operator_events() {
-        assert_eq!(new_event(Source::Manual).into_event(1).actor.as_deref(), Some("operator:local"));
+        assert_eq!(
+            new_event(Source::Manual).into_event(1).actor.as_deref(),
+            Some("operator:local")
+        );
         assert_eq!(new_event(Source::Execution("x".into())).into_event(1).actor, None);
         assert_eq!(new_event(Source::Scheduler).into_event(1).actor, None);
     }

@@ -25,9 +25,14 @@ impl ExecutionState {
     }
 
     pub fn parse(text: &str) -> Option<ExecutionState> {
-        [ExecutionState::Running, ExecutionState::Waiting, ExecutionState::Succeeded, ExecutionState::Failed]
-            .into_iter()
-            .find(|s| s.as_str() == text)
+        [
+            ExecutionState::Running,
+            ExecutionState::Waiting,
+            ExecutionState::Succeeded,
+            ExecutionState::Failed,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
     }
 }
 
@@ -57,8 +62,15 @@ pub struct Outcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Declaration {
-    Outcome { status: OutcomeStatus, summary: Option<String> },
-    Wait { types: Vec<String>, keys: Vec<String>, timeout: Option<Duration> },
+    Outcome {
+        status: OutcomeStatus,
+        summary: Option<String>,
+    },
+    Wait {
+        types: Vec<String>,
+        keys: Vec<String>,
+        timeout: Option<Duration>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -103,19 +115,27 @@ pub enum SegmentEnd {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Settlement {
     Finished(Outcome),
-    Wait { types: Vec<String>, keys: Vec<String>, timeout: Option<Duration> },
+    Wait {
+        types: Vec<String>,
+        keys: Vec<String>,
+        timeout: Option<Duration>,
+    },
 }
 
 /// Applies the segment's declaration, else maps its exit: a declared outcome replaces the exit status;
 /// a declared wait parks the Work whatever the exit status.
 pub fn settle(declaration: Option<&Declaration>, end: SegmentEnd) -> Settlement {
     match declaration {
-        Some(Declaration::Outcome { status, summary }) => {
-            Settlement::Finished(Outcome { status: *status, summary: summary.clone(), source: OutcomeSource::Declared })
-        }
-        Some(Declaration::Wait { types, keys, timeout }) => {
-            Settlement::Wait { types: types.clone(), keys: keys.clone(), timeout: *timeout }
-        }
+        Some(Declaration::Outcome { status, summary }) => Settlement::Finished(Outcome {
+            status: *status,
+            summary: summary.clone(),
+            source: OutcomeSource::Declared,
+        }),
+        Some(Declaration::Wait { types, keys, timeout }) => Settlement::Wait {
+            types: types.clone(),
+            keys: keys.clone(),
+            timeout: *timeout,
+        },
         None => Settlement::Finished(exit_outcome(end)),
     }
 }
@@ -125,10 +145,17 @@ fn exit_outcome(end: SegmentEnd) -> Outcome {
         SegmentEnd::Exited(0) => (OutcomeStatus::Succeeded, "exited with status 0".to_owned()),
         SegmentEnd::Exited(code) => (OutcomeStatus::Failed, format!("exited with status {code}")),
         SegmentEnd::Killed => (OutcomeStatus::Failed, "killed before it exited".to_owned()),
-        SegmentEnd::Lost => (OutcomeStatus::Failed, "ended unobserved; its exit status is unknown".to_owned()),
+        SegmentEnd::Lost => (
+            OutcomeStatus::Failed,
+            "ended unobserved; its exit status is unknown".to_owned(),
+        ),
         SegmentEnd::FailedToStart => (OutcomeStatus::Failed, "the executor could not start it".to_owned()),
     };
-    Outcome { status, summary: Some(summary), source: OutcomeSource::Exit }
+    Outcome {
+        status,
+        summary: Some(summary),
+        source: OutcomeSource::Exit,
+    }
 }
 
 impl Execution {
@@ -144,24 +171,45 @@ mod tests {
 
     #[test]
     fn declared_outcome_replaces_exit_status() {
-        let d = Declaration::Outcome { status: OutcomeStatus::Succeeded, summary: Some("done".into()) };
-        let Settlement::Finished(o) = settle(Some(&d), SegmentEnd::Exited(3)) else { panic!() };
-        assert_eq!((o.status, o.source), (OutcomeStatus::Succeeded, OutcomeSource::Declared));
+        let d = Declaration::Outcome {
+            status: OutcomeStatus::Succeeded,
+            summary: Some("done".into()),
+        };
+        let Settlement::Finished(o) = settle(Some(&d), SegmentEnd::Exited(3)) else {
+            panic!()
+        };
+        assert_eq!(
+            (o.status, o.source),
+            (OutcomeStatus::Succeeded, OutcomeSource::Declared)
+        );
     }
 
     #[test]
     fn exit_status_maps_when_nothing_declared() {
-        let Settlement::Finished(o) = settle(None, SegmentEnd::Exited(0)) else { panic!() };
+        let Settlement::Finished(o) = settle(None, SegmentEnd::Exited(0)) else {
+            panic!()
+        };
         assert_eq!(o.status, OutcomeStatus::Succeeded);
-        let Settlement::Finished(o) = settle(None, SegmentEnd::Exited(2)) else { panic!() };
+        let Settlement::Finished(o) = settle(None, SegmentEnd::Exited(2)) else {
+            panic!()
+        };
         assert_eq!(o.status, OutcomeStatus::Failed);
-        let Settlement::Finished(o) = settle(None, SegmentEnd::Killed) else { panic!() };
+        let Settlement::Finished(o) = settle(None, SegmentEnd::Killed) else {
+            panic!()
+        };
         assert_eq!((o.status, o.source), (OutcomeStatus::Failed, OutcomeSource::Exit));
     }
 
     #[test]
     fn declared_wait_parks_even_after_failure_exit() {
-        let d = Declaration::Wait { types: vec!["demo.go".into()], keys: vec![], timeout: None };
-        assert!(matches!(settle(Some(&d), SegmentEnd::Exited(1)), Settlement::Wait { .. }));
+        let d = Declaration::Wait {
+            types: vec!["demo.go".into()],
+            keys: vec![],
+            timeout: None,
+        };
+        assert!(matches!(
+            settle(Some(&d), SegmentEnd::Exited(1)),
+            Settlement::Wait { .. }
+        ));
     }
 }

@@ -41,7 +41,9 @@ pub fn is_type_pattern(pattern: &str) -> bool {
 pub fn type_matches(pattern: &str, event_type: &str) -> bool {
     match pattern.strip_suffix(".*") {
         _ if pattern == "*" => true,
-        Some(prefix) => event_type.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('.')),
+        Some(prefix) => event_type
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('.')),
         None => pattern == event_type,
     }
 }
@@ -68,7 +70,16 @@ mod tests {
         for ok in ["demo.hello", "agent.toolCalled", "a.b.c", "x-1.y_2"] {
             assert!(is_event_type(ok), "{ok}");
         }
-        for bad in ["demo", "", "demo.", ".demo", "1demo.x", "demo..x", "demo.h llo", "demo.*"] {
+        for bad in [
+            "demo",
+            "",
+            "demo.",
+            ".demo",
+            "1demo.x",
+            "demo..x",
+            "demo.h llo",
+            "demo.*",
+        ] {
             assert!(!is_event_type(bad), "{bad}");
         }
         assert!(!is_event_type(&format!("a.{}", "b".repeat(MAX_TYPE_LEN))));

@@ -24,7 +24,9 @@ impl WaitState {
     }
 
     pub fn parse(text: &str) -> Option<WaitState> {
-        [WaitState::Armed, WaitState::Satisfied, WaitState::TimedOut].into_iter().find(|s| s.as_str() == text)
+        [WaitState::Armed, WaitState::Satisfied, WaitState::TimedOut]
+            .into_iter()
+            .find(|s| s.as_str() == text)
     }
 }
 
@@ -106,17 +108,38 @@ mod tests {
     fn matches_type_and_owned_key_after_watermark() {
         let w = wait();
         assert!(w.matches(&event(11, "demo.go", Some("work:work1"), Source::Manual, None)));
-        assert!(!w.matches(&event(10, "demo.go", Some("work:work1"), Source::Manual, None)), "at watermark");
-        assert!(!w.matches(&event(11, "other.go", Some("work:work1"), Source::Manual, None)), "type");
-        assert!(!w.matches(&event(11, "demo.go", Some("work:other"), Source::Manual, None)), "key");
+        assert!(
+            !w.matches(&event(10, "demo.go", Some("work:work1"), Source::Manual, None)),
+            "at watermark"
+        );
+        assert!(
+            !w.matches(&event(11, "other.go", Some("work:work1"), Source::Manual, None)),
+            "type"
+        );
+        assert!(
+            !w.matches(&event(11, "demo.go", Some("work:other"), Source::Manual, None)),
+            "key"
+        );
         assert!(!w.matches(&event(11, "demo.go", None, Source::Manual, None)), "no key");
     }
 
     #[test]
     fn own_emissions_never_wake() {
-        let own = event(11, "demo.go", Some("work:work1"), Source::Execution("x1".into()), Some("work1"));
+        let own = event(
+            11,
+            "demo.go",
+            Some("work:work1"),
+            Source::Execution("x1".into()),
+            Some("work1"),
+        );
         assert!(!wait().matches(&own));
-        let sibling = event(11, "demo.go", Some("work:work1"), Source::Execution("x9".into()), Some("work2"));
+        let sibling = event(
+            11,
+            "demo.go",
+            Some("work:work1"),
+            Source::Execution("x9".into()),
+            Some("work2"),
+        );
         assert!(wait().matches(&sibling));
     }
 

@@ -21,7 +21,9 @@ pub fn activate(store: &dyn Store, file: Option<&Path>, now: Timestamp) -> Resul
             parse(&bytes).map_err(DaemonError::Config)?
         }
         (None, Some((generation, _, written))) => {
-            return parse(written.as_bytes()).map(|s| s.at_generation(*generation)).map_err(|_| DaemonError::StoredConfig);
+            return parse(written.as_bytes())
+                .map(|s| s.at_generation(*generation))
+                .map_err(|_| DaemonError::StoredConfig);
         }
         (None, None) => parse(default_config_json().as_bytes()).map_err(DaemonError::Config)?,
     };

@@ -10,10 +10,16 @@ pub enum DaemonError {
     #[error("{path} must be a directory owned by you with no group or other access (mode is {mode:o}); run `chmod 700 {path}`", path = .path.display())]
     UnsafeDirectory { path: PathBuf, mode: u32 },
     #[error("could not {what} {path}: {source}", path = .path.display())]
-    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("the configuration is not valid:\n{}", render(.0))]
     Config(Vec<Diagnostic>),
-    #[error("the stored configuration generation no longer validates; start with --config FILE to publish a valid one")]
+    #[error(
+        "the stored configuration generation no longer validates; start with --config FILE to publish a valid one"
+    )]
     StoredConfig,
     #[error("storage failed: {0}")]
     Store(#[from] conduit_store::StoreError),
@@ -21,14 +27,26 @@ pub enum DaemonError {
 
 impl DaemonError {
     pub fn io(what: &'static str, path: &Path, source: std::io::Error) -> DaemonError {
-        DaemonError::Io { what, path: path.to_owned(), source }
+        DaemonError::Io {
+            what,
+            path: path.to_owned(),
+            source,
+        }
     }
 }
 
 fn render(found: &[Diagnostic]) -> String {
     found
         .iter()
-        .map(|d| format!("  {} {}: {} ({})", if d.pointer.is_empty() { "/" } else { &d.pointer }, d.code, d.message, d.remedy))
+        .map(|d| {
+            format!(
+                "  {} {}: {} ({})",
+                if d.pointer.is_empty() { "/" } else { &d.pointer },
+                d.code,
+                d.message,
+                d.remedy
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }

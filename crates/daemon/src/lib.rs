@@ -49,7 +49,8 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     let socket_path = state.management_socket();
     // Only after the lock: a socket file here is a dead daemon's.
     let _ = std::fs::remove_file(&socket_path);
-    let listener = bind_owner_only(&socket_path).map_err(|e| DaemonError::io("bind the management socket", &socket_path, e))?;
+    let listener =
+        bind_owner_only(&socket_path).map_err(|e| DaemonError::io("bind the management socket", &socket_path, e))?;
     let management = management_router(Management {
         store: store.clone(),
         config: config.clone(),

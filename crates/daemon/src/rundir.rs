@@ -20,7 +20,11 @@ pub struct RunDir {
 }
 
 pub fn run_key(execution_id: &str) -> String {
-    Sha256::digest(execution_id.as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(execution_id.as_bytes())
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 impl RunDir {
@@ -48,7 +52,12 @@ impl RunDir {
         let workdir = dir.join("work");
         create_private_dir(&workdir)?;
         let socket = socket_path(&dir, &key)?;
-        Ok(RunDir { socket, token_file: token_dir.join("token"), workdir, dir })
+        Ok(RunDir {
+            socket,
+            token_file: token_dir.join("token"),
+            workdir,
+            dir,
+        })
     }
 
     /// Writes the current token through a temporary file and a rename in `token/`, so a process that
@@ -140,7 +149,11 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let deep = tmp.path().join("d".repeat(90));
         let run = RunDir::create(&deep, "exec-long").unwrap();
-        assert!(run.socket.starts_with("/tmp/open-conduit-"), "{}", run.socket.display());
+        assert!(
+            run.socket.to_string_lossy().starts_with("/tmp/open-conduit-"),
+            "{}",
+            run.socket.display()
+        );
         assert!(run.socket.as_os_str().len() <= MAX_SOCKET_PATH);
         run.remove();
     }

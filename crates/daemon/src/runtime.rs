@@ -4,12 +4,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use conduit_config::CurrentConfig;
+use conduit_config::{CurrentConfig, Snapshot};
 use conduit_core::execution::SegmentEnd;
 use conduit_core::{Execution, ExecutionState, Timestamp};
-use conduit_scheduler::{adopt, claim_next, complete, fire_due_timers, record_pid, renew_lease, Claim, HostError, LEASE};
+use conduit_scheduler::{
+    adopt, claim_next, complete, fire_due_timers, record_pid, renew_lease, Claim, HostError, LEASE,
+};
 use conduit_server::{bind_owner_only, execution_router, now, serve, ExecutionSocket};
-use conduit_store::Store;
+use conduit_store::{Store, Tx};
 use conduit_toolbelt::{token, Toolbelt};
 use tokio::sync::{watch, Notify};
 
@@ -70,22 +72,41 @@ impl Runtime {
 
     async fn tick(&self) -> Result<(), HostError> {
         let config = self.config.get();
-        self.db(move |s| s.write(|tx| fire_due_timers(tx, &config, now()))).await?;
+        self.db(move |s| s.write(|tx| fire_due_timers(tx, &config, now())))
+            .await?;
         while let Some((claim, token)) = self.claim().await? {
-            let Some((shell, _)) = self.config.get().shell(&claim.work.scope, &claim.work.binding) else { continue };
+            let Some((shell, _)) = self.config.get().shell(&claim.work.scope, &claim.work.binding) else {
+                continue;
+            };
             tracing::info!(execution = %claim.execution.id, work = %claim.work.id, epoch = claim.execution.epoch, "starting attempt");
-            tokio::spawn(self.clone().supervise(claim.execution, token, Process::Spawn(shell.command)));
+            tokio::spawn(
+                self.clone()
+                    .supervise(claim.execution, token, Process::Spawn(shell.command)),
+            );
         }
         Ok(())
     }
 
     /// Claims the next ready Work and issues its token, in one transaction.
     async fn claim(&self) -> Result<Option<(Claim, String)>, HostError> {
-        let (config, instance) = (self.config.get(), self.instance.clone());
+        let instance = self.instance.clone();
+        self.leased(move |tx, config, at| claim_next(tx, config, &instance, at))
+            .await
+    }
+
+    /// Takes a lease with `take` and issues the attempt's token (revoking lower epochs), in one
+    /// transaction, so no leased attempt is ever without its current token.
+    async fn leased(
+        &self,
+        take: impl FnOnce(&mut dyn Tx, &Snapshot, Timestamp) -> Result<Option<Claim>, HostError> + Send + 'static,
+    ) -> Result<Option<(Claim, String)>, HostError> {
+        let config = self.config.get();
         self.db(move |s| {
             s.write(|tx| {
                 let at = now();
-                let Some(claim) = claim_next(tx, &config, &instance, at)? else { return Ok(None) };
+                let Some(claim) = take(tx, &config, at)? else {
+                    return Ok(None);
+                };
                 let ops = config.granted_operations(&claim.work.scope, &claim.work.binding);
                 let token = token::issue(tx, &claim.execution, &claim.work, ops, None, at)?;
                 Ok(Some((claim, token)))
@@ -98,7 +119,9 @@ impl Runtime {
     /// rotated token and its socket served again; a vanished one is completed as lost. Then removes
     /// every run directory that no live attempt owns.
     pub async fn recover(&self) -> Result<(), HostError> {
-        let running = self.db(|s| Ok(s.read(|tx| tx.executions_in_state(ExecutionState::Running))?)).await?;
+        let running = self
+            .db(|s| Ok(s.read(|tx| tx.executions_in_state(ExecutionState::Running))?))
+            .await?;
         let mut live = Vec::new();
         for x in running {
             match x.pid.filter(|pid| is_alive(*pid)) {
@@ -111,7 +134,8 @@ impl Runtime {
                 }
                 None => {
                     let id = x.id.clone();
-                    self.db(move |s| s.write(|tx| complete(tx, &id, SegmentEnd::Lost, now()))).await?;
+                    self.db(move |s| s.write(|tx| complete(tx, &id, SegmentEnd::Lost, now())))
+                        .await?;
                 }
             }
         }
@@ -120,17 +144,8 @@ impl Runtime {
     }
 
     async fn adopt(&self, execution_id: &str) -> Result<Option<(Claim, String)>, HostError> {
-        let (config, instance, id) = (self.config.get(), self.instance.clone(), execution_id.to_owned());
-        self.db(move |s| {
-            s.write(|tx| {
-                let at = now();
-                let Some(claim) = adopt(tx, &id, &instance, at)? else { return Ok(None) };
-                let ops = config.granted_operations(&claim.work.scope, &claim.work.binding);
-                let token = token::issue(tx, &claim.execution, &claim.work, ops, None, at)?;
-                Ok(Some((claim, token)))
-            })
-        })
-        .await
+        let (instance, id) = (self.instance.clone(), execution_id.to_owned());
+        self.leased(move |tx, _, at| adopt(tx, &id, &instance, at)).await
     }
 
     /// Runs one attempt from its run directory to its completion, or until the daemon shuts down (the
@@ -237,7 +252,9 @@ impl Runtime {
 
     async fn renew(&self, execution: &Execution) -> bool {
         let (id, epoch, owner) = (execution.id.clone(), execution.epoch, self.instance.clone());
-        self.db(move |s| s.write(|tx| renew_lease(tx, &id, epoch, &owner, now()))).await.unwrap_or(false)
+        self.db(move |s| s.write(|tx| renew_lease(tx, &id, epoch, &owner, now())))
+            .await
+            .unwrap_or(false)
     }
 
     /// Completes the segment, then closes its endpoint and removes its run directory.

@@ -36,13 +36,21 @@ pub fn environment(launch: &Launch<'_>, inherit: impl Fn(&str) -> Option<OsStrin
         ("OS_TOKEN_FILE".to_owned(), launch.token_file.as_os_str().to_owned()),
         ("PATH".to_owned(), path),
     ];
-    env.extend(INHERITED.iter().filter_map(|k| inherit(k).map(|v| ((*k).to_owned(), v))));
+    env.extend(
+        INHERITED
+            .iter()
+            .filter_map(|k| inherit(k).map(|v| ((*k).to_owned(), v))),
+    );
     env
 }
 
 /// Starts the process with stdout and stderr appended to the execution's log.
 pub fn spawn(launch: &Launch<'_>) -> std::io::Result<Child> {
-    let log = OpenOptions::new().create(true).append(true).mode(0o600).open(launch.log)?;
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(launch.log)?;
     let (program, args) = launch.argv.split_first().ok_or(std::io::ErrorKind::InvalidInput)?;
     Command::new(program)
         .args(args)
@@ -64,9 +72,21 @@ pub fn kill_group(pid: i32) {
     }
 }
 
-/// Whether a process with this id still exists.
+/// Whether a process with this id still runs. A zombie (exited, not yet reaped by whoever adopted
+/// it after our restart) counts as ended.
 pub fn is_alive(pid: i32) -> bool {
-    Pid::from_raw(pid).is_some_and(|p| test_kill_process(p).is_ok())
+    Pid::from_raw(pid).is_some_and(|p| test_kill_process(p).is_ok()) && !is_zombie(pid)
+}
+
+fn is_zombie(pid: i32) -> bool {
+    // /proc/<pid>/stat is `pid (comm) state ...`; comm may hold spaces or parentheses.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
 }
 
 /// The execution log of an attempt.
@@ -77,6 +97,20 @@ pub fn log_path(logs: &Path, execution_id: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn liveness_of_processes() {
+        assert!(is_alive(std::process::id() as i32));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(
+            !is_alive(pid),
+            "an exited, unreaped child is a zombie and counts as ended"
+        );
+        child.wait().unwrap();
+        assert!(!is_alive(pid));
+    }
 
     #[test]
     fn environment_is_minimal() {

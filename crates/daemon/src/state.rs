@@ -30,7 +30,10 @@ impl StateDir {
             .open(root.join("daemon.lock"))
             .map_err(|e| DaemonError::io("open the state lock", root, e))?;
         flock(&lock, FlockOperation::NonBlockingLockExclusive).map_err(|_| DaemonError::Locked(root.to_owned()))?;
-        let state = StateDir { root: root.to_owned(), _lock: lock };
+        let state = StateDir {
+            root: root.to_owned(),
+            _lock: lock,
+        };
         create_private_dir(&state.private_dir())?;
         check_private_dir(&state.private_dir())?;
         create_private_dir(&state.runs_dir())?;
@@ -80,7 +83,10 @@ pub fn check_private_dir(dir: &Path) -> Result<(), DaemonError> {
     let meta = fs::symlink_metadata(dir).map_err(|e| DaemonError::io("inspect the directory", dir, e))?;
     let mode = meta.mode() & 0o777;
     if !meta.is_dir() || meta.uid() != rustix::process::geteuid().as_raw() || mode & 0o077 != 0 {
-        return Err(DaemonError::UnsafeDirectory { path: dir.to_owned(), mode });
+        return Err(DaemonError::UnsafeDirectory {
+            path: dir.to_owned(),
+            mode,
+        });
     }
     Ok(())
 }
@@ -116,7 +122,10 @@ mod tests {
         assert!(matches!(StateDir::lock(&root), Err(DaemonError::Locked(_))));
         drop(first);
         fs::set_permissions(&root, fs::Permissions::from_mode(0o770)).unwrap();
-        assert!(matches!(StateDir::lock(&root), Err(DaemonError::UnsafeDirectory { .. })));
+        assert!(matches!(
+            StateDir::lock(&root),
+            Err(DaemonError::UnsafeDirectory { .. })
+        ));
     }
 
     #[test]
@@ -127,6 +136,10 @@ mod tests {
         write_private_file(&path, b"two").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"two");
         assert_eq!(fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
-        assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 1, "no temporary file is left");
+        assert_eq!(
+            fs::read_dir(tmp.path()).unwrap().count(),
+            1,
+            "no temporary file is left"
+        );
     }
 }

@@ -44,10 +44,17 @@ fn route(tx: &mut dyn Tx, config: &Snapshot, event: &Event, now: Timestamp) -> R
             return Ok(());
         }
     }
-    let bindings: Vec<String> = config.routes_for(&event.scope, &event.event_type).map(str::to_owned).collect();
+    let bindings: Vec<String> = config
+        .routes_for(&event.scope, &event.event_type)
+        .map(str::to_owned)
+        .collect();
     for (i, binding) in bindings.into_iter().enumerate() {
         // Only the first route's Work can own the key; keys have one owner.
-        let keys = if i == 0 { event.correlation_key.clone().into_iter().collect() } else { Vec::new() };
+        let keys = if i == 0 {
+            event.correlation_key.clone().into_iter().collect()
+        } else {
+            Vec::new()
+        };
         let new = NewWork {
             scope: event.scope.clone(),
             binding,

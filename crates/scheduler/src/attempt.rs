@@ -67,8 +67,16 @@ fn fail_unrunnable(tx: &mut dyn Tx, mut work: Work, now: Timestamp) -> Result<()
 }
 
 /// Extends a running attempt's lease, if it still holds it at `epoch`. Returns whether it does.
-pub fn renew_lease(tx: &mut dyn Tx, execution_id: &str, epoch: u32, owner: &str, now: Timestamp) -> Result<bool, HostError> {
-    let Some(mut x) = tx.get_execution(execution_id)? else { return Ok(false) };
+pub fn renew_lease(
+    tx: &mut dyn Tx,
+    execution_id: &str,
+    epoch: u32,
+    owner: &str,
+    now: Timestamp,
+) -> Result<bool, HostError> {
+    let Some(mut x) = tx.get_execution(execution_id)? else {
+        return Ok(false);
+    };
     if x.state != ExecutionState::Running || x.epoch != epoch || x.owner != owner {
         return Ok(false);
     }
@@ -88,12 +96,21 @@ pub fn record_pid(tx: &mut dyn Tx, execution_id: &str, pid: i32) -> Result<(), H
 
 /// Applies a finished segment: its declared outcome or wait, else its exit status. Revokes the
 /// execution's tokens. A segment that is no longer running is left as it is (completion is idempotent).
-pub fn complete(tx: &mut dyn Tx, execution_id: &str, end: SegmentEnd, now: Timestamp) -> Result<Option<Execution>, HostError> {
-    let Some(mut x) = tx.get_execution(execution_id)? else { return Ok(None) };
+pub fn complete(
+    tx: &mut dyn Tx,
+    execution_id: &str,
+    end: SegmentEnd,
+    now: Timestamp,
+) -> Result<Option<Execution>, HostError> {
+    let Some(mut x) = tx.get_execution(execution_id)? else {
+        return Ok(None);
+    };
     if x.state != ExecutionState::Running {
         return Ok(None);
     }
-    let Some(mut work) = tx.get_work(&x.work_id)? else { return Ok(None) };
+    let Some(mut work) = tx.get_work(&x.work_id)? else {
+        return Ok(None);
+    };
     x.exit_code = match end {
         SegmentEnd::Exited(code) => Some(code),
         SegmentEnd::Killed | SegmentEnd::Lost | SegmentEnd::FailedToStart => None,
@@ -103,8 +120,16 @@ pub fn complete(tx: &mut dyn Tx, execution_id: &str, end: SegmentEnd, now: Times
     match settle(x.declaration.as_ref(), end) {
         Settlement::Finished(outcome) => {
             let succeeded = outcome.status == OutcomeStatus::Succeeded;
-            x.state = if succeeded { ExecutionState::Succeeded } else { ExecutionState::Failed };
-            work.state = if succeeded { WorkState::Succeeded } else { WorkState::Failed };
+            x.state = if succeeded {
+                ExecutionState::Succeeded
+            } else {
+                ExecutionState::Failed
+            };
+            work.state = if succeeded {
+                WorkState::Succeeded
+            } else {
+                WorkState::Failed
+            };
             x.outcome = Some(outcome.clone());
             work.outcome = Some(outcome);
         }
@@ -128,8 +153,12 @@ pub fn complete(tx: &mut dyn Tx, execution_id: &str, end: SegmentEnd, now: Times
 /// Adopts a running attempt left by an earlier daemon instance: the next epoch, this owner, a fresh
 /// lease. The caller issues the rotated token in the same transaction.
 pub fn adopt(tx: &mut dyn Tx, execution_id: &str, owner: &str, now: Timestamp) -> Result<Option<Claim>, HostError> {
-    let Some(mut x) = tx.get_execution(execution_id)? else { return Ok(None) };
-    let Some(mut work) = tx.get_work(&x.work_id)? else { return Ok(None) };
+    let Some(mut x) = tx.get_execution(execution_id)? else {
+        return Ok(None);
+    };
+    let Some(mut work) = tx.get_work(&x.work_id)? else {
+        return Ok(None);
+    };
     if x.state != ExecutionState::Running {
         return Ok(None);
     }
@@ -156,7 +185,9 @@ mod tests {
     fn setup() -> (tempfile::TempDir, Box<dyn Store>, Snapshot) {
         let dir = tempfile::tempdir().unwrap();
         let store: Box<dyn Store> = Box::new(SqliteStore::open(&dir.path().join("s.db")).unwrap());
-        let config = conduit_config::parse(conduit_config::default_config_json().as_bytes()).unwrap().at_generation(1);
+        let config = conduit_config::parse(conduit_config::default_config_json().as_bytes())
+            .unwrap()
+            .at_generation(1);
         (dir, store, config)
     }
 
@@ -207,10 +238,38 @@ mod tests {
         let claim = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
         assert_eq!((claim.execution.epoch, claim.work.state), (1, WorkState::Running));
         assert_eq!(claim.execution.cause_event, work.wake_event);
-        assert!(store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().is_none(), "nothing else is ready");
-        store.write(|tx| complete(tx, &claim.execution.id, SegmentEnd::Exited(3), T0)).unwrap();
+        assert!(
+            store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().is_none(),
+            "nothing else is ready"
+        );
+        store
+            .write(|tx| complete(tx, &claim.execution.id, SegmentEnd::Exited(3), T0))
+            .unwrap();
         let work = store.read(|tx| tx.get_work(&work.id)).unwrap().unwrap();
         assert_eq!(work.state, WorkState::Failed);
+    }
+
+    /// Declares a wait for `demo.go` on the running attempt and ends its segment.
+    fn end_waiting(store: &dyn Store, execution: &str, timeout: Option<Duration>) {
+        let wait = Declaration::Wait {
+            types: vec!["demo.go".into()],
+            keys: vec![],
+            timeout,
+        };
+        declare(store, execution, wait);
+        store
+            .write(|tx| complete(tx, execution, SegmentEnd::Exited(0), T0))
+            .unwrap();
+    }
+
+    fn state_of(store: &dyn Store, work: &str) -> WorkState {
+        store.read(|tx| tx.get_work(work)).unwrap().unwrap().state
+    }
+
+    fn go(store: &dyn Store, config: &Snapshot, work: &str) -> conduit_core::Event {
+        store
+            .write(|tx| accept(tx, config, operator_event("demo.go", &format!("work:{work}")), T0))
+            .unwrap()
     }
 
     #[test]
@@ -218,14 +277,15 @@ mod tests {
         let (_d, store, config) = setup();
         let work = manual_work(&*store, &config);
         let first = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
-        declare(&*store, &first.execution.id, Declaration::Wait { types: vec!["demo.go".into()], keys: vec![], timeout: None });
-        store.write(|tx| complete(tx, &first.execution.id, SegmentEnd::Exited(0), T0)).unwrap();
-        assert_eq!(store.read(|tx| tx.get_work(&work.id)).unwrap().unwrap().state, WorkState::Waiting);
-
-        let go = store.write(|tx| accept(tx, &config, operator_event("demo.go", &format!("work:{}", work.id)), T0)).unwrap();
+        end_waiting(&*store, &first.execution.id, None);
+        assert_eq!(state_of(&*store, &work.id), WorkState::Waiting);
+        let go = go(&*store, &config, &work.id);
         let second = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
         assert_eq!(second.execution.epoch, 2);
-        assert_eq!(second.execution.cause_event, go.id, "the resumed segment continues from what woke it");
+        assert_eq!(
+            second.execution.cause_event, go.id,
+            "the resumed segment continues from what woke it"
+        );
     }
 
     #[test]
@@ -233,10 +293,9 @@ mod tests {
         let (_d, store, config) = setup();
         let work = manual_work(&*store, &config);
         let first = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
-        store.write(|tx| accept(tx, &config, operator_event("demo.go", &format!("work:{}", work.id)), T0)).unwrap();
-        declare(&*store, &first.execution.id, Declaration::Wait { types: vec!["demo.go".into()], keys: vec![], timeout: None });
-        store.write(|tx| complete(tx, &first.execution.id, SegmentEnd::Exited(0), T0)).unwrap();
-        assert_eq!(store.read(|tx| tx.get_work(&work.id)).unwrap().unwrap().state, WorkState::Ready);
+        go(&*store, &config, &work.id);
+        end_waiting(&*store, &first.execution.id, None);
+        assert_eq!(state_of(&*store, &work.id), WorkState::Ready);
     }
 
     #[test]
@@ -244,24 +303,39 @@ mod tests {
         let (_d, store, config) = setup();
         let work = manual_work(&*store, &config);
         let first = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
-        let timeout = Some(Duration::from_secs(5));
-        declare(&*store, &first.execution.id, Declaration::Wait { types: vec!["demo.go".into()], keys: vec![], timeout });
-        store.write(|tx| complete(tx, &first.execution.id, SegmentEnd::Exited(0), T0)).unwrap();
-        assert_eq!(store.write(|tx| fire_due_timers(tx, &config, T0.plus(Duration(4_999)))).unwrap(), 0);
-        assert_eq!(store.write(|tx| fire_due_timers(tx, &config, T0.plus(Duration(5_000)))).unwrap(), 1);
-        assert_eq!(store.read(|tx| tx.get_work(&work.id)).unwrap().unwrap().state, WorkState::Ready);
+        end_waiting(&*store, &first.execution.id, Some(Duration::from_secs(5)));
+        assert_eq!(
+            store
+                .write(|tx| fire_due_timers(tx, &config, T0.plus(Duration(4_999))))
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            store
+                .write(|tx| fire_due_timers(tx, &config, T0.plus(Duration(5_000))))
+                .unwrap(),
+            1
+        );
+        assert_eq!(state_of(&*store, &work.id), WorkState::Ready);
     }
 
     #[test]
     fn a_route_starts_work_that_owns_the_events_key() {
         let (_d, store, config) = setup();
-        let e = store.write(|tx| accept(tx, &config, operator_event("demo.requested", "ticket:9"), T0)).unwrap();
-        let owner = store.read(|tx| tx.work_owning_key("ticket:9")).unwrap().expect("routed work owns the key");
+        let e = store
+            .write(|tx| accept(tx, &config, operator_event("demo.requested", "ticket:9"), T0))
+            .unwrap();
+        let owner = store
+            .read(|tx| tx.work_owning_key("ticket:9"))
+            .unwrap()
+            .expect("routed work owns the key");
         let work = store.read(|tx| tx.get_work(&owner)).unwrap().unwrap();
         let created = store.read(|tx| tx.get_event(&work.wake_event)).unwrap().unwrap();
         assert_eq!(created.causation.parent.as_deref(), Some(e.id.as_str()));
         // A second event under the same key is that Work's input, not a new Work.
-        store.write(|tx| accept(tx, &config, operator_event("demo.requested", "ticket:9"), T0)).unwrap();
+        store
+            .write(|tx| accept(tx, &config, operator_event("demo.requested", "ticket:9"), T0))
+            .unwrap();
         assert_eq!(store.read(|tx| tx.list_work(&Default::default())).unwrap().len(), 1);
     }
 
@@ -270,9 +344,16 @@ mod tests {
         let (_d, store, config) = setup();
         manual_work(&*store, &config);
         let first = store.write(|tx| claim_next(tx, &config, "old", T0)).unwrap().unwrap();
-        let adopted = store.write(|tx| adopt(tx, &first.execution.id, "new", T0)).unwrap().unwrap();
+        let adopted = store
+            .write(|tx| adopt(tx, &first.execution.id, "new", T0))
+            .unwrap()
+            .unwrap();
         assert_eq!((adopted.execution.epoch, adopted.execution.owner.as_str()), (2, "new"));
-        assert!(!store.write(|tx| renew_lease(tx, &first.execution.id, 1, "old", T0)).unwrap());
-        assert!(store.write(|tx| renew_lease(tx, &first.execution.id, 2, "new", T0)).unwrap());
+        assert!(!store
+            .write(|tx| renew_lease(tx, &first.execution.id, 1, "old", T0))
+            .unwrap());
+        assert!(store
+            .write(|tx| renew_lease(tx, &first.execution.id, 2, "new", T0))
+            .unwrap());
     }
 }

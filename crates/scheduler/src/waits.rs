@@ -60,7 +60,9 @@ pub fn fire_due_timers(tx: &mut dyn Tx, config: &Snapshot, now: Timestamp) -> Re
     let due: Vec<Wait> = tx.armed_waits()?.into_iter().filter(|w| w.is_due(now)).collect();
     let fired = due.len();
     for wait in due {
-        let Some(execution) = tx.get_execution(&wait.execution_id)? else { continue };
+        let Some(execution) = tx.get_execution(&wait.execution_id)? else {
+            continue;
+        };
         let cause = tx.get_event(&execution.cause_event)?;
         let id = new_id();
         let event = NewEvent {
@@ -71,7 +73,10 @@ pub fn fire_due_timers(tx: &mut dyn Tx, config: &Snapshot, now: Timestamp) -> Re
             work_id: Some(wait.work_id.clone()),
             execution_id: Some(execution.id.clone()),
             correlation_key: Some(work_key(&wait.work_id)),
-            causation: cause.as_ref().map(Causation::derived_from).unwrap_or_else(|| Causation::root(&id)),
+            causation: cause
+                .as_ref()
+                .map(Causation::derived_from)
+                .unwrap_or_else(|| Causation::root(&id)),
             actor: None,
             data: json!({"wait": wait.id, "types": wait.types}),
             accepted_at: now,

@@ -53,12 +53,17 @@ pub fn create_work(
     };
     tx.insert_work(&work).map_err(|e| match e {
         StoreError::KeyTaken => HostError::from(
-            Refusal::new(ErrorCode::Conflict, "a correlation key given for the Work is already owned by another Work")
-                .with_remedy("use a key no other Work owns"),
+            Refusal::new(
+                ErrorCode::Conflict,
+                "a correlation key given for the Work is already owned by another Work",
+            )
+            .with_remedy("use a key no other Work owns"),
         ),
         e => e.into(),
     })?;
-    let causation = cause.map(Causation::derived_from).unwrap_or_else(|| Causation::root(&event_id));
+    let causation = cause
+        .map(Causation::derived_from)
+        .unwrap_or_else(|| Causation::root(&event_id));
     let event = NewEvent {
         id: event_id,
         event_type: "core.work.created".into(),
@@ -78,15 +83,23 @@ pub fn create_work(
 
 fn check_target(config: &Snapshot, scope: &str, binding: &str) -> Result<(), Refusal> {
     if config.scope(scope).is_none() {
-        return Err(Refusal::new(ErrorCode::UnknownScope, "no scope has this id in the active configuration")
-            .with_remedy("list the scopes in your configuration file"));
+        return Err(Refusal::new(
+            ErrorCode::UnknownScope,
+            "no scope has this id in the active configuration",
+        )
+        .with_remedy("list the scopes in your configuration file"));
     }
     if !config.scope_enabled(scope) {
-        return Err(Refusal::new(ErrorCode::ScopeDisabled, "the scope is disabled in the active configuration"));
+        return Err(Refusal::new(
+            ErrorCode::ScopeDisabled,
+            "the scope is disabled in the active configuration",
+        ));
     }
     if config.binding(scope, binding).is_none() {
-        return Err(Refusal::new(ErrorCode::UnknownBinding, "the scope has no binding with this name")
-            .with_remedy("name a binding declared under the scope's `bindings`"));
+        return Err(
+            Refusal::new(ErrorCode::UnknownBinding, "the scope has no binding with this name")
+                .with_remedy("name a binding declared under the scope's `bindings`"),
+        );
     }
     Ok(())
 }

@@ -11,9 +11,9 @@ use conduit_config::CurrentConfig;
 use conduit_core::names::{is_event_type, is_reserved_type};
 use conduit_core::{Causation, ErrorCode, Event, NewEvent, OperatorRecord, Refusal, Source, WorkState};
 use conduit_scheduler::{accept, create_work, NewWork};
-use conduit_store::{new_id, Store, WorkFilter};
+use conduit_store::{new_id, Store, Tx, WorkFilter};
 use conduit_toolbelt::token::digest;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
@@ -118,7 +118,6 @@ struct WorkQuery {
 }
 
 async fn list_work(State(s): State<Management>, headers: HeaderMap, Query(q): Query<WorkQuery>) -> Answer {
-    operator(&s, &headers).await?;
     let state = match q.state.as_deref() {
         Some(text) => Some(WorkState::parse(text).ok_or_else(|| {
             Refusal::new(ErrorCode::InvalidRequest, "unknown Work state")
@@ -127,16 +126,11 @@ async fn list_work(State(s): State<Management>, headers: HeaderMap, Query(q): Qu
         None => None,
     };
     let filter = WorkFilter { scope: q.scope, state };
-    let store = s.store.clone();
-    let items = blocking(move || Ok(store.read(|tx| tx.list_work(&filter))?)).await?;
-    ok(StatusCode::OK, &json!({ "items": items }))
+    read(&s, &headers, move |tx| Ok(json!({ "items": tx.list_work(&filter)? }))).await
 }
 
 async fn get_work(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
-    operator(&s, &headers).await?;
-    let store = s.store.clone();
-    let work = blocking(move || store.read(|tx| tx.get_work(&id))?.ok_or_else(|| Refusal::not_found("Work").into())).await?;
-    ok(StatusCode::OK, &work)
+    read(&s, &headers, move |tx| found(tx.get_work(&id)?, "Work")).await
 }
 
 #[derive(Deserialize)]
@@ -200,50 +194,49 @@ struct ByWork {
 const EVENT_PAGE: usize = 1000;
 
 async fn list_events(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ByWork>) -> Answer {
-    operator(&s, &headers).await?;
-    let store = s.store.clone();
-    let items = blocking(move || Ok(store.read(|tx| tx.list_events(q.work.as_deref(), EVENT_PAGE))?)).await?;
-    ok(StatusCode::OK, &json!({ "items": items }))
+    read(&s, &headers, move |tx| Ok(json!({ "items": tx.list_events(q.work.as_deref(), EVENT_PAGE)? }))).await
 }
 
 async fn get_event(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
-    operator(&s, &headers).await?;
-    let store = s.store.clone();
-    let event = blocking(move || store.read(|tx| tx.get_event(&id))?.ok_or_else(|| Refusal::not_found("event").into())).await?;
-    ok(StatusCode::OK, &event)
+    read(&s, &headers, move |tx| found(tx.get_event(&id)?, "event")).await
 }
 
 /// The causal chain of an event: its root first, each parent in turn, ending with the event.
 async fn chain(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
-    operator(&s, &headers).await?;
-    let store = s.store.clone();
-    let items = blocking(move || {
-        store.read(|tx| {
-            let mut chain: Vec<Event> = Vec::new();
-            let mut next = Some(id);
-            while let Some(id) = next.take() {
-                let event = tx.get_event(&id)?.ok_or_else(|| Failure(Refusal::not_found("event")))?;
-                next = event.causation.parent.clone();
-                chain.push(event);
-            }
-            chain.reverse();
-            Ok(chain)
-        })
+    read(&s, &headers, move |tx| {
+        let mut chain: Vec<Event> = Vec::new();
+        let mut next = Some(id);
+        while let Some(id) = next.take() {
+            let event = found(tx.get_event(&id)?, "event")?;
+            next = event.causation.parent.clone();
+            chain.push(event);
+        }
+        chain.reverse();
+        Ok(json!({ "items": chain }))
     })
-    .await?;
-    ok(StatusCode::OK, &json!({ "items": items }))
+    .await
 }
 
 async fn list_executions(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ByWork>) -> Answer {
-    operator(&s, &headers).await?;
-    let store = s.store.clone();
-    let items = blocking(move || Ok(store.read(|tx| tx.list_executions(q.work.as_deref()))?)).await?;
-    ok(StatusCode::OK, &json!({ "items": items }))
+    read(&s, &headers, move |tx| Ok(json!({ "items": tx.list_executions(q.work.as_deref())? }))).await
 }
 
 async fn get_execution(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
-    operator(&s, &headers).await?;
+    read(&s, &headers, move |tx| found(tx.get_execution(&id)?, "execution")).await
+}
+
+/// Authenticates an operator, then answers `200` with what `f` reads in one read transaction.
+async fn read<T: Serialize + Send + 'static>(
+    s: &Management,
+    headers: &HeaderMap,
+    f: impl FnOnce(&mut dyn Tx) -> Result<T, Failure> + Send + 'static,
+) -> Answer {
+    operator(s, headers).await?;
     let store = s.store.clone();
-    let x = blocking(move || store.read(|tx| tx.get_execution(&id))?.ok_or_else(|| Refusal::not_found("execution").into())).await?;
-    ok(StatusCode::OK, &x)
+    let body = blocking(move || store.read(f)).await?;
+    ok(StatusCode::OK, &body)
+}
+
+fn found<T>(record: Option<T>, what: &str) -> Result<T, Failure> {
+    record.ok_or_else(|| Failure(Refusal::not_found(what)))
 }

@@ -82,20 +82,32 @@ pub trait Store: Send + Sync {
 
 impl dyn Store + '_ {
     /// Runs `f` in one write transaction: committed (durably) when it returns `Ok`, rolled back otherwise.
-    pub fn write<T, E: From<StoreError>>(&self, f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, E>) -> std::result::Result<T, E> {
+    pub fn write<T, E: From<StoreError>>(
+        &self,
+        f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
         self.run(true, f)
     }
 
     /// Runs `f` in one read transaction.
-    pub fn read<T, E: From<StoreError>>(&self, f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, E>) -> std::result::Result<T, E> {
+    pub fn read<T, E: From<StoreError>>(
+        &self,
+        f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
         self.run(false, f)
     }
 
-    fn run<T, E: From<StoreError>>(&self, write: bool, f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, E>) -> std::result::Result<T, E> {
+    fn run<T, E: From<StoreError>>(
+        &self,
+        write: bool,
+        f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
         let mut f = Some(f);
         let mut out = None;
         let status = self.transact(write, &mut |tx| {
-            let Some(f) = f.take() else { return Err(StoreError::RolledBack) };
+            let Some(f) = f.take() else {
+                return Err(StoreError::RolledBack);
+            };
             let result = f(tx);
             let failed = result.is_err();
             out = Some(result);

@@ -50,7 +50,10 @@ fn work_round_trips_with_its_keys() {
     store.write(|tx| tx.insert_work(&w)).unwrap();
     let got = store.read(|tx| tx.get_work("w1")).unwrap().unwrap();
     assert_eq!(got, w);
-    assert_eq!(store.read(|tx| tx.work_owning_key("pr:7")).unwrap().as_deref(), Some("w1"));
+    assert_eq!(
+        store.read(|tx| tx.work_owning_key("pr:7")).unwrap().as_deref(),
+        Some("w1")
+    );
 }
 
 #[test]
@@ -58,7 +61,9 @@ fn a_taken_key_rolls_back_the_whole_work() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
     store.write(|tx| tx.insert_work(&work("w1", &["pr:7"]))).unwrap();
-    let err = store.write(|tx| tx.insert_work(&work("w2", &["work:w2", "pr:7"]))).unwrap_err();
+    let err = store
+        .write(|tx| tx.insert_work(&work("w2", &["work:w2", "pr:7"])))
+        .unwrap_err();
     assert!(matches!(err, StoreError::KeyTaken));
     assert!(store.read(|tx| tx.get_work("w2")).unwrap().is_none());
     assert!(store.read(|tx| tx.work_owning_key("work:w2")).unwrap().is_none());
@@ -74,7 +79,9 @@ fn events_get_increasing_sequences_and_lose_forged_actors() {
     let stored = store.read(|tx| tx.get_event("a")).unwrap().unwrap();
     assert_eq!(stored, a);
     assert_eq!(stored.actor, None, "only the host's operator events carry an actor");
-    let after = store.read(|tx| tx.events_after_for_keys(a.sequence, &["k".into()])).unwrap();
+    let after = store
+        .read(|tx| tx.events_after_for_keys(a.sequence, &["k".into()]))
+        .unwrap();
     assert_eq!(after.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), vec!["b"]);
 }
 

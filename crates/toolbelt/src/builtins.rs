@@ -2,9 +2,7 @@
 
 use conduit_config::Snapshot;
 use conduit_core::names::{is_event_type, is_reserved_type, is_type_pattern, type_matches};
-use conduit_core::{
-    Causation, Declaration, Duration, ErrorCode, NewEvent, OutcomeStatus, Refusal, Source, Timestamp,
-};
+use conduit_core::{Causation, Declaration, Duration, ErrorCode, NewEvent, OutcomeStatus, Refusal, Source, Timestamp};
 use conduit_scheduler::{accept, create_work, HostError, NewWork};
 use conduit_store::{new_id, Tx};
 use serde::de::DeserializeOwned;
@@ -30,9 +28,7 @@ pub struct OperationDescriptor {
 pub fn describe_builtins() -> Vec<OperationDescriptor> {
     let string = json!({"type": "string"});
     let strings = json!({"type": "array", "items": {"type": "string"}});
-    let object = |props: Value, required: &[&str]| {
-        json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
-    };
+    let object = |props: Value, required: &[&str]| json!({"type": "object", "properties": props, "required": required, "additionalProperties": false});
     vec![
         OperationDescriptor {
             name: "create_work",
@@ -50,7 +46,10 @@ pub fn describe_builtins() -> Vec<OperationDescriptor> {
         OperationDescriptor {
             name: "emit",
             summary: "Emit an event from this execution.",
-            input_schema: object(json!({"type": string, "data": {}, "correlation_key": string}), &["type"]),
+            input_schema: object(
+                json!({"type": string, "data": {}, "correlation_key": string}),
+                &["type"],
+            ),
         },
         OperationDescriptor {
             name: "read_context",
@@ -60,7 +59,10 @@ pub fn describe_builtins() -> Vec<OperationDescriptor> {
         OperationDescriptor {
             name: "wait",
             summary: "Park this Work until a matching event arrives (or the timeout); resumes in a new attempt.",
-            input_schema: object(json!({"types": strings, "keys": strings, "timeout": string}), &["types"]),
+            input_schema: object(
+                json!({"types": strings, "keys": strings, "timeout": string}),
+                &["types"],
+            ),
         },
     ]
 }
@@ -104,7 +106,13 @@ struct EmitInput {
     correlation_key: Option<String>,
 }
 
-fn emit(tx: &mut dyn Tx, config: &Snapshot, a: &Authority, input: EmitInput, now: Timestamp) -> Result<Value, HostError> {
+fn emit(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    a: &Authority,
+    input: EmitInput,
+    now: Timestamp,
+) -> Result<Value, HostError> {
     check_emittable(config, a, &input.event_type)?;
     if let Some(key) = &input.correlation_key {
         check_owned(tx, a, key)?;
@@ -112,7 +120,10 @@ fn emit(tx: &mut dyn Tx, config: &Snapshot, a: &Authority, input: EmitInput, now
     let cause = tx.get_event(&a.execution.cause_event)?;
     let id = new_id();
     let event = NewEvent {
-        causation: cause.as_ref().map(Causation::derived_from).unwrap_or_else(|| Causation::root(&id)),
+        causation: cause
+            .as_ref()
+            .map(Causation::derived_from)
+            .unwrap_or_else(|| Causation::root(&id)),
         id,
         event_type: input.event_type,
         source: Source::Execution(a.execution.id.clone()),
@@ -133,13 +144,19 @@ fn check_emittable(config: &Snapshot, a: &Authority, event_type: &str) -> Result
     if !is_event_type(event_type) {
         return Err(Refusal::invalid_input("an event type is namespaced: `family.name`"));
     }
-    let emits = config.binding(&a.work.scope, &a.work.binding).and_then(|b| b.emits.as_ref());
-    let allowed = !is_reserved_type(event_type) && emits.is_none_or(|list| list.iter().any(|p| type_matches(p, event_type)));
+    let emits = config
+        .binding(&a.work.scope, &a.work.binding)
+        .and_then(|b| b.emits.as_ref());
+    let allowed =
+        !is_reserved_type(event_type) && emits.is_none_or(|list| list.iter().any(|p| type_matches(p, event_type)));
     if allowed {
         Ok(())
     } else {
-        Err(Refusal::new(ErrorCode::EventTypeNotAllowed, "this execution may not emit events of this family")
-            .with_remedy("emit a family your binding's `emits` allows; core, agent, tool and toolbelt belong to the host"))
+        Err(Refusal::new(
+            ErrorCode::EventTypeNotAllowed,
+            "this execution may not emit events of this family",
+        )
+        .with_remedy("emit a family your binding's `emits` allows; core, agent, tool and toolbelt belong to the host"))
     }
 }
 
@@ -147,9 +164,12 @@ fn check_owned(tx: &mut dyn Tx, a: &Authority, key: &str) -> Result<(), HostErro
     if tx.work_owning_key(key)?.as_deref() == Some(a.work.id.as_str()) {
         Ok(())
     } else {
-        Err(Refusal::new(ErrorCode::CorrelationNotOwned, "the correlation key is not one this Work owns")
-            .with_remedy("use `work:<your work id>` or a key given when the Work was created")
-            .into())
+        Err(Refusal::new(
+            ErrorCode::CorrelationNotOwned,
+            "the correlation key is not one this Work owns",
+        )
+        .with_remedy("use `work:<your work id>` or a key given when the Work was created")
+        .into())
     }
 }
 
@@ -177,7 +197,14 @@ struct OutcomeInput {
 }
 
 fn declare_outcome(tx: &mut dyn Tx, a: &Authority, input: OutcomeInput) -> Result<Value, HostError> {
-    declare(tx, a, Declaration::Outcome { status: input.status, summary: input.summary })?;
+    declare(
+        tx,
+        a,
+        Declaration::Outcome {
+            status: input.status,
+            summary: input.summary,
+        },
+    )?;
     Ok(json!({"declared": "outcome"}))
 }
 
@@ -198,7 +225,15 @@ fn wait(tx: &mut dyn Tx, a: &Authority, input: WaitInput) -> Result<Value, HostE
         check_owned(tx, a, key)?;
     }
     let timeout = input.timeout.as_deref().map(parse_timeout).transpose()?;
-    declare(tx, a, Declaration::Wait { types: input.types, keys: input.keys, timeout })?;
+    declare(
+        tx,
+        a,
+        Declaration::Wait {
+            types: input.types,
+            keys: input.keys,
+            timeout,
+        },
+    )?;
     Ok(json!({"declared": "wait"}))
 }
 

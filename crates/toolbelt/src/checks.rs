@@ -46,7 +46,12 @@ pub fn authorize(
 
 /// Check 1, and the socket's own execution assertion: a live token issued to this socket's execution.
 /// An operator credential presented here is `wrong_credential_class`.
-pub fn live_token(tx: &mut dyn Tx, socket_execution: &str, bearer: &str, now: Timestamp) -> Result<TokenRecord, HostError> {
+pub fn live_token(
+    tx: &mut dyn Tx,
+    socket_execution: &str,
+    bearer: &str,
+    now: Timestamp,
+) -> Result<TokenRecord, HostError> {
     let presented = digest(bearer);
     let Some(token) = tx.token_by_digest(&presented)? else {
         if tx.operator_by_digest(&presented)?.is_some() {
@@ -66,7 +71,10 @@ fn check_assertions(token: &TokenRecord, request: &CallRequest) -> Result<(), Re
         (&request.work_id, &token.work_id),
         (&request.scope_id, &token.scope),
     ];
-    if asserted.iter().all(|(claim, actual)| claim.as_ref().is_none_or(|c| c == *actual)) {
+    if asserted
+        .iter()
+        .all(|(claim, actual)| claim.as_ref().is_none_or(|c| c == *actual))
+    {
         Ok(())
     } else {
         Err(Refusal::forbidden())

@@ -51,7 +51,13 @@ impl Toolbelt {
 
     /// Runs one call for the execution whose socket it arrived on. Every check and the operation
     /// itself run in one transaction, so the lease guard and the effect are atomic.
-    pub fn call(&self, socket_execution: &str, bearer: &str, request: &CallRequest, now: Timestamp) -> Result<Value, Refusal> {
+    pub fn call(
+        &self,
+        socket_execution: &str,
+        bearer: &str,
+        request: &CallRequest,
+        now: Timestamp,
+    ) -> Result<Value, Refusal> {
         let config = self.config.get();
         let result = self.store.write(|tx| {
             let authority = checks::authorize(tx, &config, socket_execution, bearer, request, now)?;
@@ -65,8 +71,10 @@ impl Toolbelt {
     /// The agent guidance of the token's granted operations.
     pub fn guidance(&self, socket_execution: &str, bearer: &str, now: Timestamp) -> Result<Value, Refusal> {
         let token = self.identify(socket_execution, bearer, now)?;
-        let operations: Vec<OperationDescriptor> =
-            describe_builtins().into_iter().filter(|d| token.operations.iter().any(|o| o == d.name)).collect();
+        let operations: Vec<OperationDescriptor> = describe_builtins()
+            .into_iter()
+            .filter(|d| token.operations.iter().any(|o| o == d.name))
+            .collect();
         Ok(json!({
             "guidance": builtins::GUIDANCE,
             "operations": operations,
@@ -75,13 +83,24 @@ impl Toolbelt {
 
     /// Which of the token's granted operations serve `capability`. No builtin serves one; extension
     /// operations that declare capabilities (such as `git.credential`) answer here.
-    pub fn serving(&self, socket_execution: &str, bearer: &str, capability: &str, now: Timestamp) -> Result<Value, Refusal> {
+    pub fn serving(
+        &self,
+        socket_execution: &str,
+        bearer: &str,
+        capability: &str,
+        now: Timestamp,
+    ) -> Result<Value, Refusal> {
         self.identify(socket_execution, bearer, now)?;
         Ok(json!({"capability": capability, "operations": []}))
     }
 
     /// The read-only routes' checks: a live token of this socket's execution.
-    fn identify(&self, socket_execution: &str, bearer: &str, now: Timestamp) -> Result<conduit_core::TokenRecord, Refusal> {
+    fn identify(
+        &self,
+        socket_execution: &str,
+        bearer: &str,
+        now: Timestamp,
+    ) -> Result<conduit_core::TokenRecord, Refusal> {
         self.store
             .read(|tx| checks::live_token(tx, socket_execution, bearer, now))
             .map_err(|e: HostError| e.refusal())

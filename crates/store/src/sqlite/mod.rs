@@ -36,7 +36,11 @@ impl Store for SqliteStore {
     fn transact(&self, write: bool, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
         // A poisoned lock means a panic mid-transaction; the transaction was rolled back on drop.
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let behavior = if write { TransactionBehavior::Immediate } else { TransactionBehavior::Deferred };
+        let behavior = if write {
+            TransactionBehavior::Immediate
+        } else {
+            TransactionBehavior::Deferred
+        };
         let tx = conn.transaction_with_behavior(behavior)?;
         let mut handle = rows::SqliteTx { tx: &tx };
         match body(&mut handle) {

@@ -1,8 +1,8 @@
 //! [`Tx`] over a SQLite transaction: statements and row mapping.
 
 use conduit_core::{
-    Causation, Event, Execution, ExecutionState, NewEvent, OperatorRecord, Role, Source, Timestamp, TokenRecord,
-    Wait, WaitState, Work, WorkState,
+    Causation, Event, Execution, ExecutionState, NewEvent, OperatorRecord, Role, Source, Timestamp, TokenRecord, Wait,
+    WaitState, Work, WorkState,
 };
 use rusqlite::{params, OptionalExtension, Row, Transaction};
 use serde::de::DeserializeOwned;
@@ -39,7 +39,20 @@ const WORK_COLUMNS: &str =
     "id, scope, binding, parent_work, state, input, epoch, outcome, wake_event, generation, created_at, updated_at";
 
 /// Raw columns of a work row; keys are loaded separately.
-type WorkRow = (String, String, String, Option<String>, String, String, u32, Option<String>, String, i64, i64, i64);
+type WorkRow = (
+    String,
+    String,
+    String,
+    Option<String>,
+    String,
+    String,
+    u32,
+    Option<String>,
+    String,
+    i64,
+    i64,
+    i64,
+);
 
 fn work_row(r: &Row) -> rusqlite::Result<WorkRow> {
     Ok((
@@ -58,7 +71,8 @@ fn work_row(r: &Row) -> rusqlite::Result<WorkRow> {
     ))
 }
 
-const EXECUTION_COLUMNS: &str = "id, work_id, scope, binding, epoch, owner, state, cause_event, watermark, declaration, \
+const EXECUTION_COLUMNS: &str =
+    "id, work_id, scope, binding, epoch, owner, state, cause_event, watermark, declaration, \
      outcome, exit_code, pid, generation, lease_expires_at, deadline_at, started_at, ended_at";
 
 fn execution_row(r: &Row) -> rusqlite::Result<Result<Execution>> {
@@ -106,7 +120,11 @@ fn event_row(r: &Row) -> rusqlite::Result<Result<Event>> {
             work_id: r.get(5)?,
             execution_id: r.get(6)?,
             correlation_key: r.get(7)?,
-            causation: Causation { parent: r.get(8)?, root: r.get(9)?, depth: r.get(10)? },
+            causation: Causation {
+                parent: r.get(8)?,
+                root: r.get(9)?,
+                depth: r.get(10)?,
+            },
             actor: r.get(11)?,
             data: from_json(&data)?,
             accepted_at: Timestamp(r.get(13)?),
@@ -115,7 +133,8 @@ fn event_row(r: &Row) -> rusqlite::Result<Result<Event>> {
     Ok(build())
 }
 
-const WAIT_COLUMNS: &str = "id, work_id, execution_id, types, keys, watermark, timeout_at, state, satisfied_by, created_at";
+const WAIT_COLUMNS: &str =
+    "id, work_id, execution_id, types, keys, watermark, timeout_at, state, satisfied_by, created_at";
 
 fn wait_row(r: &Row) -> rusqlite::Result<Result<Wait>> {
     let types: String = r.get(3)?;
@@ -206,8 +225,12 @@ impl SqliteTx<'_> {
     }
 
     fn work_keys(&self, work_id: &str) -> Result<Vec<String>> {
-        let mut stmt = self.tx.prepare_cached("SELECT key FROM work_keys WHERE work_id = ?1 ORDER BY rowid")?;
-        let keys = stmt.query_map([work_id], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
+        let mut stmt = self
+            .tx
+            .prepare_cached("SELECT key FROM work_keys WHERE work_id = ?1 ORDER BY rowid")?;
+        let keys = stmt
+            .query_map([work_id], |r| r.get(0))?
+            .collect::<rusqlite::Result<Vec<String>>>()?;
         Ok(keys)
     }
 
@@ -233,7 +256,9 @@ impl SqliteTx<'_> {
 
     fn works(&self, sql: &str, params: impl rusqlite::Params) -> Result<Vec<Work>> {
         let mut stmt = self.tx.prepare_cached(sql)?;
-        let rows = stmt.query_map(params, work_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+        let rows = stmt
+            .query_map(params, work_row)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
         rows.into_iter().map(|row| self.build_work(row)).collect()
     }
 }
@@ -241,7 +266,10 @@ impl SqliteTx<'_> {
 impl Tx for SqliteTx<'_> {
     fn latest_generation(&mut self) -> Result<Option<(i64, String, String)>> {
         let sql = "SELECT generation, hash, config FROM config_generations ORDER BY generation DESC LIMIT 1";
-        Ok(self.tx.query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()?)
+        Ok(self
+            .tx
+            .query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?)
     }
 
     fn insert_generation(&mut self, generation: i64, hash: &str, config_json: &str, at: Timestamp) -> Result<()> {
@@ -280,8 +308,10 @@ impl Tx for SqliteTx<'_> {
             ],
         )?;
         for key in &work.keys {
-            let inserted =
-                self.tx.execute("INSERT OR IGNORE INTO work_keys (key, work_id) VALUES (?1, ?2)", params![key, work.id])?;
+            let inserted = self.tx.execute(
+                "INSERT OR IGNORE INTO work_keys (key, work_id) VALUES (?1, ?2)",
+                params![key, work.id],
+            )?;
             if inserted == 0 {
                 return Err(StoreError::KeyTaken);
             }
@@ -318,13 +348,15 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn ready_work(&mut self, limit: usize) -> Result<Vec<Work>> {
-        let sql =
-            format!("SELECT {WORK_COLUMNS} FROM work WHERE state = 'ready' ORDER BY updated_at, id LIMIT ?1");
+        let sql = format!("SELECT {WORK_COLUMNS} FROM work WHERE state = 'ready' ORDER BY updated_at, id LIMIT ?1");
         self.works(&sql, [limit as i64])
     }
 
     fn work_owning_key(&mut self, key: &str) -> Result<Option<String>> {
-        Ok(self.tx.query_row("SELECT work_id FROM work_keys WHERE key = ?1", [key], |r| r.get(0)).optional()?)
+        Ok(self
+            .tx
+            .query_row("SELECT work_id FROM work_keys WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
     }
 
     fn insert_execution(&mut self, x: &Execution) -> Result<()> {
@@ -358,7 +390,11 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn get_execution(&mut self, id: &str) -> Result<Option<Execution>> {
-        self.query_one(&format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = ?1"), [id], execution_row)
+        self.query_one(
+            &format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = ?1"),
+            [id],
+            execution_row,
+        )
     }
 
     fn update_execution(&mut self, x: &Execution) -> Result<()> {
@@ -410,7 +446,11 @@ impl Tx for SqliteTx<'_> {
                 e.causation.parent,
                 e.causation.root,
                 e.causation.depth,
-                if e.source == Source::Manual { e.actor.clone() } else { None },
+                if e.source == Source::Manual {
+                    e.actor.clone()
+                } else {
+                    None
+                },
                 to_json(&e.data)?,
                 e.accepted_at.0
             ],
@@ -419,13 +459,16 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn get_event(&mut self, id: &str) -> Result<Option<Event>> {
-        self.query_one(&format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1"), [id], event_row)
+        self.query_one(
+            &format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1"),
+            [id],
+            event_row,
+        )
     }
 
     fn list_events(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Event>> {
-        let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE (?1 IS NULL OR work_id = ?1) ORDER BY sequence LIMIT ?2"
-        );
+        let sql =
+            format!("SELECT {EVENT_COLUMNS} FROM events WHERE (?1 IS NULL OR work_id = ?1) ORDER BY sequence LIMIT ?2");
         self.query_all(&sql, params![work, limit as i64], event_row)
     }
 
@@ -442,7 +485,9 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn max_sequence(&mut self) -> Result<i64> {
-        Ok(self.tx.query_row("SELECT COALESCE(MAX(sequence), 0) FROM events", [], |r| r.get(0))?)
+        Ok(self
+            .tx
+            .query_row("SELECT COALESCE(MAX(sequence), 0) FROM events", [], |r| r.get(0))?)
     }
 
     fn insert_wait(&mut self, w: &Wait) -> Result<()> {
@@ -502,7 +547,11 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn token_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<TokenRecord>> {
-        self.query_one(&format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE digest = ?1"), [&digest[..]], token_row)
+        self.query_one(
+            &format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE digest = ?1"),
+            [&digest[..]],
+            token_row,
+        )
     }
 
     fn revoke_tokens_below(&mut self, work_id: &str, epoch: u32, at: Timestamp) -> Result<()> {
@@ -524,7 +573,14 @@ impl Tx for SqliteTx<'_> {
     fn insert_operator(&mut self, o: &OperatorRecord) -> Result<()> {
         self.tx.execute(
             &format!("INSERT INTO operators ({OPERATOR_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
-            params![o.id, o.name, o.role.as_str(), &o.digest[..], o.created_at.0, o.revoked_at.map(|t| t.0)],
+            params![
+                o.id,
+                o.name,
+                o.role.as_str(),
+                &o.digest[..],
+                o.created_at.0,
+                o.revoked_at.map(|t| t.0)
+            ],
         )?;
         Ok(())
     }
@@ -540,7 +596,10 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn revoke_operator(&mut self, id: &str, at: Timestamp) -> Result<()> {
-        self.tx.execute("UPDATE operators SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL", params![id, at.0])?;
+        self.tx.execute(
+            "UPDATE operators SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+            params![id, at.0],
+        )?;
         Ok(())
     }
 }

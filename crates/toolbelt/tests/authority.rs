@@ -1,0 +1,444 @@
+//! The toolbelt's ordered checks and builtins, in process against a real SQLite file. Each security
+//! rule has a row that fails if the rule is removed.
+
+use std::sync::Arc;
+
+use conduit_config::{default_config_json, parse, CurrentConfig, Snapshot};
+use conduit_core::{Duration, ErrorCode, OperatorRecord, Role, Source, Timestamp};
+use conduit_scheduler::{adopt, claim_next, create_work, Claim, NewWork, LEASE};
+use conduit_store::{new_id, SqliteStore, Store};
+use conduit_toolbelt::token::{digest, issue};
+use conduit_toolbelt::{CallRequest, Toolbelt};
+use serde_json::{json, Value};
+
+const T0: Timestamp = Timestamp(1_700_000_000_000);
+
+struct Harness {
+    dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    config: CurrentConfig,
+    toolbelt: Toolbelt,
+}
+
+fn config(text: &str) -> Snapshot {
+    parse(text.as_bytes()).unwrap().at_generation(1)
+}
+
+impl Harness {
+    fn new(config_text: &str) -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).unwrap());
+        let config = CurrentConfig::new(config(config_text));
+        let toolbelt = Toolbelt::new(store.clone(), config.clone());
+        Harness {
+            dir,
+            store,
+            config,
+            toolbelt,
+        }
+    }
+
+    /// Creates Work in `setup`/`shell`, claims it and issues its token.
+    fn attempt(&self) -> (Claim, String) {
+        let config = self.config.get();
+        self.store
+            .write(|tx| {
+                let new = NewWork {
+                    scope: "setup".into(),
+                    binding: "shell".into(),
+                    input: json!({"x": 1}),
+                    keys: vec![],
+                    parent_work: None,
+                    source: Source::Manual,
+                    actor: None,
+                };
+                create_work(tx, &config, new, None, T0)?;
+                let claim = claim_next(tx, &config, "owner", T0)?.unwrap();
+                let ops = config.granted_operations("setup", "shell");
+                let token = issue(tx, &claim.execution, &claim.work, ops, None, T0)?;
+                Ok::<_, conduit_scheduler::HostError>((claim, token))
+            })
+            .unwrap()
+    }
+
+    fn call_at(&self, claim: &Claim, token: &str, request: Value, now: Timestamp) -> Result<Value, ErrorCode> {
+        let request: CallRequest = serde_json::from_value(request).unwrap();
+        self.toolbelt
+            .call(&claim.execution.id, token, &request, now)
+            .map(|v| v["output"].clone())
+            .map_err(|r| r.code)
+    }
+
+    fn call(&self, claim: &Claim, token: &str, operation: &str, input: Value) -> Result<Value, ErrorCode> {
+        self.call_at(claim, token, json!({"operation": operation, "input": input}), T0)
+    }
+}
+
+fn default_harness() -> Harness {
+    Harness::new(default_config_json())
+}
+
+#[test]
+fn a_live_token_reads_its_context() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    let ctx = h.call(&claim, &token, "read_context", json!({})).unwrap();
+    assert_eq!(ctx["work"]["id"], claim.work.id.as_str());
+    assert_eq!(ctx["execution"]["epoch"], 1);
+    assert_eq!(ctx["wake"]["type"], "core.work.created");
+}
+
+#[test]
+fn credential_checks_answer_the_bare_forbidden() {
+    let h = default_harness();
+    let (a, a_token) = h.attempt();
+    let (b, _) = h.attempt();
+    let forbidden = Err(ErrorCode::Forbidden);
+    assert_eq!(
+        h.call(&a, "not-a-token", "read_context", json!({})),
+        forbidden,
+        "unknown digest"
+    );
+    assert_eq!(
+        h.call(&b, &a_token, "read_context", json!({})),
+        forbidden,
+        "another execution's socket"
+    );
+    let expiry = a.execution.deadline_at;
+    let read = json!({"operation": "read_context"});
+    assert_eq!(
+        h.call_at(&a, &a_token, read.clone(), expiry),
+        forbidden,
+        "expiry is exclusive"
+    );
+    assert!(h.call_at(&a, &a_token, read, Timestamp(T0.0 + 1)).is_ok());
+}
+
+#[test]
+fn narrowing_assertions_must_match() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    for (field, value) in [("execution_id", "other"), ("work_id", "other"), ("scope_id", "other")] {
+        let request = json!({"operation": "read_context", field: value});
+        assert_eq!(
+            h.call_at(&claim, &token, request, T0),
+            Err(ErrorCode::Forbidden),
+            "{field}"
+        );
+    }
+    let request = json!({"operation": "read_context", "execution_id": claim.execution.id, "work_id": claim.work.id, "scope_id": "setup"});
+    assert!(h.call_at(&claim, &token, request, T0).is_ok(), "true assertions pass");
+}
+
+#[test]
+fn operations_must_be_declared_and_granted() {
+    let text = default_config_json().replacen(
+        r#""operations": ["emit", "read_context", "declare_outcome", "wait", "create_work"]
+        }"#,
+        r#""operations": ["read_context"]
+        }"#,
+        1,
+    );
+    let h = Harness::new(&text);
+    let (claim, token) = h.attempt();
+    assert!(h.call(&claim, &token, "read_context", json!({})).is_ok());
+    assert_eq!(
+        h.call(&claim, &token, "emit", json!({"type": "demo.x"})),
+        Err(ErrorCode::Forbidden),
+        "not granted"
+    );
+    assert_eq!(
+        h.call(&claim, &token, "github.issue.view", json!({})),
+        Err(ErrorCode::Forbidden),
+        "undeclared"
+    );
+}
+
+#[test]
+fn narrowing_the_configuration_revokes_at_once() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    assert!(h.call(&claim, &token, "emit", json!({"type": "demo.x"})).is_ok());
+    let narrowed = default_config_json().replacen(
+        r#""authorization": {"operations": ["emit", "read_context", "declare_outcome", "wait", "create_work"]}"#,
+        r#""authorization": {"operations": ["read_context", "declare_outcome", "wait", "create_work"]}"#,
+        1,
+    );
+    let narrowed = narrowed.replacen(
+        r#""operations": ["emit", "read_context""#,
+        r#""operations": ["read_context""#,
+        1,
+    );
+    h.config.replace(config(&narrowed));
+    assert_eq!(
+        h.call(&claim, &token, "emit", json!({"type": "demo.x"})),
+        Err(ErrorCode::Forbidden)
+    );
+    assert!(
+        h.call(&claim, &token, "read_context", json!({})).is_ok(),
+        "what the ceiling still allows works"
+    );
+    let disabled = default_config_json().replacen(r#""setup": {"#, r#""setup": {"enabled": false,"#, 1);
+    h.config.replace(config(&disabled));
+    assert_eq!(
+        h.call(&claim, &token, "read_context", json!({})),
+        Err(ErrorCode::Forbidden),
+        "disabled scope"
+    );
+}
+
+#[test]
+fn the_lease_guard_refuses_superseded_and_expired_attempts() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    let lease_end = Timestamp(T0.0 + LEASE.0);
+    let read = json!({"operation": "read_context"});
+    assert_eq!(
+        h.call_at(&claim, &token, read.clone(), lease_end),
+        Err(ErrorCode::Forbidden),
+        "lease expired"
+    );
+    let adopted = h
+        .store
+        .write(|tx| {
+            let c = adopt(tx, &claim.execution.id, "new-owner", T0)?.unwrap();
+            let t = issue(tx, &c.execution, &c.work, vec!["read_context".into()], None, T0)?;
+            Ok::<_, conduit_scheduler::HostError>((c, t))
+        })
+        .unwrap();
+    assert_eq!(
+        h.call_at(&claim, &token, read.clone(), T0),
+        Err(ErrorCode::Forbidden),
+        "lower epoch revoked"
+    );
+    // A revoked token with a wrong assertion still answers the bare forbidden.
+    let wrong = json!({"operation": "read_context", "scope_id": "nope"});
+    assert_eq!(h.call_at(&claim, &token, wrong, T0), Err(ErrorCode::Forbidden));
+    assert!(
+        h.call_at(&adopted.0, &adopted.1, read, T0).is_ok(),
+        "the rotated token works"
+    );
+}
+
+#[test]
+fn a_declared_segment_is_authority_released_only_for_its_genuine_token() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    assert_eq!(
+        h.call(&claim, &token, "declare_outcome", json!({"status": "succeeded"}))
+            .unwrap()["declared"],
+        "outcome"
+    );
+    assert_eq!(
+        h.call(&claim, &token, "emit", json!({"type": "demo.x"})),
+        Err(ErrorCode::AuthorityReleased)
+    );
+    assert_eq!(
+        h.call(&claim, &token, "wait", json!({"types": ["demo.x"]})),
+        Err(ErrorCode::AuthorityReleased)
+    );
+    assert_eq!(
+        h.call(&claim, "forged", "emit", json!({"type": "demo.x"})),
+        Err(ErrorCode::Forbidden)
+    );
+    let wrong = json!({"operation": "emit", "input": {"type": "demo.x"}, "work_id": "other"});
+    assert_eq!(
+        h.call_at(&claim, &token, wrong, T0),
+        Err(ErrorCode::Forbidden),
+        "an earlier check fails first"
+    );
+}
+
+#[test]
+fn an_operator_credential_is_the_wrong_class() {
+    let h = default_harness();
+    let (claim, _) = h.attempt();
+    let operator = "operator-secret";
+    let record = OperatorRecord {
+        id: new_id(),
+        name: "local".into(),
+        role: Role::Admin,
+        digest: digest(operator),
+        created_at: T0,
+        revoked_at: None,
+    };
+    h.store.write(|tx| tx.insert_operator(&record)).unwrap();
+    assert_eq!(
+        h.call(&claim, operator, "read_context", json!({})),
+        Err(ErrorCode::WrongCredentialClass)
+    );
+}
+
+#[test]
+fn emit_assigns_trusted_fields_and_refuses_forgery() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    let out = h
+        .call(&claim, &token, "emit", json!({"type": "demo.x", "data": {"k": 1}}))
+        .unwrap();
+    let event = h
+        .store
+        .read(|tx| tx.get_event(out["event_id"].as_str().unwrap()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(event.source, Source::Execution(claim.execution.id.clone()));
+    assert_eq!(event.work_id.as_deref(), Some(claim.work.id.as_str()));
+    assert_eq!(
+        event.causation.parent.as_deref(),
+        Some(claim.execution.cause_event.as_str())
+    );
+
+    let refused = |input: Value| h.call(&claim, &token, "emit", input).unwrap_err();
+    assert_eq!(
+        refused(json!({"type": "core.work.created"})),
+        ErrorCode::EventTypeNotAllowed
+    );
+    assert_eq!(
+        refused(json!({"type": "toolbelt.called"})),
+        ErrorCode::EventTypeNotAllowed
+    );
+    assert_eq!(
+        refused(json!({"type": "demo.x", "source": "core.manual"})),
+        ErrorCode::InvalidInput
+    );
+    assert_eq!(
+        refused(json!({"type": "demo.x", "parent": "e1"})),
+        ErrorCode::InvalidInput
+    );
+    assert_eq!(
+        refused(json!({"type": "demo.x", "work_id": "other"})),
+        ErrorCode::InvalidInput
+    );
+    assert_eq!(
+        refused(json!({"type": "demo.x", "correlation_key": "work:someone-else"})),
+        ErrorCode::CorrelationNotOwned
+    );
+    assert_eq!(refused(json!({"type": "nonamespace"})), ErrorCode::InvalidInput);
+    let own = format!("work:{}", claim.work.id);
+    assert!(h
+        .call(
+            &claim,
+            &token,
+            "emit",
+            json!({"type": "demo.x", "correlation_key": own})
+        )
+        .is_ok());
+}
+
+#[test]
+fn a_binding_may_restrict_its_families() {
+    let text = default_config_json().replacen(
+        r#""executor": "shell","#,
+        r#""executor": "shell", "emits": ["demo.*"],"#,
+        1,
+    );
+    let h = Harness::new(&text);
+    let (claim, token) = h.attempt();
+    assert!(h.call(&claim, &token, "emit", json!({"type": "demo.ok"})).is_ok());
+    assert_eq!(
+        h.call(&claim, &token, "emit", json!({"type": "other.no"})),
+        Err(ErrorCode::EventTypeNotAllowed)
+    );
+}
+
+#[test]
+fn the_causal_depth_bound_refuses_a_runaway_chain() {
+    let text = default_config_json().replace(r#""causal_max_depth": 32"#, r#""causal_max_depth": 1"#);
+    let h = Harness::new(&text);
+    let (claim, token) = h.attempt(); // core.work.created is the root (depth 0); an emission is depth 1
+    assert!(h.call(&claim, &token, "emit", json!({"type": "demo.x"})).is_ok());
+    // demo.requested routes to new Work, whose core.work.created would be depth 2: the whole emit is refused.
+    assert_eq!(
+        h.call(&claim, &token, "emit", json!({"type": "demo.requested"})),
+        Err(ErrorCode::CausalDepthExceeded)
+    );
+    let events = h.store.read(|tx| tx.list_events(None, 100)).unwrap();
+    assert!(
+        events.iter().all(|e| e.event_type != "demo.requested"),
+        "a refused emit leaves nothing behind"
+    );
+}
+
+#[test]
+fn create_work_makes_a_ready_child_with_its_causal_event() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    let out = h
+        .call(
+            &claim,
+            &token,
+            "create_work",
+            json!({"binding": "shell", "input": {"n": 2}}),
+        )
+        .unwrap();
+    let child = h
+        .store
+        .read(|tx| tx.get_work(out["work_id"].as_str().unwrap()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(child.parent_work.as_deref(), Some(claim.work.id.as_str()));
+    assert_eq!(child.input, json!({"n": 2}));
+    let created = h
+        .store
+        .read(|tx| tx.get_event(out["event_id"].as_str().unwrap()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(created.event_type, "core.work.created");
+    assert_eq!(
+        created.causation.parent.as_deref(),
+        Some(claim.execution.cause_event.as_str())
+    );
+    assert_eq!(
+        h.call(&claim, &token, "create_work", json!({"binding": "nope"})),
+        Err(ErrorCode::UnknownBinding)
+    );
+}
+
+#[test]
+fn wait_input_is_validated() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    assert_eq!(
+        h.call(&claim, &token, "wait", json!({"types": []})),
+        Err(ErrorCode::InvalidInput)
+    );
+    assert_eq!(
+        h.call(&claim, &token, "wait", json!({"types": ["demo.x"], "timeout": "soon"})),
+        Err(ErrorCode::InvalidInput)
+    );
+    assert_eq!(
+        h.call(&claim, &token, "wait", json!({"types": ["demo.x"], "keys": ["pr:1"]})),
+        Err(ErrorCode::CorrelationNotOwned)
+    );
+    assert!(h
+        .call(&claim, &token, "wait", json!({"types": ["demo.*"], "timeout": "10m"}))
+        .is_ok());
+    let x = h
+        .store
+        .read(|tx| tx.get_execution(&claim.execution.id))
+        .unwrap()
+        .unwrap();
+    assert!(matches!(
+        x.declaration,
+        Some(conduit_core::Declaration::Wait {
+            timeout: Some(Duration(600_000)),
+            ..
+        })
+    ));
+}
+
+#[test]
+fn the_store_holds_digests_never_plaintext_tokens() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    h.call(&claim, &token, "emit", json!({"type": "demo.x"})).unwrap();
+    let mut bytes = Vec::new();
+    for entry in std::fs::read_dir(h.dir.path()).unwrap().flatten() {
+        bytes.extend(std::fs::read(entry.path()).unwrap());
+    }
+    assert!(!bytes.is_empty());
+    let found = bytes.windows(token.len()).any(|w| w == token.as_bytes());
+    assert!(!found, "the plaintext token is in the store's files");
+    let digest = digest(&token);
+    assert!(bytes.windows(32).any(|w| w == digest), "the digest is what is stored");
+}
