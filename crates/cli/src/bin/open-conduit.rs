@@ -1,0 +1,325 @@
+//! `open-conduit`: runs the daemon, and drives it as its operator over the management socket.
+
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use conduit_cli::connection::Request;
+use conduit_cli::management::{self, Locations};
+use conduit_cli::render;
+use conduit_cli::report::{Failure, Human, Reporter};
+use serde_json::Value;
+
+/// Run the Open Conduit daemon, and drive it as its operator.
+///
+/// Exit status: 0 ok, 1 refused by the daemon (the error code is printed), 2 usage error or
+/// daemon unreachable.
+#[derive(Debug, Parser)]
+#[command(name = "open-conduit", version)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Args)]
+struct Global {
+    /// Print the API's JSON on stdout instead of text; a refusal prints its error envelope
+    #[arg(long, global = true)]
+    json: bool,
+
+    /// State directory [default: $XDG_STATE_HOME/open-conduit, else $HOME/.local/state/open-conduit]
+    #[arg(long, global = true, env = "OPEN_CONDUIT_STATE", value_name = "DIR")]
+    state: Option<PathBuf>,
+
+    /// Management socket to dial [default: <state>/management.sock]
+    #[arg(long, global = true, env = "OPEN_CONDUIT_ENDPOINT", value_name = "PATH")]
+    endpoint: Option<PathBuf>,
+
+    /// File holding the operator token [default: <state>/private/operator.token]
+    #[arg(long, global = true, env = "OPEN_CONDUIT_TOKEN_FILE", value_name = "PATH")]
+    token_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the daemon in the foreground; logs go to stderr, filtered by OPEN_CONDUIT_LOG (default info)
+    Daemon(DaemonArgs),
+    /// Check that the daemon is up, and show its version and configuration generation
+    Health,
+    /// Create, list and inspect Work
+    #[command(subcommand)]
+    Work(WorkCommand),
+    /// Emit an event into a scope as the operator; prints the event's id
+    Emit(EmitArgs),
+    /// List events and trace what caused them
+    #[command(subcommand)]
+    Events(EventsCommand),
+    /// List executions, the attempts at running Work
+    #[command(subcommand)]
+    Executions(ExecutionsCommand),
+}
+
+#[derive(Debug, Args)]
+struct DaemonArgs {
+    /// Configuration file to load
+    #[arg(long, env = "OPEN_CONDUIT_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum WorkCommand {
+    /// Create Work in a scope, to be run by one of its bindings; prints the Work's id
+    Create {
+        /// Scope the Work belongs to
+        #[arg(long, value_name = "SCOPE")]
+        scope: String,
+        /// Binding (within the scope) that runs the Work
+        #[arg(long, value_name = "BINDING")]
+        binding: String,
+        /// Input handed to the Work, as JSON
+        #[arg(long, value_name = "JSON", value_parser = conduit_cli::json::parse)]
+        input: Option<Value>,
+        /// Correlation key the Work owns (repeatable)
+        #[arg(long = "key", value_name = "KEY")]
+        keys: Vec<String>,
+    },
+    /// List Work, newest first
+    List {
+        /// Only Work in this scope
+        #[arg(long, value_name = "SCOPE")]
+        scope: Option<String>,
+        /// Only Work in this state
+        #[arg(long, value_name = "STATE", value_parser = WORK_STATES)]
+        in_state: Option<String>,
+    },
+    /// Show one Work
+    Get {
+        /// The Work's id
+        id: String,
+    },
+}
+
+/// The states a Work can be in, as the API names them.
+const WORK_STATES: [&str; 6] = ["ready", "running", "waiting", "succeeded", "failed", "cancelled"];
+
+#[derive(Debug, Args)]
+struct EmitArgs {
+    /// Event type, a namespaced name such as demo.requested
+    #[arg(value_name = "TYPE")]
+    event_type: String,
+    /// Scope the event is emitted into
+    #[arg(long, value_name = "SCOPE")]
+    scope: String,
+    /// Event data, as JSON
+    #[arg(long, value_name = "JSON", value_parser = conduit_cli::json::parse)]
+    data: Option<Value>,
+    /// Correlation key, routing the event to the Work that owns the key
+    #[arg(long, value_name = "KEY")]
+    correlation_key: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum EventsCommand {
+    /// List events in acceptance order
+    List {
+        /// Only events of this Work
+        #[arg(long, value_name = "ID")]
+        work: Option<String>,
+    },
+    /// Show the causal chain of an event, from its root down to the event
+    Chain {
+        /// The event's id
+        id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ExecutionsCommand {
+    /// List executions, oldest first
+    List {
+        /// Only executions of this Work
+        #[arg(long, value_name = "ID")]
+        work: Option<String>,
+    },
+}
+
+/// What a parsed command line asks for.
+#[derive(Debug)]
+enum Plan {
+    Daemon(DaemonArgs),
+    /// One management request, and how its answer reads as text.
+    Call(Request, Human),
+}
+
+fn main() -> ExitCode {
+    let Cli { global, command } = Cli::parse();
+    let reporter = Reporter::operator(global.json);
+    let locations = Locations {
+        state: global.state,
+        endpoint: global.endpoint,
+        token_file: global.token_file,
+    };
+    match plan(command) {
+        Plan::Daemon(args) => match run_daemon(&locations, args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(failure) => reporter.fail(failure),
+        },
+        Plan::Call(request, human) => {
+            let answer = locations
+                .connection()
+                .and_then(|connection| management::send(&connection, &request));
+            reporter.finish(answer, human)
+        }
+    }
+}
+
+fn plan(command: Command) -> Plan {
+    use management as m;
+    match command {
+        Command::Daemon(args) => Plan::Daemon(args),
+        Command::Health => Plan::Call(m::health(), render::health),
+        Command::Work(WorkCommand::Create {
+            scope,
+            binding,
+            input,
+            keys,
+        }) => Plan::Call(m::create_work(&scope, &binding, input, keys), render::id),
+        Command::Work(WorkCommand::List { scope, in_state }) => {
+            Plan::Call(m::list_work(scope.as_deref(), in_state.as_deref()), render::work_table)
+        }
+        Command::Work(WorkCommand::Get { id }) => Plan::Call(m::get_work(&id), render::work_detail),
+        Command::Emit(args) => Plan::Call(
+            m::emit(&args.event_type, &args.scope, args.data, args.correlation_key),
+            render::id,
+        ),
+        Command::Events(EventsCommand::List { work }) => {
+            Plan::Call(m::list_events(work.as_deref()), render::event_table)
+        }
+        Command::Events(EventsCommand::Chain { id }) => Plan::Call(m::event_chain(&id), render::event_chain),
+        Command::Executions(ExecutionsCommand::List { work }) => {
+            Plan::Call(m::list_executions(work.as_deref()), render::execution_table)
+        }
+    }
+}
+
+/// Runs the daemon on a multi-threaded runtime until it stops.
+fn run_daemon(locations: &Locations, args: DaemonArgs) -> Result<(), Failure> {
+    let options = conduit_daemon::DaemonOptions {
+        state_dir: locations.state_dir()?,
+        config_file: args.config,
+        os_dir: None,
+    };
+    init_tracing();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Local(format!("cannot start the async runtime: {e}")))?;
+    runtime
+        .block_on(conduit_daemon::run(options))
+        .map_err(|e| Failure::Local(e.to_string()))
+}
+
+/// Logs to stderr, filtered by `OPEN_CONDUIT_LOG` (default `info`).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("OPEN_CONDUIT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+    use serde_json::json;
+
+    use super::*;
+
+    fn request(args: &[&str]) -> Request {
+        let cli = Cli::try_parse_from([&["open-conduit"], args].concat()).expect("parses");
+        match plan(cli.command) {
+            Plan::Call(request, _) => request,
+            Plan::Daemon(args) => panic!("expected a request, got {args:?}"),
+        }
+    }
+
+    #[test]
+    fn command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn arguments_map_to_requests() {
+        let get = |path: &str| Request::Get(path.to_owned());
+        assert_eq!(request(&["health"]), get("/v1/health"));
+        assert_eq!(
+            request(&["work", "list", "--json", "--scope", "setup", "--in-state", "ready"]),
+            get("/v1/work?scope=setup&state=ready")
+        );
+        assert_eq!(request(&["events", "chain", "e/1"]), get("/v1/events/e%2F1/chain"));
+        assert_eq!(
+            request(&[
+                "work",
+                "create",
+                "--scope",
+                "s",
+                "--binding",
+                "b",
+                "--key",
+                "k1",
+                "--key",
+                "k2"
+            ]),
+            Request::Post {
+                path: "/v1/work".into(),
+                body: json!({"scope": "s", "binding": "b", "keys": ["k1", "k2"]}),
+            }
+        );
+        assert_eq!(
+            request(&["emit", "demo.hello", "--scope", "s", "--data", "{\"a\":1}"]),
+            Request::Post {
+                path: "/v1/events".into(),
+                body: json!({"type": "demo.hello", "scope": "s", "data": {"a": 1}}),
+            }
+        );
+    }
+
+    #[test]
+    fn global_flags_go_before_or_after_the_subcommand() {
+        for args in [
+            ["open-conduit", "--json", "--state", "/s", "health"],
+            ["open-conduit", "health", "--state", "/s", "--json"],
+        ] {
+            let cli = Cli::try_parse_from(args).expect("parses");
+            assert!(cli.global.json);
+            assert_eq!(cli.global.state, Some(PathBuf::from("/s")));
+        }
+    }
+
+    #[test]
+    fn invalid_json_and_unknown_states_are_usage_errors() {
+        for args in [
+            &[
+                "open-conduit",
+                "work",
+                "create",
+                "--scope",
+                "s",
+                "--binding",
+                "b",
+                "--input",
+                "{",
+            ][..],
+            &["open-conduit", "emit", "t", "--scope", "s", "--data", "nope"],
+            &["open-conduit", "work", "list", "--in-state", "sleeping"],
+        ] {
+            let error = Cli::try_parse_from(args).expect_err("usage error");
+            assert_eq!(error.exit_code(), 2, "{error}");
+        }
+    }
+}

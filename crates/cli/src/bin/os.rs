@@ -1,0 +1,225 @@
+//! `os`: an execution's client for its toolbelt, the socket through which it asks the host for
+//! outcomes.
+
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use conduit_cli::connection::Request;
+use conduit_cli::render;
+use conduit_cli::report::{Human, Reporter};
+use conduit_cli::toolbelt;
+use serde_json::{json, Value};
+
+/// Ask the Open Conduit host for outcomes from inside an execution.
+///
+/// os runs inside an Open Conduit execution: it dials the toolbelt socket named by OS_ENDPOINT and
+/// authenticates with the token in the file named by OS_TOKEN_FILE, re-read on every call.
+///
+/// Exit status: 0 ok, 1 refused by the host (stderr's first line is `<code>: <message>`),
+/// 2 usage error, missing environment or toolbelt unreachable.
+#[derive(Debug, Parser)]
+#[command(name = "os", version)]
+struct Cli {
+    /// Print the whole response JSON on stdout; a refusal prints its error envelope
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Emit an event from this execution; prints the event's id
+    Emit {
+        /// Event type, a namespaced name such as demo.hello
+        #[arg(value_name = "TYPE")]
+        event_type: String,
+        /// Event data, as JSON
+        #[arg(long, value_name = "JSON", value_parser = conduit_cli::json::parse)]
+        data: Option<Value>,
+        /// Correlation key, routing the event to the Work that owns the key
+        #[arg(long, value_name = "KEY")]
+        correlation_key: Option<String>,
+        #[command(flatten)]
+        request_id: RequestId,
+    },
+    /// Declare this execution's outcome, which replaces the one its exit status would give
+    Outcome {
+        /// The outcome
+        status: Status,
+        /// A short summary of what happened
+        #[arg(long, value_name = "TEXT")]
+        summary: Option<String>,
+    },
+    /// Print this execution's context (scope, Work, execution, wake reason, operations) as JSON
+    Context,
+    /// Declare a wait: when this execution ends, its Work sleeps until a matching event or the timeout
+    Wait {
+        /// Event type to wake on (repeatable; at least one)
+        #[arg(long = "for", value_name = "TYPE", required = true)]
+        types: Vec<String>,
+        /// Only events with this correlation key (repeatable)
+        #[arg(long = "key", value_name = "KEY")]
+        keys: Vec<String>,
+        /// Give up waiting after this long, such as 30s or 10m
+        #[arg(long, value_name = "DURATION")]
+        timeout: Option<String>,
+    },
+    /// Create child Work in this execution's scope; prints the Work's id
+    CreateWork {
+        /// Binding that runs the Work
+        #[arg(long, value_name = "BINDING")]
+        binding: String,
+        /// Input handed to the Work, as JSON
+        #[arg(long, value_name = "JSON", value_parser = conduit_cli::json::parse)]
+        input: Option<Value>,
+        /// Correlation key the Work owns (repeatable)
+        #[arg(long = "key", value_name = "KEY")]
+        keys: Vec<String>,
+        #[command(flatten)]
+        request_id: RequestId,
+    },
+    /// Call any toolbelt operation by name; prints its output as JSON
+    Call {
+        /// Operation name, such as emit or http.fetch
+        operation: String,
+        /// The operation's input, as JSON [default: {}]
+        #[arg(long, value_name = "JSON", value_parser = conduit_cli::json::parse)]
+        input: Option<Value>,
+        #[command(flatten)]
+        request_id: RequestId,
+    },
+    /// Print the toolbelt's guidance and the operations this execution may call
+    Guidance,
+}
+
+#[derive(Debug, Args)]
+struct RequestId {
+    /// Idempotency id: a retried call with the same id is carried out once
+    #[arg(long = "request-id", value_name = "ID")]
+    id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Status {
+    Succeeded,
+    Failed,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::Succeeded => "succeeded",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (request, human) = plan(cli.command);
+    let answer = toolbelt::connection_from_env().and_then(|connection| connection.send(&request));
+    Reporter::execution(cli.json).finish(answer, human)
+}
+
+/// The toolbelt request a command makes, and how its answer reads as text.
+fn plan(command: Command) -> (Request, Human) {
+    use toolbelt as t;
+    match command {
+        Command::Emit {
+            event_type,
+            data,
+            correlation_key,
+            request_id,
+        } => (
+            t::emit(&event_type, data, correlation_key, request_id.id),
+            render::event_id,
+        ),
+        Command::Outcome { status, summary } => (t::declare_outcome(status.as_str(), summary), render::declared),
+        Command::Context => (t::read_context(), render::output),
+        Command::Wait { types, keys, timeout } => (t::wait(types, keys, timeout), render::declared),
+        Command::CreateWork {
+            binding,
+            input,
+            keys,
+            request_id,
+        } => (t::create_work(&binding, input, keys, request_id.id), render::work_id),
+        Command::Call {
+            operation,
+            input,
+            request_id,
+        } => (
+            t::call(&operation, input.unwrap_or_else(|| json!({})), request_id.id),
+            render::output,
+        ),
+        Command::Guidance => (t::guidance(), render::guidance),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn body(args: &[&str]) -> Value {
+        let cli = Cli::try_parse_from([&["os"], args].concat()).expect("parses");
+        match plan(cli.command).0 {
+            Request::Post { body, .. } => body,
+            Request::Get(path) => panic!("expected a call, got GET {path}"),
+        }
+    }
+
+    #[test]
+    fn command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn arguments_map_to_toolbelt_calls() {
+        for (args, expected) in [
+            (
+                &["emit", "demo.hello", "--data", "[1]", "--request-id", "r1"][..],
+                json!({"operation": "emit", "input": {"type": "demo.hello", "data": [1]}, "request_id": "r1"}),
+            ),
+            (
+                &["outcome", "succeeded", "--summary", "done"],
+                json!({"operation": "declare_outcome", "input": {"status": "succeeded", "summary": "done"}}),
+            ),
+            (
+                &["wait", "--for", "a.b", "--for", "c.d", "--key", "k", "--timeout", "30s"],
+                json!({"operation": "wait", "input": {"types": ["a.b", "c.d"], "keys": ["k"], "timeout": "30s"}}),
+            ),
+            (
+                &["create-work", "--binding", "shell", "--key", "k", "--request-id", "r2"],
+                json!({"operation": "create_work", "input": {"binding": "shell", "keys": ["k"]}, "request_id": "r2"}),
+            ),
+            (
+                &["call", "http.fetch", "--json"],
+                json!({"operation": "http.fetch", "input": {}}),
+            ),
+        ] {
+            assert_eq!(body(args), expected, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn guidance_is_a_get() {
+        let cli = Cli::try_parse_from(["os", "guidance"]).expect("parses");
+        assert_eq!(plan(cli.command).0, Request::Get("/v1/toolbelt/guidance".into()));
+    }
+
+    #[test]
+    fn wait_needs_a_type_and_outcome_a_known_status() {
+        for args in [
+            &["os", "wait"][..],
+            &["os", "outcome", "maybe"],
+            &["os", "emit", "t", "--data", "{"],
+        ] {
+            let error = Cli::try_parse_from(args).expect_err("usage error");
+            assert_eq!(error.exit_code(), 2, "{error}");
+        }
+    }
+}

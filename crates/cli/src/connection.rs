@@ -1,0 +1,90 @@
+//! One socket and the file holding its bearer token; each request re-reads the token, so a
+//! rotated token is picked up without restarting anything.
+
+use std::path::{Path, PathBuf};
+
+use conduit_client::Client;
+use serde_json::Value;
+
+use crate::report::Failure;
+
+/// A request to either surface.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// `GET` of a path with its (already encoded) query.
+    Get(String),
+    /// `POST` of a JSON body.
+    Post { path: String, body: Value },
+}
+
+/// Where to send requests and where to find the token that authenticates them.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    socket: PathBuf,
+    token_file: PathBuf,
+}
+
+impl Connection {
+    pub fn new(socket: PathBuf, token_file: PathBuf) -> Self {
+        Connection { socket, token_file }
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Sends one request on a current-thread runtime and waits for its answer.
+    pub fn send(&self, request: &Request) -> Result<Value, Failure> {
+        let client = Client::new(&self.socket, read_token(&self.token_file)?);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Failure::Local(format!("cannot start the async runtime: {e}")))?;
+        let answer = runtime.block_on(async {
+            match request {
+                Request::Get(path) => client.get(path).await,
+                Request::Post { path, body } => client.post(path, body).await,
+            }
+        });
+        Ok(answer?)
+    }
+}
+
+/// The token in `path`, without its trailing whitespace or newline.
+fn read_token(path: &Path) -> Result<String, Failure> {
+    let unreadable = |why: String| Failure::Local(format!("cannot read the token file {}: {why}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| unreadable(e.to_string()))?;
+    let token = text.trim_end();
+    if token.is_empty() {
+        return Err(unreadable("it is empty".to_owned()));
+    }
+    Ok(token.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_is_trimmed_of_trailing_whitespace() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("token");
+        std::fs::write(&path, "abc.def \n\n").expect("write");
+        assert_eq!(read_token(&path).expect("token"), "abc.def");
+    }
+
+    #[test]
+    fn missing_or_empty_token_file_is_a_local_failure_naming_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("token");
+        let absent = read_token(&path).expect_err("absent");
+        std::fs::write(&path, "\n").expect("write");
+        let empty = read_token(&path).expect_err("empty");
+        for failure in [absent, empty] {
+            let Failure::Local(message) = failure else {
+                panic!("expected a local failure, got {failure:?}");
+            };
+            assert!(message.contains(&path.display().to_string()), "{message}");
+        }
+    }
+}

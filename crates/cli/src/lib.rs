@@ -1,0 +1,21 @@
+//! The two command lines' shared machinery: `open-conduit` (the operator's, over the management
+//! socket) and `os` (an execution's, over its toolbelt socket).
+//!
+//! The binaries under `src/bin/` hold only their clap definitions and the glue from parsed
+//! arguments to a [`connection::Request`]; everything they share lives here:
+//!
+//! - [`connection`]: a socket plus a token file, re-read on every request; one request per call.
+//! - [`management`] and [`toolbelt`]: the requests each surface takes (pure builders) and how each
+//!   binary finds its socket and token.
+//! - [`render`]: the human-readable text printed when `--json` is not given.
+//! - [`report`]: failures, what they print and the exit status they end with.
+//! - [`json`]: JSON command-line values and bodies with optional fields.
+
+#![forbid(unsafe_code)]
+
+pub mod connection;
+pub mod json;
+pub mod management;
+pub mod render;
+pub mod report;
+pub mod toolbelt;

@@ -1,0 +1,247 @@
+//! The operator's side: where the management socket and token are, and the requests it takes
+//! (`docs/api.md`, "Management socket").
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use conduit_client::percent_encode_segment as encode;
+use serde_json::Value;
+
+use crate::connection::{Connection, Request};
+use crate::json::{object, strings};
+use crate::report::Failure;
+
+/// The management socket's name inside the state directory.
+const SOCKET: &str = "management.sock";
+/// The operator token's path inside the state directory.
+const TOKEN_FILE: &str = "private/operator.token";
+
+/// The locations given by flag or environment; whatever is absent is derived from the state
+/// directory.
+#[derive(Debug, Clone, Default)]
+pub struct Locations {
+    pub state: Option<PathBuf>,
+    pub endpoint: Option<PathBuf>,
+    pub token_file: Option<PathBuf>,
+}
+
+impl Locations {
+    /// `--state`, else `$XDG_STATE_HOME/open-conduit`, else `$HOME/.local/state/open-conduit`.
+    pub fn state_dir(&self) -> Result<PathBuf, Failure> {
+        let from_env = || default_state_dir(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME"));
+        self.state.clone().or_else(from_env).ok_or_else(|| {
+            Failure::Local(
+                "cannot find the state directory: neither XDG_STATE_HOME nor HOME is set; \
+                 pass --state DIR"
+                    .to_owned(),
+            )
+        })
+    }
+
+    /// The management socket and operator token file to use.
+    pub fn connection(&self) -> Result<Connection, Failure> {
+        Ok(Connection::new(
+            self.given_or_in_state(&self.endpoint, SOCKET)?,
+            self.given_or_in_state(&self.token_file, TOKEN_FILE)?,
+        ))
+    }
+
+    fn given_or_in_state(&self, given: &Option<PathBuf>, name: &str) -> Result<PathBuf, Failure> {
+        match given {
+            Some(path) => Ok(path.clone()),
+            None => Ok(self.state_dir()?.join(name)),
+        }
+    }
+}
+
+/// The default state directory from the values of `XDG_STATE_HOME` and `HOME`; an empty or
+/// relative `XDG_STATE_HOME` is ignored, as the XDG base directory specification says.
+pub fn default_state_dir(xdg_state_home: Option<OsString>, home: Option<OsString>) -> Option<PathBuf> {
+    let absolute = |value: OsString| Some(PathBuf::from(value)).filter(|p| p.is_absolute());
+    let base = match xdg_state_home.and_then(absolute) {
+        Some(xdg) => xdg,
+        None => PathBuf::from(home.filter(|h| !h.is_empty())?).join(".local/state"),
+    };
+    Some(base.join("open-conduit"))
+}
+
+/// Sends a request; a daemon that cannot be reached is reported with how to start it.
+pub fn send(connection: &Connection, request: &Request) -> Result<Value, Failure> {
+    let socket = connection.socket();
+    if matches!(socket.try_exists(), Ok(false)) {
+        return Err(Failure::Transport(not_running(socket)));
+    }
+    connection.send(request).map_err(|failure| match failure {
+        Failure::Transport(detail) => Failure::Transport(format!("{detail}\n{}", not_running(socket))),
+        other => other,
+    })
+}
+
+fn not_running(socket: &Path) -> String {
+    format!(
+        "the daemon is not running at {}; start it with `open-conduit daemon`",
+        socket.display()
+    )
+}
+
+pub fn health() -> Request {
+    Request::Get("/v1/health".to_owned())
+}
+
+pub fn create_work(scope: &str, binding: &str, input: Option<Value>, keys: Vec<String>) -> Request {
+    post(
+        "/v1/work",
+        object([
+            ("scope", Some(scope.into())),
+            ("binding", Some(binding.into())),
+            ("input", input),
+            ("keys", strings(keys)),
+        ]),
+    )
+}
+
+pub fn list_work(scope: Option<&str>, state: Option<&str>) -> Request {
+    get_with_query("/v1/work", &[("scope", scope), ("state", state)])
+}
+
+pub fn get_work(id: &str) -> Request {
+    Request::Get(format!("/v1/work/{}", encode(id)))
+}
+
+pub fn emit(event_type: &str, scope: &str, data: Option<Value>, correlation_key: Option<String>) -> Request {
+    post(
+        "/v1/events",
+        object([
+            ("type", Some(event_type.into())),
+            ("scope", Some(scope.into())),
+            ("data", data),
+            ("correlation_key", correlation_key.map(Value::from)),
+        ]),
+    )
+}
+
+pub fn list_events(work: Option<&str>) -> Request {
+    get_with_query("/v1/events", &[("work", work)])
+}
+
+pub fn event_chain(id: &str) -> Request {
+    Request::Get(format!("/v1/events/{}/chain", encode(id)))
+}
+
+pub fn list_executions(work: Option<&str>) -> Request {
+    get_with_query("/v1/executions", &[("work", work)])
+}
+
+fn post(path: &str, body: Value) -> Request {
+    Request::Post {
+        path: path.to_owned(),
+        body,
+    }
+}
+
+/// `GET path?name=value&...` with only the parameters that are present, values encoded.
+fn get_with_query(path: &str, params: &[(&str, Option<&str>)]) -> Request {
+    let query: Vec<String> = params
+        .iter()
+        .filter_map(|(name, value)| Some(format!("{name}={}", encode((*value)?))))
+        .collect();
+    if query.is_empty() {
+        Request::Get(path.to_owned())
+    } else {
+        Request::Get(format!("{path}?{}", query.join("&")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn get(path: &str) -> Request {
+        Request::Get(path.to_owned())
+    }
+
+    #[test]
+    fn requests_encode_ids_and_leave_out_absent_parameters() {
+        for (request, expected) in [
+            (health(), get("/v1/health")),
+            (list_work(None, None), get("/v1/work")),
+            (
+                list_work(Some("a b"), Some("ready")),
+                get("/v1/work?scope=a%20b&state=ready"),
+            ),
+            (list_work(None, Some("failed")), get("/v1/work?state=failed")),
+            (get_work("w/1"), get("/v1/work/w%2F1")),
+            (list_events(Some("w:1")), get("/v1/events?work=w%3A1")),
+            (event_chain("e/1"), get("/v1/events/e%2F1/chain")),
+            (list_executions(None), get("/v1/executions")),
+        ] {
+            assert_eq!(request, expected);
+        }
+    }
+
+    #[test]
+    fn create_work_sends_keys_and_input_only_when_given() {
+        assert_eq!(
+            create_work("setup", "shell", None, vec![]),
+            post("/v1/work", json!({"scope": "setup", "binding": "shell"}))
+        );
+        assert_eq!(
+            create_work("setup", "shell", Some(json!({"n": 1})), vec!["k1".into(), "k2".into()]),
+            post(
+                "/v1/work",
+                json!({"scope": "setup", "binding": "shell", "input": {"n": 1}, "keys": ["k1", "k2"]})
+            )
+        );
+    }
+
+    #[test]
+    fn emit_sends_type_scope_and_optional_fields() {
+        assert_eq!(
+            emit("demo.hello", "setup", Some(json!({"x": true})), Some("pr:1".into())),
+            post(
+                "/v1/events",
+                json!({"type": "demo.hello", "scope": "setup", "data": {"x": true}, "correlation_key": "pr:1"})
+            )
+        );
+    }
+
+    #[test]
+    fn state_dir_prefers_absolute_xdg_then_home() {
+        let os = |s: &str| Some(OsString::from(s));
+        for (xdg, home, expected) in [
+            (os("/x"), os("/h"), Some("/x/open-conduit")),
+            (os(""), os("/h"), Some("/h/.local/state/open-conduit")),
+            (os("rel"), os("/h"), Some("/h/.local/state/open-conduit")),
+            (None, os("/h"), Some("/h/.local/state/open-conduit")),
+            (None, os(""), None),
+            (None, None, None),
+        ] {
+            assert_eq!(default_state_dir(xdg, home), expected.map(PathBuf::from));
+        }
+    }
+
+    #[test]
+    fn explicit_endpoint_and_token_file_need_no_state_dir() {
+        let locations = Locations {
+            state: None,
+            endpoint: Some("/run/m.sock".into()),
+            token_file: Some("/run/t".into()),
+        };
+        let connection = locations.connection().expect("connection");
+        assert_eq!(connection.socket(), Path::new("/run/m.sock"));
+    }
+
+    #[test]
+    fn missing_socket_says_the_daemon_is_not_running() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join("management.sock");
+        let connection = Connection::new(socket.clone(), dir.path().join("token"));
+        let Err(Failure::Transport(message)) = send(&connection, &health()) else {
+            panic!("expected a transport failure");
+        };
+        assert!(message.contains("not running"), "{message}");
+        assert!(message.contains(&socket.display().to_string()), "{message}");
+    }
+}

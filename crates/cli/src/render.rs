@@ -1,0 +1,281 @@
+//! Human-readable text for answers, printed when `--json` is not given. Every function reads the
+//! API's JSON leniently: a missing field shows as `-` rather than failing the command.
+
+use serde_json::Value;
+
+use crate::report::pretty;
+
+const WORK_COLUMNS: [(&str, &str); 5] = [
+    ("ID", "/id"),
+    ("SCOPE", "/scope"),
+    ("BINDING", "/binding"),
+    ("STATE", "/state"),
+    ("OUTCOME", "/outcome/status"),
+];
+
+const EVENT_COLUMNS: [(&str, &str); 5] = [
+    ("SEQ", "/sequence"),
+    ("ID", "/id"),
+    ("TYPE", "/type"),
+    ("SOURCE", "/source"),
+    ("PARENT", "/causation/parent"),
+];
+
+const EXECUTION_COLUMNS: [(&str, &str); 6] = [
+    ("ID", "/id"),
+    ("WORK", "/work_id"),
+    ("EPOCH", "/epoch"),
+    ("STATE", "/state"),
+    ("EXIT", "/exit_code"),
+    ("OUTCOME", "/outcome/status"),
+];
+
+/// `GET /v1/health`: `up (version V, generation G)`.
+pub fn health(answer: &Value) -> String {
+    format!(
+        "up (version {}, generation {})",
+        field(answer, "/version"),
+        field(answer, "/generation")
+    )
+}
+
+/// A created Work or accepted Event: its id.
+pub fn id(answer: &Value) -> String {
+    field(answer, "/id")
+}
+
+pub fn work_table(answer: &Value) -> String {
+    list(answer, &WORK_COLUMNS)
+}
+
+/// One Work, a labelled field per line.
+pub fn work_detail(work: &Value) -> String {
+    let lines = [
+        ("id", field(work, "/id")),
+        ("scope", field(work, "/scope")),
+        ("binding", field(work, "/binding")),
+        ("state", field(work, "/state")),
+        ("parent", field(work, "/parent_work")),
+        ("epoch", field(work, "/epoch")),
+        ("keys", joined(work, "/keys")),
+        ("outcome", outcome(work)),
+        ("input", field(work, "/input")),
+        ("created", field(work, "/created_at")),
+        ("updated", field(work, "/updated_at")),
+    ];
+    let lines: Vec<String> = lines
+        .iter()
+        .map(|(label, value)| format!("{:<9}{value}", format!("{label}:")))
+        .collect();
+    lines.join("\n")
+}
+
+pub fn event_table(answer: &Value) -> String {
+    list(answer, &EVENT_COLUMNS)
+}
+
+/// An event's causal chain, root first, each event's id indented one step deeper than its parent's.
+pub fn event_chain(answer: &Value) -> String {
+    let rows = items(answer).iter().enumerate().map(|(depth, event)| {
+        let mut cells = row(event, &EVENT_COLUMNS);
+        cells[1] = format!("{}{}", "  ".repeat(depth), cells[1]);
+        cells
+    });
+    table(&EVENT_COLUMNS, rows)
+}
+
+pub fn execution_table(answer: &Value) -> String {
+    list(answer, &EXECUTION_COLUMNS)
+}
+
+/// A toolbelt answer's `output.event_id`.
+pub fn event_id(answer: &Value) -> String {
+    field(answer, "/output/event_id")
+}
+
+/// A toolbelt answer's `output.work_id`.
+pub fn work_id(answer: &Value) -> String {
+    field(answer, "/output/work_id")
+}
+
+/// A declaration's answer: `declared outcome` or `declared wait`.
+pub fn declared(answer: &Value) -> String {
+    format!("declared {}", field(answer, "/output/declared"))
+}
+
+/// A toolbelt answer's `output`, pretty-printed.
+pub fn output(answer: &Value) -> String {
+    pretty(answer.get("output").unwrap_or(&Value::Null))
+}
+
+/// The guidance text, then one `name: summary` line per operation.
+pub fn guidance(answer: &Value) -> String {
+    let text = answer.get("guidance").and_then(Value::as_str).unwrap_or_default();
+    let operations = answer.get("operations").and_then(Value::as_array);
+    let lines = operations
+        .into_iter()
+        .flatten()
+        .map(|operation| format!("{}: {}", field(operation, "/name"), field(operation, "/summary")));
+    let mut blocks = vec![text.trim_end().to_owned()];
+    blocks.extend(lines);
+    blocks.join("\n")
+}
+
+/// A field by JSON pointer as plain text: strings unquoted, absent or null as `-`.
+fn field(value: &Value, pointer: &str) -> String {
+    match value.pointer(pointer) {
+        None | Some(Value::Null) => "-".to_owned(),
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// An array of strings joined with commas; `-` when absent or empty.
+fn joined(value: &Value, pointer: &str) -> String {
+    let items: Vec<String> = match value.pointer(pointer) {
+        Some(Value::Array(items)) => items.iter().map(|item| field(item, "")).collect(),
+        _ => Vec::new(),
+    };
+    if items.is_empty() {
+        "-".to_owned()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// `status (source): summary`, or `-` when there is no outcome yet.
+fn outcome(work: &Value) -> String {
+    match work.get("outcome") {
+        None | Some(Value::Null) => "-".to_owned(),
+        Some(outcome) => {
+            let mut text = format!("{} ({})", field(outcome, "/status"), field(outcome, "/source"));
+            if let Some(summary) = outcome.get("summary").and_then(Value::as_str) {
+                text = format!("{text}: {summary}");
+            }
+            text
+        }
+    }
+}
+
+/// The `items` of a list answer.
+fn items(answer: &Value) -> &[Value] {
+    answer
+        .get("items")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+/// A list answer as a table, one row per item.
+fn list(answer: &Value, columns: &[(&str, &str)]) -> String {
+    table(columns, items(answer).iter().map(|item| row(item, columns)))
+}
+
+fn row(item: &Value, columns: &[(&str, &str)]) -> Vec<String> {
+    columns.iter().map(|(_, pointer)| field(item, pointer)).collect()
+}
+
+/// A header line and one line per row, columns left-aligned and two spaces apart.
+fn table(columns: &[(&str, &str)], rows: impl Iterator<Item = Vec<String>>) -> String {
+    let header: Vec<String> = columns.iter().map(|(title, _)| (*title).to_owned()).collect();
+    let rows: Vec<Vec<String>> = std::iter::once(header).chain(rows).collect();
+    let mut widths = vec![0; columns.len()];
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let lines: Vec<String> = rows
+        .iter()
+        .map(|row| {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(cell, width)| format!("{cell:<width$}"))
+                .collect();
+            cells.join("  ").trim_end().to_owned()
+        })
+        .collect();
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn health_names_version_and_generation() {
+        let answer = json!({"status": "ok", "version": "0.1.0", "instance": "i", "generation": 3});
+        assert_eq!(health(&answer), "up (version 0.1.0, generation 3)");
+    }
+
+    #[test]
+    fn work_table_aligns_columns_and_shows_missing_as_dash() {
+        let answer = json!({"items": [
+            {"id": "w1", "scope": "setup", "binding": "shell", "state": "succeeded",
+             "outcome": {"status": "succeeded", "source": "exit"}},
+            {"id": "work-22", "scope": "s", "binding": "b", "state": "ready", "outcome": null},
+        ]});
+        let expected = "\
+ID       SCOPE  BINDING  STATE      OUTCOME
+w1       setup  shell    succeeded  succeeded
+work-22  s      b        ready      -";
+        assert_eq!(work_table(&answer), expected);
+    }
+
+    #[test]
+    fn empty_list_is_just_the_header() {
+        assert_eq!(
+            execution_table(&json!({"items": []})),
+            "ID  WORK  EPOCH  STATE  EXIT  OUTCOME"
+        );
+    }
+
+    #[test]
+    fn chain_indents_each_event_below_its_parent() {
+        let event = |seq: u64, id: &str, parent: Value| {
+            json!({"sequence": seq, "id": id, "type": "t", "source": "core.manual",
+                   "causation": {"parent": parent}})
+        };
+        let answer = json!({"items": [event(1, "e1", Value::Null), event(4, "e4", json!("e1"))]});
+        let expected = "\
+SEQ  ID    TYPE  SOURCE       PARENT
+1    e1    t     core.manual  -
+4      e4  t     core.manual  e1";
+        assert_eq!(event_chain(&answer), expected);
+    }
+
+    #[test]
+    fn work_detail_shows_keys_outcome_and_input() {
+        let work = json!({"id": "w1", "keys": ["work:w1", "pr:2"], "input": {"n": 1},
+                          "outcome": {"status": "failed", "source": "declared", "summary": "no"}});
+        let detail = work_detail(&work);
+        assert!(detail.contains("keys:    work:w1, pr:2"), "{detail}");
+        assert!(detail.contains("outcome: failed (declared): no"), "{detail}");
+        assert!(detail.contains(r#"input:   {"n":1}"#), "{detail}");
+        assert!(detail.contains("parent:  -"), "{detail}");
+    }
+
+    #[test]
+    fn guidance_lists_one_line_per_operation() {
+        let answer = json!({"guidance": "Use the toolbelt.\n", "operations": [
+            {"name": "emit", "summary": "Emit an event", "input_schema": {}},
+            {"name": "wait", "summary": "Wait for events", "input_schema": {}},
+        ]});
+        assert_eq!(
+            guidance(&answer),
+            "Use the toolbelt.\nemit: Emit an event\nwait: Wait for events"
+        );
+    }
+
+    #[test]
+    fn toolbelt_answers_show_their_output() {
+        let emitted = json!({"operation": "emit", "output": {"event_id": "e9", "sequence": 9}});
+        assert_eq!(event_id(&emitted), "e9");
+        let created = json!({"operation": "create_work", "output": {"work_id": "w2", "event_id": "e3"}});
+        assert_eq!(work_id(&created), "w2");
+        assert_eq!(declared(&json!({"output": {"declared": "wait"}})), "declared wait");
+    }
+}

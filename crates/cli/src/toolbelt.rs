@@ -1,0 +1,165 @@
+//! The execution's side: its toolbelt socket and token from the environment, and the calls it
+//! makes (`docs/api.md`, "Toolbelt socket").
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
+
+use crate::connection::{Connection, Request};
+use crate::json::{object, strings};
+use crate::report::Failure;
+
+/// The environment variable naming the toolbelt socket.
+pub const ENDPOINT_VAR: &str = "OS_ENDPOINT";
+/// The environment variable naming the file that holds the execution token.
+pub const TOKEN_FILE_VAR: &str = "OS_TOKEN_FILE";
+
+const CALL_PATH: &str = "/v1/toolbelt/call";
+const GUIDANCE_PATH: &str = "/v1/toolbelt/guidance";
+
+/// The toolbelt connection described by `OS_ENDPOINT` and `OS_TOKEN_FILE`.
+pub fn connection_from_env() -> Result<Connection, Failure> {
+    connection_from(std::env::var_os(ENDPOINT_VAR), std::env::var_os(TOKEN_FILE_VAR))
+}
+
+fn connection_from(endpoint: Option<OsString>, token_file: Option<OsString>) -> Result<Connection, Failure> {
+    let required = |name: &str, value: Option<OsString>| {
+        value.filter(|v| !v.is_empty()).map(PathBuf::from).ok_or_else(|| {
+            Failure::Local(format!(
+                "{name} is not set: os runs inside an Open Conduit execution, which sets \
+                 {ENDPOINT_VAR} and {TOKEN_FILE_VAR}"
+            ))
+        })
+    };
+    Ok(Connection::new(
+        required(ENDPOINT_VAR, endpoint)?,
+        required(TOKEN_FILE_VAR, token_file)?,
+    ))
+}
+
+/// Any operation: `{"operation", "input", "request_id"?}`.
+pub fn call(operation: &str, input: Value, request_id: Option<String>) -> Request {
+    Request::Post {
+        path: CALL_PATH.to_owned(),
+        body: object([
+            ("operation", Some(operation.into())),
+            ("input", Some(input)),
+            ("request_id", request_id.map(Value::from)),
+        ]),
+    }
+}
+
+pub fn emit(
+    event_type: &str,
+    data: Option<Value>,
+    correlation_key: Option<String>,
+    request_id: Option<String>,
+) -> Request {
+    let input = object([
+        ("type", Some(event_type.into())),
+        ("data", data),
+        ("correlation_key", correlation_key.map(Value::from)),
+    ]);
+    call("emit", input, request_id)
+}
+
+/// `status` is `succeeded` or `failed`.
+pub fn declare_outcome(status: &str, summary: Option<String>) -> Request {
+    let input = object([("status", Some(status.into())), ("summary", summary.map(Value::from))]);
+    call("declare_outcome", input, None)
+}
+
+pub fn read_context() -> Request {
+    call("read_context", json!({}), None)
+}
+
+/// `timeout` is passed through as given (`"10m"`, `"30s"`); the host validates it.
+pub fn wait(types: Vec<String>, keys: Vec<String>, timeout: Option<String>) -> Request {
+    let input = object([
+        ("types", Some(types.into())),
+        ("keys", strings(keys)),
+        ("timeout", timeout.map(Value::from)),
+    ]);
+    call("wait", input, None)
+}
+
+pub fn create_work(binding: &str, input: Option<Value>, keys: Vec<String>, request_id: Option<String>) -> Request {
+    let input = object([
+        ("binding", Some(binding.into())),
+        ("input", input),
+        ("keys", strings(keys)),
+    ]);
+    call("create_work", input, request_id)
+}
+
+pub fn guidance() -> Request {
+    Request::Get(GUIDANCE_PATH.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(request: Request) -> Value {
+        match request {
+            Request::Post { path, body } if path == CALL_PATH => body,
+            other => panic!("expected a toolbelt call, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn calls_carry_operation_input_and_only_given_fields() {
+        for (request, expected) in [
+            (
+                emit("demo.hello", None, None, None),
+                json!({"operation": "emit", "input": {"type": "demo.hello"}}),
+            ),
+            (
+                emit("demo.hello", Some(json!([1])), Some("k".into()), Some("r1".into())),
+                json!({"operation": "emit", "input": {"type": "demo.hello", "data": [1], "correlation_key": "k"}, "request_id": "r1"}),
+            ),
+            (
+                declare_outcome("failed", Some("broke".into())),
+                json!({"operation": "declare_outcome", "input": {"status": "failed", "summary": "broke"}}),
+            ),
+            (read_context(), json!({"operation": "read_context", "input": {}})),
+            (
+                wait(vec!["a.b".into(), "c.d".into()], vec![], Some("10m".into())),
+                json!({"operation": "wait", "input": {"types": ["a.b", "c.d"], "timeout": "10m"}}),
+            ),
+            (
+                wait(vec!["a.b".into()], vec!["pr:1".into()], None),
+                json!({"operation": "wait", "input": {"types": ["a.b"], "keys": ["pr:1"]}}),
+            ),
+            (
+                create_work("shell", Some(json!({"n": 2})), vec!["k".into()], Some("r2".into())),
+                json!({"operation": "create_work", "input": {"binding": "shell", "input": {"n": 2}, "keys": ["k"]}, "request_id": "r2"}),
+            ),
+            (
+                call("http.fetch", json!({"url": "https://example.org"}), None),
+                json!({"operation": "http.fetch", "input": {"url": "https://example.org"}}),
+            ),
+        ] {
+            assert_eq!(body(request), expected);
+        }
+    }
+
+    #[test]
+    fn missing_environment_says_where_os_runs() {
+        let os = |s: &str| Some(OsString::from(s));
+        for (endpoint, token_file, missing) in [
+            (None, os("/t"), ENDPOINT_VAR),
+            (os(""), os("/t"), ENDPOINT_VAR),
+            (os("/s"), None, TOKEN_FILE_VAR),
+        ] {
+            let Err(Failure::Local(message)) = connection_from(endpoint, token_file) else {
+                panic!("expected a local failure for {missing}");
+            };
+            assert!(message.starts_with(missing), "{message}");
+            assert!(message.contains("inside an Open Conduit execution"), "{message}");
+        }
+        let connection = connection_from(os("/s"), os("/t")).expect("connection");
+        assert_eq!(connection.socket(), std::path::Path::new("/s"));
+    }
+}

@@ -1,0 +1,253 @@
+//! The harness every end-to-end test shares: a real daemon on a temporary state directory, the real
+//! CLIs, and a raw HTTP client for probing sockets the CLIs would never misuse.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const OPEN_CONDUIT: &str = env!("CARGO_BIN_EXE_open-conduit");
+
+/// A daemon running on its own temporary state directory; killed when dropped.
+pub struct Daemon {
+    pub tmp: tempfile::TempDir,
+    pub state: PathBuf,
+    config: Option<PathBuf>,
+    child: Option<Child>,
+}
+
+impl Daemon {
+    /// Starts a daemon with the given configuration JSON (or the built-in default) and waits until
+    /// it answers `health`.
+    pub fn start(config: Option<&str>) -> Daemon {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("state");
+        let config = config.map(|text| {
+            let path = tmp.path().join("config.json");
+            std::fs::write(&path, text).unwrap();
+            path
+        });
+        let mut daemon = Daemon {
+            tmp,
+            state,
+            config,
+            child: None,
+        };
+        daemon.launch();
+        daemon
+    }
+
+    /// The scratch directory tests share with their shell commands.
+    pub fn scratch(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    pub fn launch(&mut self) {
+        let mut cmd = Command::new(OPEN_CONDUIT);
+        cmd.arg("daemon").arg("--state").arg(&self.state);
+        if let Some(config) = &self.config {
+            cmd.arg("--config").arg(config);
+        }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.tmp.path().join("daemon.log"))
+            .unwrap();
+        cmd.stdout(log.try_clone().unwrap()).stderr(log).stdin(Stdio::null());
+        cmd.env_remove("OPEN_CONDUIT_ENDPOINT")
+            .env_remove("OPEN_CONDUIT_TOKEN_FILE")
+            .env("OPEN_CONDUIT_LOG", "debug");
+        self.child = Some(cmd.spawn().unwrap());
+        wait_until("the daemon answers health", || self.cli(&["health"]).status.success());
+    }
+
+    /// SIGKILL: no shutdown path runs.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, then wait for a clean exit; returns the exit status.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("daemon running");
+        Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        child.wait().unwrap()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.tmp.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    /// Runs `open-conduit` against this daemon.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(OPEN_CONDUIT)
+            .args(args)
+            .arg("--state")
+            .arg(&self.state)
+            .env_remove("OPEN_CONDUIT_ENDPOINT")
+            .env_remove("OPEN_CONDUIT_TOKEN_FILE")
+            .output()
+            .unwrap()
+    }
+
+    /// Runs `open-conduit --json ...`, requires success, and parses stdout.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.cli(&all);
+        assert!(
+            out.status.success(),
+            "open-conduit {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+    }
+
+    pub fn management_socket(&self) -> PathBuf {
+        self.state.join("management.sock")
+    }
+
+    pub fn operator_token(&self) -> String {
+        std::fs::read_to_string(self.state.join("private/operator.token"))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+
+    /// Creates Work and returns its id.
+    pub fn create_work(&self, scope: &str, binding: &str) -> String {
+        self.json(&["work", "create", "--scope", scope, "--binding", binding])["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// Waits until the Work reaches `state`, and returns it.
+    pub fn await_work(&self, id: &str, state: &str) -> Value {
+        let mut last = Value::Null;
+        wait_until(&format!("work {id} to be {state}"), || {
+            last = self.json(&["work", "get", id]);
+            last["state"] == state
+        });
+        last
+    }
+
+    pub fn events(&self, work: &str) -> Vec<Value> {
+        self.json(&["events", "list", "--work", work])["items"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill();
+        // Attempts run in their own process groups; end any a test left holding.
+        let _ = std::fs::write(self.tmp.path().join("release"), "");
+    }
+}
+
+/// Polls `done` every 50 ms for up to 20 s.
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A raw HTTP/1.1 request over a Unix socket: the status and the JSON body.
+pub fn http(socket: &Path, method: &str, path: &str, token: Option<&str>, body: Option<&Value>) -> (u16, Value) {
+    let mut stream = UnixStream::connect(socket).unwrap_or_else(|e| panic!("connect {}: {e}", socket.display()));
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// A toolbelt call through the raw client.
+pub fn toolbelt_call(socket: &Path, token: &str, operation: &str, input: Value) -> (u16, Value) {
+    let body = serde_json::json!({"operation": operation, "input": input});
+    http(socket, "POST", "/v1/toolbelt/call", Some(token), Some(&body))
+}
+
+pub fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// A one-scope configuration whose `shell` binding runs `script` with `/bin/sh -c`.
+pub fn shell_config(script: &str) -> String {
+    serde_json::json!({
+        "version": 1,
+        "scopes": {"demo": {
+            "authorization": {"operations": ["emit", "read_context", "declare_outcome", "wait", "create_work"]},
+            "bindings": {"shell": {
+                "executor": "shell",
+                "config": {"command": ["/bin/sh", "-c", script], "timeout": "5m"},
+                "operations": ["emit", "read_context", "declare_outcome", "wait", "create_work"]
+            }},
+            "routes": [{"on": "demo.requested", "binding": "shell"}]
+        }}
+    })
+    .to_string()
+}
+
+/// Shell lines that publish this attempt's endpoint and token-file paths into a fresh `run.*`
+/// directory under `dir`, then hold until `dir/release` exists.
+pub fn publish_and_hold(dir: &Path) -> String {
+    let d = dir.display();
+    format!(
+        "r=$(mktemp -d {d}/run.XXXXXX) && echo \"$OS_ENDPOINT\" > $r/endpoint && echo \"$OS_TOKEN_FILE\" > $r/token_file && \
+         while [ ! -f {d}/release ]; do sleep 0.05; done"
+    )
+}
+
+/// The `run.*` directories published by held attempts: (endpoint, token file) pairs.
+pub fn published_runs(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let mut runs: Vec<(PathBuf, PathBuf)> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("run."))
+        .filter_map(|e| {
+            let read = |f: &str| {
+                std::fs::read_to_string(e.path().join(f))
+                    .ok()
+                    .map(|s| PathBuf::from(s.trim()))
+            };
+            Some((read("endpoint")?, read("token_file")?))
+        })
+        .collect();
+    runs.sort();
+    runs
+}
+
+pub fn read_token(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap().trim().to_owned()
+}

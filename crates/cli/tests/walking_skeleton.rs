@@ -1,0 +1,358 @@
+//! The walking skeleton end to end: a real daemon, real sockets, a real shell child, the real CLIs.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+fn by_type<'a>(events: &'a [Value], ty: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["type"] == ty)
+        .unwrap_or_else(|| panic!("no {ty} event in {events:#?}"))
+}
+
+#[test]
+fn shell_command_emits_and_declares_its_outcome_through_its_toolbelt() {
+    let daemon = Daemon::start(None); // the built-in default configuration
+    let work = daemon.create_work("setup", "shell");
+    let done = daemon.await_work(&work, "succeeded");
+    assert_eq!(done["outcome"]["source"], "declared");
+    assert_eq!(done["outcome"]["summary"], "said hello");
+
+    let executions = daemon.json(&["executions", "list", "--work", &work])["items"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(executions.len(), 1);
+    assert_eq!(
+        (executions[0]["epoch"].as_u64(), executions[0]["state"].as_str()),
+        (Some(1), Some("succeeded"))
+    );
+    let execution = executions[0]["id"].as_str().unwrap();
+
+    let events = daemon.events(&work);
+    let created = by_type(&events, "core.work.created");
+    let hello = by_type(&events, "demo.hello");
+    assert_eq!(hello["source"], format!("execution:{execution}"));
+    assert_eq!(hello["execution_id"], execution);
+    assert_eq!(hello["data"], json!({"greeting": "hello"}));
+    assert_eq!(
+        hello["causation"]["parent"], created["id"],
+        "the emission continues from what started the segment"
+    );
+    assert_eq!(
+        hello["actor"],
+        Value::Null,
+        "only the host stamps actors, and only on operator events"
+    );
+
+    let chain = daemon.json(&["events", "chain", hello["id"].as_str().unwrap()])["items"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let types: Vec<&str> = chain.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, vec!["core.work.created", "demo.hello"]);
+    assert_eq!(
+        chain[0]["actor"], "operator:local",
+        "the operator's root names the operator"
+    );
+    assert_eq!(chain[0]["source"], "core.manual");
+}
+
+#[test]
+fn a_routed_event_starts_work_and_the_chain_reaches_the_operators_root() {
+    let daemon = Daemon::start(None);
+    let root = daemon.json(&[
+        "emit",
+        "demo.requested",
+        "--scope",
+        "setup",
+        "--data",
+        r#"{"ticket":7}"#,
+    ]);
+    let mut work = String::new();
+    wait_until("the route to start Work", || {
+        let items = daemon.json(&["work", "list"])["items"].as_array().unwrap().clone();
+        work = items
+            .first()
+            .and_then(|w| w["id"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        !work.is_empty()
+    });
+    let done = daemon.await_work(&work, "succeeded");
+    assert_eq!(done["input"], json!({"ticket": 7}));
+    let hello = daemon
+        .events(&work)
+        .into_iter()
+        .find(|e| e["type"] == "demo.hello")
+        .unwrap();
+    let chain = daemon.json(&["events", "chain", hello["id"].as_str().unwrap()])["items"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let ids: Vec<&str> = chain.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(ids[0], root["id"].as_str().unwrap());
+    assert_eq!(chain[1]["type"], "core.work.created");
+    assert!(chain.iter().all(|e| e["causation"]["root"] == root["id"]));
+}
+
+#[test]
+fn a_declared_wait_resumes_in_a_new_attempt_with_a_new_token() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().display().to_string();
+    // First segment: keep the token, wait for demo.go. Second: publish its endpoint and hold.
+    let script = format!(
+        "case \"$(os context)\" in *demo.go*) {hold}; os outcome succeeded --summary resumed;; \
+         *) cp \"$OS_TOKEN_FILE\" {dir}/first.token && os wait --for demo.go --timeout 10m;; esac",
+        hold = publish_and_hold(tmp.path())
+    );
+    let daemon = Daemon::start(Some(&shell_config(&script)));
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+    let first_token = read_token(&tmp.path().join("first.token"));
+
+    daemon.json(&[
+        "emit",
+        "demo.go",
+        "--scope",
+        "demo",
+        "--correlation-key",
+        &format!("work:{work}"),
+    ]);
+    wait_until("the second attempt to publish its endpoint", || {
+        published_runs(tmp.path()).len() == 1
+    });
+    let (endpoint, token_file) = published_runs(tmp.path()).remove(0);
+    wait_until("the token file", || token_file.exists());
+    let second_token = read_token(&token_file);
+    assert_ne!(first_token, second_token);
+
+    let (status, body) = toolbelt_call(&endpoint, &first_token, "read_context", json!({}));
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (403, Some("forbidden")),
+        "the superseded token is refused"
+    );
+    let (status, body) = toolbelt_call(&endpoint, &second_token, "read_context", json!({}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["output"]["execution"]["epoch"], 2);
+    assert_eq!(body["output"]["wake"]["type"], "demo.go");
+
+    std::fs::write(tmp.path().join("release"), "").unwrap();
+    let done = daemon.await_work(&work, "succeeded");
+    assert_eq!(done["outcome"]["summary"], "resumed");
+    let epochs: Vec<u64> = daemon.json(&["executions", "list", "--work", &work])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["epoch"].as_u64().unwrap())
+        .collect();
+    assert_eq!(epochs, vec![1, 2]);
+}
+
+#[test]
+fn a_call_after_the_outcome_is_authority_released() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().display();
+    let script = format!(
+        "os outcome succeeded --summary early; os emit demo.after 2> {dir}/after.err; echo $? > {dir}/after.code"
+    );
+    let daemon = Daemon::start(Some(&shell_config(&script)));
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("after.code")).unwrap().trim(),
+        "1"
+    );
+    let stderr = std::fs::read_to_string(tmp.path().join("after.err")).unwrap();
+    assert!(stderr.starts_with("authority_released"), "{stderr}");
+    assert!(daemon.events(&work).iter().all(|e| e["type"] != "demo.after"));
+}
+
+#[test]
+fn each_socket_accepts_only_its_own_credential_class_and_execution() {
+    let tmp = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
+    daemon.create_work("demo", "shell");
+    daemon.create_work("demo", "shell");
+    wait_until("two held attempts", || {
+        let runs = published_runs(tmp.path());
+        runs.len() == 2 && runs.iter().all(|(e, t)| !e.as_os_str().is_empty() && t.exists())
+    });
+    let runs = published_runs(tmp.path());
+    let (a_socket, a_token) = (&runs[0].0, read_token(&runs[0].1));
+    let (b_socket, b_token) = (&runs[1].0, read_token(&runs[1].1));
+    let operator = daemon.operator_token();
+
+    let code = |(status, body): (u16, Value)| (status, body["error"].as_str().unwrap_or("").to_owned());
+    assert_eq!(toolbelt_call(a_socket, &a_token, "read_context", json!({})).0, 200);
+    assert_eq!(
+        code(toolbelt_call(b_socket, &a_token, "read_context", json!({}))),
+        (403, "forbidden".into())
+    );
+    assert_eq!(
+        code(toolbelt_call(a_socket, "garbage", "read_context", json!({}))),
+        (403, "forbidden".into())
+    );
+    assert_eq!(
+        code(toolbelt_call(a_socket, &operator, "read_context", json!({}))),
+        (403, "wrong_credential_class".into())
+    );
+    let mgmt = daemon.management_socket();
+    assert_eq!(
+        code(http(&mgmt, "GET", "/v1/health", Some(&b_token), None)),
+        (403, "wrong_credential_class".into())
+    );
+    assert_eq!(
+        code(http(&mgmt, "GET", "/v1/work", None, None)),
+        (401, "unauthenticated".into())
+    );
+    // Unknown toolbelt paths are 404 before authentication, for any credential or none.
+    for token in [None, Some(operator.as_str()), Some(a_token.as_str())] {
+        assert_eq!(
+            code(http(a_socket, "GET", "/v1/health", token, None)),
+            (404, "not_found".into())
+        );
+        assert_eq!(
+            code(http(a_socket, "GET", "/v1/work", token, None)),
+            (404, "not_found".into())
+        );
+    }
+    // A call asserting another execution fails the narrowing check.
+    let body = json!({"operation": "read_context", "input": {}, "execution_id": "someone-else"});
+    assert_eq!(
+        code(http(a_socket, "POST", "/v1/toolbelt/call", Some(&a_token), Some(&body))),
+        (403, "forbidden".into())
+    );
+}
+
+#[test]
+fn sockets_and_private_files_are_owner_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
+    daemon.create_work("demo", "shell");
+    wait_until("a held attempt", || {
+        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
+    });
+    let (socket, token_file) = published_runs(tmp.path()).remove(0);
+    assert_eq!(mode(&daemon.management_socket()), 0o600);
+    assert_eq!(mode(&daemon.state.join("private")), 0o700);
+    assert_eq!(mode(&daemon.state.join("private/operator.token")), 0o600);
+    assert_eq!(mode(&daemon.state), 0o700);
+    assert_eq!(mode(&socket), 0o600);
+    assert_eq!(mode(&token_file), 0o600);
+    assert_eq!(mode(token_file.parent().unwrap()), 0o700);
+    assert_eq!(mode(socket.parent().unwrap()), 0o700);
+}
+
+#[test]
+fn a_group_writable_state_directory_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o770)).unwrap();
+    let out = std::process::Command::new(OPEN_CONDUIT)
+        .arg("daemon")
+        .arg("--state")
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("chmod 700"), "{stderr}");
+    assert!(!state.join("management.sock").exists());
+}
+
+#[test]
+fn a_second_daemon_on_the_same_state_is_refused() {
+    let daemon = Daemon::start(None);
+    let out = std::process::Command::new(OPEN_CONDUIT)
+        .arg("daemon")
+        .arg("--state")
+        .arg(&daemon.state)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lock"));
+    assert!(
+        daemon.cli(&["health"]).status.success(),
+        "the first daemon keeps serving"
+    );
+}
+
+#[test]
+fn events_acknowledged_before_sigkill_survive_the_restart() {
+    let mut daemon = Daemon::start(Some(&shell_config("true")));
+    let ids: Vec<String> = (0..20)
+        .map(|i| {
+            let data = format!(r#"{{"i":{i}}}"#);
+            daemon.json(&["emit", "demo.noted", "--scope", "demo", "--data", &data])["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    daemon.kill();
+    daemon.launch();
+    for id in &ids {
+        let event = daemon.json(&["events", "chain", id])["items"][0].clone();
+        assert_eq!(event["id"], id.as_str());
+    }
+}
+
+#[test]
+fn sigterm_stops_the_daemon_cleanly() {
+    let mut daemon = Daemon::start(None);
+    assert!(daemon.stop().success());
+    assert!(!daemon.management_socket().exists());
+    let out = daemon.cli(&["health"]);
+    assert_eq!(out.status.code(), Some(2), "health reports the daemon down");
+}
+
+#[test]
+fn a_running_attempt_survives_a_daemon_kill_with_a_rotated_token() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = format!(
+        "{}; os outcome succeeded --summary survived",
+        publish_and_hold(tmp.path())
+    );
+    let mut daemon = Daemon::start(Some(&shell_config(&script)));
+    let work = daemon.create_work("demo", "shell");
+    wait_until("a held attempt", || {
+        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
+    });
+    let (endpoint, token_file) = published_runs(tmp.path()).remove(0);
+    let old_token = read_token(&token_file);
+
+    daemon.kill();
+    daemon.launch();
+    wait_until("the token to rotate", || read_token(&token_file) != old_token);
+    let new_token = read_token(&token_file);
+    let (status, body) = toolbelt_call(&endpoint, &old_token, "read_context", json!({}));
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (403, Some("forbidden")),
+        "the pre-restart token is refused"
+    );
+    let (status, body) = toolbelt_call(&endpoint, &new_token, "read_context", json!({}));
+    assert_eq!(status, 200, "the adopted attempt's socket is served again: {body}");
+    assert_eq!(body["output"]["execution"]["epoch"], 2);
+
+    std::fs::write(tmp.path().join("release"), "").unwrap();
+    let done = daemon.await_work(&work, "succeeded");
+    assert_eq!(done["outcome"]["summary"], "survived");
+    wait_until("the run directory to go", || !endpoint.parent().unwrap().exists());
+}
+
+#[test]
+fn the_attempt_deadline_kills_the_process_group() {
+    let config = shell_config("sleep 600").replace(r#""timeout":"5m""#, r#""timeout":"1s""#);
+    let daemon = Daemon::start(Some(&config));
+    let work = daemon.create_work("demo", "shell");
+    let done = daemon.await_work(&work, "failed");
+    assert_eq!(done["outcome"]["source"], "exit");
+}
