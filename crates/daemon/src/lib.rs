@@ -62,6 +62,10 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         let _ = server_shutdown.changed().await;
     }));
 
+    let os_dir = options.os_dir.unwrap_or_else(own_dir);
+    if !os_dir.join("os").is_file() {
+        tracing::warn!(dir = %os_dir.display(), "no `os` binary here; executions will not find it on PATH (build both binaries, e.g. `cargo build --release`)");
+    }
     let runtime = runtime::Runtime {
         toolbelt: Toolbelt::new(store.clone(), config.clone()),
         store,
@@ -69,7 +73,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         instance,
         runs_dir: state.runs_dir(),
         logs_dir: state.logs_dir(),
-        os_dir: options.os_dir.unwrap_or_else(own_dir),
+        os_dir,
         kick,
         shutdown,
     };

@@ -52,16 +52,22 @@ pub fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Failure> {
     let mut de = serde_json::Deserializer::from_slice(body);
     deserialize_located(&mut de).map_err(|at| {
         Failure(
-            Refusal::new(ErrorCode::InvalidRequest, format!("the request body is not valid for this route (at {at})"))
-                .with_remedy("send a JSON object with the documented fields"),
+            Refusal::new(
+                ErrorCode::InvalidRequest,
+                format!("the request body is not valid for this route (at {at})"),
+            )
+            .with_remedy("send a JSON object with the documented fields"),
         )
     })
 }
 
 /// Deserializes, reporting only the line and column of a failure.
-fn deserialize_located<T: DeserializeOwned>(de: &mut serde_json::Deserializer<serde_json::de::SliceRead<'_>>) -> Result<T, String> {
+fn deserialize_located<T: DeserializeOwned>(
+    de: &mut serde_json::Deserializer<serde_json::de::SliceRead<'_>>,
+) -> Result<T, String> {
     let value = T::deserialize(&mut *de).map_err(|e| format!("line {}, column {}", e.line(), e.column()))?;
-    de.end().map_err(|e| format!("line {}, column {}", e.line(), e.column()))?;
+    de.end()
+        .map_err(|e| format!("line {}, column {}", e.line(), e.column()))?;
     Ok(value)
 }
 
@@ -82,8 +88,12 @@ pub fn bearer(headers: &HeaderMap) -> Result<String, Failure> {
 }
 
 /// Runs a blocking store rule off the async runtime.
-pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Failure> + Send + 'static) -> Result<T, Failure> {
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|_| Err(Failure(Refusal::internal())))
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
+) -> Result<T, Failure> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|_| Err(Failure(Refusal::internal())))
 }
 
 /// The answer for every path a surface does not serve.

@@ -37,7 +37,10 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Bytes)
     let token = bearer(&headers)?;
     let mut request: CallRequest = parse_body(&body)?;
     if request.request_id.is_none() {
-        request.request_id = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        request.request_id = headers
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
     }
     let toolbelt = s.toolbelt.clone();
     let execution = s.execution_id.clone();

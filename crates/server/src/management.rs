@@ -59,8 +59,11 @@ async fn operator(state: &Management, headers: &HeaderMap) -> Result<OperatorRec
                 return Err(Failure(Refusal::wrong_credential_class()));
             }
             Err(Failure(
-                Refusal::new(ErrorCode::Unauthenticated, "the operator credential is unknown or revoked")
-                    .with_remedy("use the token in <state>/private/operator.token"),
+                Refusal::new(
+                    ErrorCode::Unauthenticated,
+                    "the operator credential is unknown or revoked",
+                )
+                .with_remedy("use the token in <state>/private/operator.token"),
             ))
         })
     })
@@ -70,12 +73,15 @@ async fn operator(state: &Management, headers: &HeaderMap) -> Result<OperatorRec
 async fn health(State(s): State<Management>, headers: HeaderMap) -> Answer {
     operator(&s, &headers).await?;
     let generation = s.config.get().generation();
-    ok(StatusCode::OK, &json!({
-        "status": "ok",
-        "version": env!("CARGO_PKG_VERSION"),
-        "instance": s.instance,
-        "generation": generation,
-    }))
+    ok(
+        StatusCode::OK,
+        &json!({
+            "status": "ok",
+            "version": env!("CARGO_PKG_VERSION"),
+            "instance": s.instance,
+            "generation": generation,
+        }),
+    )
 }
 
 #[derive(Deserialize)]
@@ -177,10 +183,16 @@ async fn emit(State(s): State<Management>, headers: HeaderMap, body: Bytes) -> A
 
 fn check_operator_event(req: &Emit) -> Result<(), Refusal> {
     if !is_event_type(&req.event_type) {
-        return Err(Refusal::new(ErrorCode::InvalidRequest, "an event type is namespaced: `family.name`"));
+        return Err(Refusal::new(
+            ErrorCode::InvalidRequest,
+            "an event type is namespaced: `family.name`",
+        ));
     }
     if is_reserved_type(&req.event_type) {
-        return Err(Refusal::new(ErrorCode::EventTypeNotAllowed, "core, agent, tool and toolbelt events belong to the host"));
+        return Err(Refusal::new(
+            ErrorCode::EventTypeNotAllowed,
+            "core, agent, tool and toolbelt events belong to the host",
+        ));
     }
     Ok(())
 }
@@ -194,7 +206,10 @@ struct ByWork {
 const EVENT_PAGE: usize = 1000;
 
 async fn list_events(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ByWork>) -> Answer {
-    read(&s, &headers, move |tx| Ok(json!({ "items": tx.list_events(q.work.as_deref(), EVENT_PAGE)? }))).await
+    read(&s, &headers, move |tx| {
+        Ok(json!({ "items": tx.list_events(q.work.as_deref(), EVENT_PAGE)? }))
+    })
+    .await
 }
 
 async fn get_event(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
@@ -218,7 +233,10 @@ async fn chain(State(s): State<Management>, headers: HeaderMap, Path(id): Path<S
 }
 
 async fn list_executions(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ByWork>) -> Answer {
-    read(&s, &headers, move |tx| Ok(json!({ "items": tx.list_executions(q.work.as_deref())? }))).await
+    read(&s, &headers, move |tx| {
+        Ok(json!({ "items": tx.list_executions(q.work.as_deref())? }))
+    })
+    .await
 }
 
 async fn get_execution(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
