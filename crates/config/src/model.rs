@@ -56,6 +56,9 @@ pub struct BindingConfig {
     /// Event type patterns the binding's executions may emit; absent means any non-reserved family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emits: Option<Vec<String>>,
+    /// The playbook the binding starts its turns on, shown to the agent in its context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub playbook: Option<String>,
 }
 
 /// The `shell` executor's configuration.

@@ -2,10 +2,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use conduit_core::canonical::{canonical_json, sha256_hex};
 use conduit_core::names::{is_registration_name, is_reserved_type, is_type_pattern, BUILTIN_OPERATIONS};
 use conduit_core::Duration;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::diagnostic::{push_pointer, Diagnostic};
 use crate::model::{BindingConfig, Config, ScopeConfig, ShellConfig};
@@ -34,9 +34,8 @@ pub fn parse(bytes: &[u8]) -> Result<Snapshot, Vec<Diagnostic>> {
     if !found.is_empty() {
         return Err(sorted(found));
     }
-    // serde_json's map is ordered by key (no `preserve_order`), so this serialization is canonical.
-    let written = serde_json::to_string(&value).unwrap_or_default();
-    let hash = hex(&Sha256::digest(written.as_bytes()));
+    let written = canonical_json(&value);
+    let hash = sha256_hex(written.as_bytes());
     Ok(Snapshot::new(0, hash, written, config))
 }
 
@@ -44,10 +43,6 @@ fn sorted(mut found: Vec<Diagnostic>) -> Vec<Diagnostic> {
     found.sort();
     found.dedup();
     found
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, Vec<Diagnostic>> {

@@ -19,6 +19,9 @@ pub enum ErrorCode {
     CorrelationNotOwned,
     EventTypeNotAllowed,
     CausalDepthExceeded,
+    CausalRateExceeded,
+    RequestConflict,
+    OperationFailed,
     Conflict,
     Internal,
 }
@@ -39,6 +42,9 @@ impl ErrorCode {
             ErrorCode::CorrelationNotOwned => "correlation_not_owned",
             ErrorCode::EventTypeNotAllowed => "event_type_not_allowed",
             ErrorCode::CausalDepthExceeded => "causal_depth_exceeded",
+            ErrorCode::CausalRateExceeded => "causal_rate_exceeded",
+            ErrorCode::RequestConflict => "request_conflict",
+            ErrorCode::OperationFailed => "operation_failed",
             ErrorCode::Conflict => "conflict",
             ErrorCode::Internal => "internal",
         }
@@ -51,14 +57,16 @@ impl ErrorCode {
             ErrorCode::Forbidden | ErrorCode::AuthorityReleased | ErrorCode::WrongCredentialClass => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::InvalidInput | ErrorCode::InvalidRequest => 400,
-            ErrorCode::Conflict => 409,
+            ErrorCode::Conflict | ErrorCode::RequestConflict => 409,
             ErrorCode::Internal => 500,
             ErrorCode::UnknownScope
             | ErrorCode::UnknownBinding
             | ErrorCode::ScopeDisabled
             | ErrorCode::CorrelationNotOwned
             | ErrorCode::EventTypeNotAllowed
-            | ErrorCode::CausalDepthExceeded => 422,
+            | ErrorCode::CausalDepthExceeded
+            | ErrorCode::CausalRateExceeded
+            | ErrorCode::OperationFailed => 422,
         }
     }
 }

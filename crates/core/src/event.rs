@@ -14,6 +14,8 @@ pub enum Source {
     Scheduler,
     /// A running execution, through its toolbelt.
     Execution(String),
+    /// The toolbelt's own records of calls (`agent.toolCalled`, `agent.toolReturned`).
+    Toolbelt,
 }
 
 impl Source {
@@ -22,6 +24,7 @@ impl Source {
             Source::Manual => "core.manual".into(),
             Source::Scheduler => "core.scheduler".into(),
             Source::Execution(id) => format!("execution:{id}"),
+            Source::Toolbelt => "core.toolbelt".into(),
         }
     }
 
@@ -29,6 +32,7 @@ impl Source {
         match text {
             "core.manual" => Some(Source::Manual),
             "core.scheduler" => Some(Source::Scheduler),
+            "core.toolbelt" => Some(Source::Toolbelt),
             _ => text
                 .strip_prefix("execution:")
                 .map(|id| Source::Execution(id.to_owned())),
@@ -104,6 +108,8 @@ pub struct NewEvent {
     pub actor: Option<String>,
     pub data: Value,
     pub accepted_at: Timestamp,
+    /// A stable identity for idempotent delivery: a second event with the same one is not accepted.
+    pub delivery_id: Option<String>,
 }
 
 impl NewEvent {
@@ -148,6 +154,7 @@ mod tests {
             actor: Some("operator:local".into()),
             data: Value::Null,
             accepted_at: Timestamp(0),
+            delivery_id: None,
         }
     }
 
@@ -163,7 +170,12 @@ mod tests {
 
     #[test]
     fn source_round_trips() {
-        for s in [Source::Manual, Source::Scheduler, Source::Execution("abc".into())] {
+        for s in [
+            Source::Manual,
+            Source::Scheduler,
+            Source::Toolbelt,
+            Source::Execution("abc".into()),
+        ] {
             assert_eq!(Source::from_wire(&s.to_wire()), Some(s));
         }
         assert_eq!(Source::from_wire("bogus"), None);

@@ -4,6 +4,8 @@
 //! as a [`Timestamp`] argument, so every rule here is a plain function of its inputs.
 #![forbid(unsafe_code)]
 
+pub mod audit;
+pub mod canonical;
 pub mod credential;
 pub mod error;
 pub mod event;
@@ -13,10 +15,11 @@ pub mod time;
 pub mod wait;
 pub mod work;
 
+pub use audit::{AuditKind, AuditRecord, CausalPin, RequestRecord};
 pub use credential::{OperatorRecord, Role, TokenRecord};
 pub use error::{ErrorCode, Refusal};
 pub use event::{Causation, Event, NewEvent, Source};
 pub use execution::{Declaration, Execution, ExecutionState, Outcome, OutcomeSource, OutcomeStatus};
-pub use time::{Duration, Timestamp};
+pub use time::{Clock, Duration, Timestamp};
 pub use wait::{Wait, WaitState};
 pub use work::{Work, WorkState};

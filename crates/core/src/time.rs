@@ -9,6 +9,12 @@ use serde::{Deserialize, Serialize, Serializer};
 #[serde(from = "i64")]
 pub struct Timestamp(pub i64);
 
+/// A source of the current time. Rules never read the system clock; the edges hand one in, and tests
+/// hand in one they control.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Timestamp;
+}
+
 /// A span of time in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Duration(pub i64);

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use conduit_config::CurrentConfig;
-use conduit_server::{bind_owner_only, management_router, now, serve, Management};
+use conduit_server::{bind_owner_only, management_router, now, serve, Management, SystemClock};
 use conduit_store::{new_id, SqliteStore, Store};
 use conduit_toolbelt::Toolbelt;
 use tokio::signal::unix::{signal, SignalKind};
@@ -67,7 +67,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         tracing::warn!(dir = %os_dir.display(), "no `os` binary here; executions will not find it on PATH (build both binaries, e.g. `cargo build --release`)");
     }
     let runtime = runtime::Runtime {
-        toolbelt: Toolbelt::new(store.clone(), config.clone()),
+        toolbelt: Toolbelt::new(store.clone(), config.clone(), Arc::new(SystemClock)),
         store,
         config,
         instance,
@@ -80,6 +80,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     if let Err(e) = runtime.recover().await {
         tracing::error!(error = %e, "recovery failed");
     }
+    tokio::spawn(runtime.clone().sweep_loop());
     let scheduler = tokio::spawn(runtime.scheduler_loop());
     tracing::info!(state = %state.root().display(), socket = %socket_path.display(), "open-conduit daemon is up");
 

@@ -101,7 +101,7 @@ fn socket_path(dir: &Path, key: &str) -> Result<PathBuf, DaemonError> {
 
 /// Removes every run directory under `runs` whose execution is not in `live`: what terminal, vanished
 /// or earlier daemons' executions left.
-pub fn sweep(runs: &Path, live: &[String]) {
+pub fn remove_stale_runs(runs: &Path, live: &[String]) {
     let keep: Vec<String> = live.iter().map(|id| run_key(id)).collect();
     let Ok(entries) = fs::read_dir(runs) else { return };
     for entry in entries.flatten() {
@@ -159,11 +159,11 @@ mod tests {
     }
 
     #[test]
-    fn sweep_keeps_only_live_runs() {
+    fn only_live_runs_are_kept() {
         let tmp = tempfile::tempdir().unwrap();
         let live = RunDir::create(tmp.path(), "live").unwrap();
         let dead = RunDir::create(tmp.path(), "dead").unwrap();
-        sweep(tmp.path(), &["live".to_owned()]);
+        remove_stale_runs(tmp.path(), &["live".to_owned()]);
         assert!(live.dir.exists() && !dead.dir.exists());
     }
 }

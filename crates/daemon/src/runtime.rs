@@ -12,14 +12,17 @@ use conduit_scheduler::{
 };
 use conduit_server::{bind_owner_only, execution_router, now, serve, ExecutionSocket};
 use conduit_store::{Store, Tx};
+use conduit_toolbelt::sweep::sweep;
 use conduit_toolbelt::{token, Toolbelt};
 use tokio::sync::{watch, Notify};
 
-use crate::rundir::{sweep, RunDir};
+use crate::rundir::{remove_stale_runs, RunDir};
 use crate::shell::{self, is_alive, kill_group, Launch};
 
 /// How often the loop looks for due timers and ready Work when nothing wakes it sooner.
 const IDLE_TICK: StdDuration = StdDuration::from_millis(500);
+/// How often the retention pass runs.
+const SWEEP_EVERY: StdDuration = StdDuration::from_secs(3600);
 /// How often an adopted process (not our child) is checked for exit.
 const ADOPTED_POLL: StdDuration = StdDuration::from_millis(200);
 
@@ -66,6 +69,22 @@ impl Runtime {
                 _ = self.kick.notified() => {}
                 _ = tokio::time::sleep(IDLE_TICK) => {}
                 _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    /// The retention pass, hourly: settled tokens and finished executions' replay records.
+    pub async fn sweep_loop(self) {
+        let mut shutdown = self.shutdown.clone();
+        let mut hourly = tokio::time::interval(SWEEP_EVERY);
+        loop {
+            tokio::select! {
+                _ = hourly.tick() => {}
+                _ = shutdown.changed() => return,
+            }
+            match self.db(|s| Ok(sweep(s, now())?)).await {
+                Ok(swept) => tracing::debug!(tokens = swept.tokens, requests = swept.requests, "retention pass"),
+                Err(e) => tracing::error!(error = %e, "retention pass failed"),
             }
         }
     }
@@ -139,7 +158,7 @@ impl Runtime {
                 }
             }
         }
-        sweep(&self.runs_dir, &live);
+        remove_stale_runs(&self.runs_dir, &live);
         Ok(())
     }
 

@@ -200,6 +200,7 @@ mod tests {
             parent_work: None,
             source: Source::Manual,
             actor: Some("operator:local".into()),
+            id_seed: None,
         };
         store.write(|tx| create_work(tx, config, new, None, T0)).unwrap().0
     }
@@ -218,6 +219,7 @@ mod tests {
             actor: None,
             data: json!({}),
             accepted_at: T0,
+            delivery_id: None,
         }
     }
 

@@ -80,6 +80,7 @@ pub fn fire_due_timers(tx: &mut dyn Tx, config: &Snapshot, now: Timestamp) -> Re
             actor: None,
             data: json!({"wait": wait.id, "types": wait.types}),
             accepted_at: now,
+            delivery_id: None,
         };
         let event = record(tx, config, event)?;
         resolve(tx, wait, WaitState::TimedOut, &event.id, now)?;

@@ -3,7 +3,7 @@
 use conduit_config::Snapshot;
 use conduit_core::names::work_key;
 use conduit_core::{Causation, ErrorCode, Event, NewEvent, Refusal, Source, Timestamp, Work, WorkState};
-use conduit_store::{new_id, StoreError, Tx};
+use conduit_store::{derived_id, new_id, StoreError, Tx};
 use serde_json::{json, Value};
 
 use crate::accept::record;
@@ -20,6 +20,9 @@ pub struct NewWork {
     pub parent_work: Option<String>,
     pub source: Source,
     pub actor: Option<String>,
+    /// Derives the Work's and its event's ids from this seed instead of allocating fresh ones, so a
+    /// retried request creates the same Work.
+    pub id_seed: Option<String>,
 }
 
 /// Creates ready Work and its `core.work.created` event (derived from `cause`, or a new root).
@@ -31,8 +34,10 @@ pub fn create_work(
     now: Timestamp,
 ) -> Result<(Work, Event), HostError> {
     check_target(config, &new.scope, &new.binding)?;
-    let id = new_id();
-    let event_id = new_id();
+    let (id, event_id) = match &new.id_seed {
+        Some(seed) => (derived_id(&[seed, "work"]), derived_id(&[seed, "work.created"])),
+        None => (new_id(), new_id()),
+    };
     let own_key = work_key(&id);
     let mut keys = vec![own_key.clone()];
     keys.extend(new.keys.iter().filter(|k| **k != own_key).cloned());
@@ -76,6 +81,7 @@ pub fn create_work(
         actor: new.actor,
         data: json!({"binding": new.binding, "parent_work": new.parent_work}),
         accepted_at: now,
+        delivery_id: None,
     };
     let event = record(tx, config, event)?;
     Ok((work, event))

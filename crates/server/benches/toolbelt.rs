@@ -197,7 +197,7 @@ impl Bed {
         let (execution, token) = claim(&*store, &config.get()).expect("create, claim and issue a token");
         let socket = dir.join("toolbelt.sock");
         let router = execution_router(ExecutionSocket {
-            toolbelt: Toolbelt::new(store.clone(), config),
+            toolbelt: Toolbelt::new(store.clone(), config, Arc::new(conduit_server::SystemClock)),
             execution_id: execution.id.clone().into(),
             kick: Arc::new(Notify::new()),
         });
@@ -235,6 +235,7 @@ fn claim(store: &dyn Store, config: &Snapshot) -> Result<(Execution, String), Ho
             parent_work: None,
             source: Source::Manual,
             actor: Some("operator:local".into()),
+            id_seed: None,
         };
         create_work(tx, config, work, None, at)?;
         let claim = claim_next(tx, config, OWNER, at)?.expect("the Work just created is ready");

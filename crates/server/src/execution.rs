@@ -12,7 +12,6 @@ use conduit_toolbelt::{CallRequest, Toolbelt};
 use serde::Deserialize;
 use tokio::sync::Notify;
 
-use crate::clock::now;
 use crate::envelope::{bearer, blocking, not_found, ok, parse_body, Answer};
 
 /// One execution's socket: the toolbelt, and the execution the socket itself asserts.
@@ -44,7 +43,7 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Bytes)
     }
     let toolbelt = s.toolbelt.clone();
     let execution = s.execution_id.clone();
-    let answer = blocking(move || Ok(toolbelt.call(&execution, &token, &request, now())?)).await?;
+    let answer = blocking(move || Ok(toolbelt.call(&execution, &token, &request)?)).await?;
     s.kick.notify_one();
     ok(StatusCode::OK, &answer)
 }
@@ -52,7 +51,7 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Bytes)
 async fn guidance(State(s): State<ExecutionSocket>, headers: HeaderMap) -> Answer {
     let token = bearer(&headers)?;
     let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
-    let answer = blocking(move || Ok(toolbelt.guidance(&execution, &token, now())?)).await?;
+    let answer = blocking(move || Ok(toolbelt.guidance(&execution, &token)?)).await?;
     ok(StatusCode::OK, &answer)
 }
 
@@ -64,6 +63,6 @@ struct Capability {
 async fn serving(State(s): State<ExecutionSocket>, headers: HeaderMap, Query(q): Query<Capability>) -> Answer {
     let token = bearer(&headers)?;
     let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
-    let answer = blocking(move || Ok(toolbelt.serving(&execution, &token, &q.capability, now())?)).await?;
+    let answer = blocking(move || Ok(toolbelt.serving(&execution, &token, &q.capability)?)).await?;
     ok(StatusCode::OK, &answer)
 }

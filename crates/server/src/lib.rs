@@ -9,7 +9,7 @@ mod execution;
 mod listen;
 mod management;
 
-pub use clock::now;
+pub use clock::{now, SystemClock};
 pub use execution::{execution_router, ExecutionSocket};
 pub use listen::{bind_owner_only, serve};
 pub use management::{management_router, Management};

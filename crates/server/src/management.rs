@@ -108,6 +108,7 @@ async fn create(State(s): State<Management>, headers: HeaderMap, body: Bytes) ->
             parent_work: None,
             source: Source::Manual,
             actor: Some(op.principal()),
+            id_seed: None,
         };
         Ok(store.write(|tx| create_work(tx, &config, new, None, now()))?.0)
     })
@@ -173,6 +174,7 @@ async fn emit(State(s): State<Management>, headers: HeaderMap, body: Bytes) -> A
             actor: Some(op.principal()),
             data: req.data,
             accepted_at: now(),
+            delivery_id: None,
         };
         Ok(store.write(|tx| accept(tx, &config, event, now()))?)
     })

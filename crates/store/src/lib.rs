@@ -14,6 +14,6 @@ mod sqlite;
 mod tx;
 
 pub use error::StoreError;
-pub use ids::new_id;
+pub use ids::{derived_id, new_id};
 pub use sqlite::SqliteStore;
 pub use tx::{Store, Tx, WorkFilter};

@@ -1,7 +1,8 @@
 //! The transaction API.
 
 use conduit_core::{
-    Event, Execution, ExecutionState, NewEvent, OperatorRecord, Timestamp, TokenRecord, Wait, Work, WorkState,
+    AuditRecord, CausalPin, Event, Execution, ExecutionState, NewEvent, OperatorRecord, RequestRecord, Timestamp,
+    TokenRecord, Wait, Work, WorkState,
 };
 
 use crate::StoreError;
@@ -52,6 +53,12 @@ pub trait Tx {
     /// Events after `sequence` whose correlation key is one of `keys`, in acceptance order.
     fn events_after_for_keys(&mut self, sequence: i64, keys: &[String]) -> Result<Vec<Event>>;
     fn max_sequence(&mut self) -> Result<i64>;
+    /// The event accepted under a delivery identity, if any.
+    fn event_by_delivery(&mut self, delivery_id: &str) -> Result<Option<Event>>;
+    /// How many events of a causal root were accepted at or after `since`.
+    fn count_root_events_since(&mut self, root: &str, since: Timestamp) -> Result<u64>;
+    fn causal_pin(&mut self, root: &str) -> Result<Option<CausalPin>>;
+    fn insert_causal_pin(&mut self, root: &str, pin: CausalPin, at: Timestamp) -> Result<()>;
 
     // Waits.
     fn insert_wait(&mut self, wait: &Wait) -> Result<()>;
@@ -64,6 +71,18 @@ pub trait Tx {
     /// Revokes every live token of `work_id` whose epoch is below `epoch`.
     fn revoke_tokens_below(&mut self, work_id: &str, epoch: u32, at: Timestamp) -> Result<()>;
     fn revoke_execution_tokens(&mut self, execution_id: &str, at: Timestamp) -> Result<()>;
+
+    /// Deletes token records revoked or expired before `cutoff`; returns how many went.
+    fn delete_tokens_settled_before(&mut self, cutoff: Timestamp) -> Result<usize>;
+
+    // Toolbelt requests and audit.
+    fn get_request(&mut self, execution_id: &str, operation: &str, request_id: &str) -> Result<Option<RequestRecord>>;
+    fn insert_request(&mut self, record: &RequestRecord) -> Result<()>;
+    /// Deletes replay records written before `cutoff` whose execution has finished.
+    fn delete_finished_requests_before(&mut self, cutoff: Timestamp) -> Result<usize>;
+    fn insert_audit(&mut self, record: &AuditRecord) -> Result<()>;
+    /// Oldest first; every record when `execution` is `None`.
+    fn list_audit(&mut self, execution: Option<&str>, limit: usize) -> Result<Vec<AuditRecord>>;
 
     // Operator credentials (digests only).
     fn insert_operator(&mut self, operator: &OperatorRecord) -> Result<()>;

@@ -35,6 +35,7 @@ fn event(id: &str) -> NewEvent {
         actor: Some("operator:forged".into()),
         data: json!({"a": [1, 2]}),
         accepted_at: Timestamp(5),
+        delivery_id: None,
     }
 }
 

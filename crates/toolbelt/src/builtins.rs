@@ -2,7 +2,9 @@
 
 use conduit_config::Snapshot;
 use conduit_core::names::{is_event_type, is_reserved_type, is_type_pattern, type_matches};
-use conduit_core::{Causation, Declaration, Duration, ErrorCode, NewEvent, OutcomeStatus, Refusal, Source, Timestamp};
+use conduit_core::{
+    Causation, Declaration, Duration, ErrorCode, Event, NewEvent, OutcomeStatus, Refusal, Source, Timestamp,
+};
 use conduit_scheduler::{accept, create_work, HostError, NewWork};
 use conduit_store::{new_id, Tx};
 use serde::de::DeserializeOwned;
@@ -10,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::checks::Authority;
+use crate::CallRequest;
 
 /// Shown to agents before the list of their operations (and served by `os mcp` as instructions).
 pub const GUIDANCE: &str = "You are running inside an Open Conduit execution. Use your toolbelt to report \
@@ -72,16 +75,20 @@ pub fn run(
     tx: &mut dyn Tx,
     config: &Snapshot,
     authority: &Authority,
-    operation: &str,
-    input: &Value,
+    request: &CallRequest,
     now: Timestamp,
 ) -> Result<Value, HostError> {
-    match operation {
-        "emit" => emit(tx, config, authority, parse(input)?, now),
-        "read_context" => read_context(tx, authority, parse(input)?),
+    let input = &request.input;
+    let seed = request
+        .request_id
+        .as_ref()
+        .map(|r| format!("{}/{r}", authority.execution.id));
+    match request.operation.as_str() {
+        "emit" => emit(tx, config, authority, parse(input)?, seed, now),
+        "read_context" => read_context(tx, config, authority, parse(input)?),
         "declare_outcome" => declare_outcome(tx, authority, parse(input)?),
         "wait" => wait(tx, authority, parse(input)?),
-        "create_work" => create_child(tx, config, authority, parse(input)?, now),
+        "create_work" => create_child(tx, config, authority, parse(input)?, seed, now),
         _ => Err(Refusal::forbidden().into()),
     }
 }
@@ -106,14 +113,25 @@ struct EmitInput {
     correlation_key: Option<String>,
 }
 
+/// Emits an event as the execution. With a request id the emission has a delivery identity, so a
+/// retry that reaches here again returns the event it already accepted.
 fn emit(
     tx: &mut dyn Tx,
     config: &Snapshot,
     a: &Authority,
     input: EmitInput,
+    delivery_id: Option<String>,
     now: Timestamp,
 ) -> Result<Value, HostError> {
     check_emittable(config, a, &input.event_type)?;
+    if let Some(existing) = delivery_id
+        .as_deref()
+        .map(|d| tx.event_by_delivery(d))
+        .transpose()?
+        .flatten()
+    {
+        return Ok(json!({"event_id": existing.id, "sequence": existing.sequence}));
+    }
     if let Some(key) = &input.correlation_key {
         check_owned(tx, a, key)?;
     }
@@ -134,6 +152,7 @@ fn emit(
         actor: None,
         data: input.data,
         accepted_at: now,
+        delivery_id,
     };
     let event = accept(tx, config, event, now)?;
     Ok(json!({"event_id": event.id, "sequence": event.sequence}))
@@ -177,16 +196,43 @@ fn check_owned(tx: &mut dyn Tx, a: &Authority, key: &str) -> Result<(), HostErro
 #[serde(deny_unknown_fields)]
 struct Empty {}
 
-fn read_context(tx: &mut dyn Tx, a: &Authority, _: Empty) -> Result<Value, HostError> {
+/// The execution's context: scope, binding and playbook, the Work, the input that arrived since the
+/// previous attempt's acknowledged watermark, what woke this segment, and the granted operations.
+fn read_context(tx: &mut dyn Tx, config: &Snapshot, a: &Authority, _: Empty) -> Result<Value, HostError> {
     let wake = tx.get_event(&a.execution.cause_event)?;
+    let playbook = config
+        .binding(&a.work.scope, &a.work.binding)
+        .and_then(|b| b.playbook.clone());
     Ok(json!({
         "scope": a.work.scope,
         "binding": a.work.binding,
+        "playbook": playbook,
         "work": a.work,
         "execution": {"id": a.execution.id, "epoch": a.execution.epoch, "deadline_at": a.execution.deadline_at},
+        "input": input_since_acknowledged(tx, a)?,
         "wake": wake,
         "operations": a.token.operations,
     }))
+}
+
+/// Events under the Work's keys accepted after the previous attempt's watermark (all of them for a
+/// first attempt), less the Work's own emissions and the host's call records.
+fn input_since_acknowledged(tx: &mut dyn Tx, a: &Authority) -> Result<Vec<Event>, HostError> {
+    let acknowledged = tx
+        .list_executions(Some(&a.work.id))?
+        .into_iter()
+        .filter(|x| x.id != a.execution.id)
+        .map(|x| x.watermark)
+        .max()
+        .unwrap_or(0);
+    let events = tx.events_after_for_keys(acknowledged, &a.work.keys)?;
+    Ok(events
+        .into_iter()
+        .filter(|e| e.sequence <= a.execution.watermark)
+        .filter(|e| {
+            !matches!(e.source, Source::Execution(_) | Source::Toolbelt) || e.work_id.as_ref() != Some(&a.work.id)
+        })
+        .collect())
 }
 
 #[derive(Deserialize)]
@@ -261,11 +307,14 @@ struct CreateWorkInput {
     keys: Vec<String>,
 }
 
+/// Creates child Work in the execution's scope. With a request id the child's ids derive from it, so
+/// a retry after a crash before commit creates the same child.
 fn create_child(
     tx: &mut dyn Tx,
     config: &Snapshot,
     a: &Authority,
     input: CreateWorkInput,
+    id_seed: Option<String>,
     now: Timestamp,
 ) -> Result<Value, HostError> {
     let cause = tx.get_event(&a.execution.cause_event)?;
@@ -277,6 +326,7 @@ fn create_child(
         parent_work: Some(a.work.id.clone()),
         source: Source::Execution(a.execution.id.clone()),
         actor: None,
+        id_seed,
     };
     let (work, event) = create_work(tx, config, new, cause.as_ref(), now)?;
     Ok(json!({"work_id": work.id, "event_id": event.id}))

@@ -1,10 +1,11 @@
 //! The toolbelt's ordered checks and builtins, in process against a real SQLite file. Each security
 //! rule has a row that fails if the rule is removed.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use conduit_config::{default_config_json, parse, CurrentConfig, Snapshot};
-use conduit_core::{Duration, ErrorCode, OperatorRecord, Role, Source, Timestamp};
+use conduit_core::{Clock, Duration, ErrorCode, OperatorRecord, Role, Source, Timestamp};
 use conduit_scheduler::{adopt, claim_next, create_work, Claim, NewWork, LEASE};
 use conduit_store::{new_id, SqliteStore, Store};
 use conduit_toolbelt::token::{digest, issue};
@@ -17,7 +18,17 @@ struct Harness {
     dir: tempfile::TempDir,
     store: Arc<dyn Store>,
     config: CurrentConfig,
+    clock: Arc<ManualClock>,
     toolbelt: Toolbelt,
+}
+
+/// A clock the test sets.
+struct ManualClock(AtomicI64);
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        Timestamp(self.0.load(Ordering::SeqCst))
+    }
 }
 
 fn config(text: &str) -> Snapshot {
@@ -29,11 +40,13 @@ impl Harness {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).unwrap());
         let config = CurrentConfig::new(config(config_text));
-        let toolbelt = Toolbelt::new(store.clone(), config.clone());
+        let clock = Arc::new(ManualClock(AtomicI64::new(T0.0)));
+        let toolbelt = Toolbelt::new(store.clone(), config.clone(), clock.clone());
         Harness {
             dir,
             store,
             config,
+            clock,
             toolbelt,
         }
     }
@@ -51,6 +64,7 @@ impl Harness {
                     parent_work: None,
                     source: Source::Manual,
                     actor: None,
+                    id_seed: None,
                 };
                 create_work(tx, &config, new, None, T0)?;
                 let claim = claim_next(tx, &config, "owner", T0)?.unwrap();
@@ -63,8 +77,9 @@ impl Harness {
 
     fn call_at(&self, claim: &Claim, token: &str, request: Value, now: Timestamp) -> Result<Value, ErrorCode> {
         let request: CallRequest = serde_json::from_value(request).unwrap();
+        self.clock.0.store(now.0, Ordering::SeqCst);
         self.toolbelt
-            .call(&claim.execution.id, token, &request, now)
+            .call(&claim.execution.id, token, &request)
             .map(|v| v["output"].clone())
             .map_err(|r| r.code)
     }
@@ -441,4 +456,228 @@ fn the_store_holds_digests_never_plaintext_tokens() {
     assert!(!found, "the plaintext token is in the store's files");
     let digest = digest(&token);
     assert!(bytes.windows(32).any(|w| w == digest), "the digest is what is stored");
+}
+
+fn audit_of(h: &Harness, claim: &Claim) -> Vec<conduit_core::AuditRecord> {
+    h.store
+        .read(|tx| tx.list_audit(Some(&claim.execution.id), 100))
+        .unwrap()
+}
+
+fn events_of(h: &Harness, claim: &Claim) -> Vec<conduit_core::Event> {
+    h.store.read(|tx| tx.list_events(Some(&claim.work.id), 100)).unwrap()
+}
+
+#[test]
+fn every_call_leaves_an_audit_record_with_a_hash_not_the_input() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    h.call(
+        &claim,
+        &token,
+        "emit",
+        json!({"type": "demo.x", "data": {"secret": "hunter2"}}),
+    )
+    .unwrap();
+    h.call(&claim, "garbage", "emit", json!({"type": "demo.x"}))
+        .unwrap_err();
+    h.call(&claim, &token, "emit", json!({"type": "core.x"})).unwrap_err();
+    let audit = audit_of(&h, &claim);
+    let rows: Vec<(&str, &str)> = audit.iter().map(|a| (a.kind.as_str(), a.result.as_str())).collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("toolbelt.called", "ok"),
+            ("toolbelt.rejected", "forbidden"),
+            ("toolbelt.rejected", "event_type_not_allowed"),
+        ]
+    );
+    let input = json!({"type": "demo.x", "data": {"secret": "hunter2"}});
+    assert_eq!(audit[0].input_hash, conduit_core::canonical::canonical_hash(&input));
+    assert!(!format!("{audit:?}").contains("hunter2"));
+    assert_eq!(audit[1].work_id, None, "a call refused at the checks names no Work");
+}
+
+#[test]
+fn calls_that_reach_an_operation_are_on_the_works_log() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    h.call(&claim, &token, "read_context", json!({})).unwrap();
+    h.call(&claim, &token, "emit", json!({"type": "demo.x", "bogus": 1}))
+        .unwrap_err();
+    h.call(&claim, "garbage", "read_context", json!({})).unwrap_err();
+    let events = events_of(&h, &claim);
+    let agent: Vec<&conduit_core::Event> = events.iter().filter(|e| e.event_type.starts_with("agent.")).collect();
+    let shape: Vec<(&str, &str, &str)> = agent
+        .iter()
+        .map(|e| {
+            (
+                e.event_type.as_str(),
+                e.data["toolName"].as_str().unwrap(),
+                e.data["status"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            ("agent.toolCalled", "read_context", ""),
+            ("agent.toolReturned", "read_context", "ok"),
+            ("agent.toolCalled", "emit", ""),
+            ("agent.toolReturned", "emit", "error"),
+        ]
+    );
+    assert_eq!(
+        agent[1].causation.parent.as_deref(),
+        Some(agent[0].id.as_str()),
+        "causationId is the called event"
+    );
+    assert_eq!(agent[1].data["callId"], agent[0].data["callId"]);
+    assert_eq!(agent[0].data["agentId"], claim.execution.id.as_str());
+    assert_eq!(agent[0].source, Source::Toolbelt);
+}
+
+fn with_request(operation: &str, input: Value, request_id: &str) -> Value {
+    json!({"operation": operation, "input": input, "request_id": request_id})
+}
+
+#[test]
+fn a_request_id_replays_the_committed_result_and_refuses_a_changed_body() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    let first = h
+        .call_at(
+            &claim,
+            &token,
+            with_request("emit", json!({"type": "demo.x"}), "r1"),
+            T0,
+        )
+        .unwrap();
+    let again = h
+        .call_at(
+            &claim,
+            &token,
+            with_request("emit", json!({"type": "demo.x"}), "r1"),
+            T0,
+        )
+        .unwrap();
+    assert_eq!(first, again);
+    let emitted = events_of(&h, &claim)
+        .into_iter()
+        .filter(|e| e.event_type == "demo.x")
+        .count();
+    assert_eq!(emitted, 1, "the retry emitted nothing new");
+    let changed = h.call_at(
+        &claim,
+        &token,
+        with_request("emit", json!({"type": "demo.y"}), "r1"),
+        T0,
+    );
+    assert_eq!(changed, Err(ErrorCode::RequestConflict));
+    assert!(h
+        .call_at(
+            &claim,
+            &token,
+            with_request("emit", json!({"type": "demo.y"}), "r2"),
+            T0
+        )
+        .is_ok());
+    let results: Vec<String> = audit_of(&h, &claim).into_iter().map(|a| a.result).collect();
+    assert_eq!(results, vec!["ok", "replayed", "request_conflict", "ok"]);
+}
+
+#[test]
+fn a_duplicate_declaration_after_a_lost_response_is_authority_released() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    let declare = with_request("declare_outcome", json!({"status": "failed"}), "d1");
+    assert!(h.call_at(&claim, &token, declare.clone(), T0).is_ok());
+    assert_eq!(
+        h.call_at(&claim, &token, declare, T0),
+        Err(ErrorCode::AuthorityReleased)
+    );
+}
+
+#[test]
+fn child_ids_derive_from_the_request_id() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    let child = h
+        .call_at(
+            &claim,
+            &token,
+            with_request("create_work", json!({"binding": "shell"}), "c1"),
+            T0,
+        )
+        .unwrap();
+    let expected = conduit_store::derived_id(&[&format!("{}/c1", claim.execution.id), "work"]);
+    assert_eq!(child["work_id"], expected.as_str());
+}
+
+#[test]
+fn the_per_minute_bound_is_pinned_by_the_roots_first_emission() {
+    let tight = default_config_json().replace(r#""causal_per_minute": 600"#, r#""causal_per_minute": 3"#);
+    let h = Harness::new(&tight);
+    let (claim, token) = h.attempt(); // the root core.work.created is 1 of 3
+    h.config.replace(config(default_config_json())); // loosening later does not unpin the root
+    assert!(h.call(&claim, &token, "emit", json!({"type": "demo.a"})).is_ok());
+    assert!(h.call(&claim, &token, "emit", json!({"type": "demo.b"})).is_ok());
+    assert_eq!(
+        h.call(&claim, &token, "emit", json!({"type": "demo.c"})),
+        Err(ErrorCode::CausalRateExceeded)
+    );
+    let a_minute_later = Timestamp(T0.0 + 60_001);
+    let emit = json!({"operation": "emit", "input": {"type": "demo.d"}});
+    let renewed = h
+        .store
+        .write(|tx| conduit_scheduler::renew_lease(tx, &claim.execution.id, 1, "owner", a_minute_later));
+    assert!(renewed.unwrap());
+    assert!(
+        h.call_at(&claim, &token, emit, a_minute_later).is_ok(),
+        "the window slides"
+    );
+}
+
+#[test]
+fn the_sweep_deletes_settled_tokens_and_finished_replay_records() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    h.call_at(&claim, &token, with_request("read_context", json!({}), "r1"), T0)
+        .unwrap();
+    h.store
+        .write(|tx| {
+            conduit_scheduler::complete(
+                tx,
+                &claim.execution.id,
+                conduit_core::execution::SegmentEnd::Exited(0),
+                T0,
+            )
+        })
+        .unwrap();
+    let day = conduit_toolbelt::sweep::RETENTION.0;
+    let early = conduit_toolbelt::sweep::sweep(&*h.store, Timestamp(T0.0 + day - 1)).unwrap();
+    assert_eq!((early.tokens, early.requests), (0, 0), "kept for 24 hours");
+    let swept = conduit_toolbelt::sweep::sweep(&*h.store, Timestamp(T0.0 + day + 1)).unwrap();
+    assert_eq!((swept.tokens, swept.requests), (1, 1));
+    assert!(h
+        .store
+        .read(|tx| tx.token_by_digest(&digest(&token)))
+        .unwrap()
+        .is_none());
+    assert_eq!(
+        h.call(&claim, &token, "read_context", json!({})),
+        Err(ErrorCode::Forbidden),
+        "a deleted token is unknown"
+    );
+}
+
+#[test]
+fn a_live_executions_replay_records_are_kept() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    h.call_at(&claim, &token, with_request("read_context", json!({}), "r1"), T0)
+        .unwrap();
+    let day = conduit_toolbelt::sweep::RETENTION.0;
+    let swept = conduit_toolbelt::sweep::sweep(&*h.store, Timestamp(T0.0 + 2 * day)).unwrap();
+    assert_eq!(swept.requests, 0);
 }

@@ -6,7 +6,8 @@ use crate::tx::Result;
 use crate::StoreError;
 
 /// Migration `i` moves the schema from version `i` to `i + 1`. Append only; never edit a shipped one.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE config_generations (
     generation INTEGER PRIMARY KEY,
     hash TEXT NOT NULL,
@@ -130,7 +131,35 @@ CREATE TABLE operators (
     revoked_at INTEGER
 );
 CREATE UNIQUE INDEX operators_one_active ON operators (name) WHERE revoked_at IS NULL;
-"#];
+"#,
+    r#"
+CREATE TABLE toolbelt_audit (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    execution_id TEXT NOT NULL,
+    work_id TEXT,
+    scope TEXT,
+    request_id TEXT,
+    result TEXT NOT NULL,
+    gate TEXT,
+    refusal TEXT,
+    input_hash TEXT NOT NULL,
+    duration_ms INTEGER NOT NULL,
+    at INTEGER NOT NULL
+);
+CREATE INDEX toolbelt_audit_by_execution ON toolbelt_audit (execution_id, at, id);
+CREATE TABLE causal_pins (
+    root_id TEXT PRIMARY KEY,
+    max_depth INTEGER NOT NULL,
+    per_minute INTEGER NOT NULL,
+    pinned_at INTEGER NOT NULL
+);
+CREATE INDEX toolbelt_requests_by_created ON toolbelt_requests (created_at);
+CREATE INDEX tokens_by_revocation ON tokens (revoked_at);
+CREATE INDEX tokens_by_expiry ON tokens (expires_at);
+"#,
+];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {
     let supported = MIGRATIONS.len() as i64;

@@ -1,8 +1,8 @@
 //! [`Tx`] over a SQLite transaction: statements and row mapping.
 
 use conduit_core::{
-    Causation, Event, Execution, ExecutionState, NewEvent, OperatorRecord, Role, Source, Timestamp, TokenRecord, Wait,
-    WaitState, Work, WorkState,
+    AuditKind, AuditRecord, CausalPin, Causation, Event, Execution, ExecutionState, NewEvent, OperatorRecord,
+    RequestRecord, Role, Source, Timestamp, TokenRecord, Wait, WaitState, Work, WorkState,
 };
 use rusqlite::{params, OptionalExtension, Row, Transaction};
 use serde::de::DeserializeOwned;
@@ -178,6 +178,49 @@ fn token_row(r: &Row) -> rusqlite::Result<Result<TokenRecord>> {
             issued_at: Timestamp(r.get(10)?),
             expires_at: Timestamp(r.get(11)?),
             revoked_at: r.get::<_, Option<i64>>(12)?.map(Timestamp),
+        })
+    };
+    Ok(build())
+}
+
+const REQUEST_COLUMNS: &str = "execution_id, operation, request_id, body_hash, status, response, created_at";
+
+fn request_row(r: &Row) -> rusqlite::Result<Result<RequestRecord>> {
+    let response: String = r.get(5)?;
+    let build = || -> Result<RequestRecord> {
+        Ok(RequestRecord {
+            execution_id: r.get(0)?,
+            operation: r.get(1)?,
+            request_id: r.get(2)?,
+            body_hash: r.get(3)?,
+            status: r.get(4)?,
+            response: from_json(&response)?,
+            created_at: Timestamp(r.get(6)?),
+        })
+    };
+    Ok(build())
+}
+
+const AUDIT_COLUMNS: &str = "id, kind, operation, execution_id, work_id, scope, request_id, result, gate, refusal, \
+     input_hash, duration_ms, at";
+
+fn audit_row(r: &Row) -> rusqlite::Result<Result<AuditRecord>> {
+    let kind: String = r.get(1)?;
+    let build = || -> Result<AuditRecord> {
+        Ok(AuditRecord {
+            id: r.get(0)?,
+            kind: AuditKind::parse(&kind).ok_or_else(|| corrupt("audit kind"))?,
+            operation: r.get(2)?,
+            execution_id: r.get(3)?,
+            work_id: r.get(4)?,
+            scope: r.get(5)?,
+            request_id: r.get(6)?,
+            result: r.get(7)?,
+            gate: r.get(8)?,
+            refusal: r.get(9)?,
+            input_hash: r.get(10)?,
+            duration_ms: r.get(11)?,
+            at: Timestamp(r.get(12)?),
         })
     };
     Ok(build())
@@ -433,8 +476,8 @@ impl Tx for SqliteTx<'_> {
     fn insert_event(&mut self, e: NewEvent) -> Result<Event> {
         self.tx.execute(
             "INSERT INTO events (id, type, source, scope, work_id, execution_id, correlation_key, parent_id, root_id,
-                 depth, actor, data, accepted_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                 depth, actor, data, accepted_at, delivery_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             params![
                 e.id,
                 e.event_type,
@@ -452,7 +495,8 @@ impl Tx for SqliteTx<'_> {
                     None
                 },
                 to_json(&e.data)?,
-                e.accepted_at.0
+                e.accepted_at.0,
+                e.delivery_id
             ],
         )?;
         Ok(e.into_event(self.tx.last_insert_rowid()))
@@ -488,6 +532,39 @@ impl Tx for SqliteTx<'_> {
         Ok(self
             .tx
             .query_row("SELECT COALESCE(MAX(sequence), 0) FROM events", [], |r| r.get(0))?)
+    }
+
+    fn event_by_delivery(&mut self, delivery_id: &str) -> Result<Option<Event>> {
+        self.query_one(
+            &format!("SELECT {EVENT_COLUMNS} FROM events WHERE delivery_id = ?1"),
+            [delivery_id],
+            event_row,
+        )
+    }
+
+    fn count_root_events_since(&mut self, root: &str, since: Timestamp) -> Result<u64> {
+        // The toolbelt's call records are not causal links: they do not count against a chain's rate.
+        let sql = "SELECT COUNT(*) FROM events WHERE root_id = ?1 AND accepted_at >= ?2 AND source != 'core.toolbelt'";
+        Ok(self.tx.query_row(sql, params![root, since.0], |r| r.get(0))?)
+    }
+
+    fn causal_pin(&mut self, root: &str) -> Result<Option<CausalPin>> {
+        let sql = "SELECT max_depth, per_minute FROM causal_pins WHERE root_id = ?1";
+        let pin = self.tx.query_row(sql, [root], |r| {
+            Ok(CausalPin {
+                max_depth: r.get(0)?,
+                per_minute: r.get(1)?,
+            })
+        });
+        Ok(pin.optional()?)
+    }
+
+    fn insert_causal_pin(&mut self, root: &str, pin: CausalPin, at: Timestamp) -> Result<()> {
+        self.tx.execute(
+            "INSERT OR IGNORE INTO causal_pins (root_id, max_depth, per_minute, pinned_at) VALUES (?1, ?2, ?3, ?4)",
+            params![root, pin.max_depth, pin.per_minute, at.0],
+        )?;
+        Ok(())
     }
 
     fn insert_wait(&mut self, w: &Wait) -> Result<()> {
@@ -568,6 +645,73 @@ impl Tx for SqliteTx<'_> {
             params![execution_id, at.0],
         )?;
         Ok(())
+    }
+
+    fn delete_tokens_settled_before(&mut self, cutoff: Timestamp) -> Result<usize> {
+        Ok(self.tx.execute(
+            "DELETE FROM tokens WHERE revoked_at < ?1 OR expires_at < ?1",
+            [cutoff.0],
+        )?)
+    }
+
+    fn get_request(&mut self, execution_id: &str, operation: &str, request_id: &str) -> Result<Option<RequestRecord>> {
+        let sql = format!(
+            "SELECT {REQUEST_COLUMNS} FROM toolbelt_requests WHERE execution_id = ?1 AND operation = ?2 AND request_id = ?3"
+        );
+        self.query_one(&sql, params![execution_id, operation, request_id], request_row)
+    }
+
+    fn insert_request(&mut self, r: &RequestRecord) -> Result<()> {
+        self.tx.execute(
+            &format!("INSERT INTO toolbelt_requests ({REQUEST_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+            params![
+                r.execution_id,
+                r.operation,
+                r.request_id,
+                r.body_hash,
+                r.status,
+                to_json(&r.response)?,
+                r.created_at.0
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn delete_finished_requests_before(&mut self, cutoff: Timestamp) -> Result<usize> {
+        Ok(self.tx.execute(
+            "DELETE FROM toolbelt_requests WHERE created_at < ?1 AND execution_id IN
+                 (SELECT id FROM executions WHERE state != 'running')",
+            [cutoff.0],
+        )?)
+    }
+
+    fn insert_audit(&mut self, a: &AuditRecord) -> Result<()> {
+        self.tx.execute(
+            &format!("INSERT INTO toolbelt_audit ({AUDIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
+            params![
+                a.id,
+                a.kind.as_str(),
+                a.operation,
+                a.execution_id,
+                a.work_id,
+                a.scope,
+                a.request_id,
+                a.result,
+                a.gate,
+                a.refusal,
+                a.input_hash,
+                a.duration_ms,
+                a.at.0
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn list_audit(&mut self, execution: Option<&str>, limit: usize) -> Result<Vec<AuditRecord>> {
+        let sql = format!(
+            "SELECT {AUDIT_COLUMNS} FROM toolbelt_audit WHERE (?1 IS NULL OR execution_id = ?1) ORDER BY at, id LIMIT ?2"
+        );
+        self.query_all(&sql, params![execution, limit as i64], audit_row)
     }
 
     fn insert_operator(&mut self, o: &OperatorRecord) -> Result<()> {
