@@ -17,7 +17,7 @@ pub use default::default_config_json;
 pub use diagnostic::{Diagnostic, Severity};
 pub use model::{BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
 pub use snapshot::{CurrentConfig, Snapshot};
-pub use validate::parse;
+pub use validate::{parse, parse_with, Registry};
 
 /// Largest configuration file accepted.
 pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;

@@ -15,8 +15,33 @@ use crate::{strict, MAX_CONFIG_BYTES};
 const SUPPORTED_VERSION: u32 = 1;
 const SHELL_EXECUTOR: &str = "shell";
 
-/// Parses and validates configuration bytes. The snapshot's generation is 0 until the store assigns one.
+/// The operations the running release registers, against which grants are resolved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Registry {
+    extension_operations: BTreeSet<String>,
+}
+
+impl Registry {
+    /// The builtins and these extension operations.
+    pub fn with_operations(operations: impl IntoIterator<Item = String>) -> Registry {
+        Registry {
+            extension_operations: operations.into_iter().collect(),
+        }
+    }
+
+    pub fn knows(&self, operation: &str) -> bool {
+        BUILTIN_OPERATIONS.contains(&operation) || self.extension_operations.contains(operation)
+    }
+}
+
+/// Parses and validates configuration bytes against the builtins alone.
 pub fn parse(bytes: &[u8]) -> Result<Snapshot, Vec<Diagnostic>> {
+    parse_with(bytes, &Registry::default())
+}
+
+/// Parses and validates configuration bytes against a registry. The snapshot's generation is 0 until
+/// the store assigns one.
+pub fn parse_with(bytes: &[u8], registry: &Registry) -> Result<Snapshot, Vec<Diagnostic>> {
     if bytes.len() > MAX_CONFIG_BYTES {
         return Err(vec![Diagnostic::error(
             "",
@@ -30,7 +55,7 @@ pub fn parse(bytes: &[u8]) -> Result<Snapshot, Vec<Diagnostic>> {
         return Err(sorted(found));
     }
     let config = typed(value.clone())?;
-    let found = check(&config);
+    let found = check(&config, registry);
     if !found.is_empty() {
         return Err(sorted(found));
     }
@@ -96,7 +121,7 @@ fn field_name(serde_text: &str) -> Option<&str> {
     serde_text.split('`').nth(1)
 }
 
-fn check(config: &Config) -> Vec<Diagnostic> {
+fn check(config: &Config, registry: &Registry) -> Vec<Diagnostic> {
     let mut found = Vec::new();
     if config.version != SUPPORTED_VERSION {
         found.push(Diagnostic::error(
@@ -114,10 +139,10 @@ fn check(config: &Config) -> Vec<Diagnostic> {
             "raise the limit or remove it to take the default",
         ));
     }
-    let ceilings = effective_ceilings(&config.scopes, &mut found);
+    let ceilings = effective_ceilings(&config.scopes, registry, &mut found);
     for (id, scope) in &config.scopes {
         let pointer = push_pointer("/scopes", id);
-        check_scope(&pointer, id, scope, &ceilings, &mut found);
+        check_scope(&pointer, id, scope, &ceilings, registry, &mut found);
     }
     found
 }
@@ -126,6 +151,7 @@ fn check(config: &Config) -> Vec<Diagnostic> {
 /// parents, cycles, unknown operations and a child that names what its parent does not allow.
 fn effective_ceilings(
     scopes: &BTreeMap<String, ScopeConfig>,
+    registry: &Registry,
     found: &mut Vec<Diagnostic>,
 ) -> BTreeMap<String, BTreeSet<String>> {
     let mut ceilings = BTreeMap::new();
@@ -134,6 +160,7 @@ fn effective_ceilings(
         let own = known_operations(
             &format!("{pointer}/authorization/operations"),
             &scope.authorization.operations,
+            registry,
             found,
         );
         let ceiling = match ancestor_ceiling(id, scopes) {
@@ -204,10 +231,15 @@ fn widening(pointer: String, ceiling_of: &str) -> Diagnostic {
     )
 }
 
-fn known_operations(pointer: &str, ops: &[String], found: &mut Vec<Diagnostic>) -> BTreeSet<String> {
+fn known_operations(
+    pointer: &str,
+    ops: &[String],
+    registry: &Registry,
+    found: &mut Vec<Diagnostic>,
+) -> BTreeSet<String> {
     let mut known = BTreeSet::new();
     for (i, op) in ops.iter().enumerate() {
-        if BUILTIN_OPERATIONS.contains(&op.as_str()) {
+        if registry.knows(op) {
             known.insert(op.clone());
         } else {
             found.push(Diagnostic::error(
@@ -226,6 +258,7 @@ fn check_scope(
     id: &str,
     scope: &ScopeConfig,
     ceilings: &BTreeMap<String, BTreeSet<String>>,
+    registry: &Registry,
     found: &mut Vec<Diagnostic>,
 ) {
     if !is_registration_name(id) {
@@ -242,6 +275,7 @@ fn check_scope(
             &push_pointer(&format!("{pointer}/bindings"), name),
             binding,
             ceiling,
+            registry,
             found,
         );
     }
@@ -266,9 +300,15 @@ fn check_scope(
     }
 }
 
-fn check_binding(pointer: &str, binding: &BindingConfig, ceiling: &BTreeSet<String>, found: &mut Vec<Diagnostic>) {
+fn check_binding(
+    pointer: &str,
+    binding: &BindingConfig,
+    ceiling: &BTreeSet<String>,
+    registry: &Registry,
+    found: &mut Vec<Diagnostic>,
+) {
     let ops_pointer = format!("{pointer}/operations");
-    let known = known_operations(&ops_pointer, &binding.operations, found);
+    let known = known_operations(&ops_pointer, &binding.operations, registry, found);
     for (i, op) in binding.operations.iter().enumerate() {
         if known.contains(op) && !ceiling.contains(op) {
             found.push(widening(format!("{ops_pointer}/{i}"), "its scope"));

@@ -74,22 +74,57 @@ impl ErrorCode {
 /// A refusal with a stable code and a message that is safe to show anyone: it never carries a
 /// secret, a token, reference text or a backend's own error text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
-#[error("{}: {message}", code.as_str())]
+#[error("{}: {message}", .operation_code.as_deref().unwrap_or(.code.as_str()))]
 pub struct Refusal {
-    #[serde(rename = "error")]
+    #[serde(
+        rename = "error",
+        serialize_with = "serialize_code",
+        skip_serializing_if = "is_operation_failed"
+    )]
     pub code: ErrorCode,
+    /// An operation's own refusal code (`code` is then [`ErrorCode::OperationFailed`]): the wire code.
+    #[serde(rename = "error", skip_serializing_if = "Option::is_none")]
+    pub operation_code: Option<String>,
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remedy: Option<String>,
+}
+
+fn serialize_code<S: serde::Serializer>(code: &ErrorCode, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(code.as_str())
+}
+
+fn is_operation_failed(code: &ErrorCode) -> bool {
+    *code == ErrorCode::OperationFailed
 }
 
 impl Refusal {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Refusal {
             code,
+            operation_code: None,
             message: message.into(),
             remedy: None,
         }
+    }
+
+    /// An operation's refusal, answered `422` with the operation's own code and message. A code that
+    /// is not snake_case is replaced by `operation_failed`, so the wire keeps its grammar.
+    pub fn operation(code: &str, message: impl Into<String>) -> Self {
+        let code = if is_snake_case(code) {
+            code
+        } else {
+            ErrorCode::OperationFailed.as_str()
+        };
+        Refusal {
+            operation_code: Some(code.to_owned()),
+            ..Refusal::new(ErrorCode::OperationFailed, message)
+        }
+    }
+
+    /// The code on the wire: the operation's own, or the host's.
+    pub fn wire_code(&self) -> &str {
+        self.operation_code.as_deref().unwrap_or(self.code.as_str())
     }
 
     pub fn with_remedy(mut self, remedy: impl Into<String>) -> Self {
@@ -129,9 +164,26 @@ impl Refusal {
     }
 }
 
+fn is_snake_case(code: &str) -> bool {
+    code.len() <= 64
+        && code.starts_with(|c: char| c.is_ascii_lowercase())
+        && code
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn operation_refusals_carry_their_own_code() {
+        let r = Refusal::operation("issue_locked", "the issue is locked");
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["error"], "issue_locked");
+        assert_eq!(r.code.http_status(), 422);
+        assert_eq!(Refusal::operation("Bad Code!", "x").wire_code(), "operation_failed");
+    }
 
     #[test]
     fn serializes_as_flat_envelope() {

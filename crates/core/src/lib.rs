@@ -12,6 +12,7 @@ pub mod event;
 pub mod execution;
 pub mod names;
 pub mod time;
+pub mod tool;
 pub mod wait;
 pub mod work;
 

@@ -7,13 +7,19 @@
 
 use std::path::Path;
 
-use conduit_config::{default_config_json, parse, Snapshot};
+use conduit_config::{default_config_json, parse_with, Registry, Snapshot};
 use conduit_core::Timestamp;
 use conduit_store::Store;
 
 use crate::DaemonError;
 
-pub fn activate(store: &dyn Store, file: Option<&Path>, now: Timestamp) -> Result<Snapshot, DaemonError> {
+pub fn activate(
+    store: &dyn Store,
+    file: Option<&Path>,
+    registry: &Registry,
+    now: Timestamp,
+) -> Result<Snapshot, DaemonError> {
+    let parse = |bytes: &[u8]| parse_with(bytes, registry);
     let committed = store.read(|tx| tx.latest_generation())?;
     let candidate = match (file, &committed) {
         (Some(path), _) => {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use conduit_config::CurrentConfig;
 use conduit_server::{bind_owner_only, management_router, now, serve, Management, SystemClock};
 use conduit_store::{new_id, SqliteStore, Store};
-use conduit_toolbelt::Toolbelt;
+use conduit_toolbelt::{Registry, Toolbelt};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{watch, Notify};
 
@@ -39,7 +39,14 @@ pub struct DaemonOptions {
 pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     let state = StateDir::lock(&options.state_dir)?;
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state.store_path())?);
-    let snapshot = config_service::activate(&*store, options.config_file.as_deref(), now())?;
+    // First-party extensions register here; the configuration may grant what they register.
+    let registry = Arc::new(Registry::default());
+    let snapshot = config_service::activate(
+        &*store,
+        options.config_file.as_deref(),
+        &registry.config_registry(),
+        now(),
+    )?;
     operator::bootstrap_owner(&state, &*store, now())?;
     let config = CurrentConfig::new(snapshot);
     let (stop, shutdown) = watch::channel(false);
@@ -67,7 +74,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         tracing::warn!(dir = %os_dir.display(), "no `os` binary here; executions will not find it on PATH (build both binaries, e.g. `cargo build --release`)");
     }
     let runtime = runtime::Runtime {
-        toolbelt: Toolbelt::new(store.clone(), config.clone(), Arc::new(SystemClock)),
+        toolbelt: Toolbelt::new(store.clone(), config.clone(), Arc::new(SystemClock), registry),
         store,
         config,
         instance,

@@ -197,7 +197,12 @@ impl Bed {
         let (execution, token) = claim(&*store, &config.get()).expect("create, claim and issue a token");
         let socket = dir.join("toolbelt.sock");
         let router = execution_router(ExecutionSocket {
-            toolbelt: Toolbelt::new(store.clone(), config, Arc::new(conduit_server::SystemClock)),
+            toolbelt: Toolbelt::new(
+                store.clone(),
+                config,
+                Arc::new(conduit_server::SystemClock),
+                Arc::default(),
+            ),
             execution_id: execution.id.clone().into(),
             kick: Arc::new(Notify::new()),
         });

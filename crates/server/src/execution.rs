@@ -8,7 +8,8 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::Router;
-use conduit_toolbelt::{CallRequest, Toolbelt};
+use conduit_toolbelt::registry::{HandlerOutput, OperationError};
+use conduit_toolbelt::{Begun, CallRequest, Pending, Toolbelt};
 use serde::Deserialize;
 use tokio::sync::Notify;
 
@@ -41,11 +42,28 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Bytes)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
     }
-    let toolbelt = s.toolbelt.clone();
-    let execution = s.execution_id.clone();
-    let answer = blocking(move || Ok(toolbelt.call(&execution, &token, &request)?)).await?;
+    let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
+    let begun = blocking(move || Ok(toolbelt.begin(&execution, &token, &request)?)).await?;
+    let answer = match begun {
+        Begun::Answered(answer) => answer,
+        Begun::Extension(pending) => {
+            let result = run_handler(&pending).await;
+            let toolbelt = s.toolbelt.clone();
+            blocking(move || Ok(toolbelt.finish(*pending, result)?)).await?
+        }
+    };
     s.kick.notify_one();
     ok(StatusCode::OK, &answer)
+}
+
+/// Runs an extension's handler on its own task, so a panic in it is a refusal, not a dead server.
+async fn run_handler(pending: &Pending) -> Result<HandlerOutput, OperationError> {
+    tokio::spawn(pending.run()).await.unwrap_or_else(|_| {
+        Err(OperationError {
+            code: "operation_failed".into(),
+            message: "the operation's handler failed".into(),
+        })
+    })
 }
 
 async fn guidance(State(s): State<ExecutionSocket>, headers: HeaderMap) -> Answer {

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::checks::Authority;
+use crate::registry::Emission;
 use crate::CallRequest;
 
 /// Shown to agents before the list of their operations (and served by `os mcp` as instructions).
@@ -22,8 +23,8 @@ resumed when an event arrives. A declaration releases your authority for this se
 /// A builtin's agent-facing description.
 #[derive(Debug, Clone, Serialize)]
 pub struct OperationDescriptor {
-    pub name: &'static str,
-    pub summary: &'static str,
+    pub name: String,
+    pub summary: String,
     pub input_schema: Value,
 }
 
@@ -32,41 +33,46 @@ pub fn describe_builtins() -> Vec<OperationDescriptor> {
     let string = json!({"type": "string"});
     let strings = json!({"type": "array", "items": {"type": "string"}});
     let object = |props: Value, required: &[&str]| json!({"type": "object", "properties": props, "required": required, "additionalProperties": false});
+    let describe = |name: &str, summary: &str, input_schema: Value| OperationDescriptor {
+        name: name.to_owned(),
+        summary: summary.to_owned(),
+        input_schema,
+    };
     vec![
-        OperationDescriptor {
-            name: "create_work",
-            summary: "Create child Work in this scope, run by one of its bindings.",
-            input_schema: object(json!({"binding": string, "input": {}, "keys": strings}), &["binding"]),
-        },
-        OperationDescriptor {
-            name: "declare_outcome",
-            summary: "Declare this Work's outcome; applied when the process exits.",
-            input_schema: object(
+        describe(
+            "create_work",
+            "Create child Work in this scope, run by one of its bindings.",
+            object(json!({"binding": string, "input": {}, "keys": strings}), &["binding"]),
+        ),
+        describe(
+            "declare_outcome",
+            "Declare this Work's outcome; applied when the process exits.",
+            object(
                 json!({"status": {"enum": ["succeeded", "failed"]}, "summary": string}),
                 &["status"],
             ),
-        },
-        OperationDescriptor {
-            name: "emit",
-            summary: "Emit an event from this execution.",
-            input_schema: object(
+        ),
+        describe(
+            "emit",
+            "Emit an event from this execution.",
+            object(
                 json!({"type": string, "data": {}, "correlation_key": string}),
                 &["type"],
             ),
-        },
-        OperationDescriptor {
-            name: "read_context",
-            summary: "Read this execution's context: its Work, input, wake reason and operations.",
-            input_schema: object(json!({}), &[]),
-        },
-        OperationDescriptor {
-            name: "wait",
-            summary: "Park this Work until a matching event arrives (or the timeout); resumes in a new attempt.",
-            input_schema: object(
+        ),
+        describe(
+            "read_context",
+            "Read this execution's context: its Work, input, wake reason and operations.",
+            object(json!({}), &[]),
+        ),
+        describe(
+            "wait",
+            "Park this Work until a matching event arrives (or the timeout); resumes in a new attempt.",
+            object(
                 json!({"types": strings, "keys": strings, "timeout": string}),
                 &["types"],
             ),
-        },
+        ),
     ]
 }
 
@@ -103,23 +109,13 @@ fn parse<T: DeserializeOwned>(input: &Value) -> Result<T, Refusal> {
     })
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EmitInput {
-    #[serde(rename = "type")]
-    event_type: String,
-    #[serde(default)]
-    data: Value,
-    correlation_key: Option<String>,
-}
-
 /// Emits an event as the execution. With a request id the emission has a delivery identity, so a
 /// retry that reaches here again returns the event it already accepted.
-fn emit(
+pub(crate) fn emit(
     tx: &mut dyn Tx,
     config: &Snapshot,
     a: &Authority,
-    input: EmitInput,
+    input: Emission,
     delivery_id: Option<String>,
     now: Timestamp,
 ) -> Result<Value, HostError> {

@@ -1,38 +1,128 @@
 //! The call path: checks, replay, the operation, and the records every call leaves.
+//!
+//! A builtin runs entirely inside the call's transaction. An extension operation runs in three steps
+//! so its handler runs outside storage: [`Toolbelt::begin`] authorizes, looks up the replay record,
+//! validates the input and commits `agent.toolCalled`; the caller awaits [`Pending::run`]; then
+//! [`Toolbelt::finish`] passes the lease guard again and commits the result, its translated
+//! emissions, the replay record and the audit record together.
 
+use std::sync::Arc;
+
+use conduit_config::Snapshot;
 use conduit_core::canonical::canonical_hash;
-use conduit_core::{AuditKind, Refusal, Timestamp};
+use conduit_core::{AuditKind, Event, Refusal, Timestamp};
 use conduit_scheduler::HostError;
+use conduit_store::{StoreError, Tx};
 use serde_json::{json, Value};
 
 use crate::audit::{self, Call};
 use crate::checks::{self, Authority};
+use crate::registry::{validate_input, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError};
 use crate::{builtins, replay, CallRequest, Toolbelt};
+
+/// What [`Toolbelt::begin`] leaves the caller to do.
+pub enum Begun {
+    /// The call is answered: a builtin ran, or a committed result was replayed.
+    Answered(Value),
+    /// An extension operation passed its checks; run its handler, then [`Toolbelt::finish`].
+    Extension(Box<Pending>),
+}
+
+/// An authorized extension call whose handler has not run yet.
+pub struct Pending {
+    socket_execution: String,
+    request: CallRequest,
+    input_hash: String,
+    started: Timestamp,
+    authority: Authority,
+    called: Event,
+    handler: Arc<dyn Handler>,
+}
+
+impl Pending {
+    /// Starts the handler with the validated authority (never the token).
+    pub fn run(&self) -> HandlerFuture {
+        let a = &self.authority;
+        self.handler.call(HandlerCall {
+            operation: self.request.operation.clone(),
+            scope: a.work.scope.clone(),
+            work_id: a.work.id.clone(),
+            execution_id: a.execution.id.clone(),
+            epoch: a.execution.epoch,
+            binding: a.work.binding.clone(),
+            input: self.request.input.clone(),
+            request_id: self.request.request_id.clone(),
+        })
+    }
+
+    fn call(&self) -> Call<'_> {
+        Call {
+            socket_execution: &self.socket_execution,
+            request: &self.request,
+            input_hash: self.input_hash.clone(),
+            started: self.started,
+        }
+    }
+}
 
 /// Why a call failed: the refusal, and the authority when the call got past the checks (so the
 /// failure is recorded on the Work's log as a call that reached its operation).
 struct Failed {
     error: HostError,
     reached: Option<Box<Authority>>,
+    /// The `agent.toolCalled` already committed for it, if any.
+    called: Option<Box<Event>>,
+}
+
+impl Failed {
+    fn reached(error: impl Into<HostError>, authority: &Authority) -> Failed {
+        Failed {
+            error: error.into(),
+            reached: Some(Box::new(authority.clone())),
+            called: None,
+        }
+    }
 }
 
 impl From<HostError> for Failed {
     fn from(error: HostError) -> Self {
-        Failed { error, reached: None }
+        Failed {
+            error,
+            reached: None,
+            called: None,
+        }
     }
 }
 
-impl From<conduit_store::StoreError> for Failed {
-    fn from(error: conduit_store::StoreError) -> Self {
+impl From<StoreError> for Failed {
+    fn from(error: StoreError) -> Self {
+        HostError::from(error).into()
+    }
+}
+
+impl From<Refusal> for Failed {
+    fn from(error: Refusal) -> Self {
         HostError::from(error).into()
     }
 }
 
 impl Toolbelt {
-    /// Runs one call for the execution whose socket it arrived on. The checks, the replay lookup, the
-    /// operation and its records run in one transaction, so the lease guard and the effect are atomic;
-    /// a refused call is recorded in a transaction of its own after the rollback.
-    pub fn call(&self, socket_execution: &str, bearer: &str, request: &CallRequest) -> Result<Value, Refusal> {
+    /// Runs a call to completion, awaiting an extension's handler in between. The store work runs on
+    /// the calling thread; async servers call [`Toolbelt::begin`] and [`Toolbelt::finish`] on a
+    /// blocking thread instead.
+    pub async fn call(&self, socket_execution: &str, bearer: &str, request: &CallRequest) -> Result<Value, Refusal> {
+        match self.begin(socket_execution, bearer, request)? {
+            Begun::Answered(answer) => Ok(answer),
+            Begun::Extension(pending) => {
+                let result = pending.run().await;
+                self.finish(*pending, result)
+            }
+        }
+    }
+
+    /// Authorizes a call, replays a committed result, and runs a builtin in the same transaction; an
+    /// extension operation comes back as [`Begun::Extension`].
+    pub fn begin(&self, socket_execution: &str, bearer: &str, request: &CallRequest) -> Result<Begun, Refusal> {
         let call = Call {
             socket_execution,
             request,
@@ -40,9 +130,17 @@ impl Toolbelt {
             started: self.clock.now(),
         };
         let config = self.config.get();
-        let served = self.store.write(|tx| -> Result<Value, Failed> {
-            let authority = checks::authorize(tx, &config, socket_execution, bearer, request, call.started)?;
-            if let Some(answer) = replay::lookup(tx, &authority, request, &call.input_hash)? {
+        let begun = self.store.write(|tx| -> Result<Begun, Failed> {
+            let authority = checks::authorize(
+                tx,
+                &config,
+                &self.registry,
+                socket_execution,
+                bearer,
+                request,
+                call.started,
+            )?;
+            if let Some(replayed) = replay::lookup(tx, &authority, request, &call.input_hash)? {
                 audit::record(
                     tx,
                     &call,
@@ -51,44 +149,126 @@ impl Toolbelt {
                     "replayed",
                     self.clock.now(),
                 )?;
-                return Ok(answer);
+                return replayed.map(Begun::Answered).map_err(Failed::from);
             }
-            let called = audit::tool_called(tx, &call, &authority).map_err(Failed::from)?;
-            let output = builtins::run(tx, &config, &authority, request, call.started).map_err(|error| Failed {
-                error,
-                reached: Some(Box::new(authority.clone())),
-            })?;
-            let answer = json!({"operation": request.operation, "output": output});
+            match self.registry.operation(&request.operation) {
+                None => self.run_builtin(tx, &config, &call, &authority).map(Begun::Answered),
+                Some(registered) => {
+                    validate_input(registered, &request.input)
+                        .map_err(|at| Failed::reached(invalid_at(&at), &authority))?;
+                    let called = audit::tool_called(tx, &call, &authority)?;
+                    Ok(Begun::Extension(Box::new(Pending {
+                        socket_execution: socket_execution.to_owned(),
+                        request: request.clone(),
+                        input_hash: call.input_hash.clone(),
+                        started: call.started,
+                        authority,
+                        called,
+                        handler: registered.spec.handler.clone(),
+                    })))
+                }
+            }
+        });
+        begun.map_err(|failed| self.reject(&call, failed))
+    }
+
+    fn run_builtin(&self, tx: &mut dyn Tx, config: &Snapshot, call: &Call<'_>, a: &Authority) -> Result<Value, Failed> {
+        let called = audit::tool_called(tx, call, a)?;
+        let output = builtins::run(tx, config, a, call.request, call.started).map_err(|e| Failed::reached(e, a))?;
+        let answer = json!({"operation": call.request.operation, "output": output});
+        self.commit_result(tx, call, a, &called, Ok(&answer))?;
+        Ok(answer)
+    }
+
+    /// Commits an extension handler's result after passing the lease guard again: its translated
+    /// emissions, `agent.toolReturned`, the replay record and the audit record. A handler's refusal is
+    /// committed too (and replayed to a retry), then answered `422` with its code and message.
+    pub fn finish(&self, pending: Pending, result: Result<HandlerOutput, OperationError>) -> Result<Value, Refusal> {
+        let call = pending.call();
+        let config = self.config.get();
+        let finished = self.store.write(|tx| -> Result<Result<Value, Refusal>, Failed> {
             let now = self.clock.now();
-            audit::tool_returned(tx, &call, &authority, &called, "ok", now)?;
-            replay::store(tx, &authority, request, &call.input_hash, &answer, now)?;
-            audit::record(tx, &call, Some(&authority), AuditKind::Called, "ok", now)?;
+            let fenced = |e: HostError| Failed {
+                called: Some(Box::new(pending.called.clone())),
+                ..Failed::reached(e, &pending.authority)
+            };
+            let a = checks::lease_guard(tx, pending.authority.token.clone(), now).map_err(fenced)?;
+            let answer = match result {
+                Ok(out) => {
+                    for (i, emission) in out.emit.into_iter().enumerate() {
+                        let delivery = call
+                            .request
+                            .request_id
+                            .as_ref()
+                            .map(|r| format!("{}/{r}/emit/{i}", a.execution.id));
+                        builtins::emit(tx, &config, &a, emission, delivery, now).map_err(fenced)?;
+                    }
+                    Ok(json!({"operation": call.request.operation, "output": out.output}))
+                }
+                Err(e) => Err(Refusal::operation(&e.code, e.message)),
+            };
+            self.commit_result(tx, &call, &a, &pending.called, answer.as_ref())?;
             Ok(answer)
         });
-        served.map_err(|failed| self.reject(&call, failed))
+        finished.map_err(|failed| self.reject(&call, failed))?
+    }
+
+    /// The records of a call that reached its operation, in the transaction of its effect.
+    fn commit_result(
+        &self,
+        tx: &mut dyn Tx,
+        call: &Call<'_>,
+        a: &Authority,
+        called: &Event,
+        answer: Result<&Value, &Refusal>,
+    ) -> Result<(), Failed> {
+        let now = self.clock.now();
+        let (status, kind, result) = match answer {
+            Ok(_) => ("ok", AuditKind::Called, "ok"),
+            Err(refusal) => ("error", AuditKind::Rejected, refusal.wire_code()),
+        };
+        audit::tool_returned(tx, call, a, called, status, now)?;
+        replay::store(tx, a, call.request, &call.input_hash, answer, now)?;
+        audit::record(tx, call, Some(a), kind, result, now)?;
+        Ok(())
     }
 
     /// Records a refused call (and, when it reached its operation, its call and return on the Work's
-    /// log) and answers the refusal.
+    /// log) in a transaction of its own, and answers the refusal.
     fn reject(&self, call: &Call<'_>, failed: Failed) -> Refusal {
         let refusal = failed.error.refusal();
         if matches!(failed.error, HostError::Store(_)) {
             // Storage trouble: a record would likely fail too; the caller gets `internal`.
             return refusal;
         }
-        let result = refusal.code.as_str();
         let written = self.store.write(|tx| -> Result<(), HostError> {
-            let now: Timestamp = self.clock.now();
+            let now = self.clock.now();
             if let Some(authority) = &failed.reached {
-                let called = audit::tool_called(tx, call, authority)?;
+                let called = match &failed.called {
+                    Some(called) => (**called).clone(),
+                    None => audit::tool_called(tx, call, authority)?,
+                };
                 audit::tool_returned(tx, call, authority, &called, "error", now)?;
             }
-            audit::record(tx, call, failed.reached.as_deref(), AuditKind::Rejected, result, now)?;
+            audit::record(
+                tx,
+                call,
+                failed.reached.as_deref(),
+                AuditKind::Rejected,
+                refusal.wire_code(),
+                now,
+            )?;
             Ok(())
         });
-        if written.is_err() {
-            return Refusal::internal();
+        match written {
+            Ok(()) => refusal,
+            Err(_) => Refusal::internal(),
         }
-        refusal
     }
+}
+
+fn invalid_at(pointer: &str) -> Refusal {
+    let at = if pointer.is_empty() { "/" } else { pointer };
+    Refusal::invalid_input(format!("the operation's input does not match its schema at `{at}`"))
+        .with_remedy("see `os guidance` for each operation's input schema")
 }

@@ -10,11 +10,11 @@
 //!    is the bare `forbidden`, which says nothing of which check failed.
 
 use conduit_config::Snapshot;
-use conduit_core::names::BUILTIN_OPERATIONS;
 use conduit_core::{Execution, ExecutionState, Refusal, Timestamp, TokenRecord, Work, WorkState};
 use conduit_scheduler::HostError;
 use conduit_store::Tx;
 
+use crate::registry::Registry;
 use crate::token::{digest, digests_match};
 use crate::CallRequest;
 
@@ -30,6 +30,7 @@ pub struct Authority {
 pub fn authorize(
     tx: &mut dyn Tx,
     config: &Snapshot,
+    registry: &Registry,
     socket_execution: &str,
     bearer: &str,
     request: &CallRequest,
@@ -37,7 +38,7 @@ pub fn authorize(
 ) -> Result<Authority, HostError> {
     let token = live_token(tx, socket_execution, bearer, now)?;
     check_assertions(&token, request)?;
-    check_allowlist(&token, &request.operation)?;
+    check_allowlist(&token, registry, &request.operation)?;
     if !config.authorize_operation(&token.scope, &request.operation) {
         return Err(Refusal::forbidden().into());
     }
@@ -81,16 +82,16 @@ fn check_assertions(token: &TokenRecord, request: &CallRequest) -> Result<(), Re
     }
 }
 
-fn check_allowlist(token: &TokenRecord, operation: &str) -> Result<(), Refusal> {
-    let declared = BUILTIN_OPERATIONS.contains(&operation);
-    if declared && token.operations.iter().any(|o| o == operation) {
+fn check_allowlist(token: &TokenRecord, registry: &Registry, operation: &str) -> Result<(), Refusal> {
+    if registry.declares(operation) && token.operations.iter().any(|o| o == operation) {
         Ok(())
     } else {
         Err(Refusal::forbidden())
     }
 }
 
-fn lease_guard(tx: &mut dyn Tx, token: TokenRecord, now: Timestamp) -> Result<Authority, HostError> {
+/// Check 5, the lease guard. An extension's results are committed only after passing it again.
+pub fn lease_guard(tx: &mut dyn Tx, token: TokenRecord, now: Timestamp) -> Result<Authority, HostError> {
     let execution = tx.get_execution(&token.execution_id)?.ok_or_else(Refusal::forbidden)?;
     let work = tx.get_work(&token.work_id)?.ok_or_else(Refusal::forbidden)?;
     let holds_lease = execution.state == ExecutionState::Running

@@ -14,6 +14,7 @@ pub mod audit;
 pub mod builtins;
 mod call;
 pub mod checks;
+pub mod registry;
 pub mod replay;
 pub mod sweep;
 pub mod token;
@@ -28,7 +29,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 pub use builtins::{describe_builtins, OperationDescriptor};
+pub use call::{Begun, Pending};
 pub use checks::Authority;
+pub use registry::Registry;
 
 /// A toolbelt call as it arrives on an execution's socket.
 #[derive(Debug, Clone, Deserialize)]
@@ -49,19 +52,40 @@ pub struct Toolbelt {
     store: Arc<dyn Store>,
     config: CurrentConfig,
     clock: Arc<dyn Clock>,
+    registry: Arc<Registry>,
 }
 
 impl Toolbelt {
-    pub fn new(store: Arc<dyn Store>, config: CurrentConfig, clock: Arc<dyn Clock>) -> Toolbelt {
-        Toolbelt { store, config, clock }
+    pub fn new(
+        store: Arc<dyn Store>,
+        config: CurrentConfig,
+        clock: Arc<dyn Clock>,
+        registry: Arc<Registry>,
+    ) -> Toolbelt {
+        Toolbelt {
+            store,
+            config,
+            clock,
+            registry,
+        }
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     /// The agent guidance of the token's granted operations.
     pub fn guidance(&self, socket_execution: &str, bearer: &str) -> Result<Value, Refusal> {
         let token = self.identify(socket_execution, bearer)?;
+        let extensions = self.registry.operations().map(|r| OperationDescriptor {
+            name: r.spec.name.clone(),
+            summary: r.spec.summary.clone(),
+            input_schema: r.spec.input_schema.clone(),
+        });
         let operations: Vec<OperationDescriptor> = describe_builtins()
             .into_iter()
-            .filter(|d| token.operations.iter().any(|o| o == d.name))
+            .chain(extensions)
+            .filter(|d| token.operations.contains(&d.name))
             .collect();
         Ok(json!({
             "guidance": builtins::GUIDANCE,

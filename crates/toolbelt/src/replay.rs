@@ -8,19 +8,20 @@ use serde_json::Value;
 use crate::checks::Authority;
 use crate::CallRequest;
 
-/// The committed answer of an earlier call with this request id, for the same execution and
-/// operation; `request_conflict` when that call's input differed.
+/// The committed result of an earlier call with this request id, for the same execution and
+/// operation (an answer, or an operation's refusal); `request_conflict` when that call's input
+/// differed.
 pub fn lookup(
     tx: &mut dyn Tx,
     a: &Authority,
     request: &CallRequest,
     input_hash: &str,
-) -> Result<Option<Value>, HostError> {
+) -> Result<Option<Result<Value, Refusal>>, HostError> {
     let Some(request_id) = &request.request_id else {
         return Ok(None);
     };
     match tx.get_request(&a.execution.id, &request.operation, request_id)? {
-        Some(record) if record.body_hash == input_hash => Ok(Some(record.response)),
+        Some(record) if record.body_hash == input_hash => Ok(Some(stored_result(record))),
         Some(_) => Err(Refusal::new(
             ErrorCode::RequestConflict,
             "this request id was already used with a different input",
@@ -31,25 +32,40 @@ pub fn lookup(
     }
 }
 
-/// Records the committed answer of a call made with a request id.
+fn stored_result(record: RequestRecord) -> Result<Value, Refusal> {
+    if record.status == 200 {
+        return Ok(record.response);
+    }
+    let text = |field: &str| record.response[field].as_str().unwrap_or_default().to_owned();
+    Err(Refusal::operation(&text("error"), text("message")))
+}
+
+/// Records the committed result of a call made with a request id.
 pub fn store(
     tx: &mut dyn Tx,
     a: &Authority,
     request: &CallRequest,
     input_hash: &str,
-    answer: &Value,
+    answer: Result<&Value, &Refusal>,
     now: Timestamp,
 ) -> Result<(), HostError> {
     let Some(request_id) = &request.request_id else {
         return Ok(());
+    };
+    let (status, response) = match answer {
+        Ok(value) => (200, value.clone()),
+        Err(refusal) => (
+            refusal.code.http_status(),
+            serde_json::to_value(refusal).unwrap_or_default(),
+        ),
     };
     tx.insert_request(&RequestRecord {
         execution_id: a.execution.id.clone(),
         operation: request.operation.clone(),
         request_id: request_id.clone(),
         body_hash: input_hash.to_owned(),
-        status: 200,
-        response: answer.clone(),
+        status,
+        response,
         created_at: now,
     })?;
     Ok(())

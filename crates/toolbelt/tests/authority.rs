@@ -1,97 +1,15 @@
 //! The toolbelt's ordered checks and builtins, in process against a real SQLite file. Each security
 //! rule has a row that fails if the rule is removed.
 
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+mod common;
 
-use conduit_config::{default_config_json, parse, CurrentConfig, Snapshot};
-use conduit_core::{Clock, Duration, ErrorCode, OperatorRecord, Role, Source, Timestamp};
-use conduit_scheduler::{adopt, claim_next, create_work, Claim, NewWork, LEASE};
-use conduit_store::{new_id, SqliteStore, Store};
+use common::*;
+use conduit_config::default_config_json;
+use conduit_core::{Duration, ErrorCode, OperatorRecord, Role, Source, Timestamp};
+use conduit_scheduler::{adopt, Claim, LEASE};
+use conduit_store::new_id;
 use conduit_toolbelt::token::{digest, issue};
-use conduit_toolbelt::{CallRequest, Toolbelt};
 use serde_json::{json, Value};
-
-const T0: Timestamp = Timestamp(1_700_000_000_000);
-
-struct Harness {
-    dir: tempfile::TempDir,
-    store: Arc<dyn Store>,
-    config: CurrentConfig,
-    clock: Arc<ManualClock>,
-    toolbelt: Toolbelt,
-}
-
-/// A clock the test sets.
-struct ManualClock(AtomicI64);
-
-impl Clock for ManualClock {
-    fn now(&self) -> Timestamp {
-        Timestamp(self.0.load(Ordering::SeqCst))
-    }
-}
-
-fn config(text: &str) -> Snapshot {
-    parse(text.as_bytes()).unwrap().at_generation(1)
-}
-
-impl Harness {
-    fn new(config_text: &str) -> Harness {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).unwrap());
-        let config = CurrentConfig::new(config(config_text));
-        let clock = Arc::new(ManualClock(AtomicI64::new(T0.0)));
-        let toolbelt = Toolbelt::new(store.clone(), config.clone(), clock.clone());
-        Harness {
-            dir,
-            store,
-            config,
-            clock,
-            toolbelt,
-        }
-    }
-
-    /// Creates Work in `setup`/`shell`, claims it and issues its token.
-    fn attempt(&self) -> (Claim, String) {
-        let config = self.config.get();
-        self.store
-            .write(|tx| {
-                let new = NewWork {
-                    scope: "setup".into(),
-                    binding: "shell".into(),
-                    input: json!({"x": 1}),
-                    keys: vec![],
-                    parent_work: None,
-                    source: Source::Manual,
-                    actor: None,
-                    id_seed: None,
-                };
-                create_work(tx, &config, new, None, T0)?;
-                let claim = claim_next(tx, &config, "owner", T0)?.unwrap();
-                let ops = config.granted_operations("setup", "shell");
-                let token = issue(tx, &claim.execution, &claim.work, ops, None, T0)?;
-                Ok::<_, conduit_scheduler::HostError>((claim, token))
-            })
-            .unwrap()
-    }
-
-    fn call_at(&self, claim: &Claim, token: &str, request: Value, now: Timestamp) -> Result<Value, ErrorCode> {
-        let request: CallRequest = serde_json::from_value(request).unwrap();
-        self.clock.0.store(now.0, Ordering::SeqCst);
-        self.toolbelt
-            .call(&claim.execution.id, token, &request)
-            .map(|v| v["output"].clone())
-            .map_err(|r| r.code)
-    }
-
-    fn call(&self, claim: &Claim, token: &str, operation: &str, input: Value) -> Result<Value, ErrorCode> {
-        self.call_at(claim, token, json!({"operation": operation, "input": input}), T0)
-    }
-}
-
-fn default_harness() -> Harness {
-    Harness::new(default_config_json())
-}
 
 #[test]
 fn a_live_token_reads_its_context() {

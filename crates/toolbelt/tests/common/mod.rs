@@ -1,0 +1,124 @@
+//! The in-process toolbelt harness: a real SQLite file, a configuration, a clock the test sets.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use conduit_config::{default_config_json, parse_with, CurrentConfig, Snapshot};
+use conduit_core::{Clock, ErrorCode, Refusal, Source, Timestamp};
+use conduit_scheduler::{claim_next, create_work, Claim, NewWork};
+use conduit_store::{SqliteStore, Store};
+use conduit_toolbelt::token::issue;
+use conduit_toolbelt::{CallRequest, Registry, Toolbelt};
+use serde_json::{json, Value};
+
+pub const T0: Timestamp = Timestamp(1_700_000_000_000);
+
+pub struct Harness {
+    pub dir: tempfile::TempDir,
+    pub store: Arc<dyn Store>,
+    pub config: CurrentConfig,
+    pub clock: Arc<ManualClock>,
+    pub toolbelt: Toolbelt,
+    pub registry: Arc<Registry>,
+}
+
+/// A clock the test sets.
+pub struct ManualClock(pub AtomicI64);
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        Timestamp(self.0.load(Ordering::SeqCst))
+    }
+}
+
+impl Harness {
+    pub fn new(config_text: &str) -> Harness {
+        Harness::with_registry(config_text, Registry::default())
+    }
+
+    pub fn with_registry(config_text: &str, registry: Registry) -> Harness {
+        let registry = Arc::new(registry);
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).unwrap());
+        let snapshot = parse_with(config_text.as_bytes(), &registry.config_registry())
+            .unwrap()
+            .at_generation(1);
+        let config = CurrentConfig::new(snapshot);
+        let clock = Arc::new(ManualClock(AtomicI64::new(T0.0)));
+        let toolbelt = Toolbelt::new(store.clone(), config.clone(), clock.clone(), registry.clone());
+        Harness {
+            dir,
+            store,
+            config,
+            clock,
+            toolbelt,
+            registry,
+        }
+    }
+
+    /// Parses a configuration against this harness's registry.
+    pub fn snapshot(&self, text: &str) -> Snapshot {
+        parse_with(text.as_bytes(), &self.registry.config_registry())
+            .unwrap()
+            .at_generation(1)
+    }
+
+    /// Creates Work in `setup`/`shell`, claims it and issues its token.
+    pub fn attempt(&self) -> (Claim, String) {
+        let config = self.config.get();
+        self.store
+            .write(|tx| {
+                let new = NewWork {
+                    scope: "setup".into(),
+                    binding: "shell".into(),
+                    input: json!({"x": 1}),
+                    keys: vec![],
+                    parent_work: None,
+                    source: Source::Manual,
+                    actor: None,
+                    id_seed: None,
+                };
+                create_work(tx, &config, new, None, T0)?;
+                let claim = claim_next(tx, &config, "owner", T0)?.unwrap();
+                let ops = config.granted_operations("setup", "shell");
+                let token = issue(tx, &claim.execution, &claim.work, ops, None, T0)?;
+                Ok::<_, conduit_scheduler::HostError>((claim, token))
+            })
+            .unwrap()
+    }
+
+    pub fn set_time(&self, now: Timestamp) {
+        self.clock.0.store(now.0, Ordering::SeqCst);
+    }
+
+    /// A whole call (an extension's handler awaited in between), answering the output or the refusal.
+    pub fn request_at(&self, claim: &Claim, token: &str, request: Value, now: Timestamp) -> Result<Value, Refusal> {
+        let request: CallRequest = serde_json::from_value(request).unwrap();
+        self.set_time(now);
+        block_on(self.toolbelt.call(&claim.execution.id, token, &request)).map(|v| v["output"].clone())
+    }
+
+    pub fn call_at(&self, claim: &Claim, token: &str, request: Value, now: Timestamp) -> Result<Value, ErrorCode> {
+        self.request_at(claim, token, request, now).map_err(|r| r.code)
+    }
+
+    pub fn call(&self, claim: &Claim, token: &str, operation: &str, input: Value) -> Result<Value, ErrorCode> {
+        self.call_at(claim, token, json!({"operation": operation, "input": input}), T0)
+    }
+}
+
+pub fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+pub fn default_harness() -> Harness {
+    Harness::new(default_config_json())
+}
+
+pub fn config(text: &str) -> Snapshot {
+    conduit_config::parse(text.as_bytes()).unwrap().at_generation(1)
+}
