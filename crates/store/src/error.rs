@@ -7,6 +7,8 @@ pub enum StoreError {
     Corrupt(String),
     #[error("the correlation key is already owned")]
     KeyTaken,
+    #[error("the write-ahead log could not be synced: {0}")]
+    Wal(String),
     #[error("transaction rolled back")]
     RolledBack,
     #[error("the store schema version {found} is newer than this release ({supported})")]

@@ -25,13 +25,23 @@ impl Daemon {
     /// Starts a daemon with the given configuration JSON (or the built-in default) and waits until
     /// it answers `health`.
     pub fn start(config: Option<&str>) -> Daemon {
+        match config {
+            Some(text) => Daemon::start_with(|_| text.to_owned()),
+            None => Daemon::launched(tempfile::tempdir().unwrap(), None),
+        }
+    }
+
+    /// Starts a daemon whose configuration is built from its scratch directory (for commands that
+    /// publish into it).
+    pub fn start_with(config: impl FnOnce(&Path) -> String) -> Daemon {
         let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("config.json");
+        std::fs::write(&path, config(tmp.path())).unwrap();
+        Daemon::launched(tmp, Some(path))
+    }
+
+    fn launched(tmp: tempfile::TempDir, config: Option<PathBuf>) -> Daemon {
         let state = tmp.path().join("state");
-        let config = config.map(|text| {
-            let path = tmp.path().join("config.json");
-            std::fs::write(&path, text).unwrap();
-            path
-        });
         let mut daemon = Daemon {
             tmp,
             state,

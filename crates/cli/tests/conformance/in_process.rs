@@ -1,0 +1,136 @@
+//! The toolbelt in process: a real SQLite file, the same rules the daemon runs, no sockets.
+
+use std::sync::Arc;
+
+use conduit_config::{parse, CurrentConfig};
+use conduit_core::{Clock, OperatorRecord, Role, Source, Timestamp};
+use conduit_scheduler::{adopt, claim_next, create_work, NewWork};
+use conduit_server::SystemClock;
+use conduit_store::{new_id, SqliteStore, Store};
+use conduit_toolbelt::token::{digest, generate, issue};
+use conduit_toolbelt::{CallRequest, Toolbelt};
+use serde_json::{json, Value};
+
+use super::{suite_config, Attempt, Target};
+
+pub struct InProcess {
+    dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    config: CurrentConfig,
+    toolbelt: Toolbelt,
+    operator: String,
+}
+
+impl InProcess {
+    pub fn new() -> InProcess {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).unwrap());
+        let text = suite_config(&["true".to_owned()]);
+        let config = CurrentConfig::new(parse(text.as_bytes()).unwrap().at_generation(1));
+        let toolbelt = Toolbelt::new(store.clone(), config.clone(), Arc::new(SystemClock), Arc::default());
+        let operator = generate();
+        let record = OperatorRecord {
+            id: new_id(),
+            name: "local".into(),
+            role: Role::Admin,
+            digest: digest(&operator),
+            created_at: now(),
+            revoked_at: None,
+        };
+        store.write(|tx| tx.insert_operator(&record)).unwrap();
+        InProcess {
+            dir,
+            store,
+            config,
+            toolbelt,
+            operator,
+        }
+    }
+}
+
+fn now() -> Timestamp {
+    SystemClock.now()
+}
+
+fn answer(result: Result<Value, conduit_core::Refusal>) -> (u16, Value) {
+    match result {
+        Ok(value) => (200, value),
+        Err(refusal) => (refusal.code.http_status(), serde_json::to_value(&refusal).unwrap()),
+    }
+}
+
+impl Target for InProcess {
+    fn attempt(&self, binding: &str) -> Attempt {
+        let config = self.config.get();
+        let (claim, token) = self
+            .store
+            .write(|tx| {
+                let new = NewWork {
+                    scope: "suite".into(),
+                    binding: binding.into(),
+                    input: json!({}),
+                    keys: vec![],
+                    parent_work: None,
+                    source: Source::Manual,
+                    actor: None,
+                    id_seed: None,
+                };
+                create_work(tx, &config, new, None, now())?;
+                let claim = claim_next(tx, &config, "in-process", now())?.unwrap();
+                let ops = config.granted_operations("suite", binding);
+                let token = issue(tx, &claim.execution, &claim.work, ops, None, now())?;
+                Ok::<_, conduit_scheduler::HostError>((claim, token))
+            })
+            .unwrap();
+        Attempt {
+            endpoint: claim.execution.id.clone(),
+            execution_id: claim.execution.id,
+            work_id: claim.work.id,
+            token,
+        }
+    }
+
+    fn call(&self, on: &Attempt, token: &str, body: Value) -> (u16, Value) {
+        let request: CallRequest = serde_json::from_value(body).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        answer(runtime.block_on(self.toolbelt.call(&on.endpoint, token, &request)))
+    }
+
+    fn guidance(&self, on: &Attempt, token: &str) -> (u16, Value) {
+        answer(self.toolbelt.guidance(&on.endpoint, token))
+    }
+
+    fn operator_token(&self) -> String {
+        self.operator.clone()
+    }
+
+    fn events(&self, work: &str) -> Vec<Value> {
+        let events = self.store.read(|tx| tx.list_events(Some(work), 1000)).unwrap();
+        events.iter().map(|e| serde_json::to_value(e).unwrap()).collect()
+    }
+
+    fn supersede(&self, attempt: &Attempt) -> String {
+        let config = self.config.get();
+        self.store
+            .write(|tx| {
+                let claim = adopt(tx, &attempt.execution_id, "in-process-2", now())?.unwrap();
+                let ops = config.granted_operations("suite", &claim.work.binding);
+                Ok::<_, conduit_scheduler::HostError>(issue(tx, &claim.execution, &claim.work, ops, None, now())?)
+            })
+            .unwrap()
+    }
+
+    fn store_bytes(&self) -> Vec<u8> {
+        store_files(self.dir.path())
+    }
+}
+
+/// Every byte of the SQLite files (database, WAL, shared memory) in `dir`.
+pub fn store_files(dir: &std::path::Path) -> Vec<u8> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("store.db"))
+        .flat_map(|e| std::fs::read(e.path()).unwrap_or_default())
+        .collect()
+}

@@ -1,0 +1,104 @@
+//! Group commit: many commits, one fsync.
+//!
+//! The connection runs with `synchronous=NORMAL`, so a commit writes its WAL frames without waiting
+//! for the disk. Before a write is acknowledged, its caller waits until an fsync of the WAL file that
+//! started after its commit has finished. Callers that commit while one fsync runs share the next one:
+//! the first to find no fsync running leads it, the rest wait for its result. SQLite itself syncs the
+//! WAL before every checkpoint and the database after it, so what the fsync covers stays covered.
+
+use std::fs::File;
+use std::sync::{Condvar, Mutex};
+
+#[derive(Default)]
+struct Progress {
+    /// Commits made, in commit order.
+    committed: u64,
+    /// Commits known to be on disk.
+    synced: u64,
+    /// Whether a caller is running an fsync now.
+    syncing: bool,
+    /// The last fsync failed: nothing after it can be acknowledged.
+    failed: bool,
+}
+
+pub struct GroupSync {
+    wal: File,
+    progress: Mutex<Progress>,
+    synced: Condvar,
+}
+
+impl GroupSync {
+    pub fn new(wal: File) -> GroupSync {
+        GroupSync {
+            wal,
+            progress: Mutex::default(),
+            synced: Condvar::new(),
+        }
+    }
+
+    /// Records a commit; call it while still holding the connection, so tickets follow commit order.
+    pub fn committed(&self) -> u64 {
+        let mut p = self.lock();
+        p.committed += 1;
+        p.committed
+    }
+
+    /// Waits until commit `ticket` is on disk, leading an fsync when none is running.
+    pub fn wait_durable(&self, ticket: u64) -> std::io::Result<()> {
+        let mut p = self.lock();
+        loop {
+            if p.failed {
+                return Err(std::io::Error::other("an earlier fsync of the write-ahead log failed"));
+            }
+            if p.synced >= ticket {
+                return Ok(());
+            }
+            if p.syncing {
+                p = self.synced.wait(p).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            p.syncing = true;
+            let target = p.committed;
+            drop(p);
+            let result = self.wal.sync_data();
+            p = self.lock();
+            p.syncing = false;
+            match result {
+                Ok(()) => p.synced = p.synced.max(target),
+                Err(_) => p.failed = true,
+            }
+            self.synced.notify_all();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
+        self.progress.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn concurrent_commits_are_all_acknowledged_once_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = File::create(dir.path().join("wal")).unwrap();
+        let sync = Arc::new(GroupSync::new(file));
+        let threads: Vec<_> = (0..16)
+            .map(|_| {
+                let sync = sync.clone();
+                std::thread::spawn(move || {
+                    let ticket = sync.committed();
+                    sync.wait_durable(ticket).unwrap();
+                    ticket
+                })
+            })
+            .collect();
+        let mut tickets: Vec<u64> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        tickets.sort();
+        assert_eq!(tickets, (1..=16).collect::<Vec<_>>());
+        assert_eq!(sync.lock().synced, 16);
+    }
+}
