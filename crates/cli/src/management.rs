@@ -132,6 +132,11 @@ pub fn list_executions(work: Option<&str>) -> Request {
     get_with_query("/v1/executions", &[("work", work)])
 }
 
+/// `GET /v1/audit`: toolbelt call records, optionally of one execution.
+pub fn list_audit(execution: Option<&str>) -> Request {
+    get_with_query("/v1/audit", &[("execution", execution)])
+}
+
 fn post(path: &str, body: Value) -> Request {
     Request::Post {
         path: path.to_owned(),
@@ -176,6 +181,7 @@ mod tests {
             (list_events(Some("w:1")), get("/v1/events?work=w%3A1")),
             (event_chain("e/1"), get("/v1/events/e%2F1/chain")),
             (list_executions(None), get("/v1/executions")),
+            (list_audit(Some("x/1")), get("/v1/audit?execution=x%2F1")),
         ] {
             assert_eq!(request, expected);
         }

@@ -30,6 +30,15 @@ const EXECUTION_COLUMNS: [(&str, &str); 6] = [
     ("OUTCOME", "/outcome/status"),
 ];
 
+const AUDIT_COLUMNS: [(&str, &str); 6] = [
+    ("AT", "/at"),
+    ("KIND", "/kind"),
+    ("OPERATION", "/operation"),
+    ("RESULT", "/result"),
+    ("EXECUTION", "/execution_id"),
+    ("MS", "/duration_ms"),
+];
+
 /// `GET /v1/health`: `up (version V, generation G)`.
 pub fn health(answer: &Value) -> String {
     format!(
@@ -86,6 +95,10 @@ pub fn event_chain(answer: &Value) -> String {
 
 pub fn execution_table(answer: &Value) -> String {
     list(answer, &EXECUTION_COLUMNS)
+}
+
+pub fn audit_table(answer: &Value) -> String {
+    list(answer, &AUDIT_COLUMNS)
 }
 
 /// A toolbelt answer's `output.event_id`.

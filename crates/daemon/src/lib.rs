@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use conduit_config::CurrentConfig;
+use conduit_core::Duration;
 use conduit_server::{bind_owner_only, management_router, now, serve, Management, SystemClock};
 use conduit_store::{new_id, SqliteStore, Store};
 use conduit_toolbelt::{Registry, Toolbelt};
@@ -33,6 +34,9 @@ pub struct DaemonOptions {
     /// The directory of the `os` binary put first on every execution's PATH; default: this
     /// executable's own directory.
     pub os_dir: Option<PathBuf>,
+    /// Execution tokens expire after this long (and are rotated while their attempt runs) instead of
+    /// at the attempt deadline.
+    pub token_lifetime: Option<Duration>,
 }
 
 /// Runs the daemon until SIGINT or SIGTERM.
@@ -81,6 +85,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         runs_dir: state.runs_dir(),
         logs_dir: state.logs_dir(),
         os_dir,
+        token_lifetime: options.token_lifetime,
         kick,
         shutdown,
     };

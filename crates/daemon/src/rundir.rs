@@ -51,7 +51,7 @@ impl RunDir {
         create_private_dir(&token_dir)?;
         let workdir = dir.join("work");
         create_private_dir(&workdir)?;
-        let socket = socket_path(&dir, &key)?;
+        let socket = socket_path(&dir, &key, &fallback_base())?;
         Ok(RunDir {
             socket,
             token_file: token_dir.join("token"),
@@ -76,15 +76,20 @@ impl RunDir {
     }
 }
 
-/// `<dir>/toolbelt.sock`, or `/tmp/open-conduit-<uid>/<key>/toolbelt.sock` when that is too long.
-fn socket_path(dir: &Path, key: &str) -> Result<PathBuf, DaemonError> {
+/// Where sockets go when the run directory's path is too long: `/tmp/open-conduit-<uid>`.
+fn fallback_base() -> PathBuf {
+    PathBuf::from(format!("/tmp/open-conduit-{}", rustix::process::geteuid().as_raw()))
+}
+
+/// `<dir>/toolbelt.sock`, or `<base>/<key>/toolbelt.sock` when that is too long. Both fallback
+/// directories must be owner-only.
+fn socket_path(dir: &Path, key: &str, base: &Path) -> Result<PathBuf, DaemonError> {
     let in_place = dir.join("toolbelt.sock");
     if in_place.as_os_str().len() <= MAX_SOCKET_PATH {
         return Ok(in_place);
     }
-    let base = PathBuf::from(format!("/tmp/open-conduit-{}", rustix::process::geteuid().as_raw()));
     let short = base.join(key);
-    for d in [&base, &short] {
+    for d in [base, short.as_path()] {
         create_private_dir(d)?;
         check_private_dir(d)?;
     }
@@ -109,7 +114,8 @@ pub fn remove_stale_runs(runs: &Path, live: &[String]) {
         if !keep.contains(&name) {
             let execution = fs::read_to_string(entry.path().join("execution")).unwrap_or_default();
             let run = RunDir {
-                socket: socket_path(&entry.path(), &name).unwrap_or_else(|_| entry.path().join("toolbelt.sock")),
+                socket: socket_path(&entry.path(), &name, &fallback_base())
+                    .unwrap_or_else(|_| entry.path().join("toolbelt.sock")),
                 token_file: PathBuf::new(),
                 workdir: PathBuf::new(),
                 dir: entry.path(),
@@ -156,6 +162,29 @@ mod tests {
         );
         assert!(run.socket.as_os_str().len() <= MAX_SOCKET_PATH);
         run.remove();
+    }
+
+    #[test]
+    fn an_unsafe_fallback_directory_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("fallback");
+        fs::create_dir(&base).unwrap();
+        fs::set_permissions(&base, fs::Permissions::from_mode(0o777)).unwrap();
+        let deep = tmp.path().join("d".repeat(100));
+        assert!(matches!(
+            socket_path(&deep, "k", &base),
+            Err(DaemonError::UnsafeDirectory { .. })
+        ));
+    }
+
+    #[test]
+    fn a_path_too_long_even_in_the_fallback_names_the_fix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("b".repeat(100));
+        let deep = tmp.path().join("d".repeat(100));
+        let err = socket_path(&deep, "k", &base).unwrap_err().to_string();
+        assert!(err.contains("shorter --state"), "{err}");
     }
 
     #[test]

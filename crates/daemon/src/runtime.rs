@@ -6,7 +6,7 @@ use std::time::Duration as StdDuration;
 
 use conduit_config::{CurrentConfig, Snapshot};
 use conduit_core::execution::SegmentEnd;
-use conduit_core::{Execution, ExecutionState, Timestamp};
+use conduit_core::{Duration, Execution, ExecutionState, Timestamp};
 use conduit_scheduler::{
     adopt, claim_next, complete, fire_due_timers, record_pid, renew_lease, Claim, HostError, LEASE,
 };
@@ -21,6 +21,8 @@ use crate::shell::{self, is_alive, kill_group, Launch};
 
 /// How often the loop looks for due timers and ready Work when nothing wakes it sooner.
 const IDLE_TICK: StdDuration = StdDuration::from_millis(500);
+/// How often a running attempt's lease is renewed.
+const RENEW_EVERY: Duration = Duration(LEASE.0 / 3);
 /// How often the retention pass runs.
 const SWEEP_EVERY: StdDuration = StdDuration::from_secs(3600);
 /// How often an adopted process (not our child) is checked for exit.
@@ -36,8 +38,16 @@ pub struct Runtime {
     pub runs_dir: PathBuf,
     pub logs_dir: PathBuf,
     pub os_dir: PathBuf,
+    /// A token lifetime shorter than the attempt deadline; tokens are then rotated while it runs.
+    pub token_lifetime: Option<Duration>,
     pub kick: Arc<Notify>,
     pub shutdown: watch::Receiver<bool>,
+}
+
+/// The token an attempt currently holds.
+struct Issued {
+    plaintext: String,
+    expires_at: Timestamp,
 }
 
 /// How an attempt's process is watched: our own child, or one adopted from an earlier daemon.
@@ -119,7 +129,7 @@ impl Runtime {
         &self,
         take: impl FnOnce(&mut dyn Tx, &Snapshot, Timestamp) -> Result<Option<Claim>, HostError> + Send + 'static,
     ) -> Result<Option<(Claim, String)>, HostError> {
-        let config = self.config.get();
+        let (config, lifetime) = (self.config.get(), self.token_lifetime);
         self.db(move |s| {
             s.write(|tx| {
                 let at = now();
@@ -127,7 +137,7 @@ impl Runtime {
                     return Ok(None);
                 };
                 let ops = config.granted_operations(&claim.work.scope, &claim.work.binding);
-                let token = token::issue(tx, &claim.execution, &claim.work, ops, None, at)?;
+                let token = token::issue(tx, &claim.execution, &claim.work, ops, lifetime, at)?;
                 Ok(Some((claim, token)))
             })
         })
@@ -194,7 +204,11 @@ impl Runtime {
         tokio::spawn(serve(socket, router, async move {
             let _ = socket_stopped.await;
         }));
-        let end = self.watch(&execution, &run, process).await;
+        let issued = Issued {
+            expires_at: token::expiry(&execution, self.token_lifetime, now()),
+            plaintext: token,
+        };
+        let end = self.watch(&execution, &run, process, issued).await;
         let _ = stop_socket.send(());
         match end {
             Some(end) => self.finish(&id, end, Some(&run)).await,
@@ -212,7 +226,13 @@ impl Runtime {
 
     /// Watches the process until it ends (returning how), renewing the lease and enforcing the
     /// deadline; `None` when the daemon shuts down first.
-    async fn watch(&self, execution: &Execution, run: &RunDir, process: Process) -> Option<SegmentEnd> {
+    async fn watch(
+        &self,
+        execution: &Execution,
+        run: &RunDir,
+        process: Process,
+        mut token: Issued,
+    ) -> Option<SegmentEnd> {
         let mut child = None;
         let pid = match process {
             Process::Adopted(pid) => pid,
@@ -231,7 +251,7 @@ impl Runtime {
             },
         };
         let deadline = tokio::time::Instant::now() + until(execution.deadline_at);
-        let mut renew = tokio::time::interval(StdDuration::from_millis((LEASE.0 / 3) as u64));
+        let mut renew = tokio::time::interval(StdDuration::from_millis(RENEW_EVERY.0 as u64));
         renew.tick().await;
         let mut shutdown = self.shutdown.clone();
         loop {
@@ -246,6 +266,7 @@ impl Runtime {
                         kill_group(pid);
                         return Some(SegmentEnd::Killed);
                     }
+                    self.rotate_if_due(run, &mut token).await;
                 }
                 _ = tokio::time::sleep_until(deadline) => {
                     tracing::warn!(execution = %execution.id, "attempt deadline passed; killing its process group");
@@ -267,6 +288,28 @@ impl Runtime {
             os_dir: &self.os_dir,
             log: &shell::log_path(&self.logs_dir, &execution.id),
         })
+    }
+
+    /// With a token lifetime shorter than the attempt, rotates the token once it is within two renewal
+    /// periods of expiring: a successor with the same pinned grant, written to the token file by
+    /// rename, so the process's next call reads it. The old token stays valid until it expires.
+    async fn rotate_if_due(&self, run: &RunDir, token: &mut Issued) {
+        let Some(lifetime) = self.token_lifetime else { return };
+        if now().plus(Duration(2 * RENEW_EVERY.0)) < token.expires_at {
+            return;
+        }
+        let current = token.plaintext.clone();
+        let rotated = self
+            .db(move |s| Ok(s.write(|tx| token::rotate(tx, &current, Some(lifetime), now()))?))
+            .await;
+        match rotated {
+            Ok(Some((plaintext, expires_at))) => match run.write_token(&plaintext) {
+                Ok(()) => *token = Issued { plaintext, expires_at },
+                Err(e) => tracing::warn!(error = %e, "could not write the rotated token"),
+            },
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "could not rotate the token"),
+        }
     }
 
     async fn renew(&self, execution: &Execution) -> bool {

@@ -41,6 +41,7 @@ pub fn management_router(state: Management) -> Router {
         .route("/v1/events/{id}/chain", get(chain))
         .route("/v1/executions", get(list_executions))
         .route("/v1/executions/{id}", get(get_execution))
+        .route("/v1/audit", get(list_audit))
         .fallback(not_found)
         .with_state(state)
 }
@@ -243,6 +244,21 @@ async fn list_executions(State(s): State<Management>, headers: HeaderMap, Query(
 
 async fn get_execution(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
     read(&s, &headers, move |tx| found(tx.get_execution(&id)?, "execution")).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ByExecution {
+    execution: Option<String>,
+}
+
+const AUDIT_PAGE: usize = 1000;
+
+async fn list_audit(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ByExecution>) -> Answer {
+    read(&s, &headers, move |tx| {
+        Ok(json!({ "items": tx.list_audit(q.execution.as_deref(), AUDIT_PAGE)? }))
+    })
+    .await
 }
 
 /// Authenticates an operator, then answers `200` with what `f` reads in one read transaction.

@@ -37,7 +37,7 @@ pub fn issue(
 ) -> Result<String, StoreError> {
     tx.revoke_tokens_below(&work.id, execution.epoch, now)?;
     let plaintext = generate();
-    let expires_at = lifetime.map_or(execution.deadline_at, |l| now.plus(l).min(execution.deadline_at));
+    let expires_at = expiry(execution, lifetime, now);
     tx.insert_token(&TokenRecord {
         id: new_id(),
         digest: digest(&plaintext),
@@ -54,6 +54,33 @@ pub fn issue(
         revoked_at: None,
     })?;
     Ok(plaintext)
+}
+
+/// When a token issued at `now` expires: at the attempt deadline, or sooner with a `lifetime`.
+pub fn expiry(execution: &Execution, lifetime: Option<Duration>, now: Timestamp) -> Timestamp {
+    lifetime.map_or(execution.deadline_at, |l| now.plus(l).min(execution.deadline_at))
+}
+
+/// Issues the successor of a live token, for the same attempt and the same pinned grant, so an
+/// attempt that outlives a short token lifetime keeps its authority. `None` when the current token is
+/// no longer live or its attempt no longer runs at its epoch.
+pub fn rotate(
+    tx: &mut dyn Tx,
+    current: &str,
+    lifetime: Option<Duration>,
+    now: Timestamp,
+) -> Result<Option<(String, Timestamp)>, StoreError> {
+    let Some(token) = tx.token_by_digest(&digest(current))?.filter(|t| t.is_live_at(now)) else {
+        return Ok(None);
+    };
+    let (Some(execution), Some(work)) = (tx.get_execution(&token.execution_id)?, tx.get_work(&token.work_id)?) else {
+        return Ok(None);
+    };
+    if execution.epoch != token.epoch || execution.state != conduit_core::ExecutionState::Running {
+        return Ok(None);
+    }
+    let plaintext = issue(tx, &execution, &work, token.operations, lifetime, now)?;
+    Ok(Some((plaintext, expiry(&execution, lifetime, now))))
 }
 
 #[cfg(test)]

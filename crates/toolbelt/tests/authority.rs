@@ -599,3 +599,41 @@ fn a_live_executions_replay_records_are_kept() {
     let swept = conduit_toolbelt::sweep::sweep(&*h.store, Timestamp(T0.0 + 2 * day)).unwrap();
     assert_eq!(swept.requests, 0);
 }
+
+#[test]
+fn a_rotated_token_keeps_the_pinned_grant_and_expires_with_its_lifetime() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    let lifetime = Some(Duration::from_secs(120));
+    let (next, expires) = h
+        .store
+        .write(|tx| conduit_toolbelt::token::rotate(tx, &token, lifetime, T0))
+        .unwrap()
+        .expect("a live token rotates");
+    assert_eq!(expires, Timestamp(T0.0 + 120_000));
+    let record = h.store.read(|tx| tx.token_by_digest(&digest(&next))).unwrap().unwrap();
+    let first = h.store.read(|tx| tx.token_by_digest(&digest(&token))).unwrap().unwrap();
+    assert_eq!(record.operations, first.operations, "the pinned grant carries over");
+    assert!(h.call(&claim, &next, "read_context", json!({})).is_ok());
+    assert!(
+        h.call(&claim, &token, "read_context", json!({})).is_ok(),
+        "the predecessor lives out its time"
+    );
+    let just_before = Timestamp(expires.0 - 1);
+    let renewed = h
+        .store
+        .write(|tx| conduit_scheduler::renew_lease(tx, &claim.execution.id, 1, "owner", just_before));
+    assert!(renewed.unwrap(), "the lease outlives the token");
+    let read = json!({"operation": "read_context"});
+    assert!(h.call_at(&claim, &next, read.clone(), just_before).is_ok());
+    assert_eq!(
+        h.call_at(&claim, &next, read, expires),
+        Err(ErrorCode::Forbidden),
+        "it expires with its lifetime"
+    );
+    let garbage = h
+        .store
+        .write(|tx| conduit_toolbelt::token::rotate(tx, "garbage", lifetime, T0))
+        .unwrap();
+    assert!(garbage.is_none(), "only a live token has a successor");
+}

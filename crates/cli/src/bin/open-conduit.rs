@@ -58,6 +58,12 @@ enum Command {
     /// List events and trace what caused them
     #[command(subcommand)]
     Events(EventsCommand),
+    /// List the toolbelt's call records: every call, called or rejected, with its result
+    Audit {
+        /// Only the calls of this execution
+        #[arg(long, value_name = "ID")]
+        execution: Option<String>,
+    },
     /// List executions, the attempts at running Work
     #[command(subcommand)]
     Executions(ExecutionsCommand),
@@ -68,6 +74,19 @@ struct DaemonArgs {
     /// Configuration file to load
     #[arg(long, env = "OPEN_CONDUIT_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Expire execution tokens after this long (at least 1m), rotating them while attempts run
+    /// [default: tokens last until the attempt deadline]
+    #[arg(long, env = "OPEN_CONDUIT_TOKEN_LIFETIME", value_name = "DURATION", value_parser = parse_token_lifetime)]
+    token_lifetime: Option<conduit_core::Duration>,
+}
+
+/// A token lifetime: a human duration of at least a minute, so rotation has time to happen.
+fn parse_token_lifetime(text: &str) -> Result<conduit_core::Duration, String> {
+    match conduit_core::Duration::parse(text) {
+        Some(d) if d >= conduit_core::Duration::from_secs(60) => Ok(d),
+        Some(_) => Err("a token lifetime is at least 1m".into()),
+        None => Err("write a duration such as 10m or 1h".into()),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -203,6 +222,7 @@ fn plan(command: Command) -> Plan {
         Command::Executions(ExecutionsCommand::List { work }) => {
             Plan::Call(m::list_executions(work.as_deref()), render::execution_table)
         }
+        Command::Audit { execution } => Plan::Call(m::list_audit(execution.as_deref()), render::audit_table),
     }
 }
 
@@ -212,6 +232,7 @@ fn run_daemon(locations: &Locations, args: DaemonArgs) -> Result<(), Failure> {
         state_dir: locations.state_dir()?,
         config_file: args.config,
         os_dir: None,
+        token_lifetime: args.token_lifetime,
     };
     init_tracing();
     let runtime = tokio::runtime::Builder::new_multi_thread()
