@@ -193,6 +193,11 @@ impl Toolbelt {
                 ..Failed::reached(e, &pending.authority)
             };
             let a = checks::lease_guard(tx, pending.authority.token.clone(), now).map_err(fenced)?;
+            // A concurrent call with the same request id may have committed first: its result stands.
+            if let Some(replayed) = replay::lookup(tx, &a, call.request, &call.input_hash)? {
+                audit::record(tx, &call, Some(&a), AuditKind::Called, "replayed", now)?;
+                return Ok(replayed);
+            }
             let answer = match result {
                 Ok(out) => {
                     for (i, emission) in out.emit.into_iter().enumerate() {

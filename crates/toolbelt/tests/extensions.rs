@@ -339,3 +339,26 @@ fn an_invalid_input_schema_is_refused() {
     let err = Registry::default().register(reg).unwrap_err();
     assert_eq!(err.code, "invalid");
 }
+
+#[test]
+fn two_calls_in_flight_with_one_request_id_answer_the_first_commit() {
+    let (h, notes) = notes_harness();
+    let (claim, token) = h.attempt();
+    let request: CallRequest = serde_json::from_value(add("a", Some("r1"))).unwrap();
+    let begin = || match h.toolbelt.begin(&claim.execution.id, &token, &request).unwrap() {
+        Begun::Extension(pending) => pending,
+        Begun::Answered(_) => panic!("an extension call"),
+    };
+    let (first, second) = (begin(), begin());
+    let (r1, r2) = (block_on(first.run()), block_on(second.run()));
+    let a = h.toolbelt.finish(*first, r1).unwrap();
+    let b = h.toolbelt.finish(*second, r2).unwrap();
+    assert_eq!(a, b, "the second is answered the first's committed result");
+    assert_eq!(
+        notes.runs.load(Ordering::SeqCst),
+        2,
+        "both handlers ran: handlers must be idempotent"
+    );
+    let events = h.store.read(|tx| tx.list_events(Some(&claim.work.id), 100)).unwrap();
+    assert_eq!(events.iter().filter(|e| e.event_type == "notes.added").count(), 1);
+}
