@@ -132,6 +132,38 @@ pub fn list_executions(work: Option<&str>) -> Request {
     get_with_query("/v1/executions", &[("work", work)])
 }
 
+/// `GET /v1/config`: the active generation, secret references redacted.
+pub fn config_show() -> Request {
+    Request::Get("/v1/config".to_owned())
+}
+
+/// `POST /v1/config/validate`: the file's text, validated by the daemon.
+pub fn config_validate(text: String) -> Request {
+    post(
+        "/v1/config/validate",
+        object([("config_text", Some(Value::from(text)))]),
+    )
+}
+
+/// `POST /v1/config/apply`: the file's text, published as the next generation.
+pub fn config_apply(text: String, expected_generation: Option<i64>) -> Request {
+    let body = object([
+        ("config_text", Some(Value::from(text))),
+        ("expected_generation", expected_generation.map(Value::from)),
+    ]);
+    post("/v1/config/apply", body)
+}
+
+/// `POST /v1/config/set`: one value of the active configuration, through apply.
+pub fn config_set(pointer: &str, value: Value, expected_generation: Option<i64>) -> Request {
+    let body = object([
+        ("pointer", Some(Value::from(pointer))),
+        ("value", Some(value)),
+        ("expected_generation", expected_generation.map(Value::from)),
+    ]);
+    post("/v1/config/set", body)
+}
+
 /// `GET /v1/audit`: toolbelt call records, optionally of one execution.
 pub fn list_audit(execution: Option<&str>) -> Request {
     get_with_query("/v1/audit", &[("execution", execution)])

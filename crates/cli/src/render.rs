@@ -97,6 +97,53 @@ pub fn execution_table(answer: &Value) -> String {
     list(answer, &EXECUTION_COLUMNS)
 }
 
+/// A validation: `valid (hash H)` or `invalid`, then one line per diagnostic.
+pub fn checked(answer: &Value) -> String {
+    let verdict = match answer.get("valid").and_then(Value::as_bool) {
+        Some(true) => format!("valid (hash {})", field(answer, "/hash")),
+        _ => "invalid".to_owned(),
+    };
+    [verdict, diagnostics(answer)].join("\n").trim_end().to_owned()
+}
+
+/// The diagnostics of an answer or an envelope, one per line: pointer, code, message and remedy.
+pub fn diagnostics(answer: &Value) -> String {
+    let list = answer.get("diagnostics").and_then(Value::as_array);
+    let line = |d: &Value| {
+        let pointer = match field(d, "/pointer").as_str() {
+            "-" | "" => "/".to_owned(),
+            p => p.to_owned(),
+        };
+        format!(
+            "  {pointer}  {}: {} ({})",
+            field(d, "/code"),
+            field(d, "/message"),
+            field(d, "/remedy")
+        )
+    };
+    list.into_iter().flatten().map(line).collect::<Vec<_>>().join("\n")
+}
+
+/// An apply: the generation now active and whether it changed.
+pub fn applied(answer: &Value) -> String {
+    let generation = field(answer, "/generation");
+    match answer.get("changed").and_then(Value::as_bool) {
+        Some(true) => format!("applied generation {generation} (hash {})", field(answer, "/hash")),
+        _ => format!("unchanged: generation {generation} is already this configuration"),
+    }
+}
+
+/// The active configuration: its generation, then the (redacted) document.
+pub fn config_view(answer: &Value) -> String {
+    let config = answer.get("config").unwrap_or(&Value::Null);
+    format!(
+        "generation {} (hash {})\n{}",
+        field(answer, "/generation"),
+        field(answer, "/hash"),
+        pretty(config)
+    )
+}
+
 pub fn audit_table(answer: &Value) -> String {
     list(answer, &AUDIT_COLUMNS)
 }

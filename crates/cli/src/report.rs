@@ -79,6 +79,16 @@ impl Reporter {
         ExitCode::SUCCESS
     }
 
+    /// Like [`Reporter::finish`] for a validation: its report is printed either way, and an answer
+    /// with `"valid": false` exits 1.
+    pub fn finish_validation(&self, result: Result<Value, Failure>, human: Human) -> ExitCode {
+        let invalid = matches!(&result, Ok(answer) if answer.get("valid") == Some(&Value::Bool(false)));
+        match self.finish(result, human) {
+            code if invalid && code == ExitCode::SUCCESS => ExitCode::from(1),
+            code => code,
+        }
+    }
+
     /// Prints a failure: a refusal's envelope goes to stdout with `--json`, all else to stderr.
     pub fn fail(&self, failure: Failure) -> ExitCode {
         match failure {
@@ -91,11 +101,23 @@ impl Reporter {
                 ExitCode::from(1)
             }
             Failure::Refused {
-                code, message, remedy, ..
+                code,
+                message,
+                remedy,
+                envelope,
             } => {
                 let remedy = remedy.map(|r| format!("\nremedy: {r}")).unwrap_or_default();
                 let prefix = self.refusal_prefix;
-                print(&mut std::io::stderr(), &format!("{prefix}{code}: {message}{remedy}"));
+                let details = crate::render::diagnostics(&envelope);
+                let details = if details.is_empty() {
+                    details
+                } else {
+                    format!("\n{details}")
+                };
+                print(
+                    &mut std::io::stderr(),
+                    &format!("{prefix}{code}: {message}{remedy}{details}"),
+                );
                 ExitCode::from(1)
             }
         }

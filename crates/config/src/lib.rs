@@ -1,14 +1,18 @@
 //! Configuration version 1: strict parsing, validation with diagnostics, and the snapshot the rest of
 //! the host reads.
 //!
-//! Architecture invariant: this crate does no I/O. Callers hand it bytes and get back either a
-//! [`Snapshot`] or every independent [`Diagnostic`]; a diagnostic names a JSON pointer and a code and
-//! never echoes a value from the file.
+//! Architecture invariant: parsing and validation do no I/O. Callers hand them bytes and get back
+//! either a [`Snapshot`] or every independent [`Diagnostic`]; a diagnostic names a JSON pointer and a
+//! code and never echoes a value from the file. The one edge is [`secrets`], the resolver of secret
+//! references, which reads the keyring, a file, the environment or a command's output: call it on a
+//! blocking thread, outside any transaction.
 #![forbid(unsafe_code)]
 
 mod default;
 mod diagnostic;
 mod model;
+mod rules;
+pub mod secrets;
 mod snapshot;
 mod strict;
 mod validate;
@@ -16,6 +20,7 @@ mod validate;
 pub use default::default_config_json;
 pub use diagnostic::{Diagnostic, Severity};
 pub use model::{BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
+pub use rules::{secret_scheme, SECRET_SCHEMES};
 pub use snapshot::{CurrentConfig, Snapshot};
 pub use validate::{parse, parse_with, Registry};
 

@@ -14,6 +14,10 @@ pub struct Config {
     pub scopes: BTreeMap<String, ScopeConfig>,
     #[serde(default)]
     pub limits: Limits,
+    /// Secret names and their references (`keyring:`, `file:`, `env:`, `cmd:`). A reference's text
+    /// never leaves the configuration file: diagnostics, responses and the store see it redacted.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secrets: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,6 +63,9 @@ pub struct BindingConfig {
     /// The playbook the binding starts its turns on, shown to the agent in its context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub playbook: Option<String>,
+    /// Names of secrets (from the top-level `secrets`) its executions receive as environment variables.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
 }
 
 /// The `shell` executor's configuration.

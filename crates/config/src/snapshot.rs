@@ -6,7 +6,7 @@ use conduit_core::names::type_matches;
 use conduit_core::Duration;
 
 use crate::model::{BindingConfig, Config, Limits, ScopeConfig, ShellConfig};
-use crate::validate::shell_config;
+use crate::rules::{secret_scheme, shell_config};
 
 const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3600);
 
@@ -52,6 +52,24 @@ impl Snapshot {
     /// parsing it again yields the same hash.
     pub fn written_json(&self) -> &str {
         &self.written
+    }
+
+    /// The configuration as written with every secret reference replaced by its scheme: what the
+    /// store keeps and what responses show.
+    pub fn redacted_json(&self) -> String {
+        let mut value: serde_json::Value = serde_json::from_str(&self.written).unwrap_or_default();
+        if let Some(secrets) = value.get_mut("secrets").and_then(serde_json::Value::as_object_mut) {
+            for reference in secrets.values_mut() {
+                let scheme = reference.as_str().and_then(secret_scheme).unwrap_or("unknown");
+                *reference = serde_json::Value::String(format!("{scheme}:<redacted>"));
+            }
+        }
+        conduit_core::canonical::canonical_json(&value)
+    }
+
+    /// The reference of a named secret (for the resolver only; never shown).
+    pub fn secret_reference(&self, name: &str) -> Option<&str> {
+        self.config.secrets.get(name).map(String::as_str)
     }
 
     pub fn limits(&self) -> Limits {

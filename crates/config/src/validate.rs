@@ -1,19 +1,15 @@
 //! From bytes to a validated configuration, or every independent diagnostic.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use conduit_core::canonical::{canonical_json, sha256_hex};
-use conduit_core::names::{is_registration_name, is_reserved_type, is_type_pattern, BUILTIN_OPERATIONS};
-use conduit_core::Duration;
+use conduit_core::names::BUILTIN_OPERATIONS;
 use serde_json::Value;
 
 use crate::diagnostic::{push_pointer, Diagnostic};
-use crate::model::{BindingConfig, Config, ScopeConfig, ShellConfig};
+use crate::model::Config;
 use crate::snapshot::Snapshot;
-use crate::{strict, MAX_CONFIG_BYTES};
-
-const SUPPORTED_VERSION: u32 = 1;
-const SHELL_EXECUTOR: &str = "shell";
+use crate::{rules, strict, MAX_CONFIG_BYTES};
 
 /// The operations the running release registers, against which grants are resolved.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -54,8 +50,8 @@ pub fn parse_with(bytes: &[u8], registry: &Registry) -> Result<Snapshot, Vec<Dia
     if !found.is_empty() {
         return Err(sorted(found));
     }
-    let config = typed(value.clone())?;
-    let found = check(&config, registry);
+    let config: Config = typed(value.clone())?;
+    let found = rules::check(&config, registry);
     if !found.is_empty() {
         return Err(sorted(found));
     }
@@ -75,7 +71,7 @@ fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, Vec<Diagnost
 }
 
 /// Turns a serde error into a diagnostic without its text, which may quote a value.
-fn shape_diagnostic(base: &str, e: &serde_path_to_error::Error<serde_json::Error>) -> Diagnostic {
+pub(crate) fn shape_diagnostic(base: &str, e: &serde_path_to_error::Error<serde_json::Error>) -> Diagnostic {
     let pointer = e
         .path()
         .iter()
@@ -119,251 +115,6 @@ fn field_name(serde_text: &str) -> Option<&str> {
         return None;
     }
     serde_text.split('`').nth(1)
-}
-
-fn check(config: &Config, registry: &Registry) -> Vec<Diagnostic> {
-    let mut found = Vec::new();
-    if config.version != SUPPORTED_VERSION {
-        found.push(Diagnostic::error(
-            "/version",
-            "unsupported_version",
-            "only configuration version 1 is supported",
-            "set \"version\": 1",
-        ));
-    }
-    if config.limits.causal_max_depth == 0 || config.limits.causal_per_minute == 0 {
-        found.push(Diagnostic::error(
-            "/limits",
-            "invalid_value",
-            "causal limits must be at least 1",
-            "raise the limit or remove it to take the default",
-        ));
-    }
-    let ceilings = effective_ceilings(&config.scopes, registry, &mut found);
-    for (id, scope) in &config.scopes {
-        let pointer = push_pointer("/scopes", id);
-        check_scope(&pointer, id, scope, &ceilings, registry, &mut found);
-    }
-    found
-}
-
-/// Each scope's effective ceiling: its own operations, within every ancestor's. Reports unknown
-/// parents, cycles, unknown operations and a child that names what its parent does not allow.
-fn effective_ceilings(
-    scopes: &BTreeMap<String, ScopeConfig>,
-    registry: &Registry,
-    found: &mut Vec<Diagnostic>,
-) -> BTreeMap<String, BTreeSet<String>> {
-    let mut ceilings = BTreeMap::new();
-    for (id, scope) in scopes {
-        let pointer = push_pointer("/scopes", id);
-        let own = known_operations(
-            &format!("{pointer}/authorization/operations"),
-            &scope.authorization.operations,
-            registry,
-            found,
-        );
-        let ceiling = match ancestor_ceiling(id, scopes) {
-            Ok(Some(parent)) => {
-                for (i, op) in scope.authorization.operations.iter().enumerate() {
-                    if own.contains(op) && !parent.contains(op) {
-                        found.push(widening(
-                            format!("{pointer}/authorization/operations/{i}"),
-                            "its parent scope",
-                        ));
-                    }
-                }
-                own.intersection(&parent).cloned().collect()
-            }
-            Ok(None) => own,
-            Err(code) => {
-                found.push(parent_diagnostic(&pointer, code));
-                BTreeSet::new()
-            }
-        };
-        ceilings.insert(id.clone(), ceiling);
-    }
-    ceilings
-}
-
-/// The intersection of the ceilings of `id`'s ancestors, or `None` for a root scope.
-fn ancestor_ceiling(
-    id: &str,
-    scopes: &BTreeMap<String, ScopeConfig>,
-) -> Result<Option<BTreeSet<String>>, &'static str> {
-    let mut seen = BTreeSet::from([id.to_owned()]);
-    let mut ceiling: Option<BTreeSet<String>> = None;
-    let mut current = scopes.get(id).and_then(|s| s.parent.as_deref());
-    while let Some(parent_id) = current {
-        if !seen.insert(parent_id.to_owned()) {
-            return Err("parent_cycle");
-        }
-        let parent = scopes.get(parent_id).ok_or("unknown_reference")?;
-        let ops: BTreeSet<String> = parent.authorization.operations.iter().cloned().collect();
-        ceiling = Some(match ceiling {
-            Some(c) => c.intersection(&ops).cloned().collect(),
-            None => ops,
-        });
-        current = parent.parent.as_deref();
-    }
-    Ok(ceiling)
-}
-
-fn parent_diagnostic(scope_pointer: &str, code: &'static str) -> Diagnostic {
-    let message = match code {
-        "parent_cycle" => "the scope's parents form a cycle",
-        _ => "the parent scope (or one of its ancestors) does not exist",
-    };
-    Diagnostic::error(
-        format!("{scope_pointer}/parent"),
-        code,
-        message,
-        "name an existing scope that is not a descendant",
-    )
-}
-
-fn widening(pointer: String, ceiling_of: &str) -> Diagnostic {
-    Diagnostic::error(
-        pointer,
-        "authority_widening",
-        format!("this operation is outside the ceiling of {ceiling_of}"),
-        "remove the operation, or allow it in the ceiling first",
-    )
-}
-
-fn known_operations(
-    pointer: &str,
-    ops: &[String],
-    registry: &Registry,
-    found: &mut Vec<Diagnostic>,
-) -> BTreeSet<String> {
-    let mut known = BTreeSet::new();
-    for (i, op) in ops.iter().enumerate() {
-        if registry.knows(op) {
-            known.insert(op.clone());
-        } else {
-            found.push(Diagnostic::error(
-                format!("{pointer}/{i}"),
-                "unknown_reference",
-                "no registered operation has this name",
-                "fix the operation name; `open-conduit` lists the registered operations",
-            ));
-        }
-    }
-    known
-}
-
-fn check_scope(
-    pointer: &str,
-    id: &str,
-    scope: &ScopeConfig,
-    ceilings: &BTreeMap<String, BTreeSet<String>>,
-    registry: &Registry,
-    found: &mut Vec<Diagnostic>,
-) {
-    if !is_registration_name(id) {
-        found.push(Diagnostic::error(
-            pointer,
-            "invalid_name",
-            "a scope id is a lower-case letter followed by lower-case letters, digits, `-` or `_`",
-            "rename the scope",
-        ));
-    }
-    let ceiling = &ceilings[id];
-    for (name, binding) in &scope.bindings {
-        check_binding(
-            &push_pointer(&format!("{pointer}/bindings"), name),
-            binding,
-            ceiling,
-            registry,
-            found,
-        );
-    }
-    for (i, route) in scope.routes.iter().enumerate() {
-        let route_pointer = format!("{pointer}/routes/{i}");
-        if !is_type_pattern(&route.on) {
-            found.push(Diagnostic::error(
-                format!("{route_pointer}/on"),
-                "invalid_value",
-                "a route matches an event type (`demo.requested`) or a family (`demo.*`)",
-                "fix the pattern",
-            ));
-        }
-        if !scope.bindings.contains_key(&route.binding) {
-            found.push(Diagnostic::error(
-                format!("{route_pointer}/binding"),
-                "unknown_reference",
-                "no binding of this scope has this name",
-                "name a binding declared under this scope's `bindings`",
-            ));
-        }
-    }
-}
-
-fn check_binding(
-    pointer: &str,
-    binding: &BindingConfig,
-    ceiling: &BTreeSet<String>,
-    registry: &Registry,
-    found: &mut Vec<Diagnostic>,
-) {
-    let ops_pointer = format!("{pointer}/operations");
-    let known = known_operations(&ops_pointer, &binding.operations, registry, found);
-    for (i, op) in binding.operations.iter().enumerate() {
-        if known.contains(op) && !ceiling.contains(op) {
-            found.push(widening(format!("{ops_pointer}/{i}"), "its scope"));
-        }
-    }
-    for (i, pattern) in binding.emits.iter().flatten().enumerate() {
-        if !is_type_pattern(pattern) || is_reserved_type(pattern) || pattern == "*" {
-            found.push(Diagnostic::error(
-                format!("{pointer}/emits/{i}"),
-                "invalid_value",
-                "an emits entry is a non-reserved event type or family pattern (`demo.*`)",
-                "fix the pattern; core, agent, tool and toolbelt families belong to the host",
-            ));
-        }
-    }
-    if binding.executor != SHELL_EXECUTOR {
-        found.push(Diagnostic::error(
-            format!("{pointer}/executor"),
-            "unknown_reference",
-            "no registered executor has this name",
-            "use the `shell` executor",
-        ));
-        return;
-    }
-    if let Err(d) = shell_config(pointer, binding) {
-        found.push(d);
-    }
-}
-
-/// The binding's shell configuration, checked: a non-empty argv and a parseable timeout.
-pub(crate) fn shell_config(pointer: &str, binding: &BindingConfig) -> Result<ShellConfig, Diagnostic> {
-    let base = format!("{pointer}/config");
-    let shell: ShellConfig =
-        serde_path_to_error::deserialize(binding.config.clone()).map_err(|e| shape_diagnostic(&base, &e))?;
-    if shell.command.first().is_none_or(|program| program.is_empty()) {
-        return Err(Diagnostic::error(
-            format!("{base}/command"),
-            "invalid_executor_config",
-            "the shell executor needs a non-empty command argv",
-            "give `command` as an array such as [\"/bin/sh\", \"-c\", \"...\"]",
-        ));
-    }
-    if shell
-        .timeout
-        .as_deref()
-        .is_some_and(|t| Duration::parse(t).is_none_or(|d| d.0 <= 0))
-    {
-        return Err(Diagnostic::error(
-            format!("{base}/timeout"),
-            "invalid_executor_config",
-            "the timeout is not a positive duration",
-            "write it like `30s`, `10m` or `1h`",
-        ));
-    }
-    Ok(shell)
 }
 
 #[cfg(test)]

@@ -8,6 +8,9 @@ use serde::Serialize;
 pub enum ErrorCode {
     Unauthenticated,
     Forbidden,
+    InvalidConfig,
+    StaleGeneration,
+    ScopeInUse,
     AuthorityReleased,
     WrongCredentialClass,
     NotFound,
@@ -31,6 +34,9 @@ impl ErrorCode {
         match self {
             ErrorCode::Unauthenticated => "unauthenticated",
             ErrorCode::Forbidden => "forbidden",
+            ErrorCode::InvalidConfig => "invalid_config",
+            ErrorCode::StaleGeneration => "stale_generation",
+            ErrorCode::ScopeInUse => "scope_in_use",
             ErrorCode::AuthorityReleased => "authority_released",
             ErrorCode::WrongCredentialClass => "wrong_credential_class",
             ErrorCode::NotFound => "not_found",
@@ -57,13 +63,16 @@ impl ErrorCode {
             ErrorCode::Forbidden | ErrorCode::AuthorityReleased | ErrorCode::WrongCredentialClass => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::InvalidInput | ErrorCode::InvalidRequest => 400,
-            ErrorCode::Conflict | ErrorCode::RequestConflict => 409,
+            ErrorCode::Conflict | ErrorCode::RequestConflict | ErrorCode::StaleGeneration | ErrorCode::ScopeInUse => {
+                409
+            }
             ErrorCode::Internal => 500,
             ErrorCode::UnknownScope
             | ErrorCode::UnknownBinding
             | ErrorCode::ScopeDisabled
             | ErrorCode::CorrelationNotOwned
             | ErrorCode::EventTypeNotAllowed
+            | ErrorCode::InvalidConfig
             | ErrorCode::CausalDepthExceeded
             | ErrorCode::CausalRateExceeded
             | ErrorCode::OperationFailed => 422,
@@ -88,6 +97,9 @@ pub struct Refusal {
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remedy: Option<String>,
+    /// Code-specific fields beside the envelope's own (`diagnostics`, `unmet`, ...).
+    #[serde(flatten)]
+    pub fields: serde_json::Map<String, serde_json::Value>,
 }
 
 fn serialize_code<S: serde::Serializer>(code: &ErrorCode, s: S) -> Result<S::Ok, S::Error> {
@@ -105,6 +117,7 @@ impl Refusal {
             operation_code: None,
             message: message.into(),
             remedy: None,
+            fields: Default::default(),
         }
     }
 
@@ -129,6 +142,14 @@ impl Refusal {
 
     pub fn with_remedy(mut self, remedy: impl Into<String>) -> Self {
         self.remedy = Some(remedy.into());
+        self
+    }
+
+    /// Adds a code-specific field to the envelope. The envelope's own names are not replaced.
+    pub fn with_field(mut self, name: &str, value: serde_json::Value) -> Self {
+        if !["error", "message", "remedy"].contains(&name) {
+            self.fields.insert(name.to_owned(), value);
+        }
         self
     }
 
@@ -191,6 +212,15 @@ mod tests {
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["error"], "forbidden");
         assert!(v.get("remedy").is_none());
+    }
+
+    #[test]
+    fn code_specific_fields_sit_beside_the_envelope() {
+        let r = Refusal::new(ErrorCode::InvalidConfig, "bad").with_field("diagnostics", serde_json::json!([]));
+        let r = r.with_field("error", serde_json::json!("spoofed"));
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["diagnostics"], serde_json::json!([]));
+        assert_eq!(v["error"], "invalid_config");
     }
 
     #[test]

@@ -1,54 +1,335 @@
-//! Which configuration generation the daemon runs.
+//! The configuration service: which generation runs, and how a new one is applied.
 //!
-//! First cut (until `config apply` lands): a config file given at start is published as the next
-//! generation when its hash differs from the committed one; without a file the committed generation
-//! is restored, and a store with none activates the default configuration as generation 1 without
-//! writing a file.
+//! The committed generation is the source of truth. The store keeps each generation's hash and its
+//! redacted text (no secret reference ever reaches the store); the full text of each generation is
+//! kept owner-only in `<state>/private/config/generation-<n>.json`, where the secrets resolver reads
+//! references from. A disk edit of the configuration file alone never changes running behaviour:
+//! only `apply` (or a start whose committed generation no longer validates) publishes a generation.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
-use conduit_config::{default_config_json, parse_with, Registry, Snapshot};
-use conduit_core::Timestamp;
-use conduit_store::Store;
+use conduit_config::{default_config_json, parse_with, CurrentConfig, Diagnostic, Registry, Snapshot};
+use conduit_core::canonical::sha256_hex;
+use conduit_core::{ErrorCode, Refusal, Timestamp};
+use conduit_server::{now, Applied, Checked, ConfigControl, ConfigView};
+use conduit_store::{Store, StoreError, Tx};
+use serde_json::Value;
 
+use crate::failpoint::failpoint;
+use crate::state::{create_private_dir, write_private_file};
 use crate::DaemonError;
 
-pub fn activate(
-    store: &dyn Store,
-    file: Option<&Path>,
-    registry: &Registry,
-    now: Timestamp,
-) -> Result<Snapshot, DaemonError> {
-    let parse = |bytes: &[u8]| parse_with(bytes, registry);
-    let committed = store.read(|tx| tx.latest_generation())?;
-    let candidate = match (file, &committed) {
-        (Some(path), _) => {
-            let bytes = std::fs::read(path).map_err(|e| DaemonError::io("read the config file", path, e))?;
-            parse(&bytes).map_err(DaemonError::Config)?
+pub struct ConfigService {
+    store: Arc<dyn Store>,
+    current: CurrentConfig,
+    registry: Registry,
+    /// The configuration file `apply` saves to.
+    file: PathBuf,
+    /// Where each generation's full text is kept, owner-only.
+    generations: PathBuf,
+    /// Applies run one at a time.
+    applying: Mutex<()>,
+}
+
+impl ConfigService {
+    /// Activates the configuration at start: the committed generation if it still validates; else the
+    /// file, published as the next generation; with neither, the default configuration as generation 1
+    /// (no file is written). A file that exists but does not validate stops the start.
+    pub fn start(
+        store: Arc<dyn Store>,
+        file: &Path,
+        private: &Path,
+        registry: Registry,
+    ) -> Result<ConfigService, DaemonError> {
+        let generations = private.join("config");
+        create_private_dir(&generations)?;
+        let committed = store.read(|tx| tx.latest_generation())?;
+        let restored = committed
+            .as_ref()
+            .map(|(g, hash, _)| restore(&generations, *g, hash, &registry));
+        let from_file = match (read_file(file, &registry), &restored) {
+            (Err(file_error), Some(Err(stored))) => {
+                return Err(DaemonError::Unrestorable {
+                    stored: stored.clone(),
+                    file: Box::new(file_error),
+                })
+            }
+            (result, _) => result?,
+        };
+        let snapshot = match (restored, from_file) {
+            (Some(Ok(snapshot)), _) => snapshot,
+            (Some(Err(stored)), Some(file_snapshot)) => {
+                tracing::warn!(error = %stored, "the committed generation no longer validates; adopting the config file");
+                let next = committed.map_or(1, |(g, _, _)| g + 1);
+                publish(&*store, &generations, file_snapshot, next, now())?
+            }
+            (Some(Err(stored)), None) => return Err(DaemonError::StoredConfig(stored)),
+            (None, Some(file_snapshot)) => publish(&*store, &generations, file_snapshot, 1, now())?,
+            (None, None) => {
+                let default = parse_with(default_config_json().as_bytes(), &registry).map_err(DaemonError::Config)?;
+                publish(&*store, &generations, default, 1, now())?
+            }
+        };
+        tracing::info!(
+            generation = snapshot.generation(),
+            hash = snapshot.hash(),
+            "configuration active"
+        );
+        Ok(ConfigService {
+            store,
+            current: CurrentConfig::new(snapshot),
+            registry,
+            file: file.to_owned(),
+            generations,
+            applying: Mutex::new(()),
+        })
+    }
+
+    pub fn current(&self) -> CurrentConfig {
+        self.current.clone()
+    }
+
+    fn parse(&self, text: &str) -> Result<Snapshot, Refusal> {
+        parse_with(text.as_bytes(), &self.registry).map_err(|found| {
+            Refusal::new(ErrorCode::InvalidConfig, "the configuration is not valid")
+                .with_remedy("fix each diagnostic; `open-conduit config check FILE` shows them offline")
+                .with_field("diagnostics", serde_json::to_value(found).unwrap_or_default())
+        })
+    }
+
+    /// Apply, in order: validate and check the expected generation; refuse removing or reparenting a
+    /// scope with unfinished Work; keep the generation's text privately; save the file atomically with
+    /// a `.last-good` backup; publish the generation and its scope records in one transaction; switch.
+    fn apply_checked(&self, text: &str, expected: Option<i64>) -> Result<Applied, Refusal> {
+        let _one_at_a_time = self.applying.lock().unwrap_or_else(|e| e.into_inner());
+        let candidate = self.parse(text)?;
+        let active = self.current.get();
+        if expected.is_some_and(|e| e != active.generation()) {
+            return Err(Refusal::new(
+                ErrorCode::StaleGeneration,
+                "the active generation is not the one expected",
+            )
+            .with_remedy("read the active configuration again and reapply your change to it")
+            .with_field("generation", active.generation().into()));
         }
-        (None, Some((generation, _, written))) => {
-            return parse(written.as_bytes())
-                .map(|s| s.at_generation(*generation))
-                .map_err(|_| DaemonError::StoredConfig);
+        if candidate.hash() == active.hash() {
+            return Ok(applied(&active, false));
         }
-        (None, None) => parse(default_config_json().as_bytes()).map_err(DaemonError::Config)?,
-    };
-    match committed {
-        Some((generation, hash, _)) if hash == candidate.hash() => Ok(candidate.at_generation(generation)),
-        committed => publish(store, candidate, committed.map_or(1, |(g, _, _)| g + 1), now),
+        self.check_scopes_in_use(&active, &candidate)?;
+        failpoint("apply:validated");
+        let next = active.generation() + 1;
+        save_config_file(&self.file, text).map_err(|e| internal("save the configuration file", e))?;
+        failpoint("apply:file_saved");
+        let published = publish(&*self.store, &self.generations, candidate, next, now())
+            .map_err(|e| internal("publish the generation", e))?;
+        failpoint("apply:published");
+        self.current.replace(published.clone());
+        tracing::info!(generation = next, hash = published.hash(), "applied configuration");
+        Ok(applied(&published, true))
+    }
+
+    /// Removing or reparenting a scope that still has unfinished Work is `scope_in_use`.
+    fn check_scopes_in_use(&self, active: &Snapshot, candidate: &Snapshot) -> Result<(), Refusal> {
+        let changed: Vec<&String> = active
+            .config()
+            .scopes
+            .iter()
+            .filter(|(id, scope)| candidate.scope(id).is_none_or(|c| c.parent != scope.parent))
+            .map(|(id, _)| id)
+            .collect();
+        let busy: Vec<Diagnostic> = self
+            .store
+            .read(|tx| -> Result<Vec<Diagnostic>, StoreError> {
+                let mut busy = Vec::new();
+                for id in changed {
+                    if tx.count_unfinished_work(id)? > 0 {
+                        busy.push(Diagnostic::error(
+                            format!("/scopes/{id}"),
+                            "scope_in_use",
+                            "this scope has unfinished Work; it cannot be removed or reparented now",
+                            "let its Work finish (or cancel it), then apply again",
+                        ));
+                    }
+                }
+                Ok(busy)
+            })
+            .map_err(|e| internal("check the scopes in use", e))?;
+        if busy.is_empty() {
+            return Ok(());
+        }
+        Err(Refusal::new(
+            ErrorCode::ScopeInUse,
+            "a scope with unfinished Work would be removed or reparented",
+        )
+        .with_field("diagnostics", serde_json::to_value(busy).unwrap_or_default()))
     }
 }
 
-/// Publishes a generation and its scope records in one transaction.
-fn publish(store: &dyn Store, snapshot: Snapshot, generation: i64, now: Timestamp) -> Result<Snapshot, DaemonError> {
+impl ConfigControl for ConfigService {
+    fn view(&self) -> ConfigView {
+        let active = self.current.get();
+        ConfigView {
+            generation: active.generation(),
+            hash: active.hash().to_owned(),
+            config: serde_json::from_str(&active.redacted_json()).unwrap_or_default(),
+        }
+    }
+
+    fn check(&self, text: &str) -> Checked {
+        match parse_with(text.as_bytes(), &self.registry) {
+            Ok(snapshot) => Checked {
+                valid: true,
+                hash: Some(snapshot.hash().to_owned()),
+                diagnostics: vec![],
+            },
+            Err(diagnostics) => Checked {
+                valid: false,
+                hash: None,
+                diagnostics,
+            },
+        }
+    }
+
+    fn apply(&self, text: &str, expected_generation: Option<i64>) -> Result<Applied, Refusal> {
+        self.apply_checked(text, expected_generation)
+    }
+
+    fn set(&self, pointer: &str, value: Value, expected_generation: Option<i64>) -> Result<Applied, Refusal> {
+        let active = self.current.get();
+        let mut document: Value = serde_json::from_str(active.written_json()).unwrap_or_default();
+        set_pointer(&mut document, pointer, value)?;
+        let text = serde_json::to_string_pretty(&document).unwrap_or_default();
+        self.apply_checked(&text, expected_generation.or(Some(active.generation())))
+    }
+}
+
+fn applied(snapshot: &Snapshot, changed: bool) -> Applied {
+    Applied {
+        generation: snapshot.generation(),
+        hash: snapshot.hash().to_owned(),
+        changed,
+        diagnostics: vec![],
+    }
+}
+
+fn internal(what: &str, e: impl std::fmt::Display) -> Refusal {
+    tracing::error!(error = %e, "could not {what}");
+    Refusal::internal()
+}
+
+/// Sets `value` at `pointer`, creating the last segment of an object; `/a/-` appends to an array.
+fn set_pointer(document: &mut Value, pointer: &str, value: Value) -> Result<(), Refusal> {
+    let bad = || {
+        Refusal::new(ErrorCode::InvalidRequest, "the pointer does not name a settable place")
+            .with_remedy("use a JSON pointer whose parent exists, such as /scopes/setup/enabled")
+    };
+    let (parent, last) = pointer.rsplit_once('/').ok_or_else(bad)?;
+    let last = last.replace("~1", "/").replace("~0", "~");
+    match document.pointer_mut(parent).ok_or_else(bad)? {
+        Value::Object(map) => {
+            map.insert(last, value);
+        }
+        Value::Array(items) if last == "-" => items.push(value),
+        Value::Array(items) => {
+            *items
+                .get_mut(last.parse::<usize>().map_err(|_| bad())?)
+                .ok_or_else(bad)? = value
+        }
+        _ => return Err(bad()),
+    }
+    Ok(())
+}
+
+/// The config file's snapshot if the file exists; a file that does not validate stops the start.
+fn read_file(file: &Path, registry: &Registry) -> Result<Option<Snapshot>, DaemonError> {
+    match std::fs::read(file) {
+        Ok(bytes) => parse_with(&bytes, registry).map(Some).map_err(DaemonError::Config),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(DaemonError::io("read the config file", file, e)),
+    }
+}
+
+/// The committed generation's full text, checked against its stored hash and validated against the
+/// running release. The error says why it cannot be restored, without quoting any of it.
+fn restore(generations: &Path, generation: i64, hash: &str, registry: &Registry) -> Result<Snapshot, String> {
+    let text = std::fs::read(generation_file(generations, generation))
+        .map_err(|e| format!("generation {generation}'s text is unreadable: {}", e.kind()))?;
+    if sha256_hex(&text) != hash {
+        return Err(format!("generation {generation}'s text does not match its hash"));
+    }
+    let snapshot = parse_with(&text, registry).map_err(|found| {
+        let codes: Vec<String> = found.iter().map(|d| format!("{} {}", d.pointer, d.code)).collect();
+        format!("generation {generation} no longer validates: {}", codes.join(", "))
+    })?;
+    Ok(snapshot.at_generation(generation))
+}
+
+fn generation_file(generations: &Path, generation: i64) -> PathBuf {
+    generations.join(format!("generation-{generation}.json"))
+}
+
+/// Keeps the generation's full text privately, then publishes it and its scope records in one
+/// transaction. A crash before the commit leaves the previous generation committed.
+fn publish(
+    store: &dyn Store,
+    generations: &Path,
+    snapshot: Snapshot,
+    generation: i64,
+    at: Timestamp,
+) -> Result<Snapshot, DaemonError> {
     let snapshot = snapshot.at_generation(generation);
-    store.write(|tx| {
-        tx.insert_generation(generation, snapshot.hash(), snapshot.written_json(), now)?;
+    write_private_file(
+        &generation_file(generations, generation),
+        snapshot.written_json().as_bytes(),
+    )?;
+    store.write(|tx: &mut dyn Tx| {
+        tx.insert_generation(generation, snapshot.hash(), &snapshot.redacted_json(), at)?;
         for (id, scope) in &snapshot.config().scopes {
             tx.upsert_scope(id, generation, scope.parent.as_deref(), scope.enabled)?;
         }
-        Ok::<_, conduit_store::StoreError>(())
+        Ok::<_, StoreError>(())
     })?;
-    tracing::info!(generation, hash = snapshot.hash(), "activated configuration generation");
     Ok(snapshot)
+}
+
+/// Saves the configuration file atomically (same-directory 0600 temporary, fsync, rename, directory
+/// fsync), keeping the file it replaces as `<file>.last-good`.
+fn save_config_file(file: &Path, text: &str) -> Result<(), DaemonError> {
+    if let Ok(previous) = std::fs::read(file) {
+        write_private_file(&last_good(file), &previous)?;
+    }
+    write_private_file(file, text.as_bytes())
+}
+
+fn last_good(file: &Path) -> PathBuf {
+    let mut name = file.file_name().unwrap_or_default().to_owned();
+    name.push(".last-good");
+    file.with_file_name(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pointers_set_objects_and_arrays() {
+        let mut doc = json!({"a": {"b": 1}, "list": [1, 2]});
+        set_pointer(&mut doc, "/a/b", json!(2)).unwrap();
+        set_pointer(&mut doc, "/a/c~1d", json!(3)).unwrap();
+        set_pointer(&mut doc, "/list/-", json!(3)).unwrap();
+        set_pointer(&mut doc, "/list/0", json!(0)).unwrap();
+        assert_eq!(doc, json!({"a": {"b": 2, "c/d": 3}, "list": [0, 2, 3]}));
+        assert!(set_pointer(&mut doc, "/missing/x", json!(1)).is_err());
+        assert!(set_pointer(&mut doc, "/list/9", json!(1)).is_err());
+    }
+
+    #[test]
+    fn the_backup_sits_beside_the_file() {
+        assert_eq!(
+            last_good(Path::new("/s/config.json")),
+            PathBuf::from("/s/config.json.last-good")
+        );
+    }
 }

@@ -18,9 +18,13 @@ pub enum DaemonError {
     #[error("the configuration is not valid:\n{}", render(.0))]
     Config(Vec<Diagnostic>),
     #[error(
-        "the stored configuration generation no longer validates; start with --config FILE to publish a valid one"
+        "the committed configuration cannot be restored ({0}); start with --config FILE naming a valid configuration"
     )]
-    StoredConfig,
+    StoredConfig(String),
+    #[error(
+        "the committed configuration cannot be restored ({stored}), and the config file is no replacement: {file}"
+    )]
+    Unrestorable { stored: String, file: Box<DaemonError> },
     #[error("storage failed: {0}")]
     Store(#[from] conduit_store::StoreError),
 }

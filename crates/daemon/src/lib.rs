@@ -5,6 +5,7 @@
 
 mod config_service;
 mod error;
+mod failpoint;
 mod operator;
 mod rundir;
 mod runtime;
@@ -14,11 +15,13 @@ mod state;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use conduit_config::CurrentConfig;
+use conduit_config::{Diagnostic, Snapshot};
 use conduit_core::Duration;
+pub use conduit_server::Checked;
 use conduit_server::{bind_owner_only, management_router, now, serve, Management, SystemClock};
 use conduit_store::{new_id, SqliteStore, Store};
 use conduit_toolbelt::{Registry, Toolbelt};
+use config_service::ConfigService;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{watch, Notify};
 
@@ -39,20 +42,34 @@ pub struct DaemonOptions {
     pub token_lifetime: Option<Duration>,
 }
 
+/// The extensions this release registers. The configuration may grant what they register.
+pub fn release_registry() -> Registry {
+    Registry::default()
+}
+
+/// Validates configuration text offline against this release, as the daemon would.
+pub fn check_config(bytes: &[u8]) -> Result<Snapshot, Vec<Diagnostic>> {
+    conduit_config::parse_with(bytes, &release_registry().config_registry())
+}
+
 /// Runs the daemon until SIGINT or SIGTERM.
 pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     let state = StateDir::lock(&options.state_dir)?;
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state.store_path())?);
     // First-party extensions register here; the configuration may grant what they register.
-    let registry = Arc::new(Registry::default());
-    let snapshot = config_service::activate(
-        &*store,
-        options.config_file.as_deref(),
-        &registry.config_registry(),
-        now(),
+    let registry = Arc::new(release_registry());
+    let config_file = options
+        .config_file
+        .clone()
+        .unwrap_or_else(|| state.root().join("config.json"));
+    let service = ConfigService::start(
+        store.clone(),
+        &config_file,
+        &state.private_dir(),
+        registry.config_registry(),
     )?;
     operator::bootstrap_owner(&state, &*store, now())?;
-    let config = CurrentConfig::new(snapshot);
+    let config = service.current();
     let (stop, shutdown) = watch::channel(false);
     let kick = Arc::new(Notify::new());
     let instance = new_id();
@@ -67,6 +84,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         config: config.clone(),
         instance: instance.clone(),
         kick: kick.clone(),
+        control: Arc::new(service),
     });
     let mut server_shutdown = shutdown.clone();
     let server = tokio::spawn(serve(listener, management, async move {

@@ -4,12 +4,14 @@
 #![forbid(unsafe_code)]
 
 mod clock;
+mod config;
 mod envelope;
 mod execution;
 mod listen;
 mod management;
 
 pub use clock::{now, SystemClock};
+pub use config::{Applied, Checked, ConfigControl, ConfigView, SharedConfigControl};
 pub use execution::{execution_router, ExecutionSocket};
 pub use listen::{bind_owner_only, serve};
 pub use management::{management_router, Management};

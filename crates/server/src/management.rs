@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use tokio::sync::Notify;
 
 use crate::clock::now;
+use crate::config::{self, SharedConfigControl};
 use crate::envelope::{bearer, blocking, not_found, ok, parse_body, Answer, Failure};
 
 /// What the management handlers share.
@@ -29,6 +30,8 @@ pub struct Management {
     pub instance: String,
     /// Wakes the scheduler loop when new Work may be ready.
     pub kick: Arc<Notify>,
+    /// The configuration service.
+    pub control: SharedConfigControl,
 }
 
 pub fn management_router(state: Management) -> Router {
@@ -42,13 +45,17 @@ pub fn management_router(state: Management) -> Router {
         .route("/v1/executions", get(list_executions))
         .route("/v1/executions/{id}", get(get_execution))
         .route("/v1/audit", get(list_audit))
+        .route("/v1/config", get(config::show))
+        .route("/v1/config/validate", post(config::validate))
+        .route("/v1/config/apply", post(config::apply))
+        .route("/v1/config/set", post(config::set))
         .fallback(not_found)
         .with_state(state)
 }
 
 /// Authenticates an operator credential. An execution token is `wrong_credential_class`; anything
 /// else unknown or revoked is `unauthenticated`.
-async fn operator(state: &Management, headers: &HeaderMap) -> Result<OperatorRecord, Failure> {
+pub(crate) async fn operator(state: &Management, headers: &HeaderMap) -> Result<OperatorRecord, Failure> {
     let presented = digest(&bearer(headers)?);
     let store = state.store.clone();
     blocking(move || {

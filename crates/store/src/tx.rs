@@ -35,6 +35,8 @@ pub trait Tx {
     /// Ready Work, oldest first.
     fn ready_work(&mut self, limit: usize) -> Result<Vec<Work>>;
     fn work_owning_key(&mut self, key: &str) -> Result<Option<String>>;
+    /// How many Works in `scope` are not finished (ready, running or waiting).
+    fn count_unfinished_work(&mut self, scope: &str) -> Result<u64>;
 
     // Executions.
     fn insert_execution(&mut self, execution: &Execution) -> Result<()>;

@@ -58,6 +58,9 @@ enum Command {
     /// List events and trace what caused them
     #[command(subcommand)]
     Events(EventsCommand),
+    /// Check, validate, apply, show and edit the configuration
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// List the toolbelt's call records: every call, called or rejected, with its result
     Audit {
         /// Only the calls of this execution
@@ -157,6 +160,43 @@ enum EventsCommand {
 }
 
 #[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Validate a configuration file offline, against this release; prints every diagnostic and
+    /// exits 1 when any is an error
+    Check {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// Validate a configuration file through the running daemon, changing nothing
+    Validate {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// Apply a configuration file: the daemon saves it and publishes it as the next generation
+    Apply {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Refuse (409 stale_generation) unless this generation is still the active one
+        #[arg(long, value_name = "N")]
+        expected_generation: Option<i64>,
+    },
+    /// Show the active configuration, with secret references redacted
+    Show,
+    /// Set one value of the active configuration and apply it, e.g. `config set /scopes/setup/enabled false`
+    Set {
+        /// JSON pointer of the value to set (its parent must exist; `/-` appends to an array)
+        #[arg(value_name = "POINTER")]
+        pointer: String,
+        /// The new value, as JSON
+        #[arg(value_name = "JSON", value_parser = conduit_cli::json::parse)]
+        value: Value,
+        /// Refuse (409 stale_generation) unless this generation is still the active one
+        #[arg(long, value_name = "N")]
+        expected_generation: Option<i64>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum ExecutionsCommand {
     /// List executions, oldest first
     List {
@@ -172,6 +212,8 @@ enum Plan {
     Daemon(DaemonArgs),
     /// One management request, and how its answer reads as text.
     Call(Request, Human),
+    /// A validation, local or through the daemon: its report, and exit 1 when invalid.
+    Validation(Result<Request, Value>),
 }
 
 fn main() -> ExitCode {
@@ -187,13 +229,16 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(failure) => reporter.fail(failure),
         },
-        Plan::Call(request, human) => {
-            let answer = locations
-                .connection()
-                .and_then(|connection| management::send(&connection, &request));
-            reporter.finish(answer, human)
-        }
+        Plan::Call(request, human) => reporter.finish(send(&locations, &request), human),
+        Plan::Validation(Ok(request)) => reporter.finish_validation(send(&locations, &request), render::checked),
+        Plan::Validation(Err(offline)) => reporter.finish_validation(Ok(offline), render::checked),
     }
+}
+
+fn send(locations: &Locations, request: &Request) -> Result<Value, Failure> {
+    locations
+        .connection()
+        .and_then(|connection| management::send(&connection, request))
 }
 
 fn plan(command: Command) -> Plan {
@@ -222,8 +267,55 @@ fn plan(command: Command) -> Plan {
         Command::Executions(ExecutionsCommand::List { work }) => {
             Plan::Call(m::list_executions(work.as_deref()), render::execution_table)
         }
+        Command::Config(command) => plan_config(command),
         Command::Audit { execution } => Plan::Call(m::list_audit(execution.as_deref()), render::audit_table),
     }
+}
+
+fn plan_config(command: ConfigCommand) -> Plan {
+    use management as m;
+    let read = |file: &PathBuf| std::fs::read_to_string(file).map_err(|e| unreadable(file, e));
+    match command {
+        ConfigCommand::Check { file } => Plan::Validation(Err(match std::fs::read(&file) {
+            Ok(bytes) => check_offline(&bytes),
+            Err(e) => unreadable(&file, e),
+        })),
+        ConfigCommand::Validate { file } => match read(&file) {
+            Ok(text) => Plan::Validation(Ok(m::config_validate(text))),
+            Err(report) => Plan::Validation(Err(report)),
+        },
+        ConfigCommand::Apply {
+            file,
+            expected_generation,
+        } => match read(&file) {
+            Ok(text) => Plan::Call(m::config_apply(text, expected_generation), render::applied),
+            Err(report) => Plan::Validation(Err(report)),
+        },
+        ConfigCommand::Show => Plan::Call(m::config_show(), render::config_view),
+        ConfigCommand::Set {
+            pointer,
+            value,
+            expected_generation,
+        } => Plan::Call(m::config_set(&pointer, value, expected_generation), render::applied),
+    }
+}
+
+/// The offline validation report, shaped like the daemon's.
+fn check_offline(bytes: &[u8]) -> Value {
+    match conduit_daemon::check_config(bytes) {
+        Ok(snapshot) => serde_json::json!({"valid": true, "hash": snapshot.hash(), "diagnostics": []}),
+        Err(found) => serde_json::json!({"valid": false, "hash": null, "diagnostics": found}),
+    }
+}
+
+/// A file that cannot be read, reported as an invalid validation naming it.
+fn unreadable(file: &std::path::Path, e: std::io::Error) -> Value {
+    let diagnostic = serde_json::json!({
+        "pointer": "", "code": "unreadable_file", "severity": "error",
+        "message": format!("cannot read {}: {}", file.display(), e.kind()),
+        "remedy": "check the path and its permissions",
+    });
+    serde_json::json!({"valid": false, "hash": null, "diagnostics": [diagnostic]})
 }
 
 /// Runs the daemon on a multi-threaded runtime until it stops.
@@ -264,9 +356,54 @@ mod tests {
     fn request(args: &[&str]) -> Request {
         let cli = Cli::try_parse_from([&["open-conduit"], args].concat()).expect("parses");
         match plan(cli.command) {
-            Plan::Call(request, _) => request,
+            Plan::Call(request, _) | Plan::Validation(Ok(request)) => request,
             Plan::Daemon(args) => panic!("expected a request, got {args:?}"),
+            Plan::Validation(Err(report)) => panic!("expected a request, got {report}"),
         }
+    }
+
+    #[test]
+    fn config_commands_map_to_requests() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), "{\"version\": 1}").unwrap();
+        let path = file.path().to_str().unwrap();
+        let text = json!({"config_text": "{\"version\": 1}"});
+        assert_eq!(
+            request(&["config", "validate", path]),
+            Request::Post {
+                path: "/v1/config/validate".into(),
+                body: text
+            }
+        );
+        let apply = request(&["config", "apply", path, "--expected-generation", "3"]);
+        let body = json!({"config_text": "{\"version\": 1}", "expected_generation": 3});
+        assert_eq!(
+            apply,
+            Request::Post {
+                path: "/v1/config/apply".into(),
+                body
+            }
+        );
+        let set = request(&["config", "set", "/scopes/setup/enabled", "false"]);
+        let body = json!({"pointer": "/scopes/setup/enabled", "value": false});
+        assert_eq!(
+            set,
+            Request::Post {
+                path: "/v1/config/set".into(),
+                body
+            }
+        );
+        assert_eq!(request(&["config", "show"]), Request::Get("/v1/config".into()));
+    }
+
+    #[test]
+    fn an_offline_check_reports_without_a_daemon() {
+        let cli = Cli::try_parse_from(["open-conduit", "config", "check", "/no/such/file"]).unwrap();
+        let Plan::Validation(Err(report)) = plan(cli.command) else {
+            panic!("an offline report")
+        };
+        assert_eq!(report["valid"], false);
+        assert_eq!(report["diagnostics"][0]["code"], "unreadable_file");
     }
 
     #[test]

@@ -58,7 +58,13 @@ impl Daemon {
     }
 
     pub fn launch(&mut self) {
+        self.launch_with_env(&[]);
+    }
+
+    /// Launches with extra environment variables (such as a failpoint) and waits for health.
+    pub fn launch_with_env(&mut self, env: &[(&str, &str)]) {
         let mut cmd = Command::new(OPEN_CONDUIT);
+        cmd.envs(env.iter().copied());
         cmd.arg("daemon").arg("--state").arg(&self.state);
         if let Some(config) = &self.config {
             cmd.arg("--config").arg(config);
@@ -74,6 +80,15 @@ impl Daemon {
             .env("OPEN_CONDUIT_LOG", "debug");
         self.child = Some(cmd.spawn().unwrap());
         wait_until("the daemon answers health", || self.cli(&["health"]).status.success());
+    }
+
+    /// Waits for the daemon to exit by itself (after a failpoint aborted it).
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        self.child.take().expect("daemon running").wait().unwrap()
+    }
+
+    pub fn config_file(&self) -> PathBuf {
+        self.config.clone().unwrap_or_else(|| self.state.join("config.json"))
     }
 
     /// SIGKILL: no shutdown path runs.

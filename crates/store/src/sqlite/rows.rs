@@ -402,6 +402,11 @@ impl Tx for SqliteTx<'_> {
             .optional()?)
     }
 
+    fn count_unfinished_work(&mut self, scope: &str) -> Result<u64> {
+        let sql = "SELECT COUNT(*) FROM work WHERE scope = ?1 AND state IN ('ready', 'running', 'waiting')";
+        Ok(self.tx.query_row(sql, [scope], |r| r.get(0))?)
+    }
+
     fn insert_execution(&mut self, x: &Execution) -> Result<()> {
         self.tx.execute(
             &format!(

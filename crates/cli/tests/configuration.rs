@@ -1,0 +1,226 @@
+//! Configuration through the real daemon and CLI: check, validate, apply, set, generations across
+//! restarts, live narrowing, and crashes injected at each step of apply.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+fn config_with(ceiling: &[&str], hold: &str) -> String {
+    json!({
+        "version": 1,
+        "scopes": {"demo": {
+            "authorization": {"operations": ceiling},
+            "bindings": {"shell": {
+                "executor": "shell",
+                "config": {"command": ["/bin/sh", "-c", hold]},
+                "operations": ceiling
+            }}
+        }}
+    })
+    .to_string()
+}
+
+const ALL: [&str; 5] = ["emit", "read_context", "declare_outcome", "wait", "create_work"];
+
+fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn config_check_reports_every_diagnostic_offline_without_echoing_values() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = r#"{"version": 1, "scopes": {"s": {"authorization": {"operations": ["emit", "hunter2-op"]},
+        "bindings": {"b": {"executor": "shell", "config": {"command": ["x"]}, "operations": ["wait"]}}}},
+        "limits": {"causal_max_depth": "hunter2"}}"#;
+    let file = write(tmp.path(), "bad.json", bad);
+    let out = std::process::Command::new(OPEN_CONDUIT)
+        .args(["config", "check", &file])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.starts_with("invalid"), "{text}");
+    assert!(text.contains("/limits/causal_max_depth  invalid_type"), "{text}");
+    assert!(!text.contains("hunter2"), "a diagnostic echoed a value: {text}");
+
+    let good = write(tmp.path(), "good.json", &config_with(&ALL, "true"));
+    let out = std::process::Command::new(OPEN_CONDUIT)
+        .args(["config", "check", &good])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).starts_with("valid (hash "));
+}
+
+#[test]
+fn apply_narrows_a_live_token_at_once_and_survives_a_restart_despite_a_disk_edit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hold = publish_and_hold(tmp.path());
+    let mut daemon = Daemon::start(Some(&config_with(&ALL, &hold)));
+    daemon.create_work("demo", "shell");
+    wait_until("a held attempt", || {
+        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
+    });
+    let (socket, token_file) = published_runs(tmp.path()).remove(0);
+    let token = read_token(&token_file);
+    assert_eq!(toolbelt_call(&socket, &token, "emit", json!({"type": "demo.x"})).0, 200);
+
+    let narrowed = config_with(&["read_context", "declare_outcome"], &hold);
+    let file = write(tmp.path(), "narrowed.json", &narrowed);
+    let applied = daemon.json(&["config", "apply", &file, "--expected-generation", "1"]);
+    assert_eq!(
+        (applied["generation"].as_i64(), applied["changed"].as_bool()),
+        (Some(2), Some(true))
+    );
+    let (status, body) = toolbelt_call(&socket, &token, "emit", json!({"type": "demo.x"}));
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (403, Some("forbidden")),
+        "narrowed on the very next call"
+    );
+    assert_eq!(toolbelt_call(&socket, &token, "read_context", json!({})).0, 200);
+
+    let stale = daemon.cli(&["--json", "config", "apply", &file, "--expected-generation", "1"]);
+    assert_eq!(stale.status.code(), Some(1));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&stale.stdout).unwrap()["error"],
+        "stale_generation"
+    );
+
+    let saved = daemon.config_file();
+    assert_eq!(
+        std::fs::read_to_string(&saved).unwrap(),
+        narrowed,
+        "apply saved the file"
+    );
+    let backup = saved.with_file_name("config.json.last-good");
+    assert_eq!(mode(&saved), 0o600);
+    assert_eq!(mode(&backup), 0o600);
+    std::fs::write(&saved, config_with(&ALL, "true")).unwrap(); // a disk edit
+    daemon.kill();
+    daemon.launch();
+    let health = daemon.json(&["health"]);
+    assert_eq!(
+        health["generation"], 2,
+        "the committed generation, not the disk edit, runs"
+    );
+    assert_eq!(daemon.json(&["config", "show"])["hash"], applied["hash"]);
+}
+
+#[test]
+fn removing_a_scope_with_unfinished_work_is_scope_in_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(Some(&config_with(&ALL, &publish_and_hold(tmp.path()))));
+    daemon.create_work("demo", "shell");
+    let other = json!({"version": 1, "scopes": {"other": {}}}).to_string();
+    let file = write(tmp.path(), "other.json", &other);
+    let out = daemon.cli(&["--json", "config", "apply", &file]);
+    assert_eq!(out.status.code(), Some(1));
+    let envelope: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(envelope["error"], "scope_in_use");
+    assert_eq!(envelope["diagnostics"][0]["pointer"], "/scopes/demo");
+    assert_eq!(daemon.json(&["health"])["generation"], 1);
+}
+
+#[test]
+fn config_set_edits_through_apply() {
+    let daemon = Daemon::start(None);
+    let applied = daemon.json(&["config", "set", "/scopes/setup/enabled", "false"]);
+    assert_eq!(applied["generation"], 2);
+    let out = daemon.cli(&["--json", "work", "create", "--scope", "setup", "--binding", "shell"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["error"],
+        "scope_disabled"
+    );
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(daemon.config_file()).unwrap()).unwrap();
+    assert_eq!(
+        written["scopes"]["setup"]["enabled"], false,
+        "the first apply writes the file"
+    );
+    let invalid = daemon.cli(&[
+        "--json",
+        "config",
+        "set",
+        "/scopes/setup/bindings/shell/operations/-",
+        "\"nope\"",
+    ]);
+    let envelope: Value = serde_json::from_slice(&invalid.stdout).unwrap();
+    assert_eq!(envelope["error"], "invalid_config");
+    assert_eq!(envelope["diagnostics"][0]["code"], "unknown_reference");
+}
+
+#[test]
+fn validate_through_the_daemon_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(None);
+    let file = write(tmp.path(), "dup.json", r#"{"version": 1, "version": 1}"#);
+    let out = daemon.cli(&["config", "validate", &file]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("/version  duplicate_key"), "{}", stdout(&out));
+    assert_eq!(daemon.json(&["health"])["generation"], 1);
+}
+
+#[test]
+fn secret_references_never_reach_the_store_or_responses() {
+    let planted = "planted-reference-7c1f";
+    let mut config: Value = serde_json::from_str(&config_with(&ALL, "true")).unwrap();
+    config["secrets"] = json!({"token": format!("env:{planted}")});
+    config["scopes"]["demo"]["bindings"]["shell"]["secrets"] = json!(["token"]);
+    let daemon = Daemon::start(Some(&config.to_string()));
+    let shown = daemon.cli(&["--json", "config", "show"]);
+    let text = stdout(&shown);
+    assert!(text.contains("env:<redacted>"), "{text}");
+    assert!(!text.contains(planted));
+    let mut store = Vec::new();
+    for entry in std::fs::read_dir(&daemon.state).unwrap().flatten() {
+        if entry.file_name().to_string_lossy().starts_with("store.db") {
+            store.extend(std::fs::read(entry.path()).unwrap());
+        }
+    }
+    assert!(
+        !store.windows(planted.len()).any(|w| w == planted.as_bytes()),
+        "the store holds a reference"
+    );
+    assert!(!daemon.log().contains(planted));
+}
+
+/// A crash at each step of apply leaves the old generation or the new one, never a mix: after a
+/// restart, the running generation, its hash and the narrowing all agree.
+#[test]
+fn a_crash_at_each_step_of_apply_leaves_the_old_or_the_new_generation() {
+    for (failpoint, survives) in [
+        ("apply:validated", false),
+        ("apply:file_saved", false),
+        ("apply:published", true),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut daemon = Daemon::start(Some(&config_with(&ALL, "true")));
+        let old_hash = daemon.json(&["config", "show"])["hash"].clone();
+        daemon.kill();
+        daemon.launch_with_env(&[("OPEN_CONDUIT_FAILPOINT", failpoint)]);
+        let file = write(tmp.path(), "new.json", &config_with(&["read_context"], "true"));
+        let out = daemon.cli(&["config", "apply", &file]);
+        assert_ne!(out.status.code(), Some(0), "{failpoint}: the daemon crashed mid-apply");
+        assert!(!daemon.wait_exit().success(), "{failpoint}: aborted");
+        daemon.launch();
+        let shown = daemon.json(&["config", "show"]);
+        let granted = shown["config"]["scopes"]["demo"]["authorization"]["operations"].clone();
+        if survives {
+            assert_eq!(shown["generation"], 2, "{failpoint}");
+            assert_ne!(shown["hash"], old_hash, "{failpoint}");
+            assert_eq!(granted, json!(["read_context"]), "{failpoint}");
+        } else {
+            assert_eq!(shown["generation"], 1, "{failpoint}");
+            assert_eq!(shown["hash"], old_hash, "{failpoint}");
+            assert_eq!(granted, json!(ALL), "{failpoint}");
+        }
+    }
+}

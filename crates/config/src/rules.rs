@@ -1,0 +1,298 @@
+//! The semantic rules of configuration version 1, each reporting diagnostics by JSON pointer.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use conduit_core::names::{is_registration_name, is_reserved_type, is_type_pattern};
+use conduit_core::Duration;
+
+use crate::diagnostic::{push_pointer, Diagnostic};
+use crate::model::{BindingConfig, Config, ScopeConfig, ShellConfig};
+use crate::validate::{shape_diagnostic, Registry};
+
+const SUPPORTED_VERSION: u32 = 1;
+const SHELL_EXECUTOR: &str = "shell";
+
+/// The reference schemes the secrets resolver accepts.
+pub const SECRET_SCHEMES: [&str; 4] = ["keyring", "file", "env", "cmd"];
+
+/// The scheme of a secret reference, if it is one the resolver accepts and it names something.
+pub fn secret_scheme(reference: &str) -> Option<&'static str> {
+    let (scheme, rest) = reference.split_once(':')?;
+    SECRET_SCHEMES
+        .into_iter()
+        .find(|s| *s == scheme)
+        .filter(|_| !rest.trim().is_empty())
+}
+
+/// Every independent diagnostic of a typed configuration.
+pub fn check(config: &Config, registry: &Registry) -> Vec<Diagnostic> {
+    let mut checker = Checker {
+        config,
+        registry,
+        found: Vec::new(),
+    };
+    checker.version_and_limits();
+    checker.secrets();
+    let ceilings = checker.ceilings();
+    for (id, scope) in &config.scopes {
+        checker.scope(id, scope, &ceilings[id]);
+    }
+    checker.found
+}
+
+struct Checker<'a> {
+    config: &'a Config,
+    registry: &'a Registry,
+    found: Vec<Diagnostic>,
+}
+
+impl Checker<'_> {
+    fn report(&mut self, pointer: impl Into<String>, code: &'static str, message: &str, remedy: &str) {
+        self.found.push(Diagnostic::error(pointer, code, message, remedy));
+    }
+
+    fn version_and_limits(&mut self) {
+        if self.config.version != SUPPORTED_VERSION {
+            self.report(
+                "/version",
+                "unsupported_version",
+                "only configuration version 1 is supported",
+                "set \"version\": 1",
+            );
+        }
+        let limits = self.config.limits;
+        if limits.causal_max_depth == 0 || limits.causal_per_minute == 0 {
+            self.report(
+                "/limits",
+                "invalid_value",
+                "causal limits must be at least 1",
+                "raise the limit or remove it to take the default",
+            );
+        }
+    }
+
+    /// Secret names are environment-safe identifiers; references use a known scheme. Neither the
+    /// reference nor any part of it is ever quoted back.
+    fn secrets(&mut self) {
+        for (name, reference) in &self.config.secrets {
+            let pointer = push_pointer("/secrets", name);
+            if !is_secret_name(name) {
+                self.report(
+                    pointer.clone(),
+                    "invalid_name",
+                    "a secret name is a lower-case letter followed by lower-case letters, digits or `_`",
+                    "rename the secret",
+                );
+            }
+            if secret_scheme(reference).is_none() {
+                self.report(
+                    pointer,
+                    "invalid_reference",
+                    "a secret reference is `keyring:<service>/<account>`, `file:<key>`, `env:<NAME>` or `cmd:<command>`",
+                    "fix the reference's scheme",
+                );
+            }
+        }
+    }
+
+    /// Each scope's effective ceiling: its own operations, within every ancestor's. Reports unknown
+    /// parents, cycles, unknown operations and a child that names what its parent does not allow.
+    fn ceilings(&mut self) -> BTreeMap<String, BTreeSet<String>> {
+        let scopes = &self.config.scopes;
+        let mut ceilings = BTreeMap::new();
+        for (id, scope) in scopes {
+            let pointer = push_pointer("/scopes", id);
+            let list = format!("{pointer}/authorization/operations");
+            let own = self.known_operations(&list, &scope.authorization.operations);
+            let ceiling = match ancestor_ceiling(id, scopes) {
+                Ok(Some(parent)) => {
+                    for (i, op) in scope.authorization.operations.iter().enumerate() {
+                        if own.contains(op) && !parent.contains(op) {
+                            self.widening(format!("{list}/{i}"), "its parent scope");
+                        }
+                    }
+                    own.intersection(&parent).cloned().collect()
+                }
+                Ok(None) => own,
+                Err(code) => {
+                    self.parent(&pointer, code);
+                    BTreeSet::new()
+                }
+            };
+            ceilings.insert(id.clone(), ceiling);
+        }
+        ceilings
+    }
+
+    fn parent(&mut self, scope_pointer: &str, code: &'static str) {
+        let message = match code {
+            "parent_cycle" => "the scope's parents form a cycle",
+            _ => "the parent scope (or one of its ancestors) does not exist",
+        };
+        self.report(
+            format!("{scope_pointer}/parent"),
+            code,
+            message,
+            "name an existing scope that is not a descendant",
+        );
+    }
+
+    fn widening(&mut self, pointer: String, ceiling_of: &str) {
+        let message = format!("this operation is outside the ceiling of {ceiling_of}");
+        self.report(
+            pointer,
+            "authority_widening",
+            &message,
+            "remove the operation, or allow it in the ceiling first",
+        );
+    }
+
+    fn known_operations(&mut self, pointer: &str, ops: &[String]) -> BTreeSet<String> {
+        let mut known = BTreeSet::new();
+        for (i, op) in ops.iter().enumerate() {
+            if self.registry.knows(op) {
+                known.insert(op.clone());
+            } else {
+                self.report(
+                    format!("{pointer}/{i}"),
+                    "unknown_reference",
+                    "no registered operation has this name",
+                    "fix the operation name; `open-conduit` lists the registered operations",
+                );
+            }
+        }
+        known
+    }
+
+    fn scope(&mut self, id: &str, scope: &ScopeConfig, ceiling: &BTreeSet<String>) {
+        let pointer = push_pointer("/scopes", id);
+        if !is_registration_name(id) {
+            self.report(
+                pointer.clone(),
+                "invalid_name",
+                "a scope id is a lower-case letter followed by lower-case letters, digits, `-` or `_`",
+                "rename the scope",
+            );
+        }
+        for (name, binding) in &scope.bindings {
+            self.binding(&push_pointer(&format!("{pointer}/bindings"), name), binding, ceiling);
+        }
+        for (i, route) in scope.routes.iter().enumerate() {
+            let route_pointer = format!("{pointer}/routes/{i}");
+            if !is_type_pattern(&route.on) {
+                self.report(
+                    format!("{route_pointer}/on"),
+                    "invalid_value",
+                    "a route matches an event type (`demo.requested`) or a family (`demo.*`)",
+                    "fix the pattern",
+                );
+            }
+            if !scope.bindings.contains_key(&route.binding) {
+                self.report(
+                    format!("{route_pointer}/binding"),
+                    "unknown_reference",
+                    "no binding of this scope has this name",
+                    "name a binding declared under this scope's `bindings`",
+                );
+            }
+        }
+    }
+
+    fn binding(&mut self, pointer: &str, binding: &BindingConfig, ceiling: &BTreeSet<String>) {
+        let ops_pointer = format!("{pointer}/operations");
+        let known = self.known_operations(&ops_pointer, &binding.operations);
+        for (i, op) in binding.operations.iter().enumerate() {
+            if known.contains(op) && !ceiling.contains(op) {
+                self.widening(format!("{ops_pointer}/{i}"), "its scope");
+            }
+        }
+        for (i, pattern) in binding.emits.iter().flatten().enumerate() {
+            if !is_type_pattern(pattern) || is_reserved_type(pattern) || pattern == "*" {
+                self.report(
+                    format!("{pointer}/emits/{i}"),
+                    "invalid_value",
+                    "an emits entry is a non-reserved event type or family pattern (`demo.*`)",
+                    "fix the pattern; core, agent, tool and toolbelt families belong to the host",
+                );
+            }
+        }
+        for (i, name) in binding.secrets.iter().enumerate() {
+            if !self.config.secrets.contains_key(name) {
+                self.report(
+                    format!("{pointer}/secrets/{i}"),
+                    "unknown_reference",
+                    "no secret has this name",
+                    "define it under the top-level `secrets`",
+                );
+            }
+        }
+        if binding.executor != SHELL_EXECUTOR {
+            self.report(
+                format!("{pointer}/executor"),
+                "unknown_reference",
+                "no registered executor has this name",
+                "use the `shell` executor",
+            );
+        } else if let Err(d) = shell_config(pointer, binding) {
+            self.found.push(d);
+        }
+    }
+}
+
+fn is_secret_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// The intersection of the ceilings of `id`'s ancestors, or `None` for a root scope.
+fn ancestor_ceiling(
+    id: &str,
+    scopes: &BTreeMap<String, ScopeConfig>,
+) -> Result<Option<BTreeSet<String>>, &'static str> {
+    let mut seen = BTreeSet::from([id.to_owned()]);
+    let mut ceiling: Option<BTreeSet<String>> = None;
+    let mut current = scopes.get(id).and_then(|s| s.parent.as_deref());
+    while let Some(parent_id) = current {
+        if !seen.insert(parent_id.to_owned()) {
+            return Err("parent_cycle");
+        }
+        let parent = scopes.get(parent_id).ok_or("unknown_reference")?;
+        let ops: BTreeSet<String> = parent.authorization.operations.iter().cloned().collect();
+        ceiling = Some(match ceiling {
+            Some(c) => c.intersection(&ops).cloned().collect(),
+            None => ops,
+        });
+        current = parent.parent.as_deref();
+    }
+    Ok(ceiling)
+}
+
+/// The binding's shell configuration, checked: a non-empty argv and a parseable timeout.
+pub(crate) fn shell_config(pointer: &str, binding: &BindingConfig) -> Result<ShellConfig, Diagnostic> {
+    let base = format!("{pointer}/config");
+    let shell: ShellConfig =
+        serde_path_to_error::deserialize(binding.config.clone()).map_err(|e| shape_diagnostic(&base, &e))?;
+    if shell.command.first().is_none_or(|program| program.is_empty()) {
+        return Err(Diagnostic::error(
+            format!("{base}/command"),
+            "invalid_executor_config",
+            "the shell executor needs a non-empty command argv",
+            "give `command` as an array such as [\"/bin/sh\", \"-c\", \"...\"]",
+        ));
+    }
+    if shell
+        .timeout
+        .as_deref()
+        .is_some_and(|t| Duration::parse(t).is_none_or(|d| d.0 <= 0))
+    {
+        return Err(Diagnostic::error(
+            format!("{base}/timeout"),
+            "invalid_executor_config",
+            "the timeout is not a positive duration",
+            "write it like `30s`, `10m` or `1h`",
+        ));
+    }
+    Ok(shell)
+}

@@ -1,0 +1,230 @@
+//! The secrets resolver: turns a reference into its value at the moment a consumer needs it.
+//!
+//! A reference is `keyring:<service>/<account>`, `file:<key>` (a key of the owner-only
+//! `secrets.json`), `env:<NAME>` or `cmd:<shell command>`. Every resolution reads its source afresh:
+//! nothing is cached. Unlike the rest of this crate, the resolver does I/O (files, the keyring, child
+//! processes) and blocks; call it from a blocking thread, never inside a store transaction.
+//!
+//! Errors carry stable codes only ([`SecretError::code`]); no message, `Display` or `Debug` output
+//! contains a value, the reference's text after its scheme, or a backend's error text.
+
+mod cmd;
+mod env;
+mod error;
+mod file;
+mod keyring;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use cmd::{CMD_DEADLINE, CMD_OUTPUT_LIMIT, CMD_PATH};
+pub use env::{EnvSource, ProcessEnv};
+pub use error::SecretError;
+pub use file::MAX_SECRETS_FILE_BYTES;
+pub use keyring::{KeyringBackend, KeyringUnavailable, SystemKeyring};
+
+/// A resolved secret value. `Debug` and `Display` redact it; only [`Secret::expose`] reveals it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// A parsed reference, borrowing the reference text.
+#[derive(Debug, PartialEq, Eq)]
+enum Reference<'a> {
+    Keyring { service: &'a str, account: &'a str },
+    File(&'a str),
+    Env(&'a str),
+    Cmd(&'a str),
+}
+
+impl<'a> Reference<'a> {
+    fn parse(reference: &'a str) -> Result<Reference<'a>, SecretError> {
+        let (scheme, target) = reference.split_once(':').ok_or(SecretError::InvalidReference)?;
+        let parsed = match scheme {
+            "keyring" => keyring::split(target).map(|(service, account)| Reference::Keyring { service, account }),
+            "file" => Some(Reference::File(target)).filter(|_| !target.is_empty()),
+            "env" => Some(Reference::Env(target)).filter(|_| env::is_var_name(target)),
+            "cmd" => Some(Reference::Cmd(target)).filter(|_| !target.trim().is_empty() && !target.contains('\0')),
+            _ => return Err(SecretError::UnsupportedScheme),
+        };
+        parsed.ok_or(SecretError::InvalidReference)
+    }
+}
+
+/// Resolves secret references. Cheap to clone; safe to share between threads.
+#[derive(Clone)]
+pub struct Resolver {
+    secrets_file: PathBuf,
+    keyring: Arc<dyn KeyringBackend>,
+    env: Arc<dyn EnvSource>,
+    cmd_deadline: Duration,
+}
+
+impl Resolver {
+    /// A resolver reading `file:` keys from `secrets_file`, `keyring:` entries from `keyring`, and
+    /// `env:` variables from the daemon's own environment, with the 10-second `cmd:` deadline.
+    pub fn new(secrets_file: PathBuf, keyring: Arc<dyn KeyringBackend>) -> Resolver {
+        Resolver {
+            secrets_file,
+            keyring,
+            env: Arc::new(ProcessEnv),
+            cmd_deadline: CMD_DEADLINE,
+        }
+    }
+
+    /// Reads `env:` variables, and the `HOME` a `cmd:` receives, from `env` instead.
+    pub fn with_env(mut self, env: Arc<dyn EnvSource>) -> Resolver {
+        self.env = env;
+        self
+    }
+
+    /// Replaces the `cmd:` deadline (tests use a short one).
+    pub fn with_cmd_deadline(mut self, deadline: Duration) -> Resolver {
+        self.cmd_deadline = deadline;
+        self
+    }
+
+    /// The value `reference` names, read now.
+    pub fn resolve(&self, reference: &str) -> Result<Secret, SecretError> {
+        let value = match Reference::parse(reference)? {
+            Reference::Keyring { service, account } => self.keyring(service, account)?,
+            Reference::File(key) => file::lookup(&self.secrets_file, key)?,
+            Reference::Env(name) => self.env_var(name)?,
+            Reference::Cmd(command) => self.command(command)?,
+        };
+        checked(value)
+    }
+
+    fn keyring(&self, service: &str, account: &str) -> Result<String, SecretError> {
+        match self.keyring.get(service, account) {
+            Ok(Some(value)) => Ok(value),
+            Ok(None) => Err(SecretError::NotFound),
+            Err(KeyringUnavailable) => Err(SecretError::KeyringUnavailable),
+        }
+    }
+
+    fn env_var(&self, name: &str) -> Result<String, SecretError> {
+        let value = self.env.var(name).ok_or(SecretError::EnvUnset)?;
+        value.into_string().map_err(|_| SecretError::InvalidValue)
+    }
+
+    fn command(&self, command: &str) -> Result<String, SecretError> {
+        let output = cmd::run(command, self.env.var("HOME"), self.cmd_deadline)?;
+        String::from_utf8(cmd::trim_one_newline(output)).map_err(|_| SecretError::InvalidValue)
+    }
+}
+
+impl fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Resolver")
+            .field("secrets_file", &self.secrets_file)
+            .field("cmd_deadline", &self.cmd_deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every scheme refuses an empty value and one that could not be passed on as an environment value.
+fn checked(value: String) -> Result<Secret, SecretError> {
+    if value.is_empty() {
+        Err(SecretError::EmptyValue)
+    } else if value.contains('\0') {
+        Err(SecretError::InvalidValue)
+    } else {
+        Ok(Secret(value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_each_scheme() {
+        assert_eq!(
+            Reference::parse("keyring:open-conduit/github"),
+            Ok(Reference::Keyring {
+                service: "open-conduit",
+                account: "github"
+            })
+        );
+        assert_eq!(
+            Reference::parse("file:github token"),
+            Ok(Reference::File("github token"))
+        );
+        assert_eq!(Reference::parse("env:GITHUB_TOKEN"), Ok(Reference::Env("GITHUB_TOKEN")));
+        assert_eq!(
+            Reference::parse("cmd:pass show x:y"),
+            Ok(Reference::Cmd("pass show x:y"))
+        );
+    }
+
+    #[test]
+    fn refuses_malformed_references() {
+        for reference in [
+            "",
+            "plain",
+            "keyring:",
+            "keyring:svc",
+            "file:",
+            "env:",
+            "env:A-B",
+            "cmd:",
+            "cmd:  ",
+            "cmd:a\0b",
+        ] {
+            assert_eq!(
+                Reference::parse(reference),
+                Err(SecretError::InvalidReference),
+                "{reference:?}"
+            );
+        }
+        for reference in ["vault:x", "KEYRING:a/b", "https://example.test", ":x"] {
+            assert_eq!(
+                Reference::parse(reference),
+                Err(SecretError::UnsupportedScheme),
+                "{reference:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn secrets_redact() {
+        let secret = Secret::new("hunter2");
+        assert_eq!(format!("{secret:?}"), "Secret(***)");
+        assert_eq!(format!("{secret}"), "***");
+        assert_eq!(secret.expose(), "hunter2");
+    }
+
+    #[test]
+    fn values_must_be_non_empty_and_nul_free() {
+        assert_eq!(checked(String::new()), Err(SecretError::EmptyValue));
+        assert_eq!(checked("a\0b".to_owned()), Err(SecretError::InvalidValue));
+        assert_eq!(
+            checked("a".to_owned()).map(|s| s.expose().to_owned()),
+            Ok("a".to_owned())
+        );
+    }
+}
