@@ -224,3 +224,66 @@ fn a_crash_at_each_step_of_apply_leaves_the_old_or_the_new_generation() {
         }
     }
 }
+
+/// Secrets reach the execution as environment variables and nowhere else: not the store, not a
+/// response, not the daemon's log. One that cannot be resolved fails the attempt before it starts.
+#[test]
+fn secrets_reach_only_the_execution() {
+    use std::os::unix::fs::PermissionsExt;
+    let planted = "planted-secret-value-9d2";
+    let daemon = Daemon::start_with(|scratch| {
+        let private = scratch.join("state/private");
+        std::fs::create_dir_all(&private).unwrap();
+        for dir in [scratch.join("state"), private.clone()] {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let secrets = private.join("secrets.json");
+        std::fs::write(&secrets, json!({"api": planted}).to_string()).unwrap();
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let seen = scratch.join("seen");
+        let uses = format!("printf '%s' \"$API_KEY\" > {} && os outcome succeeded", seen.display());
+        let mut config: Value = serde_json::from_str(&config_with(&ALL, &uses)).unwrap();
+        config["secrets"] = json!({"api_key": "file:api", "missing": "env:OPEN_CONDUIT_TEST_UNSET_VAR"});
+        config["scopes"]["demo"]["bindings"]["shell"]["secrets"] = json!(["api_key"]);
+        let mut broken = config["scopes"]["demo"]["bindings"]["shell"].clone();
+        broken["secrets"] = json!(["missing"]);
+        config["scopes"]["demo"]["bindings"]["broken"] = broken;
+        config.to_string()
+    });
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    assert_eq!(std::fs::read_to_string(daemon.scratch().join("seen")).unwrap(), planted);
+
+    let broken = daemon.create_work("demo", "broken");
+    let failed = daemon.await_work(&broken, "failed");
+    assert!(failed["outcome"]["summary"].as_str().unwrap().contains("secret"));
+    let execution = daemon.json(&["executions", "list", "--work", &broken])["items"][0]["id"].clone();
+    let log = std::fs::read_to_string(daemon.state.join(format!("logs/{}.log", execution.as_str().unwrap()))).unwrap();
+    assert!(
+        log.contains("the secret `missing` could not be resolved (env_unset)"),
+        "{log}"
+    );
+
+    let mut seen_by_operators = String::new();
+    for args in [
+        vec!["work", "list"],
+        vec!["events", "list"],
+        vec!["executions", "list"],
+        vec!["audit"],
+        vec!["config", "show"],
+    ] {
+        seen_by_operators.push_str(&daemon.json(&args).to_string());
+    }
+    assert!(!seen_by_operators.contains(planted), "a response carries the secret");
+    assert!(!daemon.log().contains(planted), "the daemon's log carries the secret");
+    let mut store = Vec::new();
+    for entry in std::fs::read_dir(&daemon.state).unwrap().flatten() {
+        if entry.file_name().to_string_lossy().starts_with("store.db") {
+            store.extend(std::fs::read(entry.path()).unwrap());
+        }
+    }
+    assert!(
+        !store.windows(planted.len()).any(|w| w == planted.as_bytes()),
+        "the store carries the secret"
+    );
+}

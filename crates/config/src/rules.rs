@@ -24,6 +24,26 @@ pub fn secret_scheme(reference: &str) -> Option<&'static str> {
         .filter(|_| !rest.trim().is_empty())
 }
 
+/// Environment variables an execution gets from the host, which a secret may not shadow.
+const RESERVED_ENV: [&str; 11] = [
+    "OS_ENDPOINT",
+    "OS_TOKEN_FILE",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "TERM",
+    "TMPDIR",
+];
+
+/// The environment variable a secret reaches its executions as: its name in upper case.
+pub fn secret_env_name(name: &str) -> String {
+    name.to_ascii_uppercase()
+}
+
 /// Every independent diagnostic of a typed configuration.
 pub fn check(config: &Config, registry: &Registry) -> Vec<Diagnostic> {
     let mut checker = Checker {
@@ -76,11 +96,12 @@ impl Checker<'_> {
     fn secrets(&mut self) {
         for (name, reference) in &self.config.secrets {
             let pointer = push_pointer("/secrets", name);
-            if !is_secret_name(name) {
+            if !is_secret_name(name) || RESERVED_ENV.contains(&secret_env_name(name).as_str()) {
                 self.report(
                     pointer.clone(),
                     "invalid_name",
-                    "a secret name is a lower-case letter followed by lower-case letters, digits or `_`",
+                    "a secret name is a lower-case letter followed by lower-case letters, digits or `_`, and \
+                     does not shadow a variable the host sets (os_endpoint, os_token_file, path, home, ...)",
                     "rename the secret",
                 );
             }

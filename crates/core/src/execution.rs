@@ -109,6 +109,8 @@ pub enum SegmentEnd {
     Lost,
     /// The executor could not start the process.
     FailedToStart,
+    /// A secret the binding receives could not be resolved, so the process was not started.
+    SecretUnavailable,
 }
 
 /// What the host does with a finished segment.
@@ -150,6 +152,10 @@ fn exit_outcome(end: SegmentEnd) -> Outcome {
             "ended unobserved; its exit status is unknown".to_owned(),
         ),
         SegmentEnd::FailedToStart => (OutcomeStatus::Failed, "the executor could not start it".to_owned()),
+        SegmentEnd::SecretUnavailable => (
+            OutcomeStatus::Failed,
+            "a secret it receives could not be resolved; see its log".to_owned(),
+        ),
     };
     Outcome {
         status,

@@ -90,6 +90,16 @@ impl ConfigService {
         self.current.clone()
     }
 
+    /// A committed generation, for what an attempt pinned at claim (`None` if it cannot be restored).
+    pub fn generation(&self, generation: i64) -> Option<Snapshot> {
+        let active = self.current.get();
+        if active.generation() == generation {
+            return Some((*active).clone());
+        }
+        let hash = self.store.read(|tx| tx.generation_hash(generation)).ok().flatten()?;
+        restore(&self.generations, generation, &hash, &self.registry).ok()
+    }
+
     fn parse(&self, text: &str) -> Result<Snapshot, Refusal> {
         parse_with(text.as_bytes(), &self.registry).map_err(|found| {
             Refusal::new(ErrorCode::InvalidConfig, "the configuration is not valid")

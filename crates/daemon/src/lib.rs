@@ -9,12 +9,14 @@ mod failpoint;
 mod operator;
 mod rundir;
 mod runtime;
+mod secrets;
 mod shell;
 mod state;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use conduit_config::secrets::{Resolver, SystemKeyring};
 use conduit_config::{Diagnostic, Snapshot};
 use conduit_core::Duration;
 pub use conduit_server::Checked;
@@ -70,6 +72,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     )?;
     operator::bootstrap_owner(&state, &*store, now())?;
     let config = service.current();
+    let service = Arc::new(service);
     let (stop, shutdown) = watch::channel(false);
     let kick = Arc::new(Notify::new());
     let instance = new_id();
@@ -84,7 +87,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         config: config.clone(),
         instance: instance.clone(),
         kick: kick.clone(),
-        control: Arc::new(service),
+        control: service.clone(),
     });
     let mut server_shutdown = shutdown.clone();
     let server = tokio::spawn(serve(listener, management, async move {
@@ -99,6 +102,8 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         toolbelt: Toolbelt::new(store.clone(), config.clone(), Arc::new(SystemClock), registry),
         store,
         config,
+        configs: service,
+        resolver: Resolver::new(state.private_dir().join("secrets.json"), Arc::new(SystemKeyring)),
         instance,
         runs_dir: state.runs_dir(),
         logs_dir: state.logs_dir(),

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
+use conduit_config::secrets::{Resolver, Secret};
 use conduit_config::{CurrentConfig, Snapshot};
 use conduit_core::execution::SegmentEnd;
 use conduit_core::{Duration, Execution, ExecutionState, Timestamp};
@@ -16,7 +17,9 @@ use conduit_toolbelt::sweep::sweep;
 use conduit_toolbelt::{token, Toolbelt};
 use tokio::sync::{watch, Notify};
 
+use crate::config_service::ConfigService;
 use crate::rundir::{remove_stale_runs, RunDir};
+use crate::secrets::resolve_for;
 use crate::shell::{self, is_alive, kill_group, Launch};
 
 /// How often the loop looks for due timers and ready Work when nothing wakes it sooner.
@@ -33,6 +36,9 @@ const ADOPTED_POLL: StdDuration = StdDuration::from_millis(200);
 pub struct Runtime {
     pub store: Arc<dyn Store>,
     pub config: CurrentConfig,
+    /// Committed generations, for what each attempt pinned.
+    pub configs: Arc<ConfigService>,
+    pub resolver: Resolver,
     pub toolbelt: Toolbelt,
     pub instance: String,
     pub runs_dir: PathBuf,
@@ -236,19 +242,29 @@ impl Runtime {
         let mut child = None;
         let pid = match process {
             Process::Adopted(pid) => pid,
-            Process::Spawn(argv) => match self.spawn(execution, run, &argv) {
-                Ok(c) => {
-                    let pid = c.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
-                    child = Some(c);
-                    let id = execution.id.clone();
-                    let _ = self.db(move |s| s.write(|tx| record_pid(tx, &id, pid))).await;
-                    pid
+            Process::Spawn(argv) => {
+                match self.secrets_for(execution).await {
+                    Err((name, code)) => {
+                        tracing::warn!(execution = %execution.id, secret = %name, code, "a secret could not be resolved");
+                        let line = format!("open-conduit: the secret `{name}` could not be resolved ({code}); the process was not started");
+                        shell::append_log(&shell::log_path(&self.logs_dir, &execution.id), &line);
+                        return Some(SegmentEnd::SecretUnavailable);
+                    }
+                    Ok(secrets) => match self.spawn(execution, run, &argv, &secrets) {
+                        Ok(c) => {
+                            let pid = c.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+                            child = Some(c);
+                            let id = execution.id.clone();
+                            let _ = self.db(move |s| s.write(|tx| record_pid(tx, &id, pid))).await;
+                            pid
+                        }
+                        Err(e) => {
+                            tracing::warn!(execution = %execution.id, error = %e, "could not start the process");
+                            return Some(SegmentEnd::FailedToStart);
+                        }
+                    },
                 }
-                Err(e) => {
-                    tracing::warn!(execution = %execution.id, error = %e, "could not start the process");
-                    return Some(SegmentEnd::FailedToStart);
-                }
-            },
+            }
         };
         let deadline = tokio::time::Instant::now() + until(execution.deadline_at);
         let mut renew = tokio::time::interval(StdDuration::from_millis(RENEW_EVERY.0 as u64));
@@ -279,7 +295,13 @@ impl Runtime {
         }
     }
 
-    fn spawn(&self, execution: &Execution, run: &RunDir, argv: &[String]) -> std::io::Result<tokio::process::Child> {
+    fn spawn(
+        &self,
+        execution: &Execution,
+        run: &RunDir,
+        argv: &[String],
+        secrets: &[(String, Secret)],
+    ) -> std::io::Result<tokio::process::Child> {
         shell::spawn(&Launch {
             argv,
             workdir: &run.workdir,
@@ -287,7 +309,23 @@ impl Runtime {
             token_file: &run.token_file,
             os_dir: &self.os_dir,
             log: &shell::log_path(&self.logs_dir, &execution.id),
+            secrets,
         })
+    }
+
+    /// Resolves the attempt's secrets on a blocking thread, immediately before it starts.
+    async fn secrets_for(&self, x: &Execution) -> Result<Vec<(String, Secret)>, (String, &'static str)> {
+        let (configs, resolver, x) = (self.configs.clone(), self.resolver.clone(), x.clone());
+        let resolve = move || {
+            let current = configs.current().get();
+            let pinned = configs
+                .generation(x.generation)
+                .ok_or_else(|| ("*".to_owned(), "generation_unavailable"))?;
+            resolve_for(&resolver, &pinned, &current, &x.scope, &x.binding)
+        };
+        tokio::task::spawn_blocking(resolve)
+            .await
+            .unwrap_or_else(|_| Err(("*".to_owned(), "internal")))
     }
 
     /// With a token lifetime shorter than the attempt, rotates the token once it is within two renewal

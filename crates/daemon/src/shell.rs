@@ -7,6 +7,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use conduit_config::secrets::Secret;
 use rustix::process::{kill_process_group, test_kill_process, Pid, Signal};
 use tokio::process::{Child, Command};
 
@@ -23,10 +24,13 @@ pub struct Launch<'a> {
     /// The directory holding the host's `os` binary; first on the child's PATH.
     pub os_dir: &'a Path,
     pub log: &'a Path,
+    /// The binding's secrets, as environment variables.
+    pub secrets: &'a [(String, Secret)],
 }
 
-/// The child's whole environment: the toolbelt endpoint and token file, a PATH that finds `os`, and a
-/// short allowlist of the daemon's variables. No operator token and nothing else crosses.
+/// The child's whole environment: the toolbelt endpoint and token file, a PATH that finds `os`, a
+/// short allowlist of the daemon's variables, and the binding's secrets. No operator token and
+/// nothing else crosses.
 pub fn environment(launch: &Launch<'_>, inherit: impl Fn(&str) -> Option<OsString>) -> Vec<(String, OsString)> {
     let mut path = launch.os_dir.as_os_str().to_owned();
     path.push(":");
@@ -40,6 +44,12 @@ pub fn environment(launch: &Launch<'_>, inherit: impl Fn(&str) -> Option<OsStrin
         INHERITED
             .iter()
             .filter_map(|k| inherit(k).map(|v| ((*k).to_owned(), v))),
+    );
+    env.extend(
+        launch
+            .secrets
+            .iter()
+            .map(|(k, v)| (k.clone(), OsString::from(v.expose()))),
     );
     env
 }
@@ -89,6 +99,15 @@ fn is_zombie(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
+/// Appends a line of the host's to an attempt's log (best effort: the log is for people).
+pub fn append_log(log: &Path, line: &str) {
+    use std::io::Write;
+    let file = OpenOptions::new().create(true).append(true).mode(0o600).open(log);
+    if let Ok(mut file) = file {
+        let _ = writeln!(file, "{line}");
+    }
+}
+
 /// The execution log of an attempt.
 pub fn log_path(logs: &Path, execution_id: &str) -> PathBuf {
     logs.join(format!("{execution_id}.log"))
@@ -121,13 +140,17 @@ mod tests {
             token_file: Path::new("/r/token/token"),
             os_dir: Path::new("/opt/oc/bin"),
             log: Path::new("/l"),
+            secrets: &[("GITHUB_TOKEN".to_owned(), Secret::new("s3cret"))],
         };
         let env = environment(&launch, |k| match k {
             "HOME" => Some("/home/me".into()),
             _ => None,
         });
         let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(names, vec!["OS_ENDPOINT", "OS_TOKEN_FILE", "PATH", "HOME"]);
+        assert_eq!(
+            names,
+            vec!["OS_ENDPOINT", "OS_TOKEN_FILE", "PATH", "HOME", "GITHUB_TOKEN"]
+        );
         assert_eq!(env[2].1, OsString::from("/opt/oc/bin:/usr/local/bin:/usr/bin:/bin"));
     }
 }

@@ -113,7 +113,7 @@ pub fn complete(
     };
     x.exit_code = match end {
         SegmentEnd::Exited(code) => Some(code),
-        SegmentEnd::Killed | SegmentEnd::Lost | SegmentEnd::FailedToStart => None,
+        SegmentEnd::Killed | SegmentEnd::Lost | SegmentEnd::FailedToStart | SegmentEnd::SecretUnavailable => None,
     };
     x.ended_at = Some(now);
     work.updated_at = now;

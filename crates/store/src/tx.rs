@@ -21,6 +21,8 @@ pub trait Tx {
     // Configuration generations.
     /// The latest committed generation: its number, canonical hash and normalized JSON.
     fn latest_generation(&mut self) -> Result<Option<(i64, String, String)>>;
+    /// The canonical hash of a committed generation.
+    fn generation_hash(&mut self, generation: i64) -> Result<Option<String>>;
     fn insert_generation(&mut self, generation: i64, hash: &str, config_json: &str, at: Timestamp) -> Result<()>;
     fn upsert_scope(&mut self, id: &str, generation: i64, parent: Option<&str>, enabled: bool) -> Result<()>;
 

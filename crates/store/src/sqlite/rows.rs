@@ -315,6 +315,11 @@ impl Tx for SqliteTx<'_> {
             .optional()?)
     }
 
+    fn generation_hash(&mut self, generation: i64) -> Result<Option<String>> {
+        let sql = "SELECT hash FROM config_generations WHERE generation = ?1";
+        Ok(self.tx.query_row(sql, [generation], |r| r.get(0)).optional()?)
+    }
+
     fn insert_generation(&mut self, generation: i64, hash: &str, config_json: &str, at: Timestamp) -> Result<()> {
         self.tx.execute(
             "INSERT INTO config_generations (generation, hash, config, created_at) VALUES (?1, ?2, ?3, ?4)",
