@@ -10,6 +10,7 @@
 
 mod default;
 mod diagnostic;
+mod grants;
 mod model;
 mod rules;
 pub mod secrets;
@@ -19,10 +20,11 @@ mod validate;
 
 pub use default::default_config_json;
 pub use diagnostic::{Diagnostic, Severity};
+pub use grants::Registry;
 pub use model::{BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
 pub use rules::{secret_env_name, secret_scheme, SECRET_SCHEMES};
 pub use snapshot::{CurrentConfig, Snapshot};
-pub use validate::{parse, parse_with, Registry};
+pub use validate::{parse, parse_with};
 
 /// Largest configuration file accepted.
 pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;

@@ -6,8 +6,9 @@ use conduit_core::names::{is_registration_name, is_reserved_type, is_type_patter
 use conduit_core::Duration;
 
 use crate::diagnostic::{push_pointer, Diagnostic};
+use crate::grants::{resolve, Registry, Resolved};
 use crate::model::{BindingConfig, Config, ScopeConfig, ShellConfig};
-use crate::validate::{shape_diagnostic, Registry};
+use crate::validate::shape_diagnostic;
 
 const SUPPORTED_VERSION: u32 = 1;
 const SHELL_EXECUTOR: &str = "shell";
@@ -44,8 +45,16 @@ pub fn secret_env_name(name: &str) -> String {
     name.to_ascii_uppercase()
 }
 
-/// Every independent diagnostic of a typed configuration.
-pub fn check(config: &Config, registry: &Registry) -> Vec<Diagnostic> {
+/// Operation lists with their toolsets resolved: each scope's effective ceiling (within its
+/// ancestors') and each binding's grant (within its scope's ceiling).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Effective {
+    pub ceilings: BTreeMap<String, BTreeSet<String>>,
+    pub grants: BTreeMap<(String, String), BTreeSet<String>>,
+}
+
+/// Every independent diagnostic of a typed configuration, and its resolved operation lists.
+pub fn check(config: &Config, registry: &Registry) -> (Vec<Diagnostic>, Effective) {
     let mut checker = Checker {
         config,
         registry,
@@ -53,11 +62,18 @@ pub fn check(config: &Config, registry: &Registry) -> Vec<Diagnostic> {
     };
     checker.version_and_limits();
     checker.secrets();
-    let ceilings = checker.ceilings();
+    let own = checker.own_ceilings();
+    let mut effective = Effective {
+        ceilings: checker.ceilings(&own),
+        grants: BTreeMap::new(),
+    };
     for (id, scope) in &config.scopes {
-        checker.scope(id, scope, &ceilings[id]);
+        let grants = checker.scope(id, scope, &effective.ceilings[id], &own[id].denied);
+        effective
+            .grants
+            .extend(grants.into_iter().map(|(binding, ops)| ((id.clone(), binding), ops)));
     }
-    checker.found
+    (checker.found, effective)
 }
 
 struct Checker<'a> {
@@ -116,25 +132,43 @@ impl Checker<'_> {
         }
     }
 
-    /// Each scope's effective ceiling: its own operations, within every ancestor's. Reports unknown
-    /// parents, cycles, unknown operations and a child that names what its parent does not allow.
-    fn ceilings(&mut self) -> BTreeMap<String, BTreeSet<String>> {
+    /// Each scope's own authorization list, resolved.
+    fn own_ceilings(&mut self) -> BTreeMap<String, Resolved> {
+        let mut own = BTreeMap::new();
+        for (id, scope) in &self.config.scopes {
+            let pointer = format!("{}/authorization/operations", push_pointer("/scopes", id));
+            own.insert(
+                id.clone(),
+                resolve(
+                    &scope.authorization.operations,
+                    self.registry,
+                    &pointer,
+                    &mut self.found,
+                ),
+            );
+        }
+        own
+    }
+
+    /// Each scope's effective ceiling: its own operations within every ancestor's. A toolset is
+    /// narrowed to the parent's ceiling; a name the parent does not allow is `authority_widening`.
+    /// Reports unknown parents and cycles.
+    fn ceilings(&mut self, own: &BTreeMap<String, Resolved>) -> BTreeMap<String, BTreeSet<String>> {
         let scopes = &self.config.scopes;
         let mut ceilings = BTreeMap::new();
-        for (id, scope) in scopes {
+        for id in scopes.keys() {
             let pointer = push_pointer("/scopes", id);
-            let list = format!("{pointer}/authorization/operations");
-            let own = self.known_operations(&list, &scope.authorization.operations);
-            let ceiling = match ancestor_ceiling(id, scopes) {
+            let mine = &own[id];
+            let ceiling = match ancestor_ceiling(id, scopes, own) {
                 Ok(Some(parent)) => {
-                    for (i, op) in scope.authorization.operations.iter().enumerate() {
-                        if own.contains(op) && !parent.contains(op) {
-                            self.widening(format!("{list}/{i}"), "its parent scope");
+                    for (i, op) in &mine.explicit {
+                        if !parent.contains(op) {
+                            self.widening(format!("{pointer}/authorization/operations/{i}"), "its parent scope");
                         }
                     }
-                    own.intersection(&parent).cloned().collect()
+                    mine.granted.intersection(&parent).cloned().collect()
                 }
-                Ok(None) => own,
+                Ok(None) => mine.granted.clone(),
                 Err(code) => {
                     self.parent(&pointer, code);
                     BTreeSet::new()
@@ -168,24 +202,15 @@ impl Checker<'_> {
         );
     }
 
-    fn known_operations(&mut self, pointer: &str, ops: &[String]) -> BTreeSet<String> {
-        let mut known = BTreeSet::new();
-        for (i, op) in ops.iter().enumerate() {
-            if self.registry.knows(op) {
-                known.insert(op.clone());
-            } else {
-                self.report(
-                    format!("{pointer}/{i}"),
-                    "unknown_reference",
-                    "no registered operation has this name",
-                    "fix the operation name; `open-conduit` lists the registered operations",
-                );
-            }
-        }
-        known
-    }
-
-    fn scope(&mut self, id: &str, scope: &ScopeConfig, ceiling: &BTreeSet<String>) {
+    /// Checks a scope and its bindings, returning each binding's resolved grant.
+    fn scope(
+        &mut self,
+        id: &str,
+        scope: &ScopeConfig,
+        ceiling: &BTreeSet<String>,
+        denied: &BTreeSet<String>,
+    ) -> BTreeMap<String, BTreeSet<String>> {
+        let mut grants = BTreeMap::new();
         let pointer = push_pointer("/scopes", id);
         if !is_registration_name(id) {
             self.report(
@@ -196,7 +221,13 @@ impl Checker<'_> {
             );
         }
         for (name, binding) in &scope.bindings {
-            self.binding(&push_pointer(&format!("{pointer}/bindings"), name), binding, ceiling);
+            let grant = self.binding(
+                &push_pointer(&format!("{pointer}/bindings"), name),
+                binding,
+                ceiling,
+                denied,
+            );
+            grants.insert(name.clone(), grant);
         }
         for (i, route) in scope.routes.iter().enumerate() {
             let route_pointer = format!("{pointer}/routes/{i}");
@@ -217,13 +248,30 @@ impl Checker<'_> {
                 );
             }
         }
+        grants
     }
 
-    fn binding(&mut self, pointer: &str, binding: &BindingConfig, ceiling: &BTreeSet<String>) {
+    /// Checks a binding; its grant is its resolved list within the ceiling. A toolset is narrowed to
+    /// the ceiling; a name outside it is `operation_denied` when the scope denies it, else
+    /// `authority_widening`.
+    fn binding(
+        &mut self,
+        pointer: &str,
+        binding: &BindingConfig,
+        ceiling: &BTreeSet<String>,
+        denied: &BTreeSet<String>,
+    ) -> BTreeSet<String> {
         let ops_pointer = format!("{pointer}/operations");
-        let known = self.known_operations(&ops_pointer, &binding.operations);
-        for (i, op) in binding.operations.iter().enumerate() {
-            if known.contains(op) && !ceiling.contains(op) {
+        let resolved = resolve(&binding.operations, self.registry, &ops_pointer, &mut self.found);
+        for (i, op) in &resolved.explicit {
+            if denied.contains(op) {
+                self.report(
+                    format!("{ops_pointer}/{i}"),
+                    "operation_denied",
+                    "the scope's authorization denies this operation",
+                    "remove it, or lift the scope's denial first",
+                );
+            } else if !ceiling.contains(op) {
                 self.widening(format!("{ops_pointer}/{i}"), "its scope");
             }
         }
@@ -257,6 +305,7 @@ impl Checker<'_> {
         } else if let Err(d) = shell_config(pointer, binding) {
             self.found.push(d);
         }
+        resolved.granted.intersection(ceiling).cloned().collect()
     }
 }
 
@@ -267,10 +316,11 @@ fn is_secret_name(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
-/// The intersection of the ceilings of `id`'s ancestors, or `None` for a root scope.
+/// The intersection of the resolved lists of `id`'s ancestors, or `None` for a root scope.
 fn ancestor_ceiling(
     id: &str,
     scopes: &BTreeMap<String, ScopeConfig>,
+    own: &BTreeMap<String, Resolved>,
 ) -> Result<Option<BTreeSet<String>>, &'static str> {
     let mut seen = BTreeSet::from([id.to_owned()]);
     let mut ceiling: Option<BTreeSet<String>> = None;
@@ -280,7 +330,7 @@ fn ancestor_ceiling(
             return Err("parent_cycle");
         }
         let parent = scopes.get(parent_id).ok_or("unknown_reference")?;
-        let ops: BTreeSet<String> = parent.authorization.operations.iter().cloned().collect();
+        let ops = own.get(parent_id).map(|r| r.granted.clone()).unwrap_or_default();
         ceiling = Some(match ceiling {
             Some(c) => c.intersection(&ops).cloned().collect(),
             None => ops,

@@ -6,7 +6,7 @@ use conduit_core::names::type_matches;
 use conduit_core::Duration;
 
 use crate::model::{BindingConfig, Config, Limits, ScopeConfig, ShellConfig};
-use crate::rules::{secret_scheme, shell_config};
+use crate::rules::{secret_scheme, shell_config, Effective};
 
 const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3600);
 
@@ -18,15 +18,23 @@ pub struct Snapshot {
     /// The configuration as the operator wrote it, canonically serialized (the hash is over this).
     written: String,
     config: Config,
+    effective: Effective,
 }
 
 impl Snapshot {
-    pub(crate) fn new(generation: i64, hash: String, written: String, config: Config) -> Snapshot {
+    pub(crate) fn new(
+        generation: i64,
+        hash: String,
+        written: String,
+        config: Config,
+        effective: Effective,
+    ) -> Snapshot {
         Snapshot {
             generation,
             hash,
             written,
             config,
+            effective,
         }
     }
 
@@ -84,30 +92,29 @@ impl Snapshot {
         self.scope(scope)?.bindings.get(binding)
     }
 
-    /// Whether the scope and every ancestor are enabled.
+    /// Whether the scope exists and it and every ancestor are enabled.
     pub fn scope_enabled(&self, id: &str) -> bool {
-        self.lineage(id).all(|s| s.enabled)
+        self.scope(id).is_some() && self.lineage(id).all(|s| s.enabled)
     }
 
     /// The scope's ceiling check: the scope exists, is enabled, and it and every ancestor allow `op`.
     pub fn authorize_operation(&self, scope: &str, op: &str) -> bool {
-        self.scope(scope).is_some()
-            && self
-                .lineage(scope)
-                .all(|s| s.enabled && s.authorization.operations.iter().any(|o| o == op))
+        self.scope_enabled(scope) && self.effective.ceilings.get(scope).is_some_and(|c| c.contains(op))
     }
 
-    /// The operations a binding's executions are granted: its own list, within the ceiling.
+    /// The scope's effective ceiling, with toolsets resolved and within every ancestor's.
+    pub fn ceiling(&self, scope: &str) -> BTreeSet<String> {
+        self.effective.ceilings.get(scope).cloned().unwrap_or_default()
+    }
+
+    /// The operations a binding's executions are granted: its resolved list, within the ceiling.
     pub fn granted_operations(&self, scope: &str, binding: &str) -> Vec<String> {
-        let Some(b) = self.binding(scope, binding) else {
-            return Vec::new();
-        };
-        let granted: BTreeSet<&String> = b
-            .operations
-            .iter()
+        let key = (scope.to_owned(), binding.to_owned());
+        let granted = self.effective.grants.get(&key).into_iter().flatten();
+        granted
             .filter(|op| self.authorize_operation(scope, op))
-            .collect();
-        granted.into_iter().cloned().collect()
+            .cloned()
+            .collect()
     }
 
     /// The bindings whose routes in `scope` match `event_type`, in route order.

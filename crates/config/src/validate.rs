@@ -1,34 +1,13 @@
 //! From bytes to a validated configuration, or every independent diagnostic.
 
-use std::collections::BTreeSet;
-
 use conduit_core::canonical::{canonical_json, sha256_hex};
-use conduit_core::names::BUILTIN_OPERATIONS;
 use serde_json::Value;
 
 use crate::diagnostic::{push_pointer, Diagnostic};
+use crate::grants::Registry;
 use crate::model::Config;
 use crate::snapshot::Snapshot;
 use crate::{rules, strict, MAX_CONFIG_BYTES};
-
-/// The operations the running release registers, against which grants are resolved.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Registry {
-    extension_operations: BTreeSet<String>,
-}
-
-impl Registry {
-    /// The builtins and these extension operations.
-    pub fn with_operations(operations: impl IntoIterator<Item = String>) -> Registry {
-        Registry {
-            extension_operations: operations.into_iter().collect(),
-        }
-    }
-
-    pub fn knows(&self, operation: &str) -> bool {
-        BUILTIN_OPERATIONS.contains(&operation) || self.extension_operations.contains(operation)
-    }
-}
 
 /// Parses and validates configuration bytes against the builtins alone.
 pub fn parse(bytes: &[u8]) -> Result<Snapshot, Vec<Diagnostic>> {
@@ -51,13 +30,13 @@ pub fn parse_with(bytes: &[u8], registry: &Registry) -> Result<Snapshot, Vec<Dia
         return Err(sorted(found));
     }
     let config: Config = typed(value.clone())?;
-    let found = rules::check(&config, registry);
+    let (found, effective) = rules::check(&config, registry);
     if !found.is_empty() {
         return Err(sorted(found));
     }
     let written = canonical_json(&value);
     let hash = sha256_hex(written.as_bytes());
-    Ok(Snapshot::new(0, hash, written, config))
+    Ok(Snapshot::new(0, hash, written, config, effective))
 }
 
 fn sorted(mut found: Vec<Diagnostic>) -> Vec<Diagnostic> {

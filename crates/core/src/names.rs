@@ -6,6 +6,9 @@ pub const RESERVED_FAMILIES: [&str; 4] = ["core", "agent", "tool", "toolbelt"];
 /// The host's builtin toolbelt operations; they belong to no registration and pass no gate.
 pub const BUILTIN_OPERATIONS: [&str; 5] = ["create_work", "declare_outcome", "emit", "read_context", "wait"];
 
+/// The host's toolsets of builtins, granted as `@core.worker`.
+pub const BUILTIN_TOOLSETS: [(&str, &[&str]); 1] = [("core.worker", &BUILTIN_OPERATIONS)];
+
 const MAX_TYPE_LEN: usize = 128;
 
 /// An event type is namespaced: two or more dot-separated segments, each a letter followed by letters,

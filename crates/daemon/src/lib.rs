@@ -57,6 +57,8 @@ pub fn check_config(bytes: &[u8]) -> Result<Snapshot, Vec<Diagnostic>> {
 /// Runs the daemon until SIGINT or SIGTERM.
 pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     let state = StateDir::lock(&options.state_dir)?;
+    // Before anything is served: a signal that arrives once clients can see the daemon stops it cleanly.
+    let signals = Signals::install(&state)?;
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state.store_path())?);
     // First-party extensions register here; the configuration may grant what they register.
     let registry = Arc::new(release_registry());
@@ -119,7 +121,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     let scheduler = tokio::spawn(runtime.scheduler_loop());
     tracing::info!(state = %state.root().display(), socket = %socket_path.display(), "open-conduit daemon is up");
 
-    wait_for_signal(&state).await?;
+    signals.wait().await;
     tracing::info!("shutting down");
     let _ = stop.send(true);
     let _ = scheduler.await;
@@ -128,15 +130,27 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     Ok(())
 }
 
-async fn wait_for_signal(state: &StateDir) -> Result<(), DaemonError> {
-    let io = |e| DaemonError::io("install signal handlers in", state.root(), e);
-    let mut term = signal(SignalKind::terminate()).map_err(io)?;
-    let mut int = signal(SignalKind::interrupt()).map_err(io)?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+/// SIGINT and SIGTERM, the two ways to stop the daemon.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install(state: &StateDir) -> Result<Signals, DaemonError> {
+        let io = |e| DaemonError::io("install signal handlers in", state.root(), e);
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).map_err(io)?,
+            int: signal(SignalKind::interrupt()).map_err(io)?,
+        })
     }
-    Ok(())
+
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
 }
 
 fn own_dir() -> PathBuf {

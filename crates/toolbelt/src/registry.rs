@@ -71,12 +71,30 @@ pub struct OperationSpec {
     pub handler: Arc<dyn Handler>,
 }
 
-/// An extension's registration: its name (its namespace), where its operations come from, and them.
+/// A named set of operations for a role (`github.author`), granted as `@github.author`. It grants
+/// only its extension's own operations and builtins, each recorded with the release it joined in.
+/// A toolset only gains operations from one release to the next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolsetSpec {
+    pub name: String,
+    pub operations: Vec<ToolsetEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolsetEntry {
+    pub operation: String,
+    /// The release the operation joined the toolset in.
+    pub since: String,
+}
+
+/// An extension's registration: its name (its namespace), where its operations come from, them, and
+/// the toolsets it publishes.
 #[derive(Clone)]
 pub struct Registration {
     pub name: String,
     pub source: ToolSource,
     pub operations: Vec<OperationSpec>,
+    pub toolsets: Vec<ToolsetSpec>,
 }
 
 /// A registered operation, its input validator compiled once.
@@ -110,6 +128,7 @@ impl std::error::Error for RegistrationError {}
 pub struct Registry {
     registrations: BTreeMap<String, ToolSource>,
     operations: BTreeMap<String, Registered>,
+    toolsets: BTreeMap<String, ToolsetSpec>,
 }
 
 impl Registry {
@@ -154,9 +173,19 @@ impl Registry {
             };
             accepted.insert(name, registered);
         }
+        for toolset in &registration.toolsets {
+            check_toolset(&registration.name, toolset, &accepted).map_err(|r| refuse("invalid", &toolset.name, r))?;
+        }
         self.registrations.insert(registration.name, registration.source);
         self.operations.extend(accepted);
+        self.toolsets
+            .extend(registration.toolsets.into_iter().map(|t| (t.name.clone(), t)));
         Ok(())
+    }
+
+    /// Every published toolset, sorted by name.
+    pub fn toolsets(&self) -> impl Iterator<Item = &ToolsetSpec> {
+        self.toolsets.values()
     }
 
     pub fn operation(&self, name: &str) -> Option<&Registered> {
@@ -173,9 +202,12 @@ impl Registry {
         BUILTIN_OPERATIONS.contains(&name) || self.operations.contains_key(name)
     }
 
-    /// The names the configuration may grant beyond the builtins.
+    /// The names and toolsets the configuration may grant beyond the builtins.
     pub fn config_registry(&self) -> conduit_config::Registry {
-        conduit_config::Registry::with_operations(self.operations.keys().cloned())
+        let registry = conduit_config::Registry::with_operations(self.operations.keys().cloned());
+        self.toolsets.values().fold(registry, |registry, toolset| {
+            registry.with_toolset(&toolset.name, toolset.operations.iter().map(|e| e.operation.clone()))
+        })
     }
 }
 
@@ -199,6 +231,33 @@ fn check_operation(
     }
     if spec.catalog.safety_tier == SafetyTier::Exec && source != ToolSource::HostExtension {
         return Err(("invalid", "only a host extension may declare the exec safety tier"));
+    }
+    Ok(())
+}
+
+/// A toolset is `<registration>.<role>`, names each operation once, and grants only the
+/// registration's own operations (`accepted`) and builtins, each with the release it joined in.
+fn check_toolset(
+    registration: &str,
+    toolset: &ToolsetSpec,
+    accepted: &BTreeMap<String, Registered>,
+) -> Result<(), &'static str> {
+    let role = toolset
+        .name
+        .strip_prefix(registration)
+        .and_then(|rest| rest.strip_prefix('.'));
+    if !role.is_some_and(is_registration_name) {
+        return Err("an extension publishes only `<its name>.<role>` toolsets");
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for entry in &toolset.operations {
+        let own = accepted.contains_key(&entry.operation) || BUILTIN_OPERATIONS.contains(&entry.operation.as_str());
+        if !own {
+            return Err("a toolset grants only its extension's own operations and builtins");
+        }
+        if entry.since.trim().is_empty() || !seen.insert(entry.operation.as_str()) {
+            return Err("each toolset operation appears once, with the release it joined in");
+        }
     }
     Ok(())
 }
@@ -242,6 +301,7 @@ mod tests {
             name: "slack".into(),
             source: ToolSource::HostExtension,
             operations: vec![spec],
+            toolsets: vec![],
         }
     }
 

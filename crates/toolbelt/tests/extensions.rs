@@ -63,6 +63,7 @@ fn notes_registration(notes: &Arc<Notes>) -> Registration {
         name: "notes".into(),
         source: ToolSource::HostExtension,
         operations: vec![operation("notes.add", notes), operation("notes.fail", notes)],
+        toolsets: vec![],
     }
 }
 
@@ -240,6 +241,7 @@ fn registration(name: &str, source: ToolSource, ops: &[(&str, SafetyTier)]) -> R
         name: name.into(),
         source,
         operations,
+        toolsets: vec![],
     }
 }
 
@@ -335,6 +337,7 @@ fn an_invalid_input_schema_is_refused() {
         name: "notes".into(),
         source: ToolSource::HostExtension,
         operations: vec![spec],
+        toolsets: vec![],
     };
     let err = Registry::default().register(reg).unwrap_err();
     assert_eq!(err.code, "invalid");

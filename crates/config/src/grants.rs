@@ -1,0 +1,158 @@
+//! Grant lists: operation names, `@toolset`s, and `!` denials of either, resolved in order against
+//! the running release's registry: what the list names and its toolsets' operations, less what it
+//! denies. A name the registry does not know is `unknown_reference`, so a typo never grants nor fails
+//! to deny.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use conduit_core::names::{BUILTIN_OPERATIONS, BUILTIN_TOOLSETS};
+
+use crate::diagnostic::Diagnostic;
+
+/// The operations and toolsets the running release registers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Registry {
+    extension_operations: BTreeSet<String>,
+    toolsets: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Registry {
+    /// The builtins and these extension operations.
+    pub fn with_operations(operations: impl IntoIterator<Item = String>) -> Registry {
+        Registry {
+            extension_operations: operations.into_iter().collect(),
+            toolsets: BTreeMap::new(),
+        }
+    }
+
+    /// Adds an extension's toolset: its name and the operations it grants.
+    pub fn with_toolset(mut self, name: &str, operations: impl IntoIterator<Item = String>) -> Registry {
+        self.toolsets.insert(name.to_owned(), operations.into_iter().collect());
+        self
+    }
+
+    pub fn knows(&self, operation: &str) -> bool {
+        BUILTIN_OPERATIONS.contains(&operation) || self.extension_operations.contains(operation)
+    }
+
+    /// The operations of a toolset, builtin or published by an extension.
+    pub fn toolset(&self, name: &str) -> Option<BTreeSet<String>> {
+        let builtin = BUILTIN_TOOLSETS.iter().find(|(n, _)| *n == name);
+        builtin
+            .map(|(_, ops)| ops.iter().map(|o| (*o).to_owned()).collect())
+            .or_else(|| self.toolsets.get(name).cloned())
+    }
+}
+
+/// A resolved grant list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resolved {
+    /// Every operation the list grants.
+    pub granted: BTreeSet<String>,
+    /// Operations the list names explicitly, with their index: these must fit the ceiling, while
+    /// a toolset is narrowed to it.
+    pub explicit: Vec<(usize, String)>,
+    /// Operations the list denies.
+    pub denied: BTreeSet<String>,
+}
+
+/// Resolves `list` (at `pointer`), reporting each entry the registry does not know.
+pub fn resolve(list: &[String], registry: &Registry, pointer: &str, found: &mut Vec<Diagnostic>) -> Resolved {
+    let mut resolved = Resolved::default();
+    let mut granted = BTreeSet::new();
+    for (i, entry) in list.iter().enumerate() {
+        let (deny, name) = match entry.strip_prefix('!') {
+            Some(rest) => (true, rest),
+            None => (false, entry.as_str()),
+        };
+        let Some(operations) = lookup(name, registry) else {
+            found.push(unknown(format!("{pointer}/{i}"), name.starts_with('@')));
+            continue;
+        };
+        if deny {
+            resolved.denied.extend(operations);
+        } else {
+            if !name.starts_with('@') {
+                resolved.explicit.push((i, name.to_owned()));
+            }
+            granted.extend(operations);
+        }
+    }
+    resolved.granted = granted.difference(&resolved.denied).cloned().collect();
+    resolved
+}
+
+/// The operations an entry's name stands for: one operation, or a toolset's.
+fn lookup(name: &str, registry: &Registry) -> Option<BTreeSet<String>> {
+    match name.strip_prefix('@') {
+        Some(toolset) => registry.toolset(toolset),
+        None => registry.knows(name).then(|| BTreeSet::from([name.to_owned()])),
+    }
+}
+
+fn unknown(pointer: String, toolset: bool) -> Diagnostic {
+    let (message, remedy) = if toolset {
+        (
+            "no registered toolset has this name",
+            "fix the toolset name; toolsets are `@<extension>.<role>`",
+        )
+    } else {
+        (
+            "no registered operation has this name",
+            "fix the operation name; `open-conduit` lists the registered operations",
+        )
+    };
+    Diagnostic::error(pointer, "unknown_reference", message, remedy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn registry() -> Registry {
+        Registry::with_operations(names(&["gh.view", "gh.edit", "gh.close"]))
+            .with_toolset("gh.author", names(&["gh.view", "gh.edit", "emit"]))
+    }
+
+    fn granted(list: &[&str]) -> (Vec<String>, Vec<(String, &'static str)>) {
+        let mut found = Vec::new();
+        let r = resolve(&names(list), &registry(), "/ops", &mut found);
+        (
+            r.granted.into_iter().collect(),
+            found.into_iter().map(|d| (d.pointer, d.code)).collect(),
+        )
+    }
+
+    #[test]
+    fn names_toolsets_and_denials_resolve_in_order() {
+        assert_eq!(granted(&["@gh.author"]).0, names(&["emit", "gh.edit", "gh.view"]));
+        assert_eq!(granted(&["@gh.author", "!gh.edit"]).0, names(&["emit", "gh.view"]));
+        assert_eq!(granted(&["!@gh.author", "gh.close", "emit"]).0, names(&["gh.close"]));
+        assert_eq!(granted(&["@core.worker", "!create_work"]).0.len(), 4);
+    }
+
+    #[test]
+    fn typos_never_grant_nor_fail_to_deny() {
+        let (granted_ops, found) = granted(&["@gh.autor", "gh.veiw", "!gh.eidt", "gh.view"]);
+        assert_eq!(granted_ops, names(&["gh.view"]));
+        assert_eq!(
+            found,
+            vec![
+                ("/ops/0".to_owned(), "unknown_reference"),
+                ("/ops/1".to_owned(), "unknown_reference"),
+                ("/ops/2".to_owned(), "unknown_reference"),
+            ]
+        );
+    }
+
+    #[test]
+    fn explicit_names_are_kept_apart_from_toolsets() {
+        let mut found = Vec::new();
+        let r = resolve(&names(&["@gh.author", "gh.close"]), &registry(), "/ops", &mut found);
+        assert_eq!(r.explicit, vec![(1, "gh.close".to_owned())]);
+    }
+}
