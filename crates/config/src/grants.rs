@@ -54,11 +54,14 @@ pub struct Resolved {
     pub explicit: Vec<(usize, String)>,
     /// Operations the list denies.
     pub denied: BTreeSet<String>,
+    /// Whether every entry resolved: a list with an unknown entry is not a ceiling anything can be
+    /// checked against.
+    pub complete: bool,
 }
 
 /// Resolves `list` (at `pointer`), reporting each entry the registry does not know.
 pub fn resolve(list: &[String], registry: &Registry, pointer: &str, found: &mut Vec<Diagnostic>) -> Resolved {
-    let mut resolved = Resolved::default();
+    let mut resolved = Resolved { complete: true, ..Resolved::default() };
     let mut granted = BTreeSet::new();
     for (i, entry) in list.iter().enumerate() {
         let (deny, name) = match entry.strip_prefix('!') {
@@ -67,6 +70,7 @@ pub fn resolve(list: &[String], registry: &Registry, pointer: &str, found: &mut 
         };
         let Some(operations) = lookup(name, registry) else {
             found.push(unknown(format!("{pointer}/{i}"), name.starts_with('@')));
+            resolved.complete = false;
             continue;
         };
         if deny {

@@ -63,16 +63,13 @@ pub fn check(config: &Config, registry: &Registry) -> (Vec<Diagnostic>, Effectiv
     checker.version_and_limits();
     checker.secrets();
     let own = checker.own_ceilings();
-    let mut effective = Effective {
-        ceilings: checker.ceilings(&own),
-        grants: BTreeMap::new(),
-    };
+    let ceilings = checker.ceilings(&own);
+    let mut effective = Effective::default();
     for (id, scope) in &config.scopes {
-        let grants = checker.scope(id, scope, &effective.ceilings[id], &own[id].denied);
-        effective
-            .grants
-            .extend(grants.into_iter().map(|(binding, ops)| ((id.clone(), binding), ops)));
+        let grants = checker.scope(id, scope, ceilings[id].as_ref(), &own[id].denied);
+        effective.grants.extend(grants.into_iter().map(|(binding, ops)| ((id.clone(), binding), ops)));
     }
+    effective.ceilings = ceilings.into_iter().map(|(id, c)| (id, c.unwrap_or_default())).collect();
     (checker.found, effective)
 }
 
@@ -152,29 +149,32 @@ impl Checker<'_> {
 
     /// Each scope's effective ceiling: its own operations within every ancestor's. A toolset is
     /// narrowed to the parent's ceiling; a name the parent does not allow is `authority_widening`.
-    /// Reports unknown parents and cycles.
-    fn ceilings(&mut self, own: &BTreeMap<String, Resolved>) -> BTreeMap<String, BTreeSet<String>> {
+    /// Reports unknown parents and cycles. A ceiling is unknown (`None`) when its chain is broken or a
+    /// list in it has an unknown entry: nothing is checked against it, so each mistake is reported
+    /// once, where it is, and not again at everything that depends on it.
+    fn ceilings(&mut self, own: &BTreeMap<String, Resolved>) -> BTreeMap<String, Option<BTreeSet<String>>> {
         let scopes = &self.config.scopes;
         let mut ceilings = BTreeMap::new();
         for id in scopes.keys() {
             let pointer = push_pointer("/scopes", id);
             let mine = &own[id];
             let ceiling = match ancestor_ceiling(id, scopes, own) {
-                Ok(Some(parent)) => {
+                Ok(Some(Some(parent))) => {
                     for (i, op) in &mine.explicit {
                         if !parent.contains(op) {
                             self.widening(format!("{pointer}/authorization/operations/{i}"), "its parent scope");
                         }
                     }
-                    mine.granted.intersection(&parent).cloned().collect()
+                    Some(mine.granted.intersection(&parent).cloned().collect())
                 }
-                Ok(None) => mine.granted.clone(),
+                Ok(Some(None)) => None,
+                Ok(None) => Some(mine.granted.clone()),
                 Err(code) => {
                     self.parent(&pointer, code);
-                    BTreeSet::new()
+                    None
                 }
             };
-            ceilings.insert(id.clone(), ceiling);
+            ceilings.insert(id.clone(), ceiling.filter(|_| mine.complete));
         }
         ceilings
     }
@@ -207,7 +207,7 @@ impl Checker<'_> {
         &mut self,
         id: &str,
         scope: &ScopeConfig,
-        ceiling: &BTreeSet<String>,
+        ceiling: Option<&BTreeSet<String>>,
         denied: &BTreeSet<String>,
     ) -> BTreeMap<String, BTreeSet<String>> {
         let mut grants = BTreeMap::new();
@@ -258,11 +258,15 @@ impl Checker<'_> {
         &mut self,
         pointer: &str,
         binding: &BindingConfig,
-        ceiling: &BTreeSet<String>,
+        ceiling: Option<&BTreeSet<String>>,
         denied: &BTreeSet<String>,
     ) -> BTreeSet<String> {
         let ops_pointer = format!("{pointer}/operations");
         let resolved = resolve(&binding.operations, self.registry, &ops_pointer, &mut self.found);
+        let Some(ceiling) = ceiling else {
+            self.binding_rest(pointer, binding);
+            return BTreeSet::new();
+        };
         for (i, op) in &resolved.explicit {
             if denied.contains(op) {
                 self.report(
@@ -275,6 +279,12 @@ impl Checker<'_> {
                 self.widening(format!("{ops_pointer}/{i}"), "its scope");
             }
         }
+        self.binding_rest(pointer, binding);
+        resolved.granted.intersection(ceiling).cloned().collect()
+    }
+
+    /// A binding's checks that do not depend on its scope's ceiling.
+    fn binding_rest(&mut self, pointer: &str, binding: &BindingConfig) {
         for (i, pattern) in binding.emits.iter().flatten().enumerate() {
             if !is_type_pattern(pattern) || is_reserved_type(pattern) || pattern == "*" {
                 self.report(
@@ -305,7 +315,6 @@ impl Checker<'_> {
         } else if let Err(d) = shell_config(pointer, binding) {
             self.found.push(d);
         }
-        resolved.granted.intersection(ceiling).cloned().collect()
     }
 }
 
@@ -316,28 +325,35 @@ fn is_secret_name(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
-/// The intersection of the resolved lists of `id`'s ancestors, or `None` for a root scope.
+/// The intersection of the resolved lists of `id`'s ancestors: `None` for a root scope, `Some(None)`
+/// when an ancestor's list is incomplete.
 fn ancestor_ceiling(
     id: &str,
     scopes: &BTreeMap<String, ScopeConfig>,
     own: &BTreeMap<String, Resolved>,
-) -> Result<Option<BTreeSet<String>>, &'static str> {
+) -> Result<Option<Option<BTreeSet<String>>>, &'static str> {
     let mut seen = BTreeSet::from([id.to_owned()]);
     let mut ceiling: Option<BTreeSet<String>> = None;
+    let mut complete = true;
     let mut current = scopes.get(id).and_then(|s| s.parent.as_deref());
     while let Some(parent_id) = current {
         if !seen.insert(parent_id.to_owned()) {
             return Err("parent_cycle");
         }
         let parent = scopes.get(parent_id).ok_or("unknown_reference")?;
-        let ops = own.get(parent_id).map(|r| r.granted.clone()).unwrap_or_default();
+        let Some(ops) = own.get(parent_id).filter(|r| r.complete).map(|r| r.granted.clone()) else {
+            complete = false;
+            current = parent.parent.as_deref();
+            continue;
+        };
         ceiling = Some(match ceiling {
             Some(c) => c.intersection(&ops).cloned().collect(),
             None => ops,
         });
         current = parent.parent.as_deref();
     }
-    Ok(ceiling)
+    let is_root = seen.len() == 1;
+    Ok((!is_root).then(|| ceiling.filter(|_| complete)))
 }
 
 /// The binding's shell configuration, checked: a non-empty argv and a parseable timeout.
