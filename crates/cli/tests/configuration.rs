@@ -293,8 +293,19 @@ fn the_shipped_examples_validate() {
     let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let mut checked = 0;
     for entry in std::fs::read_dir(&examples).unwrap().flatten() {
-        let out = std::process::Command::new(OPEN_CONDUIT).arg("config").arg("check").arg(entry.path()).output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}: {}", entry.path().display(), stdout(&out));
+        let out = std::process::Command::new(OPEN_CONDUIT)
+            .arg("config")
+            .arg("check")
+            .arg(entry.path())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {}",
+            entry.path().display(),
+            stdout(&out)
+        );
         checked += 1;
     }
     assert_eq!(checked, 4, "the four example configurations");

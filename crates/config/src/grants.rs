@@ -61,7 +61,10 @@ pub struct Resolved {
 
 /// Resolves `list` (at `pointer`), reporting each entry the registry does not know.
 pub fn resolve(list: &[String], registry: &Registry, pointer: &str, found: &mut Vec<Diagnostic>) -> Resolved {
-    let mut resolved = Resolved { complete: true, ..Resolved::default() };
+    let mut resolved = Resolved {
+        complete: true,
+        ..Resolved::default()
+    };
     let mut granted = BTreeSet::new();
     for (i, entry) in list.iter().enumerate() {
         let (deny, name) = match entry.strip_prefix('!') {

@@ -67,9 +67,14 @@ pub fn check(config: &Config, registry: &Registry) -> (Vec<Diagnostic>, Effectiv
     let mut effective = Effective::default();
     for (id, scope) in &config.scopes {
         let grants = checker.scope(id, scope, ceilings[id].as_ref(), &own[id].denied);
-        effective.grants.extend(grants.into_iter().map(|(binding, ops)| ((id.clone(), binding), ops)));
+        effective
+            .grants
+            .extend(grants.into_iter().map(|(binding, ops)| ((id.clone(), binding), ops)));
     }
-    effective.ceilings = ceilings.into_iter().map(|(id, c)| (id, c.unwrap_or_default())).collect();
+    effective.ceilings = ceilings
+        .into_iter()
+        .map(|(id, c)| (id, c.unwrap_or_default()))
+        .collect();
     (checker.found, effective)
 }
 

@@ -27,7 +27,13 @@ fn value(rng: &mut Rng, depth: u32, dup_depth: Option<u32>) -> String {
         1 => ["true", "false"][rng.below(2) as usize].into(),
         2 => format!("{}", rng.below(1000) as i64 - 500),
         3 => format!("\"s{}\"", rng.below(100)),
-        4 if depth < 6 => format!("[{}]", (0..rng.below(3)).map(|_| value(rng, depth + 1, None)).collect::<Vec<_>>().join(",")),
+        4 if depth < 6 => format!(
+            "[{}]",
+            (0..rng.below(3))
+                .map(|_| value(rng, depth + 1, None))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
         _ if depth < 6 || must_nest => object(rng, depth, dup_depth),
         _ => "0".into(),
     }
@@ -67,6 +73,9 @@ fn a_duplicate_key_is_refused_at_any_depth() {
         let depth = rng.below(5) as u32;
         let text = object(&mut rng, 0, Some(depth));
         let found = parse(text.as_bytes()).expect_err("a duplicate key must be refused");
-        assert!(found.iter().any(|d| d.code == "duplicate_key"), "case {case}: {text}\n{found:?}");
+        assert!(
+            found.iter().any(|d| d.code == "duplicate_key"),
+            "case {case}: {text}\n{found:?}"
+        );
     }
 }

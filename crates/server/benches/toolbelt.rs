@@ -1,17 +1,33 @@
-//! Toolbelt call latency against a bare hyper floor, over real Unix sockets, in one process.
+//! Toolbelt call latency and throughput against their physical floors, over real Unix sockets, in one
+//! process.
 //!
-//! Run with `cargo bench -p conduit-server --bench toolbelt`; `BENCH_CALLS=N` sets every case's
-//! measured call count (defaults: 2000 for the floor and `read_context`, 500 for `emit`).
+//! Run with `cargo bench -p conduit-server --bench toolbelt`. `BENCH_CALLS=N` sets the measured call
+//! count of every sequential case (defaults: 2000 for the echo floor, `read_context` and the token
+//! cases, 500 for `emit` and the fsync floors); `BENCH_CLIENT_CALLS=N` sets the measured calls of each
+//! client in the concurrent `emit` cases (default 300).
 //!
-//! Every case goes through one measuring loop on one persistent HTTP/1.1 connection, sequentially:
+//! Every case goes through one measuring loop, [`measure`]. Sequential cases, one call after another:
 //! - `floor echo`: a bare hyper server that echoes the body, sent the very request `read_context` is;
 //! - `read_context` and `emit`: a real execution socket (`execution_router` + `serve`) backed by a
-//!   SQLite store, with Work created, claimed and given a token the way the daemon's `claim` does.
+//!   SQLite store, with Work created, claimed and given a token the way the daemon's `claim` does;
+//! - `fsync append` and `fsync rewrite`: 100 bytes written to a file in the same temp dir, then
+//!   `sync_data`, the cost of one durable commit per call without group commit;
+//! - `token check` and `token digest`: the bearer check in process (SHA-256 and the digest lookup in
+//!   a read transaction), and the hashing alone.
+//!
+//! Then `emit` from 1, 8 and 32 executions at once: each its own claimed Work, token and socket, and
+//! its own client task with its own connection, all starting together.
 //!
 //! Every answer must be 200, so a broken setup cannot produce numbers. Nothing here asserts timing.
 
+use std::cmp::Reverse;
+use std::fs::File;
+use std::future::Future;
+use std::hint::black_box;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use conduit_config::{default_config_json, parse, CurrentConfig, Snapshot};
@@ -19,7 +35,7 @@ use conduit_core::{Execution, Source};
 use conduit_scheduler::{claim_next, create_work, renew_lease, HostError, NewWork, LEASE};
 use conduit_server::{bind_owner_only, execution_router, now, serve, ExecutionSocket};
 use conduit_store::{SqliteStore, Store};
-use conduit_toolbelt::{token, Toolbelt};
+use conduit_toolbelt::{checks, token, Toolbelt};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::client::conn::http1::SendRequest;
@@ -30,68 +46,175 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{oneshot, Notify};
+use tokio::runtime::Runtime;
+use tokio::sync::{oneshot, Barrier, Notify};
 use tokio::task::JoinHandle;
 
-/// Unmeasured calls before each case, to warm the connection, caches and the SQLite page cache.
+/// Unmeasured calls before each sequential case, to warm the connection, caches and the SQLite page
+/// cache.
 const WARMUP: usize = 200;
+/// Unmeasured calls of each client of a concurrent case, before all of them start together.
+const CLIENT_WARMUP: usize = 20;
+/// How many executions emit at once, case by case; the first is the baseline of the speedup.
+const EXECUTIONS: [usize; 3] = [1, 8, 32];
+/// The default configuration's chain limit (600 events a minute) would refuse the bench's emits.
+const CAUSAL_PER_MINUTE: u32 = 1_000_000;
 const OWNER: &str = "bench";
 const READ_CONTEXT: &[u8] = br#"{"operation":"read_context","input":{}}"#;
 
 type Body = Full<Bytes>;
 
-/// The servers run on a multi-threaded runtime, as in the daemon; the client runs on its own thread
-/// (this one, with a current-thread runtime), as an agent's `os` process would, so every case pays
-/// the same cross-thread hop and the client never competes for a server worker.
+/// The servers run on a multi-threaded runtime, as in the daemon. The sequential client runs on this
+/// thread with a current-thread runtime, as an agent's `os` process would, so every case pays the
+/// same cross-thread hop and the client never competes for a server worker. The concurrent clients
+/// run on a multi-threaded runtime of their own, so they really send at the same time.
 fn main() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let servers = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let servers = multi_thread("server");
+    let clients = multi_thread("client");
     let client = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).expect("the store opens"));
+    let config = bench_config();
     let echo_socket = dir.path().join("echo.sock");
-    let (bed, echo_server) = servers.block_on(async {
+    let (beds, echo_server) = servers.block_on(async {
         let echo = bind_owner_only(&echo_socket).expect("bind echo.sock");
-        (Bed::start(dir.path()), tokio::spawn(serve_echo(echo)))
+        let beds = ["reader", "emitter"].map(|name| Bed::start(&store, &config, dir.path(), name));
+        (beds, tokio::spawn(serve_echo(echo)))
     });
-    let rows = client.block_on(run_cases(&echo_socket, &bed.socket, &bed.token));
+    let rows = client.block_on(run_cases(dir.path(), &echo_socket, &beds, &*store));
+    let together = EXECUTIONS.map(|n| emit_together(&servers, &clients, &store, &config, dir.path(), n));
     // Before the store closes: closing its last connection checkpoints and removes the WAL file.
     print_machine(dir.path());
     drop(client); // closes the client connections, so the graceful shutdown below can finish
+    drop(clients);
     echo_server.abort();
-    servers.block_on(bed.stop());
+    servers.block_on(async {
+        for bed in beds {
+            bed.stop().await;
+        }
+    });
     print_table(&rows);
+    print_together(&together, &rows);
 }
 
-/// The three cases, in order, each on its own persistent connection.
-async fn run_cases(echo_socket: &Path, toolbelt_socket: &Path, token: &str) -> [Stats; 3] {
+fn multi_thread(name: &str) -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .thread_name(format!("bench-{name}"))
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// The default configuration, with a chain rate limit the bench cannot reach.
+fn bench_config() -> CurrentConfig {
+    let mut config: serde_json::Value =
+        serde_json::from_str(default_config_json()).expect("the default config is JSON");
+    config["limits"]["causal_per_minute"] = json!(CAUSAL_PER_MINUTE);
+    let snapshot = parse(config.to_string().as_bytes()).expect("the bench config parses");
+    CurrentConfig::new(snapshot.at_generation(1))
+}
+
+/// The sequential cases, in order, each on its own persistent connection or called in process.
+/// `emit` has an execution of its own: every toolbelt call adds records to its execution's causal
+/// chain, and an emit's rate check counts the chain's last minute, so `read_context` calls made
+/// before it on the same execution would slow it.
+async fn run_cases(dir: &Path, echo_socket: &Path, [reader, emitter]: &[Bed; 2], store: &dyn Store) -> Vec<Stats> {
     let (fast, slow) = call_counts();
-    let mut echo = Client::connect(echo_socket).await;
-    let mut toolbelt = Client::connect(toolbelt_socket).await;
+    let token = reader.token.as_str();
     let read = Bytes::from_static(READ_CONTEXT);
-    let floor = measure(&mut echo, "floor echo", fast, |_| call(token, read.clone())).await;
-    let read_context = measure(&mut toolbelt, "read_context", fast, |_| call(token, read.clone())).await;
-    let emit = measure(&mut toolbelt, "emit", slow, |i| call(token, emit_body(i))).await;
-    [floor, read_context, emit]
+    let mut echo = Http::connect(echo_socket, |_| call(token, read.clone())).await;
+    let mut read_context = Http::connect(&reader.socket, |_| call(token, read.clone())).await;
+    let mut emit = Http::connect(&emitter.socket, |i| call(&emitter.token, emit_body(i))).await;
+    let block = [b'x'; 100];
+    let mut appended = File::create(dir.join("fsync-append")).expect("a file to append to");
+    let mut append = Direct(|| {
+        appended.write_all(&block).expect("an append");
+        appended.sync_data().expect("an fsync");
+    });
+    let rewritten = File::create(dir.join("fsync-rewrite")).expect("a file to rewrite");
+    let mut rewrite = Direct(|| {
+        rewritten.write_all_at(&block, 0).expect("a rewrite");
+        rewritten.sync_data().expect("an fsync");
+    });
+    let mut check = Direct(|| {
+        let live = store.read(|tx| checks::live_token(tx, &reader.execution_id, black_box(token), now()));
+        black_box(live.expect("the token is live"));
+    });
+    let mut digest = Direct(|| {
+        black_box(token::digest(black_box(token)));
+    });
+    vec![
+        measure(&mut echo, "floor echo", WARMUP, fast, None).await,
+        measure(&mut read_context, "read_context", WARMUP, fast, None).await,
+        measure(&mut emit, "emit", WARMUP, slow, None).await,
+        measure(&mut append, "fsync append", WARMUP, slow, None).await,
+        measure(&mut rewrite, "fsync rewrite", WARMUP, slow, None).await,
+        measure(&mut check, "token check", WARMUP, fast, None).await,
+        measure(&mut digest, "token digest", WARMUP, fast, None).await,
+    ]
 }
 
-/// Measured calls per case: `(floor and read_context, emit)`.
+/// `emit` from `n` executions at once: `n` claimed Work, each with its own token, served socket and
+/// renewed lease; `n` client tasks on the client runtime, each on its own connection, measured from
+/// a common start after their warmup.
+fn emit_together(
+    servers: &Runtime,
+    clients: &Runtime,
+    store: &Arc<dyn Store>,
+    config: &CurrentConfig,
+    dir: &Path,
+    n: usize,
+) -> Stats {
+    let beds: Vec<Bed> = servers.block_on(async {
+        (0..n)
+            .map(|i| Bed::start(store, config, dir, &format!("x{n}-{i}")))
+            .collect()
+    });
+    let calls = client_calls();
+    let stats = clients.block_on(async {
+        let start = Arc::new(Barrier::new(n));
+        let tasks: Vec<JoinHandle<Stats>> = beds
+            .iter()
+            .map(|bed| {
+                let (socket, token, start) = (bed.socket.clone(), bed.token.clone(), start.clone());
+                tokio::spawn(async move {
+                    let mut emit = Http::connect(&socket, move |i| call(&token, emit_body(i))).await;
+                    measure(&mut emit, "emit", CLIENT_WARMUP, calls, Some(&start)).await
+                })
+            })
+            .collect();
+        let mut each = Vec::with_capacity(n);
+        for task in tasks {
+            each.push(task.await.expect("a client task"));
+        }
+        Stats::merge(each)
+    });
+    servers.block_on(async {
+        for bed in beds {
+            bed.stop().await;
+        }
+    });
+    stats
+}
+
+/// Measured calls per sequential case: `(floor, read_context and token cases; emit and fsync)`.
 fn call_counts() -> (usize, usize) {
-    match std::env::var("BENCH_CALLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n > 0)
-    {
-        Some(n) => (n, n),
-        None => (2000, 500),
-    }
+    env_count("BENCH_CALLS").map_or((2000, 500), |n| (n, n))
 }
 
-/// The request every case sends: a toolbelt call with the execution's bearer token.
+/// Measured calls of each client in a concurrent case.
+fn client_calls() -> usize {
+    env_count("BENCH_CLIENT_CALLS").unwrap_or(300)
+}
+
+fn env_count(name: &str) -> Option<usize> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0)
+}
+
+/// The request every HTTP case sends: a toolbelt call with the execution's bearer token.
 fn call(token: &str, body: Bytes) -> Request<Body> {
     Request::post("/v1/toolbelt/call")
         .header(HOST, "localhost")
@@ -107,27 +230,90 @@ fn emit_body(i: usize) -> Bytes {
         .into()
 }
 
-/// Sends `WARMUP` unmeasured calls, then `calls` timed ones; call `i` is `request(i)`.
+/// What a case measures: `prepare(i)` readies call `i` outside the timing, `call` makes it.
+trait Probe {
+    type Call;
+    fn prepare(&mut self, i: usize) -> Self::Call;
+    fn call(&mut self, call: Self::Call) -> impl Future<Output = ()> + Send;
+}
+
+/// Sends `warmup` unmeasured calls, waits for `start` (the other clients of a concurrent case), then
+/// makes `calls` timed ones.
 async fn measure(
-    client: &mut Client,
+    probe: &mut impl Probe,
     case: &'static str,
+    warmup: usize,
     calls: usize,
-    mut request: impl FnMut(usize) -> Request<Body>,
+    start: Option<&Barrier>,
 ) -> Stats {
-    for i in 0..WARMUP {
-        client.send(request(i)).await;
+    for i in 0..warmup {
+        let call = probe.prepare(i);
+        probe.call(call).await;
+    }
+    if let Some(start) = start {
+        start.wait().await;
     }
     let mut latencies = Vec::with_capacity(calls);
+    let before = Counters::read();
     let started = Instant::now();
-    for i in WARMUP..WARMUP + calls {
-        let request = request(i);
+    for i in warmup..warmup + calls {
+        let call = probe.prepare(i);
         let sent = Instant::now();
-        client.send(request).await;
+        probe.call(call).await;
         latencies.push(sent.elapsed());
     }
-    let wall = started.elapsed();
+    let ended = Instant::now();
+    let after = Counters::read();
     latencies.sort_unstable();
-    Stats { case, latencies, wall }
+    Stats {
+        case,
+        latencies,
+        started,
+        ended,
+        before,
+        after,
+    }
+}
+
+/// HTTP calls on one persistent connection; call `i` is `request(i)`.
+struct Http<F> {
+    client: Client,
+    request: F,
+}
+
+impl<F: FnMut(usize) -> Request<Body>> Http<F> {
+    async fn connect(path: &Path, request: F) -> Http<F> {
+        Http {
+            client: Client::connect(path).await,
+            request,
+        }
+    }
+}
+
+impl<F: FnMut(usize) -> Request<Body>> Probe for Http<F> {
+    type Call = Request<Body>;
+
+    fn prepare(&mut self, i: usize) -> Request<Body> {
+        (self.request)(i)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> impl Future<Output = ()> + Send {
+        self.client.send(request)
+    }
+}
+
+/// A function called in process, on the measuring thread: no socket, no HTTP, no thread hop.
+struct Direct<F>(F);
+
+impl<F: FnMut()> Probe for Direct<F> {
+    type Call = ();
+
+    fn prepare(&mut self, _: usize) {}
+
+    fn call(&mut self, (): ()) -> impl Future<Output = ()> + Send {
+        (self.0)();
+        std::future::ready(())
+    }
 }
 
 /// One persistent HTTP/1.1 connection to a Unix socket.
@@ -180,8 +366,9 @@ async fn echo(request: Request<Incoming>) -> Result<Response<Body>, hyper::Error
         .expect("a valid response"))
 }
 
-/// A claimed attempt whose toolbelt socket is served and whose lease is renewed, as in the daemon.
+/// A claimed attempt whose own toolbelt socket is served and whose lease is renewed, as in the daemon.
 struct Bed {
+    execution_id: String,
     token: String,
     socket: PathBuf,
     stop: oneshot::Sender<()>,
@@ -190,16 +377,14 @@ struct Bed {
 }
 
 impl Bed {
-    fn start(dir: &Path) -> Bed {
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("store.db")).expect("the store opens"));
-        let snapshot = parse(default_config_json().as_bytes()).expect("the default config parses");
-        let config = CurrentConfig::new(snapshot.at_generation(1));
-        let (execution, token) = claim(&*store, &config.get()).expect("create, claim and issue a token");
-        let socket = dir.join("toolbelt.sock");
+    /// Claims new Work in `store` and serves its socket `<name>.sock`; call it on the servers' runtime.
+    fn start(store: &Arc<dyn Store>, config: &CurrentConfig, dir: &Path, name: &str) -> Bed {
+        let (execution, token) = claim(&**store, &config.get()).expect("create, claim and issue a token");
+        let socket = dir.join(format!("{name}.sock"));
         let router = execution_router(ExecutionSocket {
             toolbelt: Toolbelt::new(
                 store.clone(),
-                config,
+                config.clone(),
                 Arc::new(conduit_server::SystemClock),
                 Arc::default(),
             ),
@@ -207,12 +392,14 @@ impl Bed {
             kick: Arc::new(Notify::new()),
         });
         let (stop, stopped) = oneshot::channel::<()>();
-        let listener = bind_owner_only(&socket).expect("bind toolbelt.sock");
+        let listener = bind_owner_only(&socket).expect("bind an execution socket");
         let server = tokio::spawn(serve(listener, router, async move {
             let _ = stopped.await;
         }));
-        let lease = tokio::spawn(keep_lease(store, execution));
+        let execution_id = execution.id.clone();
+        let lease = tokio::spawn(keep_lease(store.clone(), execution));
         Bed {
+            execution_id,
             token,
             socket,
             stop,
@@ -264,14 +451,45 @@ async fn keep_lease(store: Arc<dyn Store>, execution: Execution) {
     }
 }
 
-/// One case's sorted latencies and the wall time of its measured calls.
+/// One case's sorted latencies, when its measured calls started and ended, and the counters then.
 struct Stats {
     case: &'static str,
     latencies: Vec<Duration>,
-    wall: Duration,
+    started: Instant,
+    ended: Instant,
+    before: Counters,
+    after: Counters,
 }
 
 impl Stats {
+    /// The clients of one concurrent case as one: every latency, from the first start to the last end.
+    fn merge(each: Vec<Stats>) -> Stats {
+        let case = each[0].case;
+        let started = each.iter().map(|s| s.started).min().expect("a client");
+        let ended = each.iter().map(|s| s.ended).max().expect("a client");
+        // Every client reads the counters after the common start and before its first call.
+        let before = Counters {
+            cpu: least(each.iter().map(|s| s.before.cpu)),
+            written: least(each.iter().map(|s| s.before.written)),
+            flushes: least(each.iter().map(|s| s.before.flushes)),
+        };
+        let after = Counters {
+            cpu: least(each.iter().map(|s| s.after.cpu.map(Reverse))).map(|c| c.0),
+            written: least(each.iter().map(|s| s.after.written.map(Reverse))).map(|w| w.0),
+            flushes: least(each.iter().map(|s| s.after.flushes.map(Reverse))).map(|f| f.0),
+        };
+        let mut latencies: Vec<Duration> = each.into_iter().flat_map(|s| s.latencies).collect();
+        latencies.sort_unstable();
+        Stats {
+            case,
+            latencies,
+            started,
+            ended,
+            before,
+            after,
+        }
+    }
+
     /// The nearest-rank percentile `p` (0..=1), in microseconds.
     fn percentile(&self, p: f64) -> f64 {
         let rank = ((p * self.latencies.len() as f64).ceil() as usize).clamp(1, self.latencies.len());
@@ -282,27 +500,73 @@ impl Stats {
         micros(self.latencies.iter().sum::<Duration>()) / self.latencies.len() as f64
     }
 
-    fn per_second(&self) -> f64 {
-        self.latencies.len() as f64 / self.wall.as_secs_f64()
+    fn wall(&self) -> Duration {
+        self.ended - self.started
     }
+
+    fn per_second(&self) -> f64 {
+        self.latencies.len() as f64 / self.wall().as_secs_f64()
+    }
+
+    /// Process CPU time (every thread, user and system) per measured call, in microseconds.
+    fn cpu_per_call(&self) -> String {
+        let cpu = self.before.cpu.zip(self.after.cpu);
+        cpu.map_or_else(
+            || "-".into(),
+            |(b, a)| format!("{:.0}", micros(a - b) / self.latencies.len() as f64),
+        )
+    }
+
+    /// Bytes written per measured call, in KiB.
+    fn written_per_call(&self) -> String {
+        let written = self.before.written.zip(self.after.written);
+        written.map_or_else(
+            || "-".into(),
+            |(b, a)| format!("{:.1}", (a - b) as f64 / 1024.0 / self.latencies.len() as f64),
+        )
+    }
+
+    /// Device flush requests per measured call.
+    fn flushes_per_call(&self) -> String {
+        let flushes = self.before.flushes.zip(self.after.flushes);
+        flushes.map_or_else(
+            || "-".into(),
+            |(b, a)| format!("{:.2}", (a - b) as f64 / self.latencies.len() as f64),
+        )
+    }
+}
+
+/// The smallest of `values`, or `None` when one of them is unknown.
+fn least<T: Ord>(values: impl Iterator<Item = Option<T>>) -> Option<T> {
+    values.collect::<Option<Vec<T>>>()?.into_iter().min()
 }
 
 fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-/// The table; the first row is the floor the ratios divide by.
+/// The sequential table; the first row is the floor the ratios divide by.
 fn print_table(rows: &[Stats]) {
     let floor = &rows[0];
     let (floor_p50, floor_p99) = (floor.percentile(0.50), floor.percentile(0.99));
     println!(
-        "{:<14}{:>6}{:>10}{:>10}{:>10}{:>9}{:>11}{:>11}",
-        "case", "calls", "p50(us)", "p99(us)", "mean(us)", "ops/s", "p50/floor", "p99/floor"
+        "{:<14}{:>6}{:>10}{:>10}{:>10}{:>9}{:>11}{:>11}{:>8}{:>8}{:>9}",
+        "case",
+        "calls",
+        "p50(us)",
+        "p99(us)",
+        "mean(us)",
+        "ops/s",
+        "p50/floor",
+        "p99/floor",
+        "cpu/op",
+        "KiB/op",
+        "flush/op"
     );
     for s in rows {
         let (p50, p99) = (s.percentile(0.50), s.percentile(0.99));
         println!(
-            "{:<14}{:>6}{:>10.1}{:>10.1}{:>10.1}{:>9.0}{:>11.2}{:>11.2}",
+            "{:<14}{:>6}{:>10.1}{:>10.1}{:>10.1}{:>9.0}{:>11.2}{:>11.2}{:>8}{:>8}{:>9}",
             s.case,
             s.latencies.len(),
             p50,
@@ -310,9 +574,54 @@ fn print_table(rows: &[Stats]) {
             s.mean(),
             s.per_second(),
             p50 / floor_p50,
-            p99 / floor_p99
+            p99 / floor_p99,
+            s.cpu_per_call(),
+            s.written_per_call(),
+            s.flushes_per_call()
         );
     }
+}
+
+/// The concurrent table: aggregate throughput against one execution's and against one fsync per call.
+fn print_together(together: &[Stats], rows: &[Stats]) {
+    let single = together[0].per_second();
+    let fsync = rows
+        .iter()
+        .find(|s| s.case == "fsync append")
+        .map_or(f64::NAN, Stats::per_second);
+    println!();
+    println!(
+        "emit from N executions at once: each its own Work, token, socket and connection, {} calls each",
+        client_calls()
+    );
+    println!(
+        "{:<6}{:>7}{:>9}{:>9}{:>10}{:>10}{:>9}{:>9}{:>8}{:>8}{:>9}",
+        "N", "calls", "wall(s)", "ops/s", "p50(us)", "p99(us)", "vs N=1", "vs fsync", "cpu/op", "KiB/op", "flush/op"
+    );
+    for (n, s) in EXECUTIONS.iter().zip(together) {
+        println!(
+            "{:<6}{:>7}{:>9.2}{:>9.0}{:>10.1}{:>10.1}{:>9.2}{:>9.2}{:>8}{:>8}{:>9}",
+            n,
+            s.latencies.len(),
+            s.wall().as_secs_f64(),
+            s.per_second(),
+            s.percentile(0.50),
+            s.percentile(0.99),
+            s.per_second() / single,
+            s.per_second() / fsync,
+            s.cpu_per_call(),
+            s.written_per_call(),
+            s.flushes_per_call()
+        );
+    }
+    let most = together.last().expect("a concurrent case");
+    println!(
+        "emit at N={}: {:.0} ops/s = {:.2}x the bare `fsync append` rate ({:.0} ops/s); above 1.00, commits share fsyncs",
+        EXECUTIONS[EXECUTIONS.len() - 1],
+        most.per_second(),
+        most.per_second() / fsync,
+        fsync
+    );
 }
 
 fn print_machine(dir: &Path) {
@@ -322,21 +631,83 @@ fn print_machine(dir: &Path) {
     } else {
         "NO store.db-wal file"
     };
+    let (kind, device) = mount_of(dir).unwrap_or_else(|| ("an unknown filesystem".into(), "?".into()));
     println!(
-        "machine: nproc={cpus}; temp dir on {}; store: SQLite journal_mode=WAL ({wal}), synchronous=FULL, one connection",
-        filesystem(dir)
+        "machine: nproc={cpus}; temp dir on {kind} ({device}); store: SQLite journal_mode=WAL ({wal}), \
+         synchronous=NORMAL + one shared fsync of the WAL before a write is acknowledged, one connection"
+    );
+    println!(
+        "runtimes: servers multi-thread ({cpus} workers) + blocking pool; sequential client current-thread; \
+         concurrent clients multi-thread ({cpus} workers)"
+    );
+    println!(
+        "cpu/op: this process's CPU time (all threads, user + system) per call, us; \
+         KiB/op: bytes it wrote (/proc/self/io wchar) per call; flush/op: flush requests completed by {device} per call, device-wide (other processes' count too)"
     );
 }
 
 /// The type and device of the filesystem holding `path`, from the longest matching mount point.
-fn filesystem(path: &Path) -> String {
-    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+fn mount_of(path: &Path) -> Option<(String, String)> {
+    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
     mounts
         .lines()
         .filter_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
-            [device, point, kind, ..] if path.starts_with(point) => Some((point.len(), format!("{kind} ({device})"))),
+            [device, point, kind, ..] if path.starts_with(point) => {
+                Some((point.len(), (kind.to_owned(), device.to_owned())))
+            }
             _ => None,
         })
         .max_by_key(|(len, _)| *len)
-        .map_or_else(|| "an unknown filesystem".into(), |(_, fs)| fs)
+        .map(|(_, mount)| mount)
+}
+
+/// Process-wide counters, read around a case's measured calls.
+#[derive(Clone, Copy)]
+struct Counters {
+    /// CPU time of every thread of this process, user and system.
+    cpu: Option<Duration>,
+    /// Bytes this process has passed to `write` and its kin (`wchar` of `/proc/self/io`).
+    written: Option<u64>,
+    /// Flush requests completed by the temp dir's block device.
+    flushes: Option<u64>,
+}
+
+impl Counters {
+    fn read() -> Counters {
+        Counters {
+            cpu: process_cpu(),
+            written: process_written(),
+            flushes: device_flushes(),
+        }
+    }
+}
+
+/// `utime + stime` from `/proc/self/stat`, in clock ticks of 10 ms (`USER_HZ` is 100 on Linux).
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name, which is in parentheses: state is the first, utime the 12th.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+    let ticks = fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
+fn process_written() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines().find_map(|l| l.strip_prefix("wchar:"))?.trim().parse().ok()
+}
+
+/// Flush requests completed by the block device under the temp dir (field 16 of its `stat`), when
+/// known. Device-wide: other processes' flushes count too.
+fn device_flushes() -> Option<u64> {
+    static STAT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let stat = STAT.get_or_init(|| {
+        let (_, device) = mount_of(&std::env::temp_dir())?;
+        Some(
+            Path::new("/sys/class/block")
+                .join(Path::new(&device).file_name()?)
+                .join("stat"),
+        )
+    });
+    let stat = std::fs::read_to_string(stat.as_ref()?).ok()?;
+    stat.split_whitespace().nth(15)?.parse().ok()
 }

@@ -245,12 +245,13 @@ pub fn shell_config(script: &str) -> String {
 }
 
 /// Shell lines that publish this attempt's endpoint and token-file paths into a fresh `run.*`
-/// directory under `dir`, then hold until `dir/release` exists.
+/// directory under `dir`, then hold until `dir/release` exists, or `dir` is gone (so no attempt
+/// outlives its test).
 pub fn publish_and_hold(dir: &Path) -> String {
     let d = dir.display();
     format!(
         "r=$(mktemp -d {d}/run.XXXXXX) && echo \"$OS_ENDPOINT\" > $r/endpoint && echo \"$OS_TOKEN_FILE\" > $r/token_file && \
-         while [ ! -f {d}/release ]; do sleep 0.05; done"
+         while [ -d {d} ] && [ ! -f {d}/release ]; do sleep 0.05; done"
     )
 }
 

@@ -21,7 +21,7 @@ fn hold_command(scratch: &Path) -> Vec<String> {
     let script = format!(
         "r=$(mktemp -d {d}/run.XXXXXX) && cp \"$(dirname \"$(dirname \"$OS_TOKEN_FILE\")\")/execution\" \"$r/execution\" \
          && echo \"$OS_ENDPOINT\" > \"$r/endpoint\" && echo \"$OS_TOKEN_FILE\" > \"$r/token_file\" && touch \"$r/ready\"; \
-         while [ ! -f {d}/release ]; do sleep 0.05; done"
+         while [ -d {d} ] && [ ! -f {d}/release ]; do sleep 0.05; done"
     );
     vec!["/bin/sh".into(), "-c".into(), script]
 }

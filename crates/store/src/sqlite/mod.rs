@@ -31,6 +31,8 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        // Every statement the store runs stays prepared.
+        conn.set_prepared_statement_cache_capacity(128);
         migrations::migrate(&mut conn)?;
         let wal_path = format!("{}-wal", path.display());
         let wal = OpenOptions::new()

@@ -267,6 +267,11 @@ impl SqliteTx<'_> {
         stmt.query_row(params, map).optional()?.transpose()
     }
 
+    /// Executes a statement through the connection's prepared-statement cache.
+    fn exec(&self, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+        self.tx.prepare_cached(sql)?.execute(params)
+    }
+
     fn work_keys(&self, work_id: &str) -> Result<Vec<String>> {
         let mut stmt = self
             .tx
@@ -321,7 +326,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn insert_generation(&mut self, generation: i64, hash: &str, config_json: &str, at: Timestamp) -> Result<()> {
-        self.tx.execute(
+        self.exec(
             "INSERT INTO config_generations (generation, hash, config, created_at) VALUES (?1, ?2, ?3, ?4)",
             params![generation, hash, config_json, at.0],
         )?;
@@ -329,7 +334,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn upsert_scope(&mut self, id: &str, generation: i64, parent: Option<&str>, enabled: bool) -> Result<()> {
-        self.tx.execute(
+        self.exec(
             "INSERT INTO scopes (id, generation, parent, enabled) VALUES (?1, ?2, ?3, ?4)
              ON CONFLICT (id) DO UPDATE SET generation = ?2, parent = ?3, enabled = ?4",
             params![id, generation, parent, enabled],
@@ -338,7 +343,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn insert_work(&mut self, work: &Work) -> Result<()> {
-        self.tx.execute(
+        self.exec(
             &format!("INSERT INTO work ({WORK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"),
             params![
                 work.id,
@@ -356,7 +361,7 @@ impl Tx for SqliteTx<'_> {
             ],
         )?;
         for key in &work.keys {
-            let inserted = self.tx.execute(
+            let inserted = self.exec(
                 "INSERT OR IGNORE INTO work_keys (key, work_id) VALUES (?1, ?2)",
                 params![key, work.id],
             )?;
@@ -373,7 +378,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn update_work(&mut self, work: &Work) -> Result<()> {
-        self.tx.execute(
+        self.exec(
             "UPDATE work SET state = ?2, epoch = ?3, outcome = ?4, wake_event = ?5, updated_at = ?6 WHERE id = ?1",
             params![
                 work.id,
@@ -413,7 +418,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn insert_execution(&mut self, x: &Execution) -> Result<()> {
-        self.tx.execute(
+        self.exec(
             &format!(
                 "INSERT INTO executions ({EXECUTION_COLUMNS})
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
@@ -451,7 +456,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn update_execution(&mut self, x: &Execution) -> Result<()> {
-        self.tx.execute(
+        self.exec(
             "UPDATE executions SET epoch = ?2, owner = ?3, state = ?4, declaration = ?5, outcome = ?6, exit_code = ?7,
              pid = ?8, lease_expires_at = ?9, ended_at = ?10 WHERE id = ?1",
             params![
@@ -484,7 +489,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn insert_event(&mut self, e: NewEvent) -> Result<Event> {
-        self.tx.execute(
+        self.exec(
             "INSERT INTO events (id, type, source, scope, work_id, execution_id, correlation_key, parent_id, root_id,
                  depth, actor, data, accepted_at, delivery_id)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
@@ -570,7 +575,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn insert_causal_pin(&mut self, root: &str, pin: CausalPin, at: Timestamp) -> Result<()> {
-        self.tx.execute(
+        self.exec(
             "INSERT OR IGNORE INTO causal_pins (root_id, max_depth, per_minute, pinned_at) VALUES (?1, ?2, ?3, ?4)",
             params![root, pin.max_depth, pin.per_minute, at.0],
         )?;
@@ -578,7 +583,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn insert_wait(&mut self, w: &Wait) -> Result<()> {
-        self.tx.execute(
+        self.exec(
             &format!("INSERT INTO waits ({WAIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
             params![
                 w.id,
@@ -602,7 +607,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn update_wait(&mut self, w: &Wait) -> Result<()> {
-        self.tx.execute(
+        self.exec(
             "UPDATE waits SET state = ?2, satisfied_by = ?3 WHERE id = ?1",
             params![w.id, w.state.as_str(), w.satisfied_by],
         )?;
@@ -610,7 +615,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn insert_token(&mut self, t: &TokenRecord) -> Result<()> {
-        self.tx.execute(
+        self.exec(
             &format!(
                 "INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
             ),
@@ -642,7 +647,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn revoke_tokens_below(&mut self, work_id: &str, epoch: u32, at: Timestamp) -> Result<()> {
-        self.tx.execute(
+        self.exec(
             "UPDATE tokens SET revoked_at = ?3 WHERE work_id = ?1 AND epoch < ?2 AND revoked_at IS NULL",
             params![work_id, epoch, at.0],
         )?;
@@ -650,7 +655,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn revoke_execution_tokens(&mut self, execution_id: &str, at: Timestamp) -> Result<()> {
-        self.tx.execute(
+        self.exec(
             "UPDATE tokens SET revoked_at = ?2 WHERE execution_id = ?1 AND revoked_at IS NULL",
             params![execution_id, at.0],
         )?;
@@ -658,7 +663,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn delete_tokens_settled_before(&mut self, cutoff: Timestamp) -> Result<usize> {
-        Ok(self.tx.execute(
+        Ok(self.exec(
             "DELETE FROM tokens WHERE revoked_at < ?1 OR expires_at < ?1",
             [cutoff.0],
         )?)
@@ -672,7 +677,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn insert_request(&mut self, r: &RequestRecord) -> Result<()> {
-        self.tx.execute(
+        self.exec(
             &format!("INSERT INTO toolbelt_requests ({REQUEST_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
             params![
                 r.execution_id,
@@ -688,7 +693,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn delete_finished_requests_before(&mut self, cutoff: Timestamp) -> Result<usize> {
-        Ok(self.tx.execute(
+        Ok(self.exec(
             "DELETE FROM toolbelt_requests WHERE created_at < ?1 AND execution_id IN
                  (SELECT id FROM executions WHERE state != 'running')",
             [cutoff.0],
@@ -696,7 +701,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn insert_audit(&mut self, a: &AuditRecord) -> Result<()> {
-        self.tx.execute(
+        self.exec(
             &format!("INSERT INTO toolbelt_audit ({AUDIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
             params![
                 a.id,
@@ -725,7 +730,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn insert_operator(&mut self, o: &OperatorRecord) -> Result<()> {
-        self.tx.execute(
+        self.exec(
             &format!("INSERT INTO operators ({OPERATOR_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
             params![
                 o.id,
@@ -750,7 +755,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn revoke_operator(&mut self, id: &str, at: Timestamp) -> Result<()> {
-        self.tx.execute(
+        self.exec(
             "UPDATE operators SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
             params![id, at.0],
         )?;
