@@ -114,9 +114,9 @@ pub fn diagnostics(answer: &Value) -> String {
             "-" | "" => "/".to_owned(),
             p => p.to_owned(),
         };
+        let (severity, code) = (field(d, "/severity"), field(d, "/code"));
         format!(
-            "  {pointer}  {}: {} ({})",
-            field(d, "/code"),
+            "  {pointer}  {severity} {code}: {} ({})",
             field(d, "/message"),
             field(d, "/remedy")
         )
@@ -127,10 +127,11 @@ pub fn diagnostics(answer: &Value) -> String {
 /// An apply: the generation now active and whether it changed.
 pub fn applied(answer: &Value) -> String {
     let generation = field(answer, "/generation");
-    match answer.get("changed").and_then(Value::as_bool) {
+    let verdict = match answer.get("changed").and_then(Value::as_bool) {
         Some(true) => format!("applied generation {generation} (hash {})", field(answer, "/hash")),
         _ => format!("unchanged: generation {generation} is already this configuration"),
-    }
+    };
+    [verdict, diagnostics(answer)].join("\n").trim_end().to_owned()
 }
 
 /// The active configuration: its generation, then the (redacted) document.

@@ -47,7 +47,7 @@ fn config_check_reports_every_diagnostic_offline_without_echoing_values() {
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
     assert!(text.starts_with("invalid"), "{text}");
-    assert!(text.contains("/limits/causal_max_depth  invalid_type"), "{text}");
+    assert!(text.contains("/limits/causal_max_depth  error invalid_type"), "{text}");
     assert!(!text.contains("hunter2"), "a diagnostic echoed a value: {text}");
 
     let good = write(tmp.path(), "good.json", &config_with(&ALL, "true"));
@@ -164,7 +164,11 @@ fn validate_through_the_daemon_changes_nothing() {
     let file = write(tmp.path(), "dup.json", r#"{"version": 1, "version": 1}"#);
     let out = daemon.cli(&["config", "validate", &file]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stdout(&out).contains("/version  duplicate_key"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("/version  error duplicate_key"),
+        "{}",
+        stdout(&out)
+    );
     assert_eq!(daemon.json(&["health"])["generation"], 1);
 }
 
@@ -309,4 +313,60 @@ fn the_shipped_examples_validate() {
         checked += 1;
     }
     assert_eq!(checked, 4, "the four example configurations");
+}
+
+/// A binding whose playbook uses operations it is not granted is a warning at check, and a refused
+/// call of one of them is recorded as `config_drift`.
+#[test]
+fn playbooks_warn_of_missing_grants_and_refusals_record_config_drift() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let hold = publish_and_hold(tmp.path());
+    let daemon = Daemon::start_with(|scratch| {
+        let skill = scratch.join("state/playbooks/skills/triage");
+        std::fs::create_dir_all(&skill).unwrap();
+        std::fs::set_permissions(scratch.join("state"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::write(
+            skill.join("SKILL.md"),
+            "---\nname: triage\noperations: [read_context, emit]\n---\n",
+        )
+        .unwrap();
+        let mut config: Value = serde_json::from_str(&config_with(&ALL, &hold)).unwrap();
+        config["scopes"]["demo"]["bindings"]["shell"]["operations"] = json!(["read_context"]);
+        config["scopes"]["demo"]["bindings"]["shell"]["playbook"] = json!("triage");
+        config.to_string()
+    });
+    let state = daemon.state.display().to_string();
+    let file = daemon.config_file().display().to_string();
+    let out = std::process::Command::new(OPEN_CONDUIT)
+        .args(["config", "check", &file, "--state", &state])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "a warning does not fail the config");
+    assert!(stdout(&out).contains("/scopes/demo/bindings/shell/playbook  warning playbook_operations_not_granted"));
+    assert!(stdout(&out).contains("emit"), "{}", stdout(&out));
+
+    daemon.create_work("demo", "shell");
+    wait_until("a held attempt", || {
+        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
+    });
+    let (socket, token_file) = published_runs(tmp.path()).remove(0);
+    let token = read_token(&token_file);
+    assert_eq!(toolbelt_call(&socket, &token, "emit", json!({"type": "demo.x"})).0, 403);
+    assert_eq!(
+        toolbelt_call(&socket, &token, "create_work", json!({"binding": "shell"})).0,
+        403
+    );
+    let audit = daemon.json(&["audit"])["items"].as_array().unwrap().clone();
+    let refusal = |op: &str| audit.iter().find(|a| a["operation"] == op).unwrap()["refusal"].clone();
+    assert_eq!(
+        refusal("emit"),
+        "config_drift",
+        "the playbook uses emit: the configuration lags it"
+    );
+    assert_eq!(
+        refusal("create_work"),
+        Value::Null,
+        "create_work is outside the playbook's role"
+    );
 }

@@ -28,6 +28,19 @@ impl Diagnostic {
             remedy: remedy.to_owned(),
         }
     }
+
+    /// A finding that does not fail the configuration.
+    pub fn warning(pointer: impl Into<String>, code: &'static str, message: impl Into<String>, remedy: String) -> Self {
+        Diagnostic {
+            severity: Severity::Warning,
+            remedy,
+            ..Diagnostic::error(pointer, code, message, "")
+        }
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
 }
 
 /// Appends a key to a JSON pointer, escaping `~` and `/` as RFC 6901 requires.

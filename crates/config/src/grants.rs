@@ -13,7 +13,10 @@ use crate::diagnostic::Diagnostic;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Registry {
     extension_operations: BTreeSet<String>,
-    toolsets: BTreeMap<String, BTreeSet<String>>,
+    /// Each toolset's operations, with the release each joined in.
+    toolsets: BTreeMap<String, BTreeMap<String, String>>,
+    /// Each playbook's declared operations.
+    playbooks: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Registry {
@@ -21,14 +24,30 @@ impl Registry {
     pub fn with_operations(operations: impl IntoIterator<Item = String>) -> Registry {
         Registry {
             extension_operations: operations.into_iter().collect(),
-            toolsets: BTreeMap::new(),
+            ..Registry::default()
         }
     }
 
-    /// Adds an extension's toolset: its name and the operations it grants.
-    pub fn with_toolset(mut self, name: &str, operations: impl IntoIterator<Item = String>) -> Registry {
+    /// Adds an extension's toolset: its name and the operations it grants, each with the release it
+    /// joined in (`since`).
+    pub fn with_toolset(mut self, name: &str, operations: impl IntoIterator<Item = (String, String)>) -> Registry {
         self.toolsets.insert(name.to_owned(), operations.into_iter().collect());
         self
+    }
+
+    /// Adds a playbook and the operations its frontmatter declares.
+    pub fn with_playbook(mut self, name: &str, operations: impl IntoIterator<Item = String>) -> Registry {
+        self.playbooks.insert(name.to_owned(), operations.into_iter().collect());
+        self
+    }
+
+    pub fn playbook(&self, name: &str) -> Option<&BTreeSet<String>> {
+        self.playbooks.get(name)
+    }
+
+    /// Every extension toolset with its operations' `since` releases.
+    pub fn toolset_versions(&self) -> impl Iterator<Item = (&String, &BTreeMap<String, String>)> {
+        self.toolsets.iter()
     }
 
     pub fn knows(&self, operation: &str) -> bool {
@@ -40,7 +59,7 @@ impl Registry {
         let builtin = BUILTIN_TOOLSETS.iter().find(|(n, _)| *n == name);
         builtin
             .map(|(_, ops)| ops.iter().map(|o| (*o).to_owned()).collect())
-            .or_else(|| self.toolsets.get(name).cloned())
+            .or_else(|| self.toolsets.get(name).map(|ops| ops.keys().cloned().collect()))
     }
 }
 
@@ -121,8 +140,13 @@ mod tests {
     }
 
     fn registry() -> Registry {
+        let since = |ops: &[&str]| {
+            ops.iter()
+                .map(|o| ((*o).to_owned(), "1.0".to_owned()))
+                .collect::<Vec<_>>()
+        };
         Registry::with_operations(names(&["gh.view", "gh.edit", "gh.close"]))
-            .with_toolset("gh.author", names(&["gh.view", "gh.edit", "emit"]))
+            .with_toolset("gh.author", since(&["gh.view", "gh.edit", "emit"]))
     }
 
     fn granted(list: &[&str]) -> (Vec<String>, Vec<(String, &'static str)>) {

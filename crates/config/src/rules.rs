@@ -139,6 +139,7 @@ impl Checker<'_> {
         let mut own = BTreeMap::new();
         for (id, scope) in &self.config.scopes {
             let pointer = format!("{}/authorization/operations", push_pointer("/scopes", id));
+            self.enumeration_warnings(&scope.authorization.operations, &pointer);
             own.insert(
                 id.clone(),
                 resolve(
@@ -272,6 +273,7 @@ impl Checker<'_> {
             self.binding_rest(pointer, binding);
             return BTreeSet::new();
         };
+        self.enumeration_warnings(&binding.operations, &ops_pointer);
         for (i, op) in &resolved.explicit {
             if denied.contains(op) {
                 self.report(
@@ -285,7 +287,59 @@ impl Checker<'_> {
             }
         }
         self.binding_rest(pointer, binding);
-        resolved.granted.intersection(ceiling).cloned().collect()
+        let grant: BTreeSet<String> = resolved.granted.intersection(ceiling).cloned().collect();
+        self.playbook(pointer, binding, &grant);
+        grant
+    }
+
+    /// A binding's playbook must exist; operations it declares but the binding is not granted are a
+    /// warning, since its agent would be refused them at run time.
+    fn playbook(&mut self, pointer: &str, binding: &BindingConfig, grant: &BTreeSet<String>) {
+        let Some(name) = &binding.playbook else { return };
+        let Some(declared) = self.registry.playbook(name) else {
+            self.report(
+                format!("{pointer}/playbook"),
+                "unknown_reference",
+                "no playbook has this name",
+                "name a playbook in skills/<name>/SKILL.md",
+            );
+            return;
+        };
+        let missing: Vec<&str> = declared.difference(grant).map(String::as_str).collect();
+        if !missing.is_empty() {
+            self.found.push(Diagnostic::warning(
+                format!("{pointer}/playbook"),
+                "playbook_operations_not_granted",
+                format!(
+                    "the playbook uses operations this binding is not granted: {}",
+                    missing.join(", ")
+                ),
+                "grant them to the binding (within its scope's ceiling), or use a playbook that needs less".to_owned(),
+            ));
+        }
+    }
+
+    /// A list that names, one by one, every operation an older release's toolset had, but not the
+    /// toolset, lacks what the toolset gained since: a warning with the command that grants it.
+    fn enumeration_warnings(&mut self, list: &[String], pointer: &str) {
+        let named: BTreeSet<&str> = list.iter().map(String::as_str).collect();
+        for (toolset, entries) in self.registry.toolset_versions() {
+            if named.contains(format!("@{toolset}").as_str()) {
+                continue;
+            }
+            let Some((release, gained)) = enumerated_release(entries, &named) else {
+                continue;
+            };
+            self.found.push(Diagnostic::warning(
+                pointer,
+                "toolset_enumerated",
+                format!(
+                    "this list names each operation `@{toolset}` had in release {release} but not the toolset, so it lacks what the toolset gained since: {}",
+                    gained.join(", ")
+                ),
+                format!("open-conduit config set {pointer}/- '\"@{toolset}\"'"),
+            ));
+        }
     }
 
     /// A binding's checks that do not depend on its scope's ceiling.
@@ -321,6 +375,34 @@ impl Checker<'_> {
             self.found.push(d);
         }
     }
+}
+
+/// The newest older release whose toolset `named` enumerates completely, and the operations the
+/// toolset gained after it that `named` lacks.
+fn enumerated_release(entries: &BTreeMap<String, String>, named: &BTreeSet<&str>) -> Option<(String, Vec<String>)> {
+    let mut releases: Vec<&String> = entries.values().collect();
+    releases.sort_by_key(|r| release_key(r));
+    releases.dedup();
+    releases.pop(); // the current release: naming all of it is not stale
+    releases.into_iter().rev().find_map(|release| {
+        let key = release_key(release);
+        let had = |since: &String| release_key(since) <= key;
+        let complete = entries
+            .iter()
+            .filter(|(_, s)| had(s))
+            .all(|(op, _)| named.contains(op.as_str()));
+        let gained: Vec<String> = entries
+            .iter()
+            .filter(|(op, s)| !had(s) && !named.contains(op.as_str()))
+            .map(|(op, _)| op.clone())
+            .collect();
+        (complete && !gained.is_empty()).then(|| (release.clone(), gained))
+    })
+}
+
+/// A release's sort key: its dot-separated numbers (`0.10.0` after `0.9.1`).
+fn release_key(release: &str) -> Vec<u64> {
+    release.split('.').map(|part| part.parse().unwrap_or(0)).collect()
 }
 
 fn is_secret_name(name: &str) -> bool {

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use conduit_core::names::type_matches;
 use conduit_core::Duration;
 
+use crate::diagnostic::Diagnostic;
 use crate::model::{BindingConfig, Config, Limits, ScopeConfig, ShellConfig};
 use crate::rules::{secret_scheme, shell_config, Effective};
 
@@ -19,6 +20,7 @@ pub struct Snapshot {
     written: String,
     config: Config,
     effective: Effective,
+    warnings: Vec<Diagnostic>,
 }
 
 impl Snapshot {
@@ -35,7 +37,19 @@ impl Snapshot {
             written,
             config,
             effective,
+            warnings: Vec::new(),
         }
+    }
+
+    pub(crate) fn with_warnings(mut self, warnings: Vec<Diagnostic>) -> Snapshot {
+        self.warnings = warnings;
+        self
+    }
+
+    /// What validation found that does not fail the configuration (stale grants, playbooks that need
+    /// more than their binding is granted).
+    pub fn warnings(&self) -> &[Diagnostic] {
+        &self.warnings
     }
 
     /// The same configuration published as `generation`.

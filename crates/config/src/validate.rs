@@ -31,12 +31,13 @@ pub fn parse_with(bytes: &[u8], registry: &Registry) -> Result<Snapshot, Vec<Dia
     }
     let config: Config = typed(value.clone())?;
     let (found, effective) = rules::check(&config, registry);
-    if !found.is_empty() {
-        return Err(sorted(found));
+    let found = sorted(found);
+    if found.iter().any(Diagnostic::is_error) {
+        return Err(found);
     }
     let written = canonical_json(&value);
     let hash = sha256_hex(written.as_bytes());
-    Ok(Snapshot::new(0, hash, written, config, effective))
+    Ok(Snapshot::new(0, hash, written, config, effective).with_warnings(found))
 }
 
 fn sorted(mut found: Vec<Diagnostic>) -> Vec<Diagnostic> {

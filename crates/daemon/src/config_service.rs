@@ -11,9 +11,10 @@ use std::sync::{Arc, Mutex};
 
 use conduit_config::{default_config_json, parse_with, CurrentConfig, Diagnostic, Registry, Snapshot};
 use conduit_core::canonical::sha256_hex;
-use conduit_core::{ErrorCode, Refusal, Timestamp};
+use conduit_core::{ErrorCode, Refusal, Timestamp, TokenRecord};
 use conduit_server::{now, Applied, Checked, ConfigControl, ConfigView};
 use conduit_store::{Store, StoreError, Tx};
+use conduit_toolbelt::RefusalClassifier;
 use serde_json::Value;
 
 use crate::failpoint::failpoint;
@@ -173,6 +174,17 @@ impl ConfigService {
             "a scope with unfinished Work would be removed or reparented",
         )
         .with_field("diagnostics", serde_json::to_value(busy).unwrap_or_default()))
+    }
+}
+
+/// A refused call whose operation the playbook of the attempt's pinned binding declares is
+/// `config_drift`: the configuration lags what the playbook uses, which is the operator's to fix.
+impl RefusalClassifier for ConfigService {
+    fn classify(&self, token: &TokenRecord, operation: &str) -> Option<&'static str> {
+        let pinned = self.generation(token.generation)?;
+        let playbook = pinned.binding(&token.scope, &token.binding)?.playbook.as_deref()?;
+        let declares = self.registry.playbook(playbook)?.contains(operation);
+        declares.then_some("config_drift")
     }
 }
 

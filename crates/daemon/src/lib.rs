@@ -7,6 +7,7 @@ mod config_service;
 mod error;
 mod failpoint;
 mod operator;
+mod playbooks;
 mod rundir;
 mod runtime;
 mod secrets;
@@ -49,9 +50,17 @@ pub fn release_registry() -> Registry {
     Registry::default()
 }
 
-/// Validates configuration text offline against this release, as the daemon would.
-pub fn check_config(bytes: &[u8]) -> Result<Snapshot, Vec<Diagnostic>> {
-    conduit_config::parse_with(bytes, &release_registry().config_registry())
+/// What configuration may name: this release's operations and toolsets, and the playbooks in
+/// `<state>/playbooks/skills/`.
+pub fn config_registry(state_dir: &std::path::Path) -> conduit_config::Registry {
+    playbooks::register(release_registry().config_registry(), &state_dir.join("playbooks"))
+}
+
+/// Validates configuration text offline against this release (and the state directory's
+/// playbooks, when there is one), as the daemon would.
+pub fn check_config(bytes: &[u8], state_dir: Option<&std::path::Path>) -> Result<Snapshot, Vec<Diagnostic>> {
+    let registry = state_dir.map_or_else(|| release_registry().config_registry(), config_registry);
+    conduit_config::parse_with(bytes, &registry)
 }
 
 /// Runs the daemon until SIGINT or SIGTERM.
@@ -70,7 +79,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         store.clone(),
         &config_file,
         &state.private_dir(),
-        registry.config_registry(),
+        config_registry(state.root()),
     )?;
     operator::bootstrap_owner(&state, &*store, now())?;
     let config = service.current();
@@ -101,7 +110,8 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         tracing::warn!(dir = %os_dir.display(), "no `os` binary here; executions will not find it on PATH (build both binaries, e.g. `cargo build --release`)");
     }
     let runtime = runtime::Runtime {
-        toolbelt: Toolbelt::new(store.clone(), config.clone(), Arc::new(SystemClock), registry),
+        toolbelt: Toolbelt::new(store.clone(), config.clone(), Arc::new(SystemClock), registry)
+            .with_classifier(service.clone()),
         store,
         config,
         configs: service,

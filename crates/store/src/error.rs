@@ -9,6 +9,8 @@ pub enum StoreError {
     KeyTaken,
     #[error("the write-ahead log could not be synced: {0}")]
     Wal(String),
+    #[error("a transaction was started inside another on the same thread")]
+    Reentrant,
     #[error("transaction rolled back")]
     RolledBack,
     #[error("the store schema version {found} is newer than this release ({supported})")]

@@ -116,3 +116,15 @@ fn ids_are_time_ordered() {
     std::thread::sleep(std::time::Duration::from_millis(2));
     assert!(new_id() > a);
 }
+
+#[test]
+fn a_transaction_inside_another_is_refused_instead_of_deadlocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let inner = store.write(|_tx: &mut dyn Tx| Ok::<_, StoreError>(store.read(|tx| tx.max_sequence())));
+    assert!(matches!(inner.unwrap(), Err(StoreError::Reentrant)));
+    assert!(
+        store.read(|tx| tx.max_sequence()).is_ok(),
+        "the store is usable afterwards"
+    );
+}

@@ -26,6 +26,7 @@ pub fn record(
     authority: Option<&Authority>,
     kind: AuditKind,
     result: &str,
+    refusal: Option<&str>,
     now: Timestamp,
 ) -> Result<(), HostError> {
     tx.insert_audit(&AuditRecord {
@@ -38,7 +39,7 @@ pub fn record(
         request_id: call.request.request_id.clone(),
         result: result.to_owned(),
         gate: None,
-        refusal: None,
+        refusal: refusal.map(str::to_owned),
         input_hash: call.input_hash.clone(),
         duration_ms: now.0 - call.started.0,
         at: now,

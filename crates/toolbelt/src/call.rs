@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use conduit_config::Snapshot;
 use conduit_core::canonical::canonical_hash;
-use conduit_core::{AuditKind, Event, Refusal, Timestamp};
+use conduit_core::{AuditKind, ErrorCode, Event, Refusal, Timestamp, TokenRecord};
 use conduit_scheduler::HostError;
 use conduit_store::{StoreError, Tx};
 use serde_json::{json, Value};
@@ -68,18 +68,22 @@ impl Pending {
 /// Why a call failed: the refusal, and the authority when the call got past the checks (so the
 /// failure is recorded on the Work's log as a call that reached its operation).
 struct Failed {
-    error: HostError,
+    error: Box<HostError>,
     reached: Option<Box<Authority>>,
     /// The `agent.toolCalled` already committed for it, if any.
     called: Option<Box<Event>>,
+    /// The genuine token a later check refused, for classifying the refusal (outside any
+    /// transaction: the classifier may read the store).
+    refused_token: Option<Box<TokenRecord>>,
 }
 
 impl Failed {
     fn reached(error: impl Into<HostError>, authority: &Authority) -> Failed {
         Failed {
-            error: error.into(),
+            error: Box::new(error.into()),
             reached: Some(Box::new(authority.clone())),
             called: None,
+            refused_token: None,
         }
     }
 }
@@ -87,9 +91,10 @@ impl Failed {
 impl From<HostError> for Failed {
     fn from(error: HostError) -> Self {
         Failed {
-            error,
+            error: Box::new(error),
             reached: None,
             called: None,
+            refused_token: None,
         }
     }
 }
@@ -131,15 +136,9 @@ impl Toolbelt {
         };
         let config = self.config.get();
         let begun = self.store.write(|tx| -> Result<Begun, Failed> {
-            let authority = checks::authorize(
-                tx,
-                &config,
-                &self.registry,
-                socket_execution,
-                bearer,
-                request,
-                call.started,
-            )?;
+            let token = checks::live_token(tx, socket_execution, bearer, call.started)?;
+            let authority = checks::authorize(tx, &config, &self.registry, token.clone(), request, call.started)
+                .map_err(|error| self.classified(error, &token))?;
             if let Some(replayed) = replay::lookup(tx, &authority, request, &call.input_hash)? {
                 audit::record(
                     tx,
@@ -147,6 +146,7 @@ impl Toolbelt {
                     Some(&authority),
                     AuditKind::Called,
                     "replayed",
+                    None,
                     self.clock.now(),
                 )?;
                 return replayed.map(Begun::Answered).map_err(Failed::from);
@@ -195,7 +195,7 @@ impl Toolbelt {
             let a = checks::lease_guard(tx, pending.authority.token.clone(), now).map_err(fenced)?;
             // A concurrent call with the same request id may have committed first: its result stands.
             if let Some(replayed) = replay::lookup(tx, &a, call.request, &call.input_hash)? {
-                audit::record(tx, &call, Some(&a), AuditKind::Called, "replayed", now)?;
+                audit::record(tx, &call, Some(&a), AuditKind::Called, "replayed", None, now)?;
                 return Ok(replayed);
             }
             let answer = match result {
@@ -234,18 +234,35 @@ impl Toolbelt {
         };
         audit::tool_returned(tx, call, a, called, status, now)?;
         replay::store(tx, a, call.request, &call.input_hash, answer, now)?;
-        audit::record(tx, call, Some(a), kind, result, now)?;
+        audit::record(tx, call, Some(a), kind, result, None, now)?;
         Ok(())
+    }
+
+    /// A refusal of a genuine token at a later check, kept for classification.
+    fn classified(&self, error: HostError, token: &TokenRecord) -> Failed {
+        let forbidden = matches!(&error, HostError::Refused(r) if r.code == ErrorCode::Forbidden);
+        Failed {
+            refused_token: forbidden.then(|| Box::new(token.clone())),
+            ..Failed::from(error)
+        }
+    }
+
+    /// `toolbelt.refusal`: `config_drift` when the configuration lags what the attempt's pinned
+    /// playbook uses. Runs outside any transaction.
+    fn classify(&self, failed: &Failed, operation: &str) -> Option<&'static str> {
+        let token = failed.refused_token.as_deref()?;
+        self.classifier.as_ref()?.classify(token, operation)
     }
 
     /// Records a refused call (and, when it reached its operation, its call and return on the Work's
     /// log) in a transaction of its own, and answers the refusal.
     fn reject(&self, call: &Call<'_>, failed: Failed) -> Refusal {
         let refusal = failed.error.refusal();
-        if matches!(failed.error, HostError::Store(_)) {
+        if matches!(*failed.error, HostError::Store(_)) {
             // Storage trouble: a record would likely fail too; the caller gets `internal`.
             return refusal;
         }
+        let class = self.classify(&failed, &call.request.operation);
         let written = self.store.write(|tx| -> Result<(), HostError> {
             let now = self.clock.now();
             if let Some(authority) = &failed.reached {
@@ -255,14 +272,8 @@ impl Toolbelt {
                 };
                 audit::tool_returned(tx, call, authority, &called, "error", now)?;
             }
-            audit::record(
-                tx,
-                call,
-                failed.reached.as_deref(),
-                AuditKind::Rejected,
-                refusal.wire_code(),
-                now,
-            )?;
+            let reached = failed.reached.as_deref();
+            audit::record(tx, call, reached, AuditKind::Rejected, refusal.wire_code(), class, now)?;
             Ok(())
         });
         match written {

@@ -26,17 +26,15 @@ pub struct Authority {
     pub work: Work,
 }
 
-/// Checks 1 to 5 for `request`, arriving on `socket_execution`'s socket with `bearer`.
+/// Checks 2 to 5 for `request`, made with `token` (which passed check 1, [`live_token`]).
 pub fn authorize(
     tx: &mut dyn Tx,
     config: &Snapshot,
     registry: &Registry,
-    socket_execution: &str,
-    bearer: &str,
+    token: TokenRecord,
     request: &CallRequest,
     now: Timestamp,
 ) -> Result<Authority, HostError> {
-    let token = live_token(tx, socket_execution, bearer, now)?;
     check_assertions(&token, request)?;
     check_allowlist(&token, registry, &request.operation)?;
     if !config.authorize_operation(&token.scope, &request.operation) {

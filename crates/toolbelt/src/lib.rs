@@ -53,6 +53,12 @@ pub struct Toolbelt {
     config: CurrentConfig,
     clock: Arc<dyn Clock>,
     registry: Arc<Registry>,
+    classifier: Option<Arc<dyn RefusalClassifier>>,
+}
+
+/// Classifies a refusal of a genuine token for its audit record (`toolbelt.refusal`).
+pub trait RefusalClassifier: Send + Sync {
+    fn classify(&self, token: &TokenRecord, operation: &str) -> Option<&'static str>;
 }
 
 impl Toolbelt {
@@ -67,7 +73,14 @@ impl Toolbelt {
             config,
             clock,
             registry,
+            classifier: None,
         }
+    }
+
+    /// Classifies refusals with `classifier` (the daemon's: `config_drift`).
+    pub fn with_classifier(mut self, classifier: Arc<dyn RefusalClassifier>) -> Toolbelt {
+        self.classifier = Some(classifier);
+        self
     }
 
     pub fn registry(&self) -> &Registry {

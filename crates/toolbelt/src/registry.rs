@@ -206,7 +206,13 @@ impl Registry {
     pub fn config_registry(&self) -> conduit_config::Registry {
         let registry = conduit_config::Registry::with_operations(self.operations.keys().cloned());
         self.toolsets.values().fold(registry, |registry, toolset| {
-            registry.with_toolset(&toolset.name, toolset.operations.iter().map(|e| e.operation.clone()))
+            registry.with_toolset(
+                &toolset.name,
+                toolset
+                    .operations
+                    .iter()
+                    .map(|e| (e.operation.clone(), e.since.clone())),
+            )
         })
     }
 }

@@ -37,16 +37,17 @@ fn operation(name: &str) -> OperationSpec {
 }
 
 fn toolset(name: &str, ops: &[&str]) -> ToolsetSpec {
-    let operations = ops
-        .iter()
-        .map(|o| ToolsetEntry {
-            operation: (*o).into(),
-            since: "0.1.0".into(),
-        })
-        .collect();
+    versioned(name, &ops.iter().map(|o| (*o, "0.1.0")).collect::<Vec<_>>())
+}
+
+fn versioned(name: &str, ops: &[(&str, &str)]) -> ToolsetSpec {
+    let entry = |(op, since): &(&str, &str)| ToolsetEntry {
+        operation: (*op).into(),
+        since: (*since).into(),
+    };
     ToolsetSpec {
         name: name.into(),
-        operations,
+        operations: ops.iter().map(entry).collect(),
     }
 }
 
@@ -164,4 +165,37 @@ fn a_toolset_grants_only_its_own_operations_and_builtins() {
         assert_eq!(err.code, "invalid", "{what}");
         assert!(registry.operation("notes.add").is_none(), "{what}: nothing registered");
     }
+}
+
+#[test]
+fn a_list_enumerating_an_older_toolset_is_warned_with_the_command_that_grants_it() {
+    let mut registry = Registry::default();
+    let registration = Registration {
+        name: "notes".into(),
+        source: ToolSource::HostExtension,
+        operations: vec![operation("notes.add"), operation("notes.fail")],
+        toolsets: vec![versioned(
+            "notes.writer",
+            &[("notes.add", "0.1.0"), ("emit", "0.1.0"), ("notes.fail", "0.10.0")],
+        )],
+    };
+    registry.register(registration).unwrap();
+    let text = config(&["@notes.writer"], &["notes.add", "emit"]);
+    let snapshot = parse_with(text.as_bytes(), &registry.config_registry()).expect("a warning never fails the config");
+    let warnings = snapshot.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(
+        (warnings[0].pointer.as_str(), warnings[0].code),
+        ("/scopes/s/bindings/b/operations", "toolset_enumerated")
+    );
+    assert!(warnings[0].message.contains("notes.fail") && warnings[0].message.contains("0.1.0"));
+    assert_eq!(
+        warnings[0].remedy,
+        "open-conduit config set /scopes/s/bindings/b/operations/- '\"@notes.writer\"'"
+    );
+    let current = config(&["@notes.writer"], &["@notes.writer"]);
+    assert!(parse_with(current.as_bytes(), &registry.config_registry())
+        .unwrap()
+        .warnings()
+        .is_empty());
 }

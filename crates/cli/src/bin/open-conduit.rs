@@ -224,7 +224,7 @@ fn main() -> ExitCode {
         endpoint: global.endpoint,
         token_file: global.token_file,
     };
-    match plan(command) {
+    match plan(command, locations.state_dir().ok().as_deref()) {
         Plan::Daemon(args) => match run_daemon(&locations, args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(failure) => reporter.fail(failure),
@@ -241,7 +241,9 @@ fn send(locations: &Locations, request: &Request) -> Result<Value, Failure> {
         .and_then(|connection| management::send(&connection, request))
 }
 
-fn plan(command: Command) -> Plan {
+/// What a command line asks for; `state_dir` (when it can be found) holds the playbooks an offline
+/// check reads.
+fn plan(command: Command, state_dir: Option<&std::path::Path>) -> Plan {
     use management as m;
     match command {
         Command::Daemon(args) => Plan::Daemon(args),
@@ -267,17 +269,18 @@ fn plan(command: Command) -> Plan {
         Command::Executions(ExecutionsCommand::List { work }) => {
             Plan::Call(m::list_executions(work.as_deref()), render::execution_table)
         }
-        Command::Config(command) => plan_config(command),
+        Command::Config(command) => plan_config(command, state_dir),
         Command::Audit { execution } => Plan::Call(m::list_audit(execution.as_deref()), render::audit_table),
     }
 }
 
-fn plan_config(command: ConfigCommand) -> Plan {
+/// Plans a `config` command; an offline check reads playbooks from `state_dir`.
+fn plan_config(command: ConfigCommand, state_dir: Option<&std::path::Path>) -> Plan {
     use management as m;
     let read = |file: &PathBuf| std::fs::read_to_string(file).map_err(|e| unreadable(file, e));
     match command {
         ConfigCommand::Check { file } => Plan::Validation(Err(match std::fs::read(&file) {
-            Ok(bytes) => check_offline(&bytes),
+            Ok(bytes) => check_offline(&bytes, state_dir),
             Err(e) => unreadable(&file, e),
         })),
         ConfigCommand::Validate { file } => match read(&file) {
@@ -301,9 +304,11 @@ fn plan_config(command: ConfigCommand) -> Plan {
 }
 
 /// The offline validation report, shaped like the daemon's.
-fn check_offline(bytes: &[u8]) -> Value {
-    match conduit_daemon::check_config(bytes) {
-        Ok(snapshot) => serde_json::json!({"valid": true, "hash": snapshot.hash(), "diagnostics": []}),
+fn check_offline(bytes: &[u8], state_dir: Option<&std::path::Path>) -> Value {
+    match conduit_daemon::check_config(bytes, state_dir) {
+        Ok(snapshot) => {
+            serde_json::json!({"valid": true, "hash": snapshot.hash(), "diagnostics": snapshot.warnings()})
+        }
         Err(found) => serde_json::json!({"valid": false, "hash": null, "diagnostics": found}),
     }
 }
@@ -355,7 +360,7 @@ mod tests {
 
     fn request(args: &[&str]) -> Request {
         let cli = Cli::try_parse_from([&["open-conduit"], args].concat()).expect("parses");
-        match plan(cli.command) {
+        match plan(cli.command, None) {
             Plan::Call(request, _) | Plan::Validation(Ok(request)) => request,
             Plan::Daemon(args) => panic!("expected a request, got {args:?}"),
             Plan::Validation(Err(report)) => panic!("expected a request, got {report}"),
@@ -399,7 +404,7 @@ mod tests {
     #[test]
     fn an_offline_check_reports_without_a_daemon() {
         let cli = Cli::try_parse_from(["open-conduit", "config", "check", "/no/such/file"]).unwrap();
-        let Plan::Validation(Err(report)) = plan(cli.command) else {
+        let Plan::Validation(Err(report)) = plan(cli.command, None) else {
             panic!("an offline report")
         };
         assert_eq!(report["valid"], false);

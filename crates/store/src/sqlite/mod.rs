@@ -46,8 +46,33 @@ impl SqliteStore {
     }
 }
 
+thread_local! {
+    /// Whether this thread is inside a transaction: a nested one would wait on the connection this
+    /// thread already holds, forever.
+    static IN_TRANSACTION: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the thread as inside a transaction until dropped.
+struct InTransaction;
+
+impl InTransaction {
+    fn enter() -> Result<InTransaction> {
+        if IN_TRANSACTION.with(|t| t.replace(true)) {
+            return Err(StoreError::Reentrant);
+        }
+        Ok(InTransaction)
+    }
+}
+
+impl Drop for InTransaction {
+    fn drop(&mut self) {
+        IN_TRANSACTION.with(|t| t.set(false));
+    }
+}
+
 impl Store for SqliteStore {
     fn transact(&self, write: bool, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
+        let inside = InTransaction::enter()?;
         // A poisoned lock means a panic mid-transaction; the transaction was rolled back on drop.
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let behavior = if write {
@@ -64,6 +89,7 @@ impl Store for SqliteStore {
         }
         let ticket = self.durability.committed();
         drop(conn);
+        drop(inside);
         self.durability
             .wait_durable(ticket)
             .map_err(|e| StoreError::Wal(e.to_string()))
