@@ -26,9 +26,10 @@ pub fn secret_scheme(reference: &str) -> Option<&'static str> {
 }
 
 /// Environment variables an execution gets from the host, which a secret may not shadow.
-const RESERVED_ENV: [&str; 11] = [
+const RESERVED_ENV: [&str; 12] = [
     "OS_ENDPOINT",
     "OS_TOKEN_FILE",
+    "OS_PLAYBOOK_DIR",
     "PATH",
     "HOME",
     "USER",

@@ -310,6 +310,8 @@ fn publish(
         for (id, scope) in &snapshot.config().scopes {
             tx.upsert_scope(id, generation, scope.parent.as_deref(), scope.enabled)?;
         }
+        let kept: Vec<String> = snapshot.config().scopes.keys().cloned().collect();
+        tx.tombstone_scopes(&kept, generation)?;
         Ok::<_, StoreError>(())
     })?;
     Ok(snapshot)

@@ -119,6 +119,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         instance,
         runs_dir: state.runs_dir(),
         logs_dir: state.logs_dir(),
+        playbook_dir: state.root().join("playbooks"),
         os_dir,
         token_lifetime: options.token_lifetime,
         kick,

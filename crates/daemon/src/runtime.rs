@@ -43,6 +43,7 @@ pub struct Runtime {
     pub instance: String,
     pub runs_dir: PathBuf,
     pub logs_dir: PathBuf,
+    pub playbook_dir: PathBuf,
     pub os_dir: PathBuf,
     /// A token lifetime shorter than the attempt deadline; tokens are then rotated while it runs.
     pub token_lifetime: Option<Duration>,
@@ -310,6 +311,7 @@ impl Runtime {
             os_dir: &self.os_dir,
             log: &shell::log_path(&self.logs_dir, &execution.id),
             secrets,
+            playbook_dir: &self.playbook_dir,
         })
     }
 

@@ -26,6 +26,8 @@ pub struct Launch<'a> {
     pub log: &'a Path,
     /// The binding's secrets, as environment variables.
     pub secrets: &'a [(String, Secret)],
+    /// Where the playbooks are (`skills/<name>/SKILL.md`), so an agent can read the one its binding names.
+    pub playbook_dir: &'a Path,
 }
 
 /// The child's whole environment: the toolbelt endpoint and token file, a PATH that finds `os`, a
@@ -39,6 +41,7 @@ pub fn environment(launch: &Launch<'_>, inherit: impl Fn(&str) -> Option<OsStrin
         ("OS_ENDPOINT".to_owned(), launch.endpoint.as_os_str().to_owned()),
         ("OS_TOKEN_FILE".to_owned(), launch.token_file.as_os_str().to_owned()),
         ("PATH".to_owned(), path),
+        ("OS_PLAYBOOK_DIR".to_owned(), launch.playbook_dir.as_os_str().to_owned()),
     ];
     env.extend(
         INHERITED
@@ -141,6 +144,7 @@ mod tests {
             os_dir: Path::new("/opt/oc/bin"),
             log: Path::new("/l"),
             secrets: &[("GITHUB_TOKEN".to_owned(), Secret::new("s3cret"))],
+            playbook_dir: Path::new("/s/playbooks"),
         };
         let env = environment(&launch, |k| match k {
             "HOME" => Some("/home/me".into()),
@@ -149,7 +153,14 @@ mod tests {
         let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             names,
-            vec!["OS_ENDPOINT", "OS_TOKEN_FILE", "PATH", "HOME", "GITHUB_TOKEN"]
+            vec![
+                "OS_ENDPOINT",
+                "OS_TOKEN_FILE",
+                "PATH",
+                "OS_PLAYBOOK_DIR",
+                "HOME",
+                "GITHUB_TOKEN"
+            ]
         );
         assert_eq!(env[2].1, OsString::from("/opt/oc/bin:/usr/local/bin:/usr/bin:/bin"));
     }

@@ -9,6 +9,18 @@ use crate::StoreError;
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
+/// A scope as the store records it across generations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopeRecord {
+    pub id: String,
+    /// The generation that last published it.
+    pub generation: i64,
+    pub parent: Option<String>,
+    pub enabled: bool,
+    /// The generation that removed it: a tombstone, kept so its history stays attributable.
+    pub removed_in: Option<i64>,
+}
+
 /// Filters for listing Work.
 #[derive(Debug, Clone, Default)]
 pub struct WorkFilter {
@@ -24,7 +36,12 @@ pub trait Tx {
     /// The canonical hash of a committed generation.
     fn generation_hash(&mut self, generation: i64) -> Result<Option<String>>;
     fn insert_generation(&mut self, generation: i64, hash: &str, config_json: &str, at: Timestamp) -> Result<()>;
+    /// Records a scope as the generation has it (reviving it if it was removed).
     fn upsert_scope(&mut self, id: &str, generation: i64, parent: Option<&str>, enabled: bool) -> Result<()>;
+    /// Marks every live scope not in `kept` as removed in `generation`: a tombstone, never deleted.
+    fn tombstone_scopes(&mut self, kept: &[String], generation: i64) -> Result<()>;
+    /// Every scope ever published, tombstones included, by id.
+    fn list_scopes(&mut self) -> Result<Vec<ScopeRecord>>;
 
     // Work and its correlation keys.
     /// Inserts a Work and claims its keys; a key another Work owns is [`StoreError::KeyTaken`].

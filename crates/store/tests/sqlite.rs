@@ -128,3 +128,26 @@ fn a_transaction_inside_another_is_refused_instead_of_deadlocking() {
         "the store is usable afterwards"
     );
 }
+
+#[test]
+fn removed_scopes_become_tombstones_and_a_returning_id_revives_its_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    store
+        .write(|tx| {
+            tx.upsert_scope("a", 1, None, true)?;
+            tx.upsert_scope("b", 1, Some("a"), true)?;
+            tx.tombstone_scopes(&["a".into(), "b".into()], 1)
+        })
+        .unwrap();
+    store.write(|tx| tx.tombstone_scopes(&["a".into()], 2)).unwrap();
+    let scopes = store.read(|tx| tx.list_scopes()).unwrap();
+    assert_eq!(
+        (scopes[1].id.as_str(), scopes[1].removed_in, scopes[1].enabled),
+        ("b", Some(2), false)
+    );
+    assert_eq!(scopes[0].removed_in, None);
+    store.write(|tx| tx.upsert_scope("b", 3, None, true)).unwrap();
+    let b = store.read(|tx| tx.list_scopes()).unwrap().remove(1);
+    assert_eq!((b.generation, b.removed_in, b.parent), (3, None, None));
+}

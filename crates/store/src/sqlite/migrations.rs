@@ -159,6 +159,12 @@ CREATE INDEX toolbelt_requests_by_created ON toolbelt_requests (created_at);
 CREATE INDEX tokens_by_revocation ON tokens (revoked_at);
 CREATE INDEX tokens_by_expiry ON tokens (expires_at);
 "#,
+    r#"
+CREATE INDEX events_causal ON events (root_id, accepted_at) WHERE source != 'core.toolbelt';
+"#,
+    r#"
+ALTER TABLE scopes ADD COLUMN removed_in INTEGER;
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

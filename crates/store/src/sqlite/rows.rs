@@ -8,7 +8,7 @@ use rusqlite::{params, OptionalExtension, Row, Transaction};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::tx::{Result, Tx, WorkFilter};
+use crate::tx::{Result, ScopeRecord, Tx, WorkFilter};
 use crate::StoreError;
 
 pub struct SqliteTx<'a> {
@@ -336,10 +336,45 @@ impl Tx for SqliteTx<'_> {
     fn upsert_scope(&mut self, id: &str, generation: i64, parent: Option<&str>, enabled: bool) -> Result<()> {
         self.exec(
             "INSERT INTO scopes (id, generation, parent, enabled) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (id) DO UPDATE SET generation = ?2, parent = ?3, enabled = ?4",
+             ON CONFLICT (id) DO UPDATE SET generation = ?2, parent = ?3, enabled = ?4, removed_in = NULL",
             params![id, generation, parent, enabled],
         )?;
         Ok(())
+    }
+
+    fn tombstone_scopes(&mut self, kept: &[String], generation: i64) -> Result<()> {
+        let live: Vec<String> = {
+            let mut stmt = self
+                .tx
+                .prepare_cached("SELECT id FROM scopes WHERE removed_in IS NULL")?;
+            let ids = stmt
+                .query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<Vec<String>>>()?;
+            ids
+        };
+        for id in live.iter().filter(|id| !kept.contains(id)) {
+            self.exec(
+                "UPDATE scopes SET removed_in = ?2, enabled = 0 WHERE id = ?1",
+                params![id, generation],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn list_scopes(&mut self) -> Result<Vec<ScopeRecord>> {
+        let mut stmt = self
+            .tx
+            .prepare_cached("SELECT id, generation, parent, enabled, removed_in FROM scopes ORDER BY id")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(ScopeRecord {
+                id: r.get(0)?,
+                generation: r.get(1)?,
+                parent: r.get(2)?,
+                enabled: r.get(3)?,
+                removed_in: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     fn insert_work(&mut self, work: &Work) -> Result<()> {
