@@ -277,3 +277,18 @@ pub fn published_runs(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
 pub fn read_token(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap().trim().to_owned()
 }
+
+/// Every byte of the SQLite files (database, WAL, shared memory) in `dir`.
+pub fn store_files(dir: &Path) -> Vec<u8> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("store.db"))
+        .flat_map(|e| std::fs::read(e.path()).unwrap_or_default())
+        .collect()
+}
+
+/// Whether `needle` occurs anywhere in `bytes`.
+pub fn contains(bytes: &[u8], needle: &str) -> bool {
+    bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+}

@@ -6,9 +6,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::in_process::store_files;
 use super::{suite_config, Attempt, Target};
-use crate::common::{http, read_token, wait_until, Daemon};
+use crate::common::{http, read_token, store_files, wait_until, Daemon};
 
 pub struct RealDaemon {
     daemon: RefCell<Daemon>,

@@ -12,6 +12,7 @@ use conduit_toolbelt::{CallRequest, Toolbelt};
 use serde_json::{json, Value};
 
 use super::{suite_config, Attempt, Target};
+use crate::common::store_files;
 
 pub struct InProcess {
     dir: tempfile::TempDir,
@@ -123,14 +124,4 @@ impl Target for InProcess {
     fn store_bytes(&self) -> Vec<u8> {
         store_files(self.dir.path())
     }
-}
-
-/// Every byte of the SQLite files (database, WAL, shared memory) in `dir`.
-pub fn store_files(dir: &std::path::Path) -> Vec<u8> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("store.db"))
-        .flat_map(|e| std::fs::read(e.path()).unwrap_or_default())
-        .collect()
 }
