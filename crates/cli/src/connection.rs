@@ -22,11 +22,31 @@ pub enum Request {
 pub struct Connection {
     socket: PathBuf,
     token_file: PathBuf,
+    /// The `Idempotency-Key` every POST carries: `None` sends none (the toolbelt, whose request ids
+    /// are the agent's to choose), `Some(None)` a fresh key per request, `Some(Some(k))` the given one.
+    idempotency: Option<Option<String>>,
 }
 
 impl Connection {
     pub fn new(socket: PathBuf, token_file: PathBuf) -> Self {
-        Connection { socket, token_file }
+        Connection {
+            socket,
+            token_file,
+            idempotency: None,
+        }
+    }
+
+    /// Makes every POST carry an `Idempotency-Key`: `key`, or a fresh one per request.
+    pub fn with_idempotency(mut self, key: Option<String>) -> Self {
+        self.idempotency = Some(key);
+        self
+    }
+
+    fn idempotency_key(&self) -> Option<String> {
+        let fresh = || format!("oc-{}", uuid::Uuid::now_v7());
+        self.idempotency
+            .as_ref()
+            .map(|given| given.clone().unwrap_or_else(fresh))
     }
 
     pub fn socket(&self) -> &Path {
@@ -43,7 +63,11 @@ impl Connection {
         let answer = runtime.block_on(async {
             match request {
                 Request::Get(path) => client.get(path).await,
-                Request::Post { path, body } => client.post(path, body).await,
+                Request::Post { path, body } => {
+                    client
+                        .post_with_key(path, body, self.idempotency_key().as_deref())
+                        .await
+                }
             }
         });
         Ok(answer?)

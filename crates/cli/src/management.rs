@@ -23,6 +23,8 @@ pub struct Locations {
     pub state: Option<PathBuf>,
     pub endpoint: Option<PathBuf>,
     pub token_file: Option<PathBuf>,
+    /// The `Idempotency-Key` for this invocation's mutation; a fresh one when absent.
+    pub idempotency_key: Option<String>,
 }
 
 impl Locations {
@@ -40,10 +42,11 @@ impl Locations {
 
     /// The management socket and operator token file to use.
     pub fn connection(&self) -> Result<Connection, Failure> {
-        Ok(Connection::new(
+        let connection = Connection::new(
             self.given_or_in_state(&self.endpoint, SOCKET)?,
             self.given_or_in_state(&self.token_file, TOKEN_FILE)?,
-        ))
+        );
+        Ok(connection.with_idempotency(self.idempotency_key.clone()))
     }
 
     fn given_or_in_state(&self, given: &Option<PathBuf>, name: &str) -> Result<PathBuf, Failure> {
@@ -266,6 +269,7 @@ mod tests {
             state: None,
             endpoint: Some("/run/m.sock".into()),
             token_file: Some("/run/t".into()),
+            idempotency_key: None,
         };
         let connection = locations.connection().expect("connection");
         assert_eq!(connection.socket(), Path::new("/run/m.sock"));

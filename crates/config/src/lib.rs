@@ -24,6 +24,8 @@ pub use grants::Registry;
 pub use model::{BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
 pub use rules::{secret_env_name, secret_scheme, SECRET_SCHEMES};
 pub use snapshot::{CurrentConfig, Snapshot};
+/// Reads JSON refusing duplicate keys and nulls at any depth (each reported with its pointer).
+pub use strict::read as read_strict_json;
 pub use validate::{parse, parse_with};
 
 /// Largest configuration file accepted.

@@ -9,6 +9,8 @@ pub enum ErrorCode {
     Unauthenticated,
     Forbidden,
     InvalidConfig,
+    IdempotencyKeyRequired,
+    IdempotencyConflict,
     StaleGeneration,
     ScopeInUse,
     AuthorityReleased,
@@ -35,6 +37,8 @@ impl ErrorCode {
             ErrorCode::Unauthenticated => "unauthenticated",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::InvalidConfig => "invalid_config",
+            ErrorCode::IdempotencyKeyRequired => "idempotency_key_required",
+            ErrorCode::IdempotencyConflict => "idempotency_conflict",
             ErrorCode::StaleGeneration => "stale_generation",
             ErrorCode::ScopeInUse => "scope_in_use",
             ErrorCode::AuthorityReleased => "authority_released",
@@ -62,10 +66,12 @@ impl ErrorCode {
             ErrorCode::Unauthenticated => 401,
             ErrorCode::Forbidden | ErrorCode::AuthorityReleased | ErrorCode::WrongCredentialClass => 403,
             ErrorCode::NotFound => 404,
-            ErrorCode::InvalidInput | ErrorCode::InvalidRequest => 400,
-            ErrorCode::Conflict | ErrorCode::RequestConflict | ErrorCode::StaleGeneration | ErrorCode::ScopeInUse => {
-                409
-            }
+            ErrorCode::InvalidInput | ErrorCode::InvalidRequest | ErrorCode::IdempotencyKeyRequired => 400,
+            ErrorCode::Conflict
+            | ErrorCode::RequestConflict
+            | ErrorCode::IdempotencyConflict
+            | ErrorCode::StaleGeneration
+            | ErrorCode::ScopeInUse => 409,
             ErrorCode::Internal => 500,
             ErrorCode::UnknownScope
             | ErrorCode::UnknownBinding

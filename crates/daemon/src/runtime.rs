@@ -11,7 +11,7 @@ use conduit_core::{Duration, Execution, ExecutionState, Timestamp};
 use conduit_scheduler::{
     adopt, claim_next, complete, fire_due_timers, record_pid, renew_lease, Claim, HostError, LEASE,
 };
-use conduit_server::{bind_owner_only, execution_router, now, serve, ExecutionSocket};
+use conduit_server::{bind_owner_only, execution_router, now, serve, ExecutionSocket, IDEMPOTENCY_KEPT};
 use conduit_store::{Store, Tx};
 use conduit_toolbelt::sweep::sweep;
 use conduit_toolbelt::{token, Toolbelt};
@@ -98,6 +98,13 @@ impl Runtime {
             tokio::select! {
                 _ = hourly.tick() => {}
                 _ = shutdown.changed() => return,
+            }
+            let idempotency_cutoff = Timestamp(now().0 - IDEMPOTENCY_KEPT.0);
+            let kept = self
+                .db(move |s| Ok(s.write(|tx| tx.delete_idempotent_before(idempotency_cutoff))?))
+                .await;
+            if let Err(e) = kept {
+                tracing::error!(error = %e, "idempotency retention failed");
             }
             match self.db(|s| Ok(sweep(s, now())?)).await {
                 Ok(swept) => tracing::debug!(tokens = swept.tokens, requests = swept.requests, "retention pass"),

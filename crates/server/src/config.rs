@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use conduit_config::Diagnostic;
 use conduit_core::Refusal;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::envelope::{blocking, ok, parse_body, Answer};
+use crate::envelope::{blocking, check_mutation, ok, parse_body, Answer};
+use crate::idempotency::{once_outside, Keyed};
 use crate::management::{operator, Management};
 
 /// The active generation as an operator sees it: secret references redacted.
@@ -66,8 +67,9 @@ struct Candidate {
     expected_generation: Option<i64>,
 }
 
-pub async fn validate(State(s): State<Management>, headers: HeaderMap, body: Bytes) -> Answer {
+pub async fn validate(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Bytes) -> Answer {
     operator(&s, &headers).await?;
+    check_mutation(&headers, &uri)?;
     let candidate: Candidate = parse_body(&body)?;
     let control = s.control.clone();
     let checked = blocking(move || Ok(control.check(&candidate.config_text))).await?;
@@ -91,11 +93,17 @@ struct SetValue {
     expected_generation: Option<i64>,
 }
 
-pub async fn set(State(s): State<Management>, headers: HeaderMap, body: Bytes) -> Answer {
-    operator(&s, &headers).await?;
+pub async fn set(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Bytes) -> Answer {
+    let op = operator(&s, &headers).await?;
+    check_mutation(&headers, &uri)?;
     let req: SetValue = parse_body(&body)?;
+    let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
     let control = s.control.clone();
-    let applied = blocking(move || Ok(control.set(&req.pointer, req.value, req.expected_generation)?)).await?;
+    let answer = once_outside(s.store.clone(), keyed, move || {
+        let applied = control.set(&req.pointer, req.value, req.expected_generation)?;
+        Ok((StatusCode::OK, serde_json::to_value(applied).unwrap_or_default()))
+    })
+    .await?;
     s.kick.notify_one();
-    ok(StatusCode::OK, &applied)
+    Ok(answer)
 }

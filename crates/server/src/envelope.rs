@@ -46,29 +46,64 @@ pub fn ok<T: Serialize>(status: StatusCode, body: &T) -> Answer {
     Ok((status, Json(body)).into_response())
 }
 
-/// Parses a JSON body strictly into `T` (which denies unknown fields). The message names where the
-/// body went wrong, never what it contained.
+/// The largest request body accepted.
+pub const MAX_BODY: usize = 1024 * 1024;
+
+/// Parses a JSON body strictly into `T` (which denies unknown fields): no duplicate key and no null at
+/// any depth, at most 1 MiB. The message names where the body went wrong, never what it contained.
 pub fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Failure> {
-    let mut de = serde_json::Deserializer::from_slice(body);
-    deserialize_located(&mut de).map_err(|at| {
-        Failure(
-            Refusal::new(
-                ErrorCode::InvalidRequest,
-                format!("the request body is not valid for this route (at {at})"),
-            )
-            .with_remedy("send a JSON object with the documented fields"),
-        )
-    })
+    if body.len() > MAX_BODY {
+        return Err(Failure(
+            Refusal::new(ErrorCode::InvalidRequest, "the request body is larger than 1 MiB")
+                .with_remedy("send a smaller body"),
+        ));
+    }
+    let (value, found) = conduit_config::read_strict_json(body).map_err(|_| invalid_body("/", "is not JSON"))?;
+    if let Some(d) = found.first() {
+        let what = if d.code == "duplicate_key" {
+            "repeats a key"
+        } else {
+            "holds a null"
+        };
+        return Err(invalid_body(&d.pointer, what));
+    }
+    serde_path_to_error::deserialize(value)
+        .map_err(|e| invalid_body(&format!("/{}", e.path()), "does not fit this route"))
 }
 
-/// Deserializes, reporting only the line and column of a failure.
-fn deserialize_located<T: DeserializeOwned>(
-    de: &mut serde_json::Deserializer<serde_json::de::SliceRead<'_>>,
-) -> Result<T, String> {
-    let value = T::deserialize(&mut *de).map_err(|e| format!("line {}, column {}", e.line(), e.column()))?;
-    de.end()
-        .map_err(|e| format!("line {}, column {}", e.line(), e.column()))?;
-    Ok(value)
+fn invalid_body(pointer: &str, what: &str) -> Failure {
+    Failure(
+        Refusal::new(
+            ErrorCode::InvalidRequest,
+            format!("the request body {what} (at {pointer})"),
+        )
+        .with_remedy("send a JSON object with the documented fields, none null or repeated"),
+    )
+}
+
+/// A mutation's envelope rules: a JSON content type and no query string.
+pub fn check_mutation(headers: &HeaderMap, uri: &axum::http::Uri) -> Result<(), Failure> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if !json {
+        return Err(Failure(
+            Refusal::new(ErrorCode::InvalidRequest, "a mutation's body must be application/json")
+                .with_remedy("send `Content-Type: application/json`"),
+        ));
+    }
+    if uri.query().is_some() {
+        return Err(Failure(Refusal::new(
+            ErrorCode::InvalidRequest,
+            "a mutation takes no query string",
+        )));
+    }
+    Ok(())
 }
 
 /// The bearer token of a request, or `401 unauthenticated` when there is none.

@@ -7,11 +7,13 @@ mod clock;
 mod config;
 mod envelope;
 mod execution;
+mod idempotency;
 mod listen;
 mod management;
 
 pub use clock::{now, SystemClock};
 pub use config::{Applied, Checked, ConfigControl, ConfigView, SharedConfigControl};
 pub use execution::{execution_router, ExecutionSocket};
+pub use idempotency::KEPT as IDEMPOTENCY_KEPT;
 pub use listen::{bind_owner_only, serve};
 pub use management::{management_router, Management};

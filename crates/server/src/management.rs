@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
+use axum::http::Uri;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::Router;
@@ -11,7 +12,7 @@ use conduit_config::CurrentConfig;
 use conduit_core::names::{is_event_type, is_reserved_type};
 use conduit_core::{Causation, ErrorCode, Event, NewEvent, OperatorRecord, Refusal, Source, WorkState};
 use conduit_scheduler::{accept, create_work, NewWork};
-use conduit_store::{new_id, Store, Tx, WorkFilter};
+use conduit_store::{derived_id, Store, Tx, WorkFilter};
 use conduit_toolbelt::token::digest;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -19,7 +20,8 @@ use tokio::sync::Notify;
 
 use crate::clock::now;
 use crate::config::{self, SharedConfigControl};
-use crate::envelope::{bearer, blocking, not_found, ok, parse_body, Answer, Failure};
+use crate::envelope::{bearer, blocking, check_mutation, not_found, ok, parse_body, Answer, Failure};
+use crate::idempotency::{once, Keyed};
 
 /// What the management handlers share.
 #[derive(Clone)]
@@ -103,11 +105,15 @@ struct CreateWork {
     keys: Vec<String>,
 }
 
-async fn create(State(s): State<Management>, headers: HeaderMap, body: Bytes) -> Answer {
+/// Manual Work: ready Work and its root `core.work.created`, in one transaction; its ids derive from
+/// the Idempotency-Key, so a retried request creates the same Work.
+async fn create(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Bytes) -> Answer {
     let op = operator(&s, &headers).await?;
+    check_mutation(&headers, &uri)?;
     let req: CreateWork = parse_body(&body)?;
-    let (store, config) = (s.store.clone(), s.config.get());
-    let work = blocking(move || {
+    let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
+    let config = s.config.get();
+    let answer = once(s.store.clone(), keyed, move |tx, seed| {
         let new = NewWork {
             scope: req.scope,
             binding: req.binding,
@@ -116,13 +122,14 @@ async fn create(State(s): State<Management>, headers: HeaderMap, body: Bytes) ->
             parent_work: None,
             source: Source::Manual,
             actor: Some(op.principal()),
-            id_seed: None,
+            id_seed: Some(format!("operator/{seed}")),
         };
-        Ok(store.write(|tx| create_work(tx, &config, new, None, now()))?.0)
+        let (work, _) = create_work(tx, &config, new, None, now())?;
+        Ok((StatusCode::CREATED, serde_json::to_value(work).unwrap_or_default()))
     })
     .await?;
     s.kick.notify_one();
-    ok(StatusCode::CREATED, &work)
+    Ok(answer)
 }
 
 #[derive(Deserialize)]
@@ -160,16 +167,18 @@ struct Emit {
 }
 
 /// An operator's event: a `core.manual` root stamped with the operator as its actor, routed at once.
-async fn emit(State(s): State<Management>, headers: HeaderMap, body: Bytes) -> Answer {
+async fn emit(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Bytes) -> Answer {
     let op = operator(&s, &headers).await?;
+    check_mutation(&headers, &uri)?;
     let req: Emit = parse_body(&body)?;
     check_operator_event(&req)?;
-    let (store, config) = (s.store.clone(), s.config.get());
-    let event = blocking(move || {
+    let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
+    let config = s.config.get();
+    let answer = once(s.store.clone(), keyed, move |tx, seed| {
         if !config.scope_enabled(&req.scope) {
             return Err(Refusal::new(ErrorCode::UnknownScope, "no enabled scope has this id").into());
         }
-        let id = new_id();
+        let id = derived_id(&[seed, "operator.event"]);
         let event = NewEvent {
             causation: Causation::root(&id),
             id,
@@ -184,11 +193,12 @@ async fn emit(State(s): State<Management>, headers: HeaderMap, body: Bytes) -> A
             accepted_at: now(),
             delivery_id: None,
         };
-        Ok(store.write(|tx| accept(tx, &config, event, now()))?)
+        let event = accept(tx, &config, event, now())?;
+        Ok((StatusCode::CREATED, serde_json::to_value(event).unwrap_or_default()))
     })
     .await?;
     s.kick.notify_one();
-    ok(StatusCode::CREATED, &event)
+    Ok(answer)
 }
 
 fn check_operator_event(req: &Emit) -> Result<(), Refusal> {

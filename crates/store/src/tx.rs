@@ -21,6 +21,20 @@ pub struct ScopeRecord {
     pub removed_in: Option<i64>,
 }
 
+/// The committed answer of an operator's mutation under an `Idempotency-Key`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdempotentRecord {
+    pub principal: String,
+    pub key: String,
+    pub method: String,
+    pub path: String,
+    /// SHA-256 of the request body's canonical form: the same key with another body is a conflict.
+    pub body_hash: String,
+    pub status: u16,
+    pub response: serde_json::Value,
+    pub created_at: Timestamp,
+}
+
 /// Filters for listing Work.
 #[derive(Debug, Clone, Default)]
 pub struct WorkFilter {
@@ -104,6 +118,12 @@ pub trait Tx {
     fn insert_audit(&mut self, record: &AuditRecord) -> Result<()>;
     /// Oldest first; every record when `execution` is `None`.
     fn list_audit(&mut self, execution: Option<&str>, limit: usize) -> Result<Vec<AuditRecord>>;
+
+    // Operator idempotency keys.
+    fn get_idempotent(&mut self, principal: &str, key: &str) -> Result<Option<IdempotentRecord>>;
+    fn insert_idempotent(&mut self, record: &IdempotentRecord) -> Result<()>;
+    /// Deletes idempotency records written before `cutoff`.
+    fn delete_idempotent_before(&mut self, cutoff: Timestamp) -> Result<usize>;
 
     // Operator credentials (digests only).
     fn insert_operator(&mut self, operator: &OperatorRecord) -> Result<()>;

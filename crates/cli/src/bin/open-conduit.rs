@@ -42,6 +42,10 @@ struct Global {
     /// File holding the operator token [default: <state>/private/operator.token]
     #[arg(long, global = true, env = "OPEN_CONDUIT_TOKEN_FILE", value_name = "PATH")]
     token_file: Option<PathBuf>,
+
+    /// Idempotency-Key for a mutation; give the same one to retry it safely [default: a fresh key]
+    #[arg(long, global = true, value_name = "KEY")]
+    idempotency_key: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -223,6 +227,7 @@ fn main() -> ExitCode {
         state: global.state,
         endpoint: global.endpoint,
         token_file: global.token_file,
+        idempotency_key: global.idempotency_key,
     };
     match plan(command, locations.state_dir().ok().as_deref()) {
         Plan::Daemon(args) => match run_daemon(&locations, args) {

@@ -200,13 +200,24 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 
 /// A raw HTTP/1.1 request over a Unix socket: the status and the JSON body.
 pub fn http(socket: &Path, method: &str, path: &str, token: Option<&str>, body: Option<&Value>) -> (u16, Value) {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("Content-Type", "application/json")];
+    headers.extend(auth.as_deref().map(|a| ("Authorization", a)));
+    http_raw(
+        socket,
+        method,
+        path,
+        &headers,
+        &body.map(Value::to_string).unwrap_or_default(),
+    )
+}
+
+/// A raw HTTP/1.1 request with exactly these headers and this body text.
+pub fn http_raw(socket: &Path, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
     let mut stream = UnixStream::connect(socket).unwrap_or_else(|e| panic!("connect {}: {e}", socket.display()));
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
+    let headers: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(request.as_bytes()).unwrap();

@@ -165,6 +165,20 @@ CREATE INDEX events_causal ON events (root_id, accepted_at) WHERE source != 'cor
     r#"
 ALTER TABLE scopes ADD COLUMN removed_in INTEGER;
 "#,
+    r#"
+CREATE TABLE idempotency (
+    principal TEXT NOT NULL,
+    key TEXT NOT NULL,
+    method TEXT NOT NULL,
+    path TEXT NOT NULL,
+    body_hash TEXT NOT NULL,
+    status INTEGER NOT NULL,
+    response TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (principal, key)
+);
+CREATE INDEX idempotency_by_created ON idempotency (created_at);
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

@@ -8,7 +8,7 @@ use rusqlite::{params, OptionalExtension, Row, Transaction};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::tx::{Result, ScopeRecord, Tx, WorkFilter};
+use crate::tx::{IdempotentRecord, Result, ScopeRecord, Tx, WorkFilter};
 use crate::StoreError;
 
 pub struct SqliteTx<'a> {
@@ -762,6 +762,49 @@ impl Tx for SqliteTx<'_> {
             "SELECT {AUDIT_COLUMNS} FROM toolbelt_audit WHERE (?1 IS NULL OR execution_id = ?1) ORDER BY at, id LIMIT ?2"
         );
         self.query_all(&sql, params![execution, limit as i64], audit_row)
+    }
+
+    fn get_idempotent(&mut self, principal: &str, key: &str) -> Result<Option<IdempotentRecord>> {
+        let sql = "SELECT principal, key, method, path, body_hash, status, response, created_at FROM idempotency
+                   WHERE principal = ?1 AND key = ?2";
+        self.query_one(sql, params![principal, key], |r| {
+            let response: String = r.get(6)?;
+            let build = || -> Result<IdempotentRecord> {
+                Ok(IdempotentRecord {
+                    principal: r.get(0)?,
+                    key: r.get(1)?,
+                    method: r.get(2)?,
+                    path: r.get(3)?,
+                    body_hash: r.get(4)?,
+                    status: r.get(5)?,
+                    response: from_json(&response)?,
+                    created_at: Timestamp(r.get(7)?),
+                })
+            };
+            Ok(build())
+        })
+    }
+
+    fn insert_idempotent(&mut self, i: &IdempotentRecord) -> Result<()> {
+        self.exec(
+            "INSERT INTO idempotency (principal, key, method, path, body_hash, status, response, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                i.principal,
+                i.key,
+                i.method,
+                i.path,
+                i.body_hash,
+                i.status,
+                to_json(&i.response)?,
+                i.created_at.0
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn delete_idempotent_before(&mut self, cutoff: Timestamp) -> Result<usize> {
+        Ok(self.exec("DELETE FROM idempotency WHERE created_at < ?1", [cutoff.0])?)
     }
 
     fn insert_operator(&mut self, o: &OperatorRecord) -> Result<()> {

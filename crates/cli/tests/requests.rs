@@ -1,0 +1,125 @@
+//! The management API's request rules through the real socket: strict bodies and envelopes, and
+//! Idempotency-Key replay and conflict.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+fn post(daemon: &Daemon, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
+    let auth = format!("Bearer {}", daemon.operator_token());
+    let mut all = vec![("Authorization", auth.as_str())];
+    all.extend_from_slice(headers);
+    http_raw(&daemon.management_socket(), "POST", path, &all, body)
+}
+
+const JSON: (&str, &str) = ("Content-Type", "application/json");
+
+fn work_body() -> String {
+    json!({"scope": "setup", "binding": "shell"}).to_string()
+}
+
+#[test]
+fn a_mutation_needs_an_idempotency_key_and_a_retry_completes_the_same_operation() {
+    let daemon = Daemon::start(None);
+    let (status, body) = post(&daemon, "/v1/work", &[JSON], &work_body());
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("idempotency_key_required"))
+    );
+    assert!(
+        daemon.json(&["work", "list"])["items"].as_array().unwrap().is_empty(),
+        "nothing was created"
+    );
+
+    let key = ("Idempotency-Key", "create-1");
+    let first = post(&daemon, "/v1/work", &[JSON, key], &work_body());
+    let retry = post(&daemon, "/v1/work", &[JSON, key], &work_body());
+    assert_eq!(first.0, 201);
+    assert_eq!(retry, first, "the replay is the original status and body");
+    assert_eq!(daemon.json(&["work", "list"])["items"].as_array().unwrap().len(), 1);
+
+    let other = json!({"scope": "setup", "binding": "shell", "input": {"n": 2}}).to_string();
+    let (status, body) = post(&daemon, "/v1/work", &[JSON, key], &other);
+    assert_eq!((status, body["error"].as_str()), (409, Some("idempotency_conflict")));
+    let event = json!({"type": "demo.noted", "scope": "setup"}).to_string();
+    let (status, body) = post(&daemon, "/v1/events", &[JSON, key], &event);
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (409, Some("idempotency_conflict")),
+        "bound to the path too"
+    );
+}
+
+#[test]
+fn the_cli_retries_with_the_same_key() {
+    let daemon = Daemon::start(None);
+    let args = ["--idempotency-key", "k-7", "emit", "demo.noted", "--scope", "setup"];
+    let first = daemon.json(&args);
+    let again = daemon.json(&args);
+    assert_eq!(first["id"], again["id"]);
+    let noted = daemon.json(&["events", "list"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "demo.noted")
+        .count();
+    assert_eq!(noted, 1);
+}
+
+#[test]
+fn strict_requests_are_refused_and_change_nothing() {
+    let daemon = Daemon::start(None);
+    let key = ("Idempotency-Key", "strict");
+    /// What is wrong, the path, the headers and the body.
+    type Case<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, String);
+    let cases: [Case; 7] = [
+        (
+            "text content type",
+            "/v1/work",
+            vec![("Content-Type", "text/plain"), key],
+            work_body(),
+        ),
+        ("no content type", "/v1/work", vec![key], work_body()),
+        ("a query string", "/v1/work?x=1", vec![JSON, key], work_body()),
+        (
+            "a duplicate key",
+            "/v1/work",
+            vec![JSON, key],
+            r#"{"scope":"setup","scope":"setup","binding":"shell"}"#.into(),
+        ),
+        (
+            "a null",
+            "/v1/work",
+            vec![JSON, key],
+            r#"{"scope":"setup","binding":"shell","input":null}"#.into(),
+        ),
+        (
+            "an unknown field",
+            "/v1/work",
+            vec![JSON, key],
+            r#"{"scope":"setup","binding":"shell","owner":"x"}"#.into(),
+        ),
+        ("not JSON", "/v1/work", vec![JSON, key], "{".into()),
+    ];
+    for (what, path, headers, body) in cases {
+        let (status, answer) = post(&daemon, path, &headers, &body);
+        assert_eq!(
+            (status, answer["error"].as_str()),
+            (400, Some("invalid_request")),
+            "{what}"
+        );
+        assert!(
+            !answer["message"].as_str().unwrap().contains("setup"),
+            "{what}: the message echoes the body"
+        );
+    }
+    let big = json!({"scope": "setup", "binding": "shell", "input": "x".repeat(1024 * 1024)}).to_string();
+    let (status, answer) = post(&daemon, "/v1/work", &[JSON, key], &big);
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (400, Some("invalid_request")),
+        "over 1 MiB"
+    );
+    assert!(daemon.json(&["work", "list"])["items"].as_array().unwrap().is_empty());
+}
