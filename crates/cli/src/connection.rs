@@ -53,6 +53,10 @@ impl Connection {
         &self.socket
     }
 
+    pub fn token_file(&self) -> &Path {
+        &self.token_file
+    }
+
     /// Sends one request on a current-thread runtime and waits for its answer.
     pub fn send(&self, request: &Request) -> Result<Value, Failure> {
         let client = Client::new(&self.socket, read_token(&self.token_file)?);
@@ -72,6 +76,25 @@ impl Connection {
         });
         Ok(answer?)
     }
+}
+
+/// Replaces the token file with `token` (owner-only, through a temporary file and a rename).
+pub fn write_token(path: &Path, token: &str) -> Result<(), Failure> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let failed = |e: std::io::Error| Failure::Local(format!("cannot write the token file {}: {e}", path.display()));
+    let tmp = path.with_extension("rotating");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(failed)?;
+    file.write_all(format!("{token}\n").as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(failed)?;
+    std::fs::rename(&tmp, path).map_err(failed)
 }
 
 /// The token in `path`, without its trailing whitespace or newline.

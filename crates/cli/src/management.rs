@@ -135,6 +135,29 @@ pub fn list_executions(work: Option<&str>) -> Request {
     get_with_query("/v1/executions", &[("work", work)])
 }
 
+/// `GET /v1/auth/operators`: active operator credentials, without tokens.
+pub fn operators() -> Request {
+    Request::Get("/v1/auth/operators".to_owned())
+}
+
+/// `POST /v1/auth/operators`: a named operator's credential; its token is answered once.
+pub fn add_operator(name: &str, role: Option<&str>) -> Request {
+    post(
+        "/v1/auth/operators",
+        object([("name", Some(Value::from(name))), ("role", role.map(Value::from))]),
+    )
+}
+
+/// `POST /v1/auth/rotate`: the caller's replacement credential, answered once.
+pub fn rotate() -> Request {
+    post("/v1/auth/rotate", object([]))
+}
+
+/// `POST /v1/auth/revoke`: a credential by its token id.
+pub fn revoke(token_id: &str) -> Request {
+    post("/v1/auth/revoke", object([("token_id", Some(Value::from(token_id)))]))
+}
+
 /// `GET /v1/config`: the active generation, secret references redacted.
 pub fn config_show() -> Request {
     Request::Get("/v1/config".to_owned())

@@ -54,6 +54,16 @@ impl Role {
             .into_iter()
             .find(|r| r.as_str() == text)
     }
+
+    /// Whether this role may do what `required` may: admin includes operate, which includes view.
+    pub fn allows(self, required: Role) -> bool {
+        let rank = |r: Role| match r {
+            Role::View => 0,
+            Role::Operate => 1,
+            Role::Admin => 2,
+        };
+        rank(self) >= rank(required)
+    }
 }
 
 /// The owner's operator name: the credential in the state directory.

@@ -15,6 +15,7 @@ pub enum ErrorCode {
     ScopeInUse,
     AuthorityReleased,
     WrongCredentialClass,
+    ForbiddenRole,
     NotFound,
     InvalidInput,
     InvalidRequest,
@@ -43,6 +44,7 @@ impl ErrorCode {
             ErrorCode::ScopeInUse => "scope_in_use",
             ErrorCode::AuthorityReleased => "authority_released",
             ErrorCode::WrongCredentialClass => "wrong_credential_class",
+            ErrorCode::ForbiddenRole => "forbidden_role",
             ErrorCode::NotFound => "not_found",
             ErrorCode::InvalidInput => "invalid_input",
             ErrorCode::InvalidRequest => "invalid_request",
@@ -64,7 +66,10 @@ impl ErrorCode {
     pub fn http_status(self) -> u16 {
         match self {
             ErrorCode::Unauthenticated => 401,
-            ErrorCode::Forbidden | ErrorCode::AuthorityReleased | ErrorCode::WrongCredentialClass => 403,
+            ErrorCode::Forbidden
+            | ErrorCode::AuthorityReleased
+            | ErrorCode::WrongCredentialClass
+            | ErrorCode::ForbiddenRole => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::InvalidInput | ErrorCode::InvalidRequest | ErrorCode::IdempotencyKeyRequired => 400,
             ErrorCode::Conflict

@@ -63,6 +63,15 @@ pub fn check_config(bytes: &[u8], state_dir: Option<&std::path::Path>) -> Result
     conduit_config::parse_with(bytes, &registry)
 }
 
+/// The locked local path after a lost rotation: with the daemon stopped (it takes the state lock),
+/// issues the owner a new credential into `<state>/private/operator.token` and answers its path.
+pub fn recover_owner(state_dir: &std::path::Path) -> Result<PathBuf, DaemonError> {
+    let state = StateDir::lock(state_dir)?;
+    let store = SqliteStore::open(&state.store_path())?;
+    operator::issue_owner(&state, &store, now())?;
+    Ok(state.operator_token())
+}
+
 /// Runs the daemon until SIGINT or SIGTERM.
 pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     let state = StateDir::lock(&options.state_dir)?;

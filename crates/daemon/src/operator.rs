@@ -22,6 +22,14 @@ pub fn bootstrap_owner(state: &StateDir, store: &dyn Store, now: Timestamp) -> R
             return Ok(());
         }
     }
+    issue_owner(state, store, now)
+}
+
+/// Issues the owner a new credential, revoking the active one, and writes it to
+/// `private/operator.token` (0600): the bootstrap, and the locked recovery after a lost rotation.
+pub fn issue_owner(state: &StateDir, store: &dyn Store, now: Timestamp) -> Result<(), DaemonError> {
+    let path = state.operator_token();
+    let active = store.read(|tx| tx.active_operator(OWNER))?;
     let token = generate();
     let record = OperatorRecord {
         id: new_id(),

@@ -3,15 +3,15 @@
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use conduit_config::Diagnostic;
-use conduit_core::Refusal;
+use conduit_core::{Refusal, Role};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::envelope::{blocking, check_mutation, ok, parse_body, Answer};
+use crate::envelope::{blocking, check_mutation, ok, parse_body, read_body, Answer};
 use crate::idempotency::{once_outside, Keyed};
 use crate::management::{operator, Management};
 
@@ -55,7 +55,7 @@ pub trait ConfigControl: Send + Sync {
 pub type SharedConfigControl = Arc<dyn ConfigControl>;
 
 pub async fn show(State(s): State<Management>, headers: HeaderMap) -> Answer {
-    operator(&s, &headers).await?;
+    operator(&s, &headers, Role::View).await?;
     ok(StatusCode::OK, &s.control.view())
 }
 
@@ -67,22 +67,30 @@ struct Candidate {
     expected_generation: Option<i64>,
 }
 
-pub async fn validate(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Bytes) -> Answer {
-    operator(&s, &headers).await?;
+pub async fn validate(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
+    operator(&s, &headers, Role::View).await?;
     check_mutation(&headers, &uri)?;
+    let body = read_body(body).await?;
     let candidate: Candidate = parse_body(&body)?;
     let control = s.control.clone();
     let checked = blocking(move || Ok(control.check(&candidate.config_text))).await?;
     ok(StatusCode::OK, &checked)
 }
 
-pub async fn apply(State(s): State<Management>, headers: HeaderMap, body: Bytes) -> Answer {
-    operator(&s, &headers).await?;
+pub async fn apply(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
+    let op = operator(&s, &headers, Role::Admin).await?;
+    check_mutation(&headers, &uri)?;
+    let body = read_body(body).await?;
     let candidate: Candidate = parse_body(&body)?;
+    let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
     let control = s.control.clone();
-    let applied = blocking(move || Ok(control.apply(&candidate.config_text, candidate.expected_generation)?)).await?;
+    let answer = once_outside(s.store.clone(), keyed, move || {
+        let applied = control.apply(&candidate.config_text, candidate.expected_generation)?;
+        Ok((StatusCode::OK, serde_json::to_value(applied).unwrap_or_default()))
+    })
+    .await?;
     s.kick.notify_one();
-    ok(StatusCode::OK, &applied)
+    Ok(answer)
 }
 
 #[derive(Deserialize)]
@@ -93,9 +101,10 @@ struct SetValue {
     expected_generation: Option<i64>,
 }
 
-pub async fn set(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Bytes) -> Answer {
-    let op = operator(&s, &headers).await?;
+pub async fn set(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
+    let op = operator(&s, &headers, Role::Admin).await?;
     check_mutation(&headers, &uri)?;
+    let body = read_body(body).await?;
     let req: SetValue = parse_body(&body)?;
     let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
     let control = s.control.clone();

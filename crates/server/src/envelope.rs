@@ -81,6 +81,16 @@ fn invalid_body(pointer: &str, what: &str) -> Failure {
     )
 }
 
+/// Reads a request body of at most 1 MiB (only after the route's authentication and role check).
+pub async fn read_body(body: axum::body::Body) -> Result<Bytes, Failure> {
+    axum::body::to_bytes(body, MAX_BODY + 1).await.map_err(|_| {
+        Failure(
+            Refusal::new(ErrorCode::InvalidRequest, "the request body is larger than 1 MiB")
+                .with_remedy("send a smaller body"),
+        )
+    })
+}
+
 /// A mutation's envelope rules: a JSON content type and no query string.
 pub fn check_mutation(headers: &HeaderMap, uri: &axum::http::Uri) -> Result<(), Failure> {
     let json = headers

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::Uri;
 use axum::http::{HeaderMap, StatusCode};
@@ -10,7 +10,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use conduit_config::CurrentConfig;
 use conduit_core::names::{is_event_type, is_reserved_type};
-use conduit_core::{Causation, ErrorCode, Event, NewEvent, OperatorRecord, Refusal, Source, WorkState};
+use conduit_core::{Causation, ErrorCode, Event, NewEvent, OperatorRecord, Refusal, Role, Source, WorkState};
 use conduit_scheduler::{accept, create_work, NewWork};
 use conduit_store::{derived_id, Store, Tx, WorkFilter};
 use conduit_toolbelt::token::digest;
@@ -18,9 +18,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
+use crate::auth;
 use crate::clock::now;
 use crate::config::{self, SharedConfigControl};
-use crate::envelope::{bearer, blocking, check_mutation, not_found, ok, parse_body, Answer, Failure};
+use crate::envelope::{bearer, blocking, check_mutation, not_found, ok, parse_body, read_body, Answer, Failure};
 use crate::idempotency::{once, Keyed};
 
 /// What the management handlers share.
@@ -47,6 +48,10 @@ pub fn management_router(state: Management) -> Router {
         .route("/v1/executions", get(list_executions))
         .route("/v1/executions/{id}", get(get_execution))
         .route("/v1/audit", get(list_audit))
+        .route("/v1/executions/{id}/tokens", get(auth::execution_tokens))
+        .route("/v1/auth/operators", get(auth::list).post(auth::issue))
+        .route("/v1/auth/rotate", post(auth::rotate))
+        .route("/v1/auth/revoke", post(auth::revoke))
         .route("/v1/config", get(config::show))
         .route("/v1/config/validate", post(config::validate))
         .route("/v1/config/apply", post(config::apply))
@@ -55,9 +60,28 @@ pub fn management_router(state: Management) -> Router {
         .with_state(state)
 }
 
-/// Authenticates an operator credential. An execution token is `wrong_credential_class`; anything
-/// else unknown or revoked is `unauthenticated`.
-pub(crate) async fn operator(state: &Management, headers: &HeaderMap) -> Result<OperatorRecord, Failure> {
+/// Authenticates an operator credential and checks its role against what the route requires, before
+/// the body is read. An execution token is `wrong_credential_class`; anything else unknown or revoked
+/// is `unauthenticated`; a role below `required` is `forbidden_role`.
+pub(crate) async fn operator(
+    state: &Management,
+    headers: &HeaderMap,
+    required: Role,
+) -> Result<OperatorRecord, Failure> {
+    let op = credential(state, headers).await?;
+    if !op.role.allows(required) {
+        return Err(Failure(
+            Refusal::new(
+                ErrorCode::ForbiddenRole,
+                format!("this needs the {} role", required.as_str()),
+            )
+            .with_remedy("ask an admin for a credential with that role"),
+        ));
+    }
+    Ok(op)
+}
+
+async fn credential(state: &Management, headers: &HeaderMap) -> Result<OperatorRecord, Failure> {
     let presented = digest(&bearer(headers)?);
     let store = state.store.clone();
     blocking(move || {
@@ -81,7 +105,7 @@ pub(crate) async fn operator(state: &Management, headers: &HeaderMap) -> Result<
 }
 
 async fn health(State(s): State<Management>, headers: HeaderMap) -> Answer {
-    operator(&s, &headers).await?;
+    operator(&s, &headers, Role::View).await?;
     let generation = s.config.get().generation();
     ok(
         StatusCode::OK,
@@ -107,9 +131,10 @@ struct CreateWork {
 
 /// Manual Work: ready Work and its root `core.work.created`, in one transaction; its ids derive from
 /// the Idempotency-Key, so a retried request creates the same Work.
-async fn create(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Bytes) -> Answer {
-    let op = operator(&s, &headers).await?;
+async fn create(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
+    let op = operator(&s, &headers, Role::Operate).await?;
     check_mutation(&headers, &uri)?;
+    let body = read_body(body).await?;
     let req: CreateWork = parse_body(&body)?;
     let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
     let config = s.config.get();
@@ -167,9 +192,10 @@ struct Emit {
 }
 
 /// An operator's event: a `core.manual` root stamped with the operator as its actor, routed at once.
-async fn emit(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Bytes) -> Answer {
-    let op = operator(&s, &headers).await?;
+async fn emit(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
+    let op = operator(&s, &headers, Role::Operate).await?;
     check_mutation(&headers, &uri)?;
+    let body = read_body(body).await?;
     let req: Emit = parse_body(&body)?;
     check_operator_event(&req)?;
     let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
@@ -279,12 +305,12 @@ async fn list_audit(State(s): State<Management>, headers: HeaderMap, Query(q): Q
 }
 
 /// Authenticates an operator, then answers `200` with what `f` reads in one read transaction.
-async fn read<T: Serialize + Send + 'static>(
+pub(crate) async fn read<T: Serialize + Send + 'static>(
     s: &Management,
     headers: &HeaderMap,
     f: impl FnOnce(&mut dyn Tx) -> Result<T, Failure> + Send + 'static,
 ) -> Answer {
-    operator(s, headers).await?;
+    operator(s, headers, Role::View).await?;
     let store = s.store.clone();
     let body = blocking(move || store.read(f)).await?;
     ok(StatusCode::OK, &body)

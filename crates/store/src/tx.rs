@@ -106,6 +106,10 @@ pub trait Tx {
     /// Revokes every live token of `work_id` whose epoch is below `epoch`.
     fn revoke_tokens_below(&mut self, work_id: &str, epoch: u32, at: Timestamp) -> Result<()>;
     fn revoke_execution_tokens(&mut self, execution_id: &str, at: Timestamp) -> Result<()>;
+    /// Revokes one token by its id (its revocation id); whether a live one was revoked.
+    fn revoke_token(&mut self, id: &str, at: Timestamp) -> Result<bool>;
+    /// Every token record of an execution, oldest first.
+    fn tokens_of_execution(&mut self, execution_id: &str) -> Result<Vec<TokenRecord>>;
 
     /// Deletes token records revoked or expired before `cutoff`; returns how many went.
     fn delete_tokens_settled_before(&mut self, cutoff: Timestamp) -> Result<usize>;
@@ -131,6 +135,9 @@ pub trait Tx {
     /// The active (unrevoked) credential of a named operator.
     fn active_operator(&mut self, name: &str) -> Result<Option<OperatorRecord>>;
     fn revoke_operator(&mut self, id: &str, at: Timestamp) -> Result<()>;
+    fn get_operator(&mut self, id: &str) -> Result<Option<OperatorRecord>>;
+    /// Every active operator credential, by name.
+    fn list_operators(&mut self) -> Result<Vec<OperatorRecord>>;
 }
 
 /// A store: runs a closure inside one transaction, committing when it succeeds.

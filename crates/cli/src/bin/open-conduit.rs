@@ -62,6 +62,9 @@ enum Command {
     /// List events and trace what caused them
     #[command(subcommand)]
     Events(EventsCommand),
+    /// Operator credentials: rotate yours, revoke any by token id, add named operators, recover the owner's
+    #[command(subcommand)]
+    Auth(AuthCommand),
     /// Check, validate, apply, show and edit the configuration
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -164,6 +167,37 @@ enum EventsCommand {
 }
 
 #[derive(Debug, Subcommand)]
+enum AuthCommand {
+    /// Replace your credential: the old one is revoked and the new one written to the token file
+    Rotate,
+    /// Revoke a credential by its token id (an execution token, yours, or as admin a named operator's)
+    Revoke {
+        #[arg(value_name = "TOKEN_ID")]
+        token_id: String,
+    },
+    /// List the active operator credentials (names and roles, never tokens), or add one
+    Operators {
+        #[command(subcommand)]
+        add: Option<OperatorsCommand>,
+    },
+    /// With the daemon stopped, issue the owner a new credential into <state>/private/operator.token
+    Recover,
+}
+
+#[derive(Debug, Subcommand)]
+enum OperatorsCommand {
+    /// Issue a named operator's credential (admin only); prints its token this once
+    Add {
+        /// The operator's name: a lower-case letter, then up to 31 lower-case letters, digits or `-`
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// What the operator may do [default: view]
+        #[arg(long, value_parser = ["view", "operate", "admin"])]
+        role: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum ConfigCommand {
     /// Validate a configuration file offline, against this release; prints every diagnostic and
     /// exits 1 when any is an error
@@ -218,6 +252,10 @@ enum Plan {
     Call(Request, Human),
     /// A validation, local or through the daemon: its report, and exit 1 when invalid.
     Validation(Result<Request, Value>),
+    /// Rotation: the request, then the new token written where the old one was read from.
+    Rotate,
+    /// The owner's credential reissued locally, under the state lock.
+    Recover,
 }
 
 fn main() -> ExitCode {
@@ -237,7 +275,28 @@ fn main() -> ExitCode {
         Plan::Call(request, human) => reporter.finish(send(&locations, &request), human),
         Plan::Validation(Ok(request)) => reporter.finish_validation(send(&locations, &request), render::checked),
         Plan::Validation(Err(offline)) => reporter.finish_validation(Ok(offline), render::checked),
+        Plan::Rotate => reporter.finish(rotate(&locations), render::rotated),
+        Plan::Recover => reporter.finish(recover(&locations), render::recovered),
     }
+}
+
+/// Rotates the caller's credential and writes the replacement over the token file it was read from.
+fn rotate(locations: &Locations) -> Result<Value, Failure> {
+    let connection = locations.connection()?;
+    let mut answer = management::send(&connection, &management::rotate())?;
+    let token = answer
+        .get("token")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    conduit_cli::connection::write_token(connection.token_file(), &token)?;
+    answer["token"] = Value::from(connection.token_file().display().to_string());
+    Ok(answer)
+}
+
+fn recover(locations: &Locations) -> Result<Value, Failure> {
+    let path = conduit_daemon::recover_owner(&locations.state_dir()?).map_err(|e| Failure::Local(e.to_string()))?;
+    Ok(serde_json::json!({"token_file": path.display().to_string()}))
 }
 
 fn send(locations: &Locations, request: &Request) -> Result<Value, Failure> {
@@ -275,6 +334,13 @@ fn plan(command: Command, state_dir: Option<&std::path::Path>) -> Plan {
             Plan::Call(m::list_executions(work.as_deref()), render::execution_table)
         }
         Command::Config(command) => plan_config(command, state_dir),
+        Command::Auth(AuthCommand::Rotate) => Plan::Rotate,
+        Command::Auth(AuthCommand::Recover) => Plan::Recover,
+        Command::Auth(AuthCommand::Revoke { token_id }) => Plan::Call(m::revoke(&token_id), render::revoked),
+        Command::Auth(AuthCommand::Operators { add: None }) => Plan::Call(m::operators(), render::operator_table),
+        Command::Auth(AuthCommand::Operators {
+            add: Some(OperatorsCommand::Add { name, role }),
+        }) => Plan::Call(m::add_operator(&name, role.as_deref()), render::issued),
         Command::Audit { execution } => Plan::Call(m::list_audit(execution.as_deref()), render::audit_table),
     }
 }
@@ -369,6 +435,7 @@ mod tests {
             Plan::Call(request, _) | Plan::Validation(Ok(request)) => request,
             Plan::Daemon(args) => panic!("expected a request, got {args:?}"),
             Plan::Validation(Err(report)) => panic!("expected a request, got {report}"),
+            Plan::Rotate | Plan::Recover => panic!("expected a request, got a local step"),
         }
     }
 

@@ -807,6 +807,32 @@ impl Tx for SqliteTx<'_> {
         Ok(self.exec("DELETE FROM idempotency WHERE created_at < ?1", [cutoff.0])?)
     }
 
+    fn revoke_token(&mut self, id: &str, at: Timestamp) -> Result<bool> {
+        let changed = self.exec(
+            "UPDATE tokens SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+            params![id, at.0],
+        )?;
+        Ok(changed > 0)
+    }
+
+    fn tokens_of_execution(&mut self, execution_id: &str) -> Result<Vec<TokenRecord>> {
+        let sql = format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE execution_id = ?1 ORDER BY issued_at, id");
+        self.query_all(&sql, [execution_id], token_row)
+    }
+
+    fn get_operator(&mut self, id: &str) -> Result<Option<OperatorRecord>> {
+        self.query_one(
+            &format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE id = ?1"),
+            [id],
+            operator_row,
+        )
+    }
+
+    fn list_operators(&mut self) -> Result<Vec<OperatorRecord>> {
+        let sql = format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE revoked_at IS NULL ORDER BY name");
+        self.query_all(&sql, [], operator_row)
+    }
+
     fn insert_operator(&mut self, o: &OperatorRecord) -> Result<()> {
         self.exec(
             &format!("INSERT INTO operators ({OPERATOR_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
