@@ -123,3 +123,38 @@ fn strict_requests_are_refused_and_change_nothing() {
     );
     assert!(daemon.json(&["work", "list"])["items"].as_array().unwrap().is_empty());
 }
+
+/// The header `name` of a raw response, if present.
+fn header<'a>(response: &'a str, name: &str) -> Option<&'a str> {
+    response.lines().take_while(|l| !l.is_empty()).find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+#[test]
+fn single_reads_carry_an_etag_and_answer_304_until_they_change() {
+    let daemon = Daemon::start(Some(&shell_config("sleep 0.3; os outcome succeeded")));
+    let work = daemon.create_work("demo", "shell");
+    let auth = format!("Bearer {}", daemon.operator_token());
+    let path = format!("/v1/work/{work}");
+    let get = |extra: Option<(&str, &str)>| {
+        let mut headers = vec![("Authorization", auth.as_str())];
+        headers.extend(extra);
+        http_response(&daemon.management_socket(), "GET", &path, &headers, "")
+    };
+    let first = get(None);
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    let etag = header(&first, "etag").expect("an ETag").to_owned();
+    daemon.await_work(&work, "succeeded");
+    let changed = get(Some(("If-None-Match", etag.as_str())));
+    assert!(
+        changed.starts_with("HTTP/1.1 200"),
+        "the Work changed, so its revision did"
+    );
+    let current = header(&changed, "etag").unwrap().to_owned();
+    assert_ne!(current, etag);
+    let cached = get(Some(("If-None-Match", current.as_str())));
+    assert!(cached.starts_with("HTTP/1.1 304"), "{cached}");
+    assert_eq!(header(&cached, "etag"), Some(current.as_str()));
+}

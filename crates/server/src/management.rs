@@ -5,10 +5,12 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::Uri;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::Router;
 use conduit_config::CurrentConfig;
+use conduit_core::canonical::canonical_hash;
 use conduit_core::names::{is_event_type, is_reserved_type};
 use conduit_core::{Causation, ErrorCode, Event, NewEvent, OperatorRecord, Refusal, Role, Source, WorkState};
 use conduit_scheduler::{accept, create_work, NewWork};
@@ -177,7 +179,7 @@ async fn list_work(State(s): State<Management>, headers: HeaderMap, Query(q): Qu
 }
 
 async fn get_work(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
-    read(&s, &headers, move |tx| found(tx.get_work(&id)?, "Work")).await
+    read_one(&s, &headers, move |tx| found(tx.get_work(&id)?, "Work")).await
 }
 
 #[derive(Deserialize)]
@@ -259,7 +261,7 @@ async fn list_events(State(s): State<Management>, headers: HeaderMap, Query(q): 
 }
 
 async fn get_event(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
-    read(&s, &headers, move |tx| found(tx.get_event(&id)?, "event")).await
+    read_one(&s, &headers, move |tx| found(tx.get_event(&id)?, "event")).await
 }
 
 /// The causal chain of an event: its root first, each parent in turn, ending with the event.
@@ -286,7 +288,7 @@ async fn list_executions(State(s): State<Management>, headers: HeaderMap, Query(
 }
 
 async fn get_execution(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
-    read(&s, &headers, move |tx| found(tx.get_execution(&id)?, "execution")).await
+    read_one(&s, &headers, move |tx| found(tx.get_execution(&id)?, "execution")).await
 }
 
 #[derive(Deserialize)]
@@ -314,6 +316,37 @@ pub(crate) async fn read<T: Serialize + Send + 'static>(
     let store = s.store.clone();
     let body = blocking(move || store.read(f)).await?;
     ok(StatusCode::OK, &body)
+}
+
+/// A single read: `200` with a revision ETag (a digest of the answer), or `304` when the request's
+/// `If-None-Match` already names it.
+async fn read_one<T: Serialize + Send + 'static>(
+    s: &Management,
+    headers: &HeaderMap,
+    f: impl FnOnce(&mut dyn Tx) -> Result<T, Failure> + Send + 'static,
+) -> Answer {
+    operator(s, headers, Role::View).await?;
+    let store = s.store.clone();
+    let body = serde_json::to_value(blocking(move || store.read(f)).await?).unwrap_or_default();
+    let etag = format!("\"{}\"", &canonical_hash(&body)[..32]);
+    let cached = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|tag| tag.trim() == etag || tag.trim() == "*"));
+    let status = if cached {
+        StatusCode::NOT_MODIFIED
+    } else {
+        StatusCode::OK
+    };
+    let mut response = if cached {
+        status.into_response()
+    } else {
+        (status, axum::Json(body)).into_response()
+    };
+    if let Ok(value) = header::HeaderValue::from_str(&etag) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    Ok(response)
 }
 
 fn found<T>(record: Option<T>, what: &str) -> Result<T, Failure> {

@@ -212,8 +212,16 @@ pub fn http(socket: &Path, method: &str, path: &str, token: Option<&str>, body: 
     )
 }
 
-/// A raw HTTP/1.1 request with exactly these headers and this body text.
+/// A raw HTTP/1.1 request with exactly these headers and this body text: the status and JSON body.
 pub fn http_raw(socket: &Path, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
+    let response = http_response(socket, method, path, headers, body);
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// The whole raw response text of a request (status line, headers and body).
+pub fn http_response(socket: &Path, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
     let mut stream = UnixStream::connect(socket).unwrap_or_else(|e| panic!("connect {}: {e}", socket.display()));
     let headers: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let request = format!(
@@ -223,9 +231,7 @@ pub fn http_raw(socket: &Path, method: &str, path: &str, headers: &[(&str, &str)
     stream.write_all(request.as_bytes()).unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
-    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    response
 }
 
 /// A toolbelt call through the raw client.
