@@ -135,6 +135,17 @@ pub fn list_executions(work: Option<&str>) -> Request {
     get_with_query("/v1/executions", &[("work", work)])
 }
 
+/// `POST /v1/work/{id}/cancel`.
+pub fn cancel_work(id: &str) -> Request {
+    post(&format!("/v1/work/{}/cancel", encode(id)), object([]))
+}
+
+/// `POST /v1/work/{id}/wake`: an event on the Work's own key.
+pub fn wake_work(id: &str, event_type: &str, data: Option<Value>) -> Request {
+    let body = object([("type", Some(Value::from(event_type))), ("data", data)]);
+    post(&format!("/v1/work/{}/wake", encode(id)), body)
+}
+
 /// `GET /v1/auth/operators`: active operator credentials, without tokens.
 pub fn operators() -> Request {
     Request::Get("/v1/auth/operators".to_owned())

@@ -175,6 +175,21 @@ pub fn recovered(answer: &Value) -> String {
     format!("issued the owner a new credential in {}", field(answer, "/token_file"))
 }
 
+/// A cancelled Work.
+pub fn cancelled(answer: &Value) -> String {
+    format!("cancelled {}", field(answer, "/work/id"))
+}
+
+/// A wake: the event and whether it woke the Work.
+pub fn woke(answer: &Value) -> String {
+    let verdict = if answer.get("woke") == Some(&Value::Bool(true)) {
+        "woke the Work"
+    } else {
+        "woke nothing"
+    };
+    format!("{} ({verdict})", field(answer, "/event/id"))
+}
+
 /// A revocation.
 pub fn revoked(answer: &Value) -> String {
     format!("revoked {} token {}", field(answer, "/kind"), field(answer, "/revoked"))

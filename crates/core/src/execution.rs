@@ -12,6 +12,8 @@ pub enum ExecutionState {
     Waiting,
     Succeeded,
     Failed,
+    /// Fenced by an operator's cancel of its Work.
+    Cancelled,
 }
 
 impl ExecutionState {
@@ -21,6 +23,7 @@ impl ExecutionState {
             ExecutionState::Waiting => "waiting",
             ExecutionState::Succeeded => "succeeded",
             ExecutionState::Failed => "failed",
+            ExecutionState::Cancelled => "cancelled",
         }
     }
 
@@ -30,6 +33,7 @@ impl ExecutionState {
             ExecutionState::Waiting,
             ExecutionState::Succeeded,
             ExecutionState::Failed,
+            ExecutionState::Cancelled,
         ]
         .into_iter()
         .find(|s| s.as_str() == text)

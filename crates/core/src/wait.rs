@@ -12,6 +12,8 @@ pub enum WaitState {
     Armed,
     Satisfied,
     TimedOut,
+    /// Its Work was cancelled.
+    Cancelled,
 }
 
 impl WaitState {
@@ -20,13 +22,19 @@ impl WaitState {
             WaitState::Armed => "armed",
             WaitState::Satisfied => "satisfied",
             WaitState::TimedOut => "timed_out",
+            WaitState::Cancelled => "cancelled",
         }
     }
 
     pub fn parse(text: &str) -> Option<WaitState> {
-        [WaitState::Armed, WaitState::Satisfied, WaitState::TimedOut]
-            .into_iter()
-            .find(|s| s.as_str() == text)
+        [
+            WaitState::Armed,
+            WaitState::Satisfied,
+            WaitState::TimedOut,
+            WaitState::Cancelled,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
     }
 }
 

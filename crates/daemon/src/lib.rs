@@ -133,6 +133,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         token_lifetime: options.token_lifetime,
         kick,
         shutdown,
+        supervised: Arc::default(),
     };
     if let Err(e) = runtime.recover().await {
         tracing::error!(error = %e, "recovery failed");

@@ -1,7 +1,8 @@
 //! The daemon's moving parts: the scheduler loop, each attempt's supervision, and recovery.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use conduit_config::secrets::{Resolver, Secret};
@@ -49,6 +50,16 @@ pub struct Runtime {
     pub token_lifetime: Option<Duration>,
     pub kick: Arc<Notify>,
     pub shutdown: watch::Receiver<bool>,
+    /// The attempts this daemon supervises, each with the signal that stops it once it is fenced.
+    pub supervised: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
+}
+
+/// A started process as its supervisor holds it: our child (or none, when adopted), its pid, and the
+/// signal that it was fenced.
+struct Started {
+    child: Option<tokio::process::Child>,
+    pid: i32,
+    fenced: Arc<Notify>,
 }
 
 /// The token an attempt currently holds.
@@ -114,6 +125,7 @@ impl Runtime {
     }
 
     async fn tick(&self) -> Result<(), HostError> {
+        self.stop_fenced().await?;
         let config = self.config.get();
         self.db(move |s| s.write(|tx| fire_due_timers(tx, &config, now())))
             .await?;
@@ -128,6 +140,27 @@ impl Runtime {
             );
         }
         Ok(())
+    }
+
+    /// Signals every supervised attempt the store no longer has running (an operator cancelled its
+    /// Work), so it is stopped now rather than at its next lease renewal.
+    async fn stop_fenced(&self) -> Result<(), HostError> {
+        if self.supervised().is_empty() {
+            return Ok(());
+        }
+        let running = self
+            .db(|s| Ok(s.read(|tx| tx.executions_in_state(ExecutionState::Running))?))
+            .await?;
+        for (id, stop) in self.supervised().iter() {
+            if !running.iter().any(|x| &x.id == id) {
+                stop.notify_one();
+            }
+        }
+        Ok(())
+    }
+
+    fn supervised(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Notify>>> {
+        self.supervised.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Claims the next ready Work and issues its token, in one transaction.
@@ -240,13 +273,7 @@ impl Runtime {
 
     /// Watches the process until it ends (returning how), renewing the lease and enforcing the
     /// deadline; `None` when the daemon shuts down first.
-    async fn watch(
-        &self,
-        execution: &Execution,
-        run: &RunDir,
-        process: Process,
-        mut token: Issued,
-    ) -> Option<SegmentEnd> {
+    async fn watch(&self, execution: &Execution, run: &RunDir, process: Process, token: Issued) -> Option<SegmentEnd> {
         let mut child = None;
         let pid = match process {
             Process::Adopted(pid) => pid,
@@ -274,6 +301,24 @@ impl Runtime {
                 }
             }
         };
+        let fenced = Arc::new(Notify::new());
+        self.supervised().insert(execution.id.clone(), fenced.clone());
+        let started = Started { child, pid, fenced };
+        let end = self.watch_until_end(execution, run, started, token).await;
+        self.supervised().remove(&execution.id);
+        end
+    }
+
+    /// The supervision loop of a started process: exit, lease renewal (and token rotation), fencing,
+    /// deadline, or daemon shutdown.
+    async fn watch_until_end(
+        &self,
+        execution: &Execution,
+        run: &RunDir,
+        started: Started,
+        mut token: Issued,
+    ) -> Option<SegmentEnd> {
+        let Started { mut child, pid, fenced } = started;
         let deadline = tokio::time::Instant::now() + until(execution.deadline_at);
         let mut renew = tokio::time::interval(StdDuration::from_millis(RENEW_EVERY.0 as u64));
         renew.tick().await;
@@ -291,6 +336,12 @@ impl Runtime {
                         return Some(SegmentEnd::Killed);
                     }
                     self.rotate_if_due(run, &mut token).await;
+                }
+                _ = fenced.notified() => {
+                    tracing::info!(execution = %execution.id, "attempt fenced by an operator; stopping it");
+                    kill_group(pid);
+                    if let Some(c) = child.as_mut() { let _ = c.wait().await; }
+                    return Some(SegmentEnd::Killed);
                 }
                 _ = tokio::time::sleep_until(deadline) => {
                     tracing::warn!(execution = %execution.id, "attempt deadline passed; killing its process group");

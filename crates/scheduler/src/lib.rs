@@ -9,12 +9,14 @@
 
 mod accept;
 mod attempt;
+mod control;
 mod error;
 mod waits;
 mod work;
 
 pub use accept::{accept, record};
 pub use attempt::{adopt, claim_next, complete, record_pid, renew_lease, Claim, LEASE};
+pub use control::{cancel_work, wake_work, Operator};
 pub use error::HostError;
 pub use waits::fire_due_timers;
 pub use work::{create_work, NewWork};

@@ -13,7 +13,7 @@ use conduit_config::CurrentConfig;
 use conduit_core::canonical::canonical_hash;
 use conduit_core::names::{is_event_type, is_reserved_type};
 use conduit_core::{Causation, ErrorCode, Event, NewEvent, OperatorRecord, Refusal, Role, Source, WorkState};
-use conduit_scheduler::{accept, create_work, NewWork};
+use conduit_scheduler::{accept, cancel_work, create_work, wake_work, NewWork, Operator};
 use conduit_store::{derived_id, Store, Tx, WorkFilter};
 use conduit_toolbelt::token::digest;
 use serde::{Deserialize, Serialize};
@@ -44,6 +44,8 @@ pub fn management_router(state: Management) -> Router {
         .route("/v1/health", get(health))
         .route("/v1/work", post(create).get(list_work))
         .route("/v1/work/{id}", get(get_work))
+        .route("/v1/work/{id}/cancel", post(cancel))
+        .route("/v1/work/{id}/wake", post(wake))
         .route("/v1/events", post(emit).get(list_events))
         .route("/v1/events/{id}", get(get_event))
         .route("/v1/events/{id}/chain", get(chain))
@@ -161,6 +163,67 @@ async fn create(State(s): State<Management>, headers: HeaderMap, uri: Uri, body:
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct Cancel {}
+
+/// Cancels unfinished Work: a `core.work.cancelled` event and full fencing in one transaction.
+async fn cancel(
+    State(s): State<Management>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+    body: Body,
+) -> Answer {
+    let op = operator(&s, &headers, Role::Operate).await?;
+    check_mutation(&headers, &uri)?;
+    let body = read_body(body).await?;
+    let _: Cancel = parse_body(&body)?;
+    let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
+    let config = s.config.get();
+    once(s.store.clone(), keyed, move |tx, seed| {
+        let by = Operator {
+            actor: &op.principal(),
+            seed,
+        };
+        let event = cancel_work(tx, &config, &id, &by, now())?;
+        let work = tx.get_work(&id)?;
+        Ok((StatusCode::OK, json!({"work": work, "event": event})))
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wake {
+    #[serde(rename = "type")]
+    event_type: String,
+    #[serde(default)]
+    data: Value,
+}
+
+/// Emits an event on the Work's own key and reports whether it woke the Work.
+async fn wake(State(s): State<Management>, headers: HeaderMap, uri: Uri, Path(id): Path<String>, body: Body) -> Answer {
+    let op = operator(&s, &headers, Role::Operate).await?;
+    check_mutation(&headers, &uri)?;
+    let body = read_body(body).await?;
+    let req: Wake = parse_body(&body)?;
+    check_operator_type(&req.event_type)?;
+    let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
+    let config = s.config.get();
+    let answer = once(s.store.clone(), keyed, move |tx, seed| {
+        let by = Operator {
+            actor: &op.principal(),
+            seed,
+        };
+        let (event, woke) = wake_work(tx, &config, &id, &req.event_type, req.data, &by, now())?;
+        Ok((StatusCode::OK, json!({"event": event, "woke": woke})))
+    })
+    .await?;
+    s.kick.notify_one();
+    Ok(answer)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct WorkQuery {
     scope: Option<String>,
     state: Option<String>,
@@ -230,13 +293,18 @@ async fn emit(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: B
 }
 
 fn check_operator_event(req: &Emit) -> Result<(), Refusal> {
-    if !is_event_type(&req.event_type) {
+    check_operator_type(&req.event_type)
+}
+
+/// An operator emits namespaced types outside the host's families.
+fn check_operator_type(event_type: &str) -> Result<(), Refusal> {
+    if !is_event_type(event_type) {
         return Err(Refusal::new(
             ErrorCode::InvalidRequest,
             "an event type is namespaced: `family.name`",
         ));
     }
-    if is_reserved_type(&req.event_type) {
+    if is_reserved_type(event_type) {
         return Err(Refusal::new(
             ErrorCode::EventTypeNotAllowed,
             "core, agent, tool and toolbelt events belong to the host",

@@ -130,6 +130,22 @@ enum WorkCommand {
         /// The Work's id
         id: String,
     },
+    /// Cancel unfinished Work: its running attempt is fenced at once and stopped
+    Cancel {
+        /// The Work's id
+        id: String,
+    },
+    /// Emit an event on the Work's own key; reports whether it woke the Work from a wait
+    Wake {
+        /// The Work's id
+        id: String,
+        /// Event type, a namespaced name such as demo.go
+        #[arg(long = "type", value_name = "TYPE")]
+        event_type: String,
+        /// Event data, as JSON
+        #[arg(long, value_name = "JSON", value_parser = conduit_cli::json::parse)]
+        data: Option<Value>,
+    },
 }
 
 /// The states a Work can be in, as the API names them.
@@ -322,6 +338,10 @@ fn plan(command: Command, state_dir: Option<&std::path::Path>) -> Plan {
             Plan::Call(m::list_work(scope.as_deref(), in_state.as_deref()), render::work_table)
         }
         Command::Work(WorkCommand::Get { id }) => Plan::Call(m::get_work(&id), render::work_detail),
+        Command::Work(WorkCommand::Cancel { id }) => Plan::Call(m::cancel_work(&id), render::cancelled),
+        Command::Work(WorkCommand::Wake { id, event_type, data }) => {
+            Plan::Call(m::wake_work(&id, &event_type, data), render::woke)
+        }
         Command::Emit(args) => Plan::Call(
             m::emit(&args.event_type, &args.scope, args.data, args.correlation_key),
             render::id,

@@ -1,0 +1,57 @@
+//! Operator controls through the real daemon and CLI: Work cancel fences a live attempt, and wake
+//! reports whether it woke the Work.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+
+#[test]
+fn cancel_fences_the_running_attempt_at_once_and_stops_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
+    let work = daemon.create_work("demo", "shell");
+    wait_until("a held attempt", || {
+        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
+    });
+    let (socket, token_file) = published_runs(tmp.path()).remove(0);
+    let token = read_token(&token_file);
+    assert_eq!(toolbelt_call(&socket, &token, "read_context", json!({})).0, 200);
+
+    let cancelled = daemon.json(&["work", "cancel", &work]);
+    assert_eq!(cancelled["work"]["state"], "cancelled");
+    assert_eq!(cancelled["event"]["type"], "core.work.cancelled");
+    assert_eq!(cancelled["event"]["actor"], "operator:local");
+    let (status, body) = toolbelt_call(&socket, &token, "read_context", json!({}));
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (403, Some("forbidden")),
+        "fenced in the cancel's transaction"
+    );
+    let execution = &daemon.json(&["executions", "list", "--work", &work])["items"][0];
+    assert_eq!(execution["state"], "cancelled");
+    wait_until("the attempt's run directory to go", || {
+        !socket.parent().unwrap().exists()
+    });
+
+    let again = daemon.cli(&["--json", "work", "cancel", &work]);
+    assert_eq!(again.status.code(), Some(1));
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&again.stdout).unwrap()["error"],
+        "conflict"
+    );
+}
+
+#[test]
+fn wake_reports_whether_it_woke_the_work() {
+    let script = "case \"$(os context)\" in *demo.go*) os outcome succeeded;; *) os wait --for demo.go;; esac";
+    let daemon = Daemon::start(Some(&shell_config(script)));
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+    let missed = daemon.json(&["work", "wake", &work, "--type", "demo.other"]);
+    assert_eq!(missed["woke"], false);
+    let woke = daemon.json(&["work", "wake", &work, "--type", "demo.go", "--data", r#"{"n":1}"#]);
+    assert_eq!(woke["woke"], true);
+    assert_eq!(woke["event"]["correlation_key"], format!("work:{work}"));
+    daemon.await_work(&work, "succeeded");
+}

@@ -1,0 +1,107 @@
+//! Operator controls on Work: cancel (a control event and full fencing in one transaction) and wake
+//! (an ordinary event on the Work's own key that reports whether it woke it).
+
+use conduit_config::Snapshot;
+use conduit_core::names::work_key;
+use conduit_core::{
+    Causation, ErrorCode, Event, ExecutionState, NewEvent, Refusal, Source, Timestamp, WaitState, WorkState,
+};
+use conduit_store::{derived_id, Tx};
+use serde_json::{json, Value};
+
+use crate::accept::{accept, record};
+use crate::HostError;
+
+/// Who asks, and the identity seed their request derives ids from.
+pub struct Operator<'a> {
+    pub actor: &'a str,
+    pub seed: &'a str,
+}
+
+/// Cancels unfinished Work: records `core.work.cancelled`, marks the Work cancelled, fences its
+/// running attempt (cancelled, tokens revoked, so its next call is refused and its supervisor stops
+/// it at the next lease renewal) and cancels its armed waits, all in one transaction.
+pub fn cancel_work(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    id: &str,
+    by: &Operator<'_>,
+    now: Timestamp,
+) -> Result<Event, HostError> {
+    let mut work = tx.get_work(id)?.ok_or_else(|| Refusal::not_found("Work"))?;
+    if work.state.is_terminal() {
+        return Err(Refusal::new(ErrorCode::Conflict, "the Work has already finished").into());
+    }
+    let event = record(
+        tx,
+        config,
+        control_event(&work.scope, id, "core.work.cancelled", json!({}), by, now),
+    )?;
+    for mut x in tx
+        .list_executions(Some(id))?
+        .into_iter()
+        .filter(|x| x.state == ExecutionState::Running)
+    {
+        x.state = ExecutionState::Cancelled;
+        x.ended_at = Some(now);
+        tx.update_execution(&x)?;
+        tx.revoke_execution_tokens(&x.id, now)?;
+    }
+    for mut wait in tx.armed_waits()?.into_iter().filter(|w| w.work_id == id) {
+        wait.state = WaitState::Cancelled;
+        wait.satisfied_by = Some(event.id.clone());
+        tx.update_wait(&wait)?;
+    }
+    work.state = WorkState::Cancelled;
+    work.updated_at = now;
+    tx.update_work(&work)?;
+    Ok(event)
+}
+
+/// Emits `event_type` on the Work's own key and reports whether it woke the Work.
+pub fn wake_work(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    id: &str,
+    event_type: &str,
+    data: Value,
+    by: &Operator<'_>,
+    now: Timestamp,
+) -> Result<(Event, bool), HostError> {
+    let before = tx.get_work(id)?.ok_or_else(|| Refusal::not_found("Work"))?;
+    let event = accept(
+        tx,
+        config,
+        control_event(&before.scope, id, event_type, data, by, now),
+        now,
+    )?;
+    let after = tx.get_work(id)?.map(|w| w.state);
+    let woke = before.state == WorkState::Waiting && after == Some(WorkState::Ready);
+    Ok((event, woke))
+}
+
+/// An operator's root event on the Work's own key, its id derived from the request.
+fn control_event(
+    scope: &str,
+    work: &str,
+    event_type: &str,
+    data: Value,
+    by: &Operator<'_>,
+    now: Timestamp,
+) -> NewEvent {
+    let id = derived_id(&[by.seed, event_type]);
+    NewEvent {
+        causation: Causation::root(&id),
+        id,
+        event_type: event_type.to_owned(),
+        source: Source::Manual,
+        scope: scope.to_owned(),
+        work_id: Some(work.to_owned()),
+        execution_id: None,
+        correlation_key: Some(work_key(work)),
+        actor: Some(by.actor.to_owned()),
+        data,
+        accepted_at: now,
+        delivery_id: None,
+    }
+}
