@@ -140,6 +140,16 @@ pub fn cancel_work(id: &str) -> Request {
     post(&format!("/v1/work/{}/cancel", encode(id)), object([]))
 }
 
+/// `POST /v1/work/{id}/retry`.
+pub fn retry_work(id: &str) -> Request {
+    post(&format!("/v1/work/{}/retry", encode(id)), object([]))
+}
+
+/// `POST /v1/executions/{id}/cancel`.
+pub fn cancel_execution(id: &str) -> Request {
+    post(&format!("/v1/executions/{}/cancel", encode(id)), object([]))
+}
+
 /// `POST /v1/work/{id}/wake`: an event on the Work's own key.
 pub fn wake_work(id: &str, event_type: &str, data: Option<Value>) -> Request {
     let body = object([("type", Some(Value::from(event_type))), ("data", data)]);

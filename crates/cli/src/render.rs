@@ -180,6 +180,21 @@ pub fn cancelled(answer: &Value) -> String {
     format!("cancelled {}", field(answer, "/work/id"))
 }
 
+/// A retried Work.
+pub fn retried(answer: &Value) -> String {
+    format!(
+        "retrying {} (from event {})",
+        field(answer, "/work/id"),
+        field(answer, "/event/id")
+    )
+}
+
+/// A cancelled attempt, and the hold on its Work.
+pub fn execution_cancelled(answer: &Value) -> String {
+    let id = field(answer, "/execution/id");
+    format!("cancelled {id}; its Work is held until `open-conduit work retry`")
+}
+
 /// A wake: the event and whether it woke the Work.
 pub fn woke(answer: &Value) -> String {
     let verdict = if answer.get("woke") == Some(&Value::Bool(true)) {

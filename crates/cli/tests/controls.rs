@@ -22,12 +22,7 @@ fn cancel_fences_the_running_attempt_at_once_and_stops_it() {
     assert_eq!(cancelled["work"]["state"], "cancelled");
     assert_eq!(cancelled["event"]["type"], "core.work.cancelled");
     assert_eq!(cancelled["event"]["actor"], "operator:local");
-    let (status, body) = toolbelt_call(&socket, &token, "read_context", json!({}));
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (403, Some("forbidden")),
-        "fenced in the cancel's transaction"
-    );
+    assert!(fenced(&socket, &token), "fenced in the cancel's transaction");
     let execution = &daemon.json(&["executions", "list", "--work", &work])["items"][0];
     assert_eq!(execution["state"], "cancelled");
     wait_until("the attempt's run directory to go", || {
@@ -54,4 +49,57 @@ fn wake_reports_whether_it_woke_the_work() {
     assert_eq!(woke["woke"], true);
     assert_eq!(woke["event"]["correlation_key"], format!("work:{work}"));
     daemon.await_work(&work, "succeeded");
+}
+
+#[test]
+fn execution_cancel_holds_the_work_until_a_manual_retry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
+    let work = daemon.create_work("demo", "shell");
+    wait_until("a held attempt", || {
+        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
+    });
+    let (socket, token_file) = published_runs(tmp.path()).remove(0);
+    let token = read_token(&token_file);
+    let first = daemon.json(&["executions", "list", "--work", &work])["items"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let cancelled = daemon.json(&["execution", "cancel", &first]);
+    assert_eq!(cancelled["execution"]["state"], "cancelled");
+    assert_eq!(cancelled["event"]["type"], "core.execution.cancelled");
+    assert!(fenced(&socket, &token));
+    let held = daemon.json(&["work", "get", &work]);
+    assert_eq!(
+        (held["state"].as_str(), held["blocked_reason"].as_str()),
+        (Some("ready"), Some("operator_cancelled"))
+    );
+    wait_until("the fenced attempt to stop", || !socket.parent().unwrap().exists());
+    std::thread::sleep(std::time::Duration::from_millis(700)); // more than a scheduler tick
+    assert_eq!(
+        daemon.json(&["executions", "list", "--work", &work])["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "held: not claimed"
+    );
+
+    let retried = daemon.json(&["work", "retry", &work]);
+    assert_eq!(retried["event"]["type"], "core.manual.retry");
+    wait_until("a second attempt", || published_runs(tmp.path()).len() == 2);
+    let attempts = daemon.json(&["executions", "list", "--work", &work])["items"].clone();
+    assert_eq!(attempts[1]["epoch"], 2);
+    assert_eq!(
+        attempts[1]["cause_event"], retried["event"]["id"],
+        "the new attempt continues from the retry"
+    );
+
+    let refused = daemon.cli(&["--json", "work", "retry", &work]);
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&refused.stdout).unwrap()["error"],
+        "conflict",
+        "running Work is not retried"
+    );
 }

@@ -66,6 +66,8 @@ pub struct Work {
     pub generation: i64,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// Why a ready Work is not being claimed (`operator_cancelled` until a manual retry).
+    pub blocked_reason: Option<String>,
 }
 
 #[cfg(test)]

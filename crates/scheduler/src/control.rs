@@ -4,7 +4,8 @@
 use conduit_config::Snapshot;
 use conduit_core::names::work_key;
 use conduit_core::{
-    Causation, ErrorCode, Event, ExecutionState, NewEvent, Refusal, Source, Timestamp, WaitState, WorkState,
+    Causation, ErrorCode, Event, Execution, ExecutionState, NewEvent, Refusal, Source, Timestamp, WaitState, Work,
+    WorkState,
 };
 use conduit_store::{derived_id, Tx};
 use serde_json::{json, Value};
@@ -104,4 +105,70 @@ fn control_event(
         accepted_at: now,
         delivery_id: None,
     }
+}
+
+/// Why a held Work is not claimed.
+pub const OPERATOR_CANCELLED: &str = "operator_cancelled";
+
+/// Cancels one running attempt: fences it (cancelled, tokens revoked) and holds its Work from being
+/// claimed again (`blocked_reason = operator_cancelled`) until a manual retry.
+pub fn cancel_execution(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    id: &str,
+    by: &Operator<'_>,
+    now: Timestamp,
+) -> Result<(Execution, Event), HostError> {
+    let mut x = tx.get_execution(id)?.ok_or_else(|| Refusal::not_found("execution"))?;
+    if x.state != ExecutionState::Running {
+        return Err(Refusal::new(ErrorCode::Conflict, "the execution is not running").into());
+    }
+    let mut work = tx.get_work(&x.work_id)?.ok_or_else(|| Refusal::not_found("Work"))?;
+    let data = json!({"execution": x.id});
+    let event = record(
+        tx,
+        config,
+        control_event(&work.scope, &work.id, "core.execution.cancelled", data, by, now),
+    )?;
+    x.state = ExecutionState::Cancelled;
+    x.ended_at = Some(now);
+    tx.update_execution(&x)?;
+    tx.revoke_execution_tokens(&x.id, now)?;
+    work.state = WorkState::Ready;
+    work.blocked_reason = Some(OPERATOR_CANCELLED.to_owned());
+    work.updated_at = now;
+    tx.update_work(&work)?;
+    Ok((x, event))
+}
+
+/// Retries Work that is held or failed: a `core.manual.retry` event, and the Work ready again (its
+/// hold and outcome cleared), its next attempt continuing from that event. Cancelled Work is final.
+pub fn retry_work(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    id: &str,
+    by: &Operator<'_>,
+    now: Timestamp,
+) -> Result<(Work, Event), HostError> {
+    let mut work = tx.get_work(id)?.ok_or_else(|| Refusal::not_found("Work"))?;
+    let held = work.state == WorkState::Ready && work.blocked_reason.is_some();
+    if !held && work.state != WorkState::Failed {
+        return Err(
+            Refusal::new(ErrorCode::Conflict, "only held or failed Work can be retried")
+                .with_remedy("cancel its running attempt first, or wait for it to finish")
+                .into(),
+        );
+    }
+    let event = record(
+        tx,
+        config,
+        control_event(&work.scope, id, "core.manual.retry", json!({}), by, now),
+    )?;
+    work.state = WorkState::Ready;
+    work.blocked_reason = None;
+    work.outcome = None;
+    work.wake_event = event.id.clone();
+    work.updated_at = now;
+    tx.update_work(&work)?;
+    Ok((work, event))
 }

@@ -16,7 +16,7 @@ mod work;
 
 pub use accept::{accept, record};
 pub use attempt::{adopt, claim_next, complete, record_pid, renew_lease, Claim, LEASE};
-pub use control::{cancel_work, wake_work, Operator};
+pub use control::{cancel_execution, cancel_work, retry_work, wake_work, Operator, OPERATOR_CANCELLED};
 pub use error::HostError;
 pub use waits::fire_due_timers;
 pub use work::{create_work, NewWork};

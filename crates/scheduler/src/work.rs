@@ -55,6 +55,7 @@ pub fn create_work(
         generation: config.generation(),
         created_at: now,
         updated_at: now,
+        blocked_reason: None,
     };
     tx.insert_work(&work).map_err(|e| match e {
         StoreError::KeyTaken => HostError::from(

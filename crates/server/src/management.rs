@@ -13,7 +13,7 @@ use conduit_config::CurrentConfig;
 use conduit_core::canonical::canonical_hash;
 use conduit_core::names::{is_event_type, is_reserved_type};
 use conduit_core::{Causation, ErrorCode, Event, NewEvent, OperatorRecord, Refusal, Role, Source, WorkState};
-use conduit_scheduler::{accept, cancel_work, create_work, wake_work, NewWork, Operator};
+use conduit_scheduler::{accept, cancel_execution, cancel_work, create_work, retry_work, wake_work, NewWork, Operator};
 use conduit_store::{derived_id, Store, Tx, WorkFilter};
 use conduit_toolbelt::token::digest;
 use serde::{Deserialize, Serialize};
@@ -46,6 +46,8 @@ pub fn management_router(state: Management) -> Router {
         .route("/v1/work/{id}", get(get_work))
         .route("/v1/work/{id}/cancel", post(cancel))
         .route("/v1/work/{id}/wake", post(wake))
+        .route("/v1/work/{id}/retry", post(retry))
+        .route("/v1/executions/{id}/cancel", post(cancel_attempt))
         .route("/v1/events", post(emit).get(list_events))
         .route("/v1/events/{id}", get(get_event))
         .route("/v1/events/{id}/chain", get(chain))
@@ -173,22 +175,67 @@ async fn cancel(
     Path(id): Path<String>,
     body: Body,
 ) -> Answer {
+    control(s, headers, uri, body, move |tx, config, by| {
+        let event = cancel_work(tx, config, &id, by, now())?;
+        Ok(json!({"work": tx.get_work(&id)?, "event": event}))
+    })
+    .await
+}
+
+/// Cancels one attempt and holds its Work until a manual retry.
+async fn cancel_attempt(
+    State(s): State<Management>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+    body: Body,
+) -> Answer {
+    control(s, headers, uri, body, move |tx, config, by| {
+        let (execution, event) = cancel_execution(tx, config, &id, by, now())?;
+        Ok(json!({"execution": execution, "event": event}))
+    })
+    .await
+}
+
+/// Retries held or failed Work.
+async fn retry(
+    State(s): State<Management>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+    body: Body,
+) -> Answer {
+    control(s, headers, uri, body, move |tx, config, by| {
+        let (work, event) = retry_work(tx, config, &id, by, now())?;
+        Ok(json!({"work": work, "event": event}))
+    })
+    .await
+}
+
+/// A keyed operator control with an empty body, run once per key in one transaction.
+async fn control(
+    s: Management,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Body,
+    run: impl FnOnce(&mut dyn Tx, &conduit_config::Snapshot, &Operator<'_>) -> Result<Value, Failure> + Send + 'static,
+) -> Answer {
     let op = operator(&s, &headers, Role::Operate).await?;
     check_mutation(&headers, &uri)?;
     let body = read_body(body).await?;
     let _: Cancel = parse_body(&body)?;
     let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
     let config = s.config.get();
-    once(s.store.clone(), keyed, move |tx, seed| {
+    let answer = once(s.store.clone(), keyed, move |tx, seed| {
         let by = Operator {
             actor: &op.principal(),
             seed,
         };
-        let event = cancel_work(tx, &config, &id, &by, now())?;
-        let work = tx.get_work(&id)?;
-        Ok((StatusCode::OK, json!({"work": work, "event": event})))
+        Ok((StatusCode::OK, run(tx, &config, &by)?))
     })
-    .await
+    .await?;
+    s.kick.notify_one();
+    Ok(answer)
 }
 
 #[derive(Deserialize)]

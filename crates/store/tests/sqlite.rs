@@ -19,6 +19,7 @@ fn work(id: &str, keys: &[&str]) -> Work {
         generation: 1,
         created_at: Timestamp(1),
         updated_at: Timestamp(1),
+        blocked_reason: None,
     }
 }
 

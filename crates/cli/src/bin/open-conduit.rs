@@ -74,8 +74,8 @@ enum Command {
         #[arg(long, value_name = "ID")]
         execution: Option<String>,
     },
-    /// List executions, the attempts at running Work
-    #[command(subcommand)]
+    /// List executions, the attempts at running Work, or cancel one
+    #[command(subcommand, alias = "execution")]
     Executions(ExecutionsCommand),
 }
 
@@ -127,6 +127,11 @@ enum WorkCommand {
     },
     /// Show one Work
     Get {
+        /// The Work's id
+        id: String,
+    },
+    /// Retry Work that is held (its attempt cancelled) or failed: a new attempt starts
+    Retry {
         /// The Work's id
         id: String,
     },
@@ -258,6 +263,11 @@ enum ExecutionsCommand {
         #[arg(long, value_name = "ID")]
         work: Option<String>,
     },
+    /// Cancel a running attempt: it is fenced and stopped, and its Work held until `work retry`
+    Cancel {
+        /// The execution's id
+        id: String,
+    },
 }
 
 /// What a parsed command line asks for.
@@ -339,6 +349,10 @@ fn plan(command: Command, state_dir: Option<&std::path::Path>) -> Plan {
         }
         Command::Work(WorkCommand::Get { id }) => Plan::Call(m::get_work(&id), render::work_detail),
         Command::Work(WorkCommand::Cancel { id }) => Plan::Call(m::cancel_work(&id), render::cancelled),
+        Command::Work(WorkCommand::Retry { id }) => Plan::Call(m::retry_work(&id), render::retried),
+        Command::Executions(ExecutionsCommand::Cancel { id }) => {
+            Plan::Call(m::cancel_execution(&id), render::execution_cancelled)
+        }
         Command::Work(WorkCommand::Wake { id, event_type, data }) => {
             Plan::Call(m::wake_work(&id, &event_type, data), render::woke)
         }

@@ -309,3 +309,12 @@ pub fn store_files(dir: &Path) -> Vec<u8> {
 pub fn contains(bytes: &[u8], needle: &str) -> bool {
     bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
+
+/// Whether a fenced attempt's token is refused: its socket answers 403, or it is already gone.
+pub fn fenced(socket: &Path, token: &str) -> bool {
+    if UnixStream::connect(socket).is_err() {
+        return true;
+    }
+    std::panic::catch_unwind(|| toolbelt_call(socket, token, "read_context", serde_json::json!({})).0)
+        .map_or(true, |status| status == 403)
+}

@@ -179,6 +179,9 @@ CREATE TABLE idempotency (
 );
 CREATE INDEX idempotency_by_created ON idempotency (created_at);
 "#,
+    r#"
+ALTER TABLE work ADD COLUMN blocked_reason TEXT;
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

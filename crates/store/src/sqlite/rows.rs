@@ -35,40 +35,33 @@ fn digest(bytes: Vec<u8>) -> Result<[u8; 32]> {
     bytes.try_into().map_err(|_| corrupt("digest length"))
 }
 
-const WORK_COLUMNS: &str =
-    "id, scope, binding, parent_work, state, input, epoch, outcome, wake_event, generation, created_at, updated_at";
+const WORK_COLUMNS: &str = "id, scope, binding, parent_work, state, input, epoch, outcome, wake_event, generation, \
+     created_at, updated_at, blocked_reason";
 
-/// Raw columns of a work row; keys are loaded separately.
-type WorkRow = (
-    String,
-    String,
-    String,
-    Option<String>,
-    String,
-    String,
-    u32,
-    Option<String>,
-    String,
-    i64,
-    i64,
-    i64,
-);
-
-fn work_row(r: &Row) -> rusqlite::Result<WorkRow> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-        r.get(7)?,
-        r.get(8)?,
-        r.get(9)?,
-        r.get(10)?,
-        r.get(11)?,
-    ))
+/// A work row; its keys are loaded separately.
+fn work_row(r: &Row) -> rusqlite::Result<Result<Work>> {
+    let state: String = r.get(4)?;
+    let input: String = r.get(5)?;
+    let outcome: Option<String> = r.get(7)?;
+    let build = || -> Result<Work> {
+        Ok(Work {
+            id: r.get(0)?,
+            scope: r.get(1)?,
+            binding: r.get(2)?,
+            parent_work: r.get(3)?,
+            state: WorkState::parse(&state).ok_or_else(|| corrupt("work state"))?,
+            input: from_json(&input)?,
+            keys: Vec::new(),
+            epoch: r.get(6)?,
+            outcome: opt_from_json(outcome)?,
+            wake_event: r.get(8)?,
+            generation: r.get(9)?,
+            created_at: Timestamp(r.get(10)?),
+            updated_at: Timestamp(r.get(11)?),
+            blocked_reason: r.get(12)?,
+        })
+    };
+    Ok(build())
 }
 
 const EXECUTION_COLUMNS: &str =
@@ -282,32 +275,12 @@ impl SqliteTx<'_> {
         Ok(keys)
     }
 
-    fn build_work(&self, row: WorkRow) -> Result<Work> {
-        let (id, scope, binding, parent_work, state, input, epoch, outcome, wake_event, generation, created, updated) =
-            row;
-        Ok(Work {
-            keys: self.work_keys(&id)?,
-            id,
-            scope,
-            binding,
-            parent_work,
-            state: WorkState::parse(&state).ok_or_else(|| corrupt("work state"))?,
-            input: from_json(&input)?,
-            epoch,
-            outcome: opt_from_json(outcome)?,
-            wake_event,
-            generation,
-            created_at: Timestamp(created),
-            updated_at: Timestamp(updated),
-        })
-    }
-
     fn works(&self, sql: &str, params: impl rusqlite::Params) -> Result<Vec<Work>> {
-        let mut stmt = self.tx.prepare_cached(sql)?;
-        let rows = stmt
-            .query_map(params, work_row)?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        rows.into_iter().map(|row| self.build_work(row)).collect()
+        let mut works = self.query_all(sql, params, work_row)?;
+        for work in &mut works {
+            work.keys = self.work_keys(&work.id)?;
+        }
+        Ok(works)
     }
 }
 
@@ -379,7 +352,9 @@ impl Tx for SqliteTx<'_> {
 
     fn insert_work(&mut self, work: &Work) -> Result<()> {
         self.exec(
-            &format!("INSERT INTO work ({WORK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"),
+            &format!(
+                "INSERT INTO work ({WORK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+            ),
             params![
                 work.id,
                 work.scope,
@@ -392,7 +367,8 @@ impl Tx for SqliteTx<'_> {
                 work.wake_event,
                 work.generation,
                 work.created_at.0,
-                work.updated_at.0
+                work.updated_at.0,
+                work.blocked_reason
             ],
         )?;
         for key in &work.keys {
@@ -414,14 +390,16 @@ impl Tx for SqliteTx<'_> {
 
     fn update_work(&mut self, work: &Work) -> Result<()> {
         self.exec(
-            "UPDATE work SET state = ?2, epoch = ?3, outcome = ?4, wake_event = ?5, updated_at = ?6 WHERE id = ?1",
+            "UPDATE work SET state = ?2, epoch = ?3, outcome = ?4, wake_event = ?5, updated_at = ?6, blocked_reason = ?7
+             WHERE id = ?1",
             params![
                 work.id,
                 work.state.as_str(),
                 work.epoch,
                 work.outcome.as_ref().map(to_json).transpose()?,
                 work.wake_event,
-                work.updated_at.0
+                work.updated_at.0,
+                work.blocked_reason
             ],
         )?;
         Ok(())
@@ -436,7 +414,9 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn ready_work(&mut self, limit: usize) -> Result<Vec<Work>> {
-        let sql = format!("SELECT {WORK_COLUMNS} FROM work WHERE state = 'ready' ORDER BY updated_at, id LIMIT ?1");
+        let sql = format!(
+            "SELECT {WORK_COLUMNS} FROM work WHERE state = 'ready' AND blocked_reason IS NULL ORDER BY updated_at, id LIMIT ?1"
+        );
         self.works(&sql, [limit as i64])
     }
 
