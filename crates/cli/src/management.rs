@@ -80,6 +80,25 @@ pub fn send(connection: &Connection, request: &Request) -> Result<Value, Failure
     })
 }
 
+/// Sends a request and, for a list, follows its cursors to the last page, answering every item.
+pub fn send_all(connection: &Connection, request: &Request) -> Result<Value, Failure> {
+    let mut answer = send(connection, request)?;
+    let Request::Get(path) = request else { return Ok(answer) };
+    while let Some(cursor) = answer.get("next_cursor").and_then(Value::as_str).map(str::to_owned) {
+        let separator = if path.contains('?') { '&' } else { '?' };
+        let next = send(
+            connection,
+            &Request::Get(format!("{path}{separator}cursor={}", encode(&cursor))),
+        )?;
+        let items = next.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
+        if let Some(all) = answer.get_mut("items").and_then(Value::as_array_mut) {
+            all.extend(items);
+        }
+        answer["next_cursor"] = next.get("next_cursor").cloned().unwrap_or(Value::Null);
+    }
+    Ok(answer)
+}
+
 fn not_running(socket: &Path) -> String {
     format!(
         "the daemon is not running at {}; start it with `open-conduit daemon`",

@@ -158,3 +158,102 @@ fn single_reads_carry_an_etag_and_answer_304_until_they_change() {
     assert!(cached.starts_with("HTTP/1.1 304"), "{cached}");
     assert_eq!(header(&cached, "etag"), Some(current.as_str()));
 }
+
+#[test]
+fn lists_page_with_authenticated_cursors_bound_to_their_filters_and_upper_bound() {
+    let daemon = Daemon::start(Some(&shell_config("true")));
+    let token = daemon.operator_token();
+    let get = |path: &str| http(&daemon.management_socket(), "GET", path, Some(&token), None);
+    for i in 0..7 {
+        daemon.json(&[
+            "emit",
+            "demo.paged",
+            "--scope",
+            "demo",
+            "--data",
+            &format!(r#"{{"i":{i}}}"#),
+        ]);
+    }
+    let (status, first) = get("/v1/events?limit=3");
+    assert_eq!(status, 200);
+    assert_eq!(first["items"].as_array().unwrap().len(), 3);
+    let cursor = first["next_cursor"].as_str().unwrap().to_owned();
+    daemon.json(&["emit", "demo.later", "--scope", "demo"]); // after the traversal began
+
+    let mut seen: Vec<i64> = first["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["sequence"].as_i64().unwrap())
+        .collect();
+    let mut next = Some(cursor.clone());
+    while let Some(c) = next {
+        let (status, page) = get(&format!("/v1/events?limit=3&cursor={c}"));
+        assert_eq!(status, 200, "{page}");
+        seen.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["sequence"].as_i64().unwrap()),
+        );
+        next = page["next_cursor"].as_str().map(str::to_owned);
+    }
+    assert_eq!(
+        seen.len(),
+        7,
+        "the traversal stops at the upper bound its first page captured"
+    );
+    assert!(seen.windows(2).all(|w| w[0] < w[1]));
+
+    let mut tampered = cursor.clone().into_bytes();
+    tampered[5] = if tampered[5] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    for (what, path) in [
+        ("tampered", format!("/v1/events?limit=3&cursor={tampered}")),
+        ("other filters", format!("/v1/events?limit=3&work=x&cursor={cursor}")),
+        ("another list", format!("/v1/executions?limit=3&cursor={cursor}")),
+    ] {
+        let (status, body) = get(&path);
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (400, Some("invalid_cursor")),
+            "{what}"
+        );
+    }
+    let (status, body) = get("/v1/events?limit=0");
+    assert_eq!((status, body["error"].as_str()), (400, Some("invalid_request")));
+}
+
+#[test]
+fn the_cli_follows_cursors_to_the_last_page() {
+    let daemon = Daemon::start(Some(&shell_config("true")));
+    let auth = format!("Bearer {}", daemon.operator_token());
+    for i in 0..105 {
+        let key = format!("k{i}");
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Idempotency-Key", key.as_str()),
+        ];
+        let body = json!({"type": "demo.many", "scope": "demo"}).to_string();
+        assert_eq!(
+            http_raw(&daemon.management_socket(), "POST", "/v1/events", &headers, &body).0,
+            201
+        );
+    }
+    let (_, first) = http(
+        &daemon.management_socket(),
+        "GET",
+        "/v1/events",
+        Some(&daemon.operator_token()),
+        None,
+    );
+    assert_eq!(
+        first["items"].as_array().unwrap().len(),
+        100,
+        "a page holds 100 by default"
+    );
+    let all = daemon.json(&["events", "list"])["items"].as_array().unwrap().len();
+    assert_eq!(all, 105, "the CLI read every page");
+}

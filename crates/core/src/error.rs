@@ -9,6 +9,7 @@ pub enum ErrorCode {
     Unauthenticated,
     Forbidden,
     InvalidConfig,
+    InvalidCursor,
     IdempotencyKeyRequired,
     IdempotencyConflict,
     StaleGeneration,
@@ -38,6 +39,7 @@ impl ErrorCode {
             ErrorCode::Unauthenticated => "unauthenticated",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::InvalidConfig => "invalid_config",
+            ErrorCode::InvalidCursor => "invalid_cursor",
             ErrorCode::IdempotencyKeyRequired => "idempotency_key_required",
             ErrorCode::IdempotencyConflict => "idempotency_conflict",
             ErrorCode::StaleGeneration => "stale_generation",
@@ -71,7 +73,10 @@ impl ErrorCode {
             | ErrorCode::WrongCredentialClass
             | ErrorCode::ForbiddenRole => 403,
             ErrorCode::NotFound => 404,
-            ErrorCode::InvalidInput | ErrorCode::InvalidRequest | ErrorCode::IdempotencyKeyRequired => 400,
+            ErrorCode::InvalidInput
+            | ErrorCode::InvalidRequest
+            | ErrorCode::InvalidCursor
+            | ErrorCode::IdempotencyKeyRequired => 400,
             ErrorCode::Conflict
             | ErrorCode::RequestConflict
             | ErrorCode::IdempotencyConflict

@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 /// A handler's failure, answered as the flat envelope `{"error", "message", "remedy"?}`.
+#[derive(Debug)]
 pub struct Failure(pub Refusal);
 
 impl From<Refusal> for Failure {

@@ -6,6 +6,7 @@
 mod auth;
 mod clock;
 mod config;
+mod cursor;
 mod envelope;
 mod execution;
 mod idempotency;
@@ -14,6 +15,7 @@ mod management;
 
 pub use clock::{now, SystemClock};
 pub use config::{Applied, Checked, ConfigControl, ConfigView, SharedConfigControl};
+pub use cursor::Cursors;
 pub use execution::{execution_router, ExecutionSocket};
 pub use idempotency::KEPT as IDEMPOTENCY_KEPT;
 pub use listen::{bind_owner_only, serve};

@@ -12,9 +12,11 @@ use axum::Router;
 use conduit_config::CurrentConfig;
 use conduit_core::canonical::canonical_hash;
 use conduit_core::names::{is_event_type, is_reserved_type};
-use conduit_core::{Causation, ErrorCode, Event, NewEvent, OperatorRecord, Refusal, Role, Source, WorkState};
+use conduit_core::{
+    Causation, ErrorCode, Event, Execution, NewEvent, OperatorRecord, Refusal, Role, Source, Work, WorkState,
+};
 use conduit_scheduler::{accept, cancel_execution, cancel_work, create_work, retry_work, wake_work, NewWork, Operator};
-use conduit_store::{derived_id, Store, Tx, WorkFilter};
+use conduit_store::{derived_id, Page, Store, Tx, WorkFilter};
 use conduit_toolbelt::token::digest;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -23,6 +25,7 @@ use tokio::sync::Notify;
 use crate::auth;
 use crate::clock::now;
 use crate::config::{self, SharedConfigControl};
+use crate::cursor::{Cursors, Paging, Position, CURSOR_LIFETIME};
 use crate::envelope::{bearer, blocking, check_mutation, not_found, ok, parse_body, read_body, Answer, Failure};
 use crate::idempotency::{once, Keyed};
 
@@ -37,6 +40,8 @@ pub struct Management {
     pub kick: Arc<Notify>,
     /// The configuration service.
     pub control: SharedConfigControl,
+    /// Seals and opens list cursors.
+    pub cursors: Cursors,
 }
 
 pub fn management_router(state: Management) -> Router {
@@ -274,9 +279,12 @@ async fn wake(State(s): State<Management>, headers: HeaderMap, uri: Uri, Path(id
 struct WorkQuery {
     scope: Option<String>,
     state: Option<String>,
+    cursor: Option<String>,
+    limit: Option<usize>,
 }
 
-async fn list_work(State(s): State<Management>, headers: HeaderMap, Query(q): Query<WorkQuery>) -> Answer {
+/// Work, newest first, a page at a time.
+async fn list_work(State(s): State<Management>, headers: HeaderMap, uri: Uri, Query(q): Query<WorkQuery>) -> Answer {
     let state = match q.state.as_deref() {
         Some(text) => Some(WorkState::parse(text).ok_or_else(|| {
             Refusal::new(ErrorCode::InvalidRequest, "unknown Work state")
@@ -284,8 +292,30 @@ async fn list_work(State(s): State<Management>, headers: HeaderMap, Query(q): Qu
         })?),
         None => None,
     };
+    let filters = format!(
+        "scope={}&state={}",
+        q.scope.as_deref().unwrap_or(""),
+        q.state.as_deref().unwrap_or("")
+    );
     let filter = WorkFilter { scope: q.scope, state };
-    read(&s, &headers, move |tx| Ok(json!({ "items": tx.list_work(&filter)? }))).await
+    let paging = Paging {
+        cursor: q.cursor,
+        limit: q.limit,
+    };
+    let list = List {
+        endpoint: uri.path().to_owned(),
+        filters,
+        paging,
+    };
+    page(
+        &s,
+        &headers,
+        list,
+        |_| Ok(now().0),
+        move |tx, page| tx.page_work(&filter, page),
+        |w: &Work| (w.created_at.0, w.id.clone()),
+    )
+    .await
 }
 
 async fn get_work(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
@@ -364,14 +394,30 @@ fn check_operator_type(event_type: &str) -> Result<(), Refusal> {
 #[serde(deny_unknown_fields)]
 struct ByWork {
     work: Option<String>,
+    cursor: Option<String>,
+    limit: Option<usize>,
 }
 
-const EVENT_PAGE: usize = 1000;
-
-async fn list_events(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ByWork>) -> Answer {
-    read(&s, &headers, move |tx| {
-        Ok(json!({ "items": tx.list_events(q.work.as_deref(), EVENT_PAGE)? }))
-    })
+/// Events in acceptance order, a page at a time.
+async fn list_events(State(s): State<Management>, headers: HeaderMap, uri: Uri, Query(q): Query<ByWork>) -> Answer {
+    let filters = format!("work={}", q.work.as_deref().unwrap_or(""));
+    let list = List {
+        endpoint: uri.path().to_owned(),
+        filters,
+        paging: Paging {
+            cursor: q.cursor,
+            limit: q.limit,
+        },
+    };
+    let work = q.work;
+    page(
+        &s,
+        &headers,
+        list,
+        |tx| Ok(tx.max_sequence()?),
+        move |tx, page| tx.page_events(work.as_deref(), page),
+        |e: &Event| e.sequence,
+    )
     .await
 }
 
@@ -395,11 +441,87 @@ async fn chain(State(s): State<Management>, headers: HeaderMap, Path(id): Path<S
     .await
 }
 
-async fn list_executions(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ByWork>) -> Answer {
-    read(&s, &headers, move |tx| {
-        Ok(json!({ "items": tx.list_executions(q.work.as_deref())? }))
+/// Executions, oldest first, a page at a time.
+async fn list_executions(State(s): State<Management>, headers: HeaderMap, uri: Uri, Query(q): Query<ByWork>) -> Answer {
+    let filters = format!("work={}", q.work.as_deref().unwrap_or(""));
+    let list = List {
+        endpoint: uri.path().to_owned(),
+        filters,
+        paging: Paging {
+            cursor: q.cursor,
+            limit: q.limit,
+        },
+    };
+    let work = q.work;
+    page(
+        &s,
+        &headers,
+        list,
+        |_| Ok(now().0),
+        move |tx, page| tx.page_executions(work.as_deref(), page),
+        |x: &Execution| (x.started_at.0, x.id.clone()),
+    )
+    .await
+}
+
+/// A list request: its endpoint, its filters (canonically written) and its paging.
+struct List {
+    endpoint: String,
+    filters: String,
+    paging: Paging,
+}
+
+/// One page of a list: rows past the cursor's position within the upper bound the first page
+/// captured, and the cursor of the next page (`null` after the last).
+async fn page<K, T>(
+    s: &Management,
+    headers: &HeaderMap,
+    list: List,
+    upper: impl FnOnce(&mut dyn Tx) -> Result<i64, Failure> + Send + 'static,
+    fetch: impl FnOnce(&mut dyn Tx, &Page<K>) -> Result<Vec<T>, conduit_store::StoreError> + Send + 'static,
+    key_of: impl Fn(&T) -> K + Send + 'static,
+) -> Answer
+where
+    K: Serialize + serde::de::DeserializeOwned + Send + 'static,
+    T: Serialize + Send + 'static,
+{
+    let limit = list.paging.limit()?;
+    let opened = match &list.paging.cursor {
+        Some(cursor) => Some(s.cursors.open(cursor, &list.endpoint, &list.filters, now())?),
+        None => None,
+    };
+    let cursors = s.cursors.clone();
+    read(s, headers, move |tx| {
+        let (upper, after) = match opened {
+            Some(p) => (
+                p.upper,
+                Some(serde_json::from_value(p.after).map_err(|_| invalid_cursor())?),
+            ),
+            None => (upper(tx)?, None),
+        };
+        let items = fetch(tx, &Page { after, upper, limit })?;
+        let next = (items.len() == limit)
+            .then(|| items.last().map(&key_of))
+            .flatten()
+            .map(|key| {
+                cursors.seal(&Position {
+                    endpoint: list.endpoint,
+                    filters: list.filters,
+                    upper,
+                    after: serde_json::to_value(key).unwrap_or_default(),
+                    expires: now().plus(CURSOR_LIFETIME).0,
+                })
+            });
+        Ok(json!({ "items": items, "next_cursor": next }))
     })
     .await
+}
+
+fn invalid_cursor() -> Failure {
+    Failure(Refusal::new(
+        ErrorCode::InvalidCursor,
+        "the cursor is not valid for this list",
+    ))
 }
 
 async fn get_execution(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {

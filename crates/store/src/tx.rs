@@ -35,6 +35,15 @@ pub struct IdempotentRecord {
     pub created_at: Timestamp,
 }
 
+/// A keyset page: rows strictly past `after` (in the list's order) and within `upper` (captured by
+/// the first page), at most `limit` of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page<K> {
+    pub after: Option<K>,
+    pub upper: i64,
+    pub limit: usize,
+}
+
 /// Filters for listing Work.
 #[derive(Debug, Clone, Default)]
 pub struct WorkFilter {
@@ -65,6 +74,8 @@ pub trait Tx {
     fn update_work(&mut self, work: &Work) -> Result<()>;
     /// Newest first.
     fn list_work(&mut self, filter: &WorkFilter) -> Result<Vec<Work>>;
+    /// A page of Work, newest first by `(created_at, id)`, created at or before `page.upper`.
+    fn page_work(&mut self, filter: &WorkFilter, page: &Page<(i64, String)>) -> Result<Vec<Work>>;
     /// Ready Work, oldest first.
     fn ready_work(&mut self, limit: usize) -> Result<Vec<Work>>;
     fn work_owning_key(&mut self, key: &str) -> Result<Option<String>>;
@@ -78,6 +89,8 @@ pub trait Tx {
     /// Oldest first; all executions when `work` is `None`.
     fn list_executions(&mut self, work: Option<&str>) -> Result<Vec<Execution>>;
     fn executions_in_state(&mut self, state: ExecutionState) -> Result<Vec<Execution>>;
+    /// A page of executions, oldest first by `(started_at, id)`, started at or before `page.upper`.
+    fn page_executions(&mut self, work: Option<&str>, page: &Page<(i64, String)>) -> Result<Vec<Execution>>;
 
     // Events.
     /// Accepts an event, assigning the next acceptance sequence.
@@ -85,6 +98,8 @@ pub trait Tx {
     fn get_event(&mut self, id: &str) -> Result<Option<Event>>;
     /// In acceptance order; all events when `work` is `None`.
     fn list_events(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Event>>;
+    /// A page of events by acceptance sequence, up to sequence `page.upper`.
+    fn page_events(&mut self, work: Option<&str>, page: &Page<i64>) -> Result<Vec<Event>>;
     /// Events after `sequence` whose correlation key is one of `keys`, in acceptance order.
     fn events_after_for_keys(&mut self, sequence: i64, keys: &[String]) -> Result<Vec<Event>>;
     fn max_sequence(&mut self) -> Result<i64>;

@@ -328,7 +328,7 @@ fn recover(locations: &Locations) -> Result<Value, Failure> {
 fn send(locations: &Locations, request: &Request) -> Result<Value, Failure> {
     locations
         .connection()
-        .and_then(|connection| management::send(&connection, request))
+        .and_then(|connection| management::send_all(&connection, request))
 }
 
 /// What a command line asks for; `state_dir` (when it can be found) holds the playbooks an offline

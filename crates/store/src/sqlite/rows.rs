@@ -8,7 +8,7 @@ use rusqlite::{params, OptionalExtension, Row, Transaction};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::tx::{IdempotentRecord, Result, ScopeRecord, Tx, WorkFilter};
+use crate::tx::{IdempotentRecord, Page, Result, ScopeRecord, Tx, WorkFilter};
 use crate::StoreError;
 
 pub struct SqliteTx<'a> {
@@ -413,6 +413,20 @@ impl Tx for SqliteTx<'_> {
         self.works(&sql, params![filter.scope, filter.state.map(WorkState::as_str)])
     }
 
+    fn page_work(&mut self, filter: &WorkFilter, page: &Page<(i64, String)>) -> Result<Vec<Work>> {
+        let (at, id) = page.after.clone().unwrap_or((i64::MAX, String::new()));
+        let sql = format!(
+            "SELECT {WORK_COLUMNS} FROM work WHERE (?1 IS NULL OR scope = ?1) AND (?2 IS NULL OR state = ?2)
+             AND created_at <= ?3 AND (created_at < ?4 OR (created_at = ?4 AND ?5 != '' AND id < ?5))
+             ORDER BY created_at DESC, id DESC LIMIT ?6"
+        );
+        let state = filter.state.map(WorkState::as_str);
+        self.works(
+            &sql,
+            params![filter.scope, state, page.upper, at, id, page.limit as i64],
+        )
+    }
+
     fn ready_work(&mut self, limit: usize) -> Result<Vec<Work>> {
         let sql = format!(
             "SELECT {WORK_COLUMNS} FROM work WHERE state = 'ready' AND blocked_reason IS NULL ORDER BY updated_at, id LIMIT ?1"
@@ -498,6 +512,19 @@ impl Tx for SqliteTx<'_> {
         self.query_all(&sql, [work], execution_row)
     }
 
+    fn page_executions(&mut self, work: Option<&str>, page: &Page<(i64, String)>) -> Result<Vec<Execution>> {
+        let (at, id) = page.after.clone().unwrap_or((i64::MIN, String::new()));
+        let sql = format!(
+            "SELECT {EXECUTION_COLUMNS} FROM executions WHERE (?1 IS NULL OR work_id = ?1) AND started_at <= ?2
+             AND (started_at > ?3 OR (started_at = ?3 AND id > ?4)) ORDER BY started_at, id LIMIT ?5"
+        );
+        self.query_all(
+            &sql,
+            params![work, page.upper, at, id, page.limit as i64],
+            execution_row,
+        )
+    }
+
     fn executions_in_state(&mut self, state: ExecutionState) -> Result<Vec<Execution>> {
         let sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE state = ?1 ORDER BY started_at, id");
         self.query_all(&sql, [state.as_str()], execution_row)
@@ -544,6 +571,15 @@ impl Tx for SqliteTx<'_> {
         let sql =
             format!("SELECT {EVENT_COLUMNS} FROM events WHERE (?1 IS NULL OR work_id = ?1) ORDER BY sequence LIMIT ?2");
         self.query_all(&sql, params![work, limit as i64], event_row)
+    }
+
+    fn page_events(&mut self, work: Option<&str>, page: &Page<i64>) -> Result<Vec<Event>> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE (?1 IS NULL OR work_id = ?1) AND sequence > ?2 AND sequence <= ?3
+             ORDER BY sequence LIMIT ?4"
+        );
+        let after = page.after.unwrap_or(0);
+        self.query_all(&sql, params![work, after, page.upper, page.limit as i64], event_row)
     }
 
     fn events_after_for_keys(&mut self, sequence: i64, keys: &[String]) -> Result<Vec<Event>> {
