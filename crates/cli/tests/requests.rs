@@ -257,3 +257,19 @@ fn the_cli_follows_cursors_to_the_last_page() {
     let all = daemon.json(&["events", "list"])["items"].as_array().unwrap().len();
     assert_eq!(all, 105, "the CLI read every page");
 }
+
+#[test]
+fn the_openapi_document_is_served_to_operators() {
+    let daemon = Daemon::start(None);
+    let (status, doc) = http(
+        &daemon.management_socket(),
+        "GET",
+        "/v1/openapi.json",
+        Some(&daemon.operator_token()),
+        None,
+    );
+    assert_eq!((status, doc["openapi"].as_str()), (200, Some("3.1.0")));
+    assert!(doc["paths"]["/v1/work/{id}/cancel"]["post"].is_object());
+    let (status, _) = http(&daemon.management_socket(), "GET", "/v1/openapi.json", None, None);
+    assert_eq!(status, 401);
+}

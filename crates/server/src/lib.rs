@@ -19,4 +19,4 @@ pub use cursor::Cursors;
 pub use execution::{execution_router, ExecutionSocket};
 pub use idempotency::KEPT as IDEMPOTENCY_KEPT;
 pub use listen::{bind_owner_only, serve};
-pub use management::{management_router, Management};
+pub use management::{management_router, management_routes, Management, OPENAPI};

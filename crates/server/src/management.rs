@@ -7,7 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::Uri;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use conduit_config::CurrentConfig;
 use conduit_core::canonical::canonical_hash;
@@ -44,31 +44,66 @@ pub struct Management {
     pub cursors: Cursors,
 }
 
+/// A route: its path, the methods it answers, and its handlers.
+type Route = (&'static str, &'static [&'static str], MethodRouter<Management>);
+
+/// Every route the management socket serves. The OpenAPI document lists exactly these; a test
+/// holds the two together.
+fn routes() -> Vec<Route> {
+    vec![
+        ("/v1/health", &["get"], get(health)),
+        ("/v1/openapi.json", &["get"], get(openapi)),
+        ("/v1/work", &["get", "post"], post(create).get(list_work)),
+        ("/v1/work/{id}", &["get"], get(get_work)),
+        ("/v1/work/{id}/cancel", &["post"], post(cancel)),
+        ("/v1/work/{id}/wake", &["post"], post(wake)),
+        ("/v1/work/{id}/retry", &["post"], post(retry)),
+        ("/v1/events", &["get", "post"], post(emit).get(list_events)),
+        ("/v1/events/{id}", &["get"], get(get_event)),
+        ("/v1/events/{id}/chain", &["get"], get(chain)),
+        ("/v1/executions", &["get"], get(list_executions)),
+        ("/v1/executions/{id}", &["get"], get(get_execution)),
+        ("/v1/executions/{id}/cancel", &["post"], post(cancel_attempt)),
+        ("/v1/executions/{id}/tokens", &["get"], get(auth::execution_tokens)),
+        ("/v1/audit", &["get"], get(list_audit)),
+        (
+            "/v1/auth/operators",
+            &["get", "post"],
+            get(auth::list).post(auth::issue),
+        ),
+        ("/v1/auth/rotate", &["post"], post(auth::rotate)),
+        ("/v1/auth/revoke", &["post"], post(auth::revoke)),
+        ("/v1/config", &["get"], get(config::show)),
+        ("/v1/config/validate", &["post"], post(config::validate)),
+        ("/v1/config/apply", &["post"], post(config::apply)),
+        ("/v1/config/set", &["post"], post(config::set)),
+    ]
+}
+
 pub fn management_router(state: Management) -> Router {
-    Router::new()
-        .route("/v1/health", get(health))
-        .route("/v1/work", post(create).get(list_work))
-        .route("/v1/work/{id}", get(get_work))
-        .route("/v1/work/{id}/cancel", post(cancel))
-        .route("/v1/work/{id}/wake", post(wake))
-        .route("/v1/work/{id}/retry", post(retry))
-        .route("/v1/executions/{id}/cancel", post(cancel_attempt))
-        .route("/v1/events", post(emit).get(list_events))
-        .route("/v1/events/{id}", get(get_event))
-        .route("/v1/events/{id}/chain", get(chain))
-        .route("/v1/executions", get(list_executions))
-        .route("/v1/executions/{id}", get(get_execution))
-        .route("/v1/audit", get(list_audit))
-        .route("/v1/executions/{id}/tokens", get(auth::execution_tokens))
-        .route("/v1/auth/operators", get(auth::list).post(auth::issue))
-        .route("/v1/auth/rotate", post(auth::rotate))
-        .route("/v1/auth/revoke", post(auth::revoke))
-        .route("/v1/config", get(config::show))
-        .route("/v1/config/validate", post(config::validate))
-        .route("/v1/config/apply", post(config::apply))
-        .route("/v1/config/set", post(config::set))
+    routes()
+        .into_iter()
+        .fold(Router::new(), |router, (path, _, handlers)| {
+            router.route(path, handlers)
+        })
         .fallback(not_found)
         .with_state(state)
+}
+
+/// Every (path, method) the management socket serves.
+pub fn management_routes() -> Vec<(&'static str, &'static str)> {
+    routes()
+        .into_iter()
+        .flat_map(|(path, methods, _)| methods.iter().map(move |m| (path, *m)))
+        .collect()
+}
+
+/// The OpenAPI 3.1 document of this API.
+pub const OPENAPI: &str = include_str!("../openapi.json");
+
+async fn openapi(State(s): State<Management>, headers: HeaderMap) -> Answer {
+    operator(&s, &headers, Role::View).await?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response())
 }
 
 /// Authenticates an operator credential and checks its role against what the route requires, before
@@ -588,4 +623,34 @@ async fn read_one<T: Serialize + Send + 'static>(
 
 fn found<T>(record: Option<T>, what: &str) -> Result<T, Failure> {
     record.ok_or_else(|| Failure(Refusal::not_found(what)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn the_openapi_document_lists_exactly_the_routes_served() {
+        let doc: Value = serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
+        assert_eq!(doc["openapi"], "3.1.0");
+        let documented: BTreeSet<(String, String)> = doc["paths"]
+            .as_object()
+            .expect("paths")
+            .iter()
+            .flat_map(|(path, item)| {
+                item.as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(move |(method, _)| (path.clone(), method.clone()))
+            })
+            .filter(|(_, method)| method != "parameters")
+            .collect();
+        let served: BTreeSet<(String, String)> = management_routes()
+            .into_iter()
+            .map(|(p, m)| (p.to_owned(), m.to_owned()))
+            .collect();
+        assert_eq!(documented, served);
+    }
 }
