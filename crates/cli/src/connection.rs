@@ -15,6 +15,8 @@ pub enum Request {
     Get(String),
     /// `POST` of a JSON body.
     Post { path: String, body: Value },
+    /// `GET` of content that is not JSON; the answer is `{"content": <text>}`.
+    GetContent(String),
 }
 
 /// Where to send requests and where to find the token that authenticates them.
@@ -67,6 +69,10 @@ impl Connection {
         let answer = runtime.block_on(async {
             match request {
                 Request::Get(path) => client.get(path).await,
+                Request::GetContent(path) => client
+                    .get_bytes(path)
+                    .await
+                    .map(|bytes| serde_json::json!({ "content": String::from_utf8_lossy(&bytes) })),
                 Request::Post { path, body } => {
                     client
                         .post_with_key(path, body, self.idempotency_key().as_deref())

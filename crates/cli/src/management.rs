@@ -175,6 +175,16 @@ pub fn wake_work(id: &str, event_type: &str, data: Option<Value>) -> Request {
     post(&format!("/v1/work/{}/wake", encode(id)), body)
 }
 
+/// `GET /v1/artifacts`: what executions left behind (their logs).
+pub fn list_artifacts(execution: Option<&str>) -> Request {
+    get_with_query("/v1/artifacts", &[("execution", execution)])
+}
+
+/// `GET /v1/artifacts/{id}/content`.
+pub fn artifact_content(id: &str) -> Request {
+    Request::GetContent(format!("/v1/artifacts/{}/content", encode(id)))
+}
+
 /// `GET /v1/auth/operators`: active operator credentials, without tokens.
 pub fn operators() -> Request {
     Request::Get("/v1/auth/operators".to_owned())

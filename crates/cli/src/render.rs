@@ -210,6 +210,27 @@ pub fn revoked(answer: &Value) -> String {
     format!("revoked {} token {}", field(answer, "/kind"), field(answer, "/revoked"))
 }
 
+const ARTIFACT_COLUMNS: [(&str, &str); 4] = [
+    ("ID", "/id"),
+    ("KIND", "/kind"),
+    ("EXECUTION", "/execution_id"),
+    ("SIZE", "/size"),
+];
+
+pub fn artifact_table(answer: &Value) -> String {
+    list(answer, &ARTIFACT_COLUMNS)
+}
+
+/// An artifact's content, as it is.
+pub fn content(answer: &Value) -> String {
+    answer
+        .get("content")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .trim_end()
+        .to_owned()
+}
+
 pub fn audit_table(answer: &Value) -> String {
     list(answer, &AUDIT_COLUMNS)
 }

@@ -103,3 +103,36 @@ fn execution_cancel_holds_the_work_until_a_manual_retry() {
         "running Work is not retried"
     );
 }
+
+#[test]
+fn an_executions_log_is_an_artifact_read_whole_or_by_range() {
+    let daemon = Daemon::start(Some(&shell_config("echo hello-log; os outcome succeeded > /dev/null")));
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    let execution = daemon.json(&["executions", "list", "--work", &work])["items"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let listed = daemon.json(&["artifacts", "list", "--execution", &execution]);
+    let id = format!("log:{execution}");
+    assert_eq!(listed["items"][0]["id"], id.as_str());
+    let cat = daemon.cli(&["artifacts", "cat", &id]);
+    assert_eq!(String::from_utf8_lossy(&cat.stdout).trim(), "hello-log");
+
+    let auth = format!("Bearer {}", daemon.operator_token());
+    let path = format!("/v1/artifacts/{}/content", id.replace(':', "%3A"));
+    let ranged = |range: &str| {
+        let headers = [("Authorization", auth.as_str()), ("Range", range)];
+        http_response(&daemon.management_socket(), "GET", &path, &headers, "")
+    };
+    let partial = ranged("bytes=0-4");
+    assert!(partial.starts_with("HTTP/1.1 206"), "{partial}");
+    assert!(
+        partial.to_ascii_lowercase().contains("content-range: bytes 0-4/10"),
+        "{partial}"
+    );
+    assert!(partial.ends_with("hello"));
+    let beyond = ranged("bytes=99-");
+    assert!(beyond.starts_with("HTTP/1.1 416"), "{beyond}");
+    assert!(beyond.contains("range_not_satisfiable"));
+}

@@ -75,6 +75,17 @@ impl Client {
         self.send(Method::GET, path_and_query, None, None).await
     }
 
+    /// `GET path` of a body that is not JSON (an artifact's content): its bytes.
+    pub async fn get_bytes(&self, path_and_query: &str) -> Result<Vec<u8>, ClientError> {
+        let request = self.request(Method::GET, path_and_query, None, None)?;
+        let (status, bytes) = self.exchange(request).await?;
+        if status.is_success() {
+            Ok(bytes.to_vec())
+        } else {
+            Err(refusal(status, &bytes))
+        }
+    }
+
     /// `POST path` with a JSON body.
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
         self.post_with_key(path, body, None).await

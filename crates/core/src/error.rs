@@ -10,6 +10,7 @@ pub enum ErrorCode {
     Forbidden,
     InvalidConfig,
     InvalidCursor,
+    RangeNotSatisfiable,
     IdempotencyKeyRequired,
     IdempotencyConflict,
     StaleGeneration,
@@ -40,6 +41,7 @@ impl ErrorCode {
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::InvalidConfig => "invalid_config",
             ErrorCode::InvalidCursor => "invalid_cursor",
+            ErrorCode::RangeNotSatisfiable => "range_not_satisfiable",
             ErrorCode::IdempotencyKeyRequired => "idempotency_key_required",
             ErrorCode::IdempotencyConflict => "idempotency_conflict",
             ErrorCode::StaleGeneration => "stale_generation",
@@ -83,6 +85,7 @@ impl ErrorCode {
             | ErrorCode::StaleGeneration
             | ErrorCode::ScopeInUse => 409,
             ErrorCode::Internal => 500,
+            ErrorCode::RangeNotSatisfiable => 416,
             ErrorCode::UnknownScope
             | ErrorCode::UnknownBinding
             | ErrorCode::ScopeDisabled

@@ -21,7 +21,7 @@ use conduit_config::secrets::{Resolver, SystemKeyring};
 use conduit_config::{Diagnostic, Snapshot};
 use conduit_core::Duration;
 pub use conduit_server::Checked;
-use conduit_server::{bind_owner_only, management_router, now, serve, Cursors, Management, SystemClock};
+use conduit_server::{bind_owner_only, management_router, now, serve, Cursors, Logs, Management, SystemClock};
 use conduit_store::{new_id, SqliteStore, Store};
 use conduit_toolbelt::{Registry, Toolbelt};
 use config_service::ConfigService;
@@ -109,6 +109,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         kick: kick.clone(),
         control: service.clone(),
         cursors: Cursors::new(operator::cursor_key(&state)?),
+        logs: Logs(state.logs_dir()),
     });
     let mut server_shutdown = shutdown.clone();
     let server = tokio::spawn(serve(listener, management, async move {

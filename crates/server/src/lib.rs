@@ -3,6 +3,7 @@
 //! `toolbelt` on a blocking thread; the answer is JSON or the flat error envelope.
 #![forbid(unsafe_code)]
 
+mod artifacts;
 mod auth;
 mod clock;
 mod config;
@@ -13,6 +14,7 @@ mod idempotency;
 mod listen;
 mod management;
 
+pub use artifacts::Logs;
 pub use clock::{now, SystemClock};
 pub use config::{Applied, Checked, ConfigControl, ConfigView, SharedConfigControl};
 pub use cursor::Cursors;

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
+use crate::artifacts::{self, Logs};
 use crate::auth;
 use crate::clock::now;
 use crate::config::{self, SharedConfigControl};
@@ -42,6 +43,8 @@ pub struct Management {
     pub control: SharedConfigControl,
     /// Seals and opens list cursors.
     pub cursors: Cursors,
+    /// Where execution logs are.
+    pub logs: Logs,
 }
 
 /// A route: its path, the methods it answers, and its handlers.
@@ -66,6 +69,8 @@ fn routes() -> Vec<Route> {
         ("/v1/executions/{id}/cancel", &["post"], post(cancel_attempt)),
         ("/v1/executions/{id}/tokens", &["get"], get(auth::execution_tokens)),
         ("/v1/audit", &["get"], get(list_audit)),
+        ("/v1/artifacts", &["get"], get(artifacts::list)),
+        ("/v1/artifacts/{id}/content", &["get"], get(artifacts::content)),
         (
             "/v1/auth/operators",
             &["get", "post"],

@@ -68,6 +68,9 @@ enum Command {
     /// Check, validate, apply, show and edit the configuration
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// List what executions left behind (their logs), or print one
+    #[command(subcommand)]
+    Artifacts(ArtifactsCommand),
     /// List the toolbelt's call records: every call, called or rejected, with its result
     Audit {
         /// Only the calls of this execution
@@ -183,6 +186,21 @@ enum EventsCommand {
     /// Show the causal chain of an event, from its root down to the event
     Chain {
         /// The event's id
+        id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ArtifactsCommand {
+    /// List artifacts: id, kind, execution and size
+    List {
+        /// Only the artifacts of this execution
+        #[arg(long, value_name = "ID")]
+        execution: Option<String>,
+    },
+    /// Print an artifact's content (an execution's log is `log:<execution id>`)
+    Cat {
+        #[arg(value_name = "ID")]
         id: String,
     },
 }
@@ -368,6 +386,10 @@ fn plan(command: Command, state_dir: Option<&std::path::Path>) -> Plan {
             Plan::Call(m::list_executions(work.as_deref()), render::execution_table)
         }
         Command::Config(command) => plan_config(command, state_dir),
+        Command::Artifacts(ArtifactsCommand::List { execution }) => {
+            Plan::Call(m::list_artifacts(execution.as_deref()), render::artifact_table)
+        }
+        Command::Artifacts(ArtifactsCommand::Cat { id }) => Plan::Call(m::artifact_content(&id), render::content),
         Command::Auth(AuthCommand::Rotate) => Plan::Rotate,
         Command::Auth(AuthCommand::Recover) => Plan::Recover,
         Command::Auth(AuthCommand::Revoke { token_id }) => Plan::Call(m::revoke(&token_id), render::revoked),

@@ -168,7 +168,7 @@ mod tests {
         let cli = Cli::try_parse_from([&["os"], args].concat()).expect("parses");
         match plan(cli.command).0 {
             Request::Post { body, .. } => body,
-            Request::Get(path) => panic!("expected a call, got GET {path}"),
+            Request::Get(path) | Request::GetContent(path) => panic!("expected a call, got GET {path}"),
         }
     }
 
