@@ -64,11 +64,7 @@ fn apply_narrows_a_live_token_at_once_and_survives_a_restart_despite_a_disk_edit
     let tmp = tempfile::tempdir().unwrap();
     let hold = publish_and_hold(tmp.path());
     let mut daemon = Daemon::start(Some(&config_with(&ALL, &hold)));
-    daemon.create_work("demo", "shell");
-    wait_until("a held attempt", || {
-        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
-    });
-    let (socket, token_file) = published_runs(tmp.path()).remove(0);
+    let (_, socket, token_file) = hold_one(&daemon, tmp.path());
     let token = read_token(&token_file);
     assert_eq!(toolbelt_call(&socket, &token, "emit", json!({"type": "demo.x"})).0, 200);
 
@@ -334,11 +330,7 @@ fn playbooks_warn_of_missing_grants_and_refusals_record_config_drift() {
     assert!(stdout(&out).contains("/scopes/demo/bindings/shell/playbook  warning playbook_operations_not_granted"));
     assert!(stdout(&out).contains("emit"), "{}", stdout(&out));
 
-    daemon.create_work("demo", "shell");
-    wait_until("a held attempt", || {
-        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
-    });
-    let (socket, token_file) = published_runs(tmp.path()).remove(0);
+    let (_, socket, token_file) = hold_one(&daemon, tmp.path());
     let token = read_token(&token_file);
     assert_eq!(toolbelt_call(&socket, &token, "emit", json!({"type": "demo.x"})).0, 403);
     assert_eq!(

@@ -10,11 +10,7 @@ use serde_json::json;
 fn cancel_fences_the_running_attempt_at_once_and_stops_it() {
     let tmp = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
-    let work = daemon.create_work("demo", "shell");
-    wait_until("a held attempt", || {
-        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
-    });
-    let (socket, token_file) = published_runs(tmp.path()).remove(0);
+    let (work, socket, token_file) = hold_one(&daemon, tmp.path());
     let token = read_token(&token_file);
     assert_eq!(toolbelt_call(&socket, &token, "read_context", json!({})).0, 200);
 
@@ -55,11 +51,7 @@ fn wake_reports_whether_it_woke_the_work() {
 fn execution_cancel_holds_the_work_until_a_manual_retry() {
     let tmp = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
-    let work = daemon.create_work("demo", "shell");
-    wait_until("a held attempt", || {
-        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
-    });
-    let (socket, token_file) = published_runs(tmp.path()).remove(0);
+    let (work, socket, token_file) = hold_one(&daemon, tmp.path());
     let token = read_token(&token_file);
     let first = daemon.json(&["executions", "list", "--work", &work])["items"][0]["id"]
         .as_str()

@@ -257,11 +257,7 @@ fn rotation_revocation_and_recovery() {
 fn an_execution_token_is_revoked_by_its_id() {
     let tmp = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
-    let work = daemon.create_work("demo", "shell");
-    wait_until("a held attempt", || {
-        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
-    });
-    let (socket, token_file) = published_runs(tmp.path()).remove(0);
+    let (work, socket, token_file) = hold_one(&daemon, tmp.path());
     let token = read_token(&token_file);
     assert_eq!(toolbelt_call(&socket, &token, "read_context", json!({})).0, 200);
     let execution = daemon.json(&["executions", "list", "--work", &work])["items"][0]["id"]

@@ -318,3 +318,19 @@ pub fn fenced(socket: &Path, token: &str) -> bool {
     std::panic::catch_unwind(|| toolbelt_call(socket, token, "read_context", serde_json::json!({})).0)
         .map_or(true, |status| status == 403)
 }
+
+/// Creates Work in `demo`/`shell` (whose command is [`publish_and_hold`] into `scratch`) and waits
+/// until its attempt holds: the Work's id, the attempt's socket and its token file.
+pub fn hold_one(daemon: &Daemon, scratch: &Path) -> (String, PathBuf, PathBuf) {
+    let before = published_runs(scratch);
+    let work = daemon.create_work("demo", "shell");
+    let mut held = None;
+    wait_until("a held attempt", || {
+        held = published_runs(scratch)
+            .into_iter()
+            .find(|run| !before.contains(run) && run.1.exists());
+        held.is_some()
+    });
+    let (socket, token_file) = held.expect("a held attempt");
+    (work, socket, token_file)
+}
