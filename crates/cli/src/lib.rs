@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod connection;
+pub mod doctor;
 pub mod json;
 pub mod management;
 pub mod render;

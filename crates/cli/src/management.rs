@@ -175,6 +175,16 @@ pub fn wake_work(id: &str, event_type: &str, data: Option<Value>) -> Request {
     post(&format!("/v1/work/{}/wake", encode(id)), body)
 }
 
+/// `GET /v1/scopes`.
+pub fn scopes() -> Request {
+    Request::Get("/v1/scopes".to_owned())
+}
+
+/// `GET /v1/waits`.
+pub fn waits(work: Option<&str>) -> Request {
+    get_with_query("/v1/waits", &[("work", work)])
+}
+
 /// `GET /v1/artifacts`: what executions left behind (their logs).
 pub fn list_artifacts(execution: Option<&str>) -> Request {
     get_with_query("/v1/artifacts", &[("execution", execution)])

@@ -231,6 +231,51 @@ pub fn content(answer: &Value) -> String {
         .to_owned()
 }
 
+const SCOPE_COLUMNS: [(&str, &str); 5] = [
+    ("ID", "/id"),
+    ("PARENT", "/parent"),
+    ("ENABLED", "/enabled"),
+    ("REMOVED_IN", "/removed_in"),
+    ("GENERATION", "/generation"),
+];
+
+pub fn scope_table(answer: &Value) -> String {
+    list(answer, &SCOPE_COLUMNS)
+}
+
+const WAIT_COLUMNS: [(&str, &str); 5] = [
+    ("ID", "/id"),
+    ("WORK", "/work_id"),
+    ("STATE", "/state"),
+    ("TYPES", "/types"),
+    ("TIMEOUT", "/timeout_at"),
+];
+
+pub fn wait_table(answer: &Value) -> String {
+    list(answer, &WAIT_COLUMNS)
+}
+
+/// The doctor's checks, one per line, and a verdict.
+pub fn doctor(answer: &Value) -> String {
+    let lines = answer["checks"].as_array().into_iter().flatten().map(|c| {
+        format!(
+            "{:<5} {:<13} {}",
+            field(c, "/status"),
+            field(c, "/check"),
+            field(c, "/detail")
+        )
+    });
+    let verdict = if answer["healthy"] == Value::Bool(true) {
+        "healthy"
+    } else {
+        "unhealthy"
+    };
+    lines
+        .chain(std::iter::once(verdict.to_owned()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 pub fn audit_table(answer: &Value) -> String {
     list(answer, &AUDIT_COLUMNS)
 }

@@ -128,3 +128,36 @@ fn an_executions_log_is_an_artifact_read_whole_or_by_range() {
     assert!(beyond.starts_with("HTTP/1.1 416"), "{beyond}");
     assert!(beyond.contains("range_not_satisfiable"));
 }
+
+#[test]
+fn doctor_checks_offline_and_through_the_daemon() {
+    let mut daemon = Daemon::start(None);
+    let up = daemon.cli(&["doctor"]);
+    assert_eq!(up.status.code(), Some(0), "{}", String::from_utf8_lossy(&up.stdout));
+    assert!(String::from_utf8_lossy(&up.stdout).contains("healthy"));
+    daemon.kill();
+    let down = daemon.json_unchecked(&["doctor"]);
+    assert_eq!(down.0, Some(1), "a daemon that is down is a failed check");
+    let checks = down.1["checks"].as_array().unwrap().clone();
+    assert_eq!(checks[0]["status"], "ok", "the state directory is owner-only");
+    assert_eq!(checks[1]["status"], "fail");
+    assert!(
+        checks[1]["detail"].as_str().unwrap().contains("open-conduit daemon"),
+        "it says what to do next"
+    );
+}
+
+#[test]
+fn scopes_and_waits_are_listed() {
+    let daemon = Daemon::start(Some(&shell_config("os wait --for demo.go")));
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+    let scopes = daemon.json(&["scopes"])["items"].clone();
+    assert_eq!(scopes[0]["id"], "demo");
+    assert_eq!(scopes[0]["bindings"], json!(["shell"]));
+    let waits = daemon.json(&["waits", "--work", &work])["items"].clone();
+    assert_eq!(
+        (waits[0]["state"].as_str(), waits[0]["types"].clone()),
+        (Some("armed"), json!(["demo.go"]))
+    );
+}

@@ -195,6 +195,7 @@ impl ConfigControl for ConfigService {
             generation: active.generation(),
             hash: active.hash().to_owned(),
             config: serde_json::from_str(&active.redacted_json()).unwrap_or_default(),
+            warnings: active.warnings().to_vec(),
         }
     }
 

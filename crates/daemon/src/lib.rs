@@ -30,7 +30,7 @@ use tokio::sync::{watch, Notify};
 
 pub use error::DaemonError;
 pub use rundir::run_key;
-pub use state::StateDir;
+pub use state::{check_private_dir, StateDir};
 
 /// How the daemon is started.
 #[derive(Debug, Clone)]

@@ -21,6 +21,8 @@ pub struct ConfigView {
     pub generation: i64,
     pub hash: String,
     pub config: Value,
+    /// What validation found that does not fail the configuration.
+    pub warnings: Vec<Diagnostic>,
 }
 
 /// A candidate's diagnostics; `valid` when none is an error.

@@ -69,6 +69,8 @@ fn routes() -> Vec<Route> {
         ("/v1/executions/{id}/cancel", &["post"], post(cancel_attempt)),
         ("/v1/executions/{id}/tokens", &["get"], get(auth::execution_tokens)),
         ("/v1/audit", &["get"], get(list_audit)),
+        ("/v1/scopes", &["get"], get(list_scopes)),
+        ("/v1/waits", &["get"], get(list_waits)),
         ("/v1/artifacts", &["get"], get(artifacts::list)),
         ("/v1/artifacts/{id}/content", &["get"], get(artifacts::content)),
         (
@@ -579,6 +581,51 @@ const AUDIT_PAGE: usize = 1000;
 async fn list_audit(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ByExecution>) -> Answer {
     read(&s, &headers, move |tx| {
         Ok(json!({ "items": tx.list_audit(q.execution.as_deref(), AUDIT_PAGE)? }))
+    })
+    .await
+}
+
+/// Every scope ever published (tombstones included) with what the active generation says of it: its
+/// bindings and its effective ceiling.
+async fn list_scopes(State(s): State<Management>, headers: HeaderMap) -> Answer {
+    let config = s.config.get();
+    read(&s, &headers, move |tx| {
+        let items: Vec<Value> = tx
+            .list_scopes()?
+            .into_iter()
+            .map(|scope| {
+                let bindings: Vec<&String> = config
+                    .scope(&scope.id)
+                    .map(|c| c.bindings.keys().collect())
+                    .unwrap_or_default();
+                json!({
+                    "id": scope.id,
+                    "parent": scope.parent,
+                    "enabled": scope.enabled && config.scope_enabled(&scope.id),
+                    "generation": scope.generation,
+                    "removed_in": scope.removed_in,
+                    "bindings": bindings,
+                    "operations": config.ceiling(&scope.id),
+                })
+            })
+            .collect();
+        Ok::<_, Failure>(json!({ "items": items }))
+    })
+    .await
+}
+
+const WAIT_PAGE: usize = 500;
+
+/// Waits in every state, oldest first.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ForWork {
+    work: Option<String>,
+}
+
+async fn list_waits(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ForWork>) -> Answer {
+    read(&s, &headers, move |tx| {
+        Ok::<_, Failure>(json!({ "items": tx.list_waits(q.work.as_deref(), WAIT_PAGE)? }))
     })
     .await
 }

@@ -113,6 +113,8 @@ pub trait Tx {
     // Waits.
     fn insert_wait(&mut self, wait: &Wait) -> Result<()>;
     fn armed_waits(&mut self) -> Result<Vec<Wait>>;
+    /// Every wait (any state), oldest first; all Work's when `work` is `None`.
+    fn list_waits(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Wait>>;
     fn update_wait(&mut self, wait: &Wait) -> Result<()>;
 
     // Execution tokens (digests only).

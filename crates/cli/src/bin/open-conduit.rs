@@ -54,7 +54,7 @@ enum Command {
     Daemon(DaemonArgs),
     /// Check that the daemon is up, and show its version and configuration generation
     Health,
-    /// Create, list and inspect Work
+    /// Create, list, inspect, cancel, retry and wake Work
     #[command(subcommand)]
     Work(WorkCommand),
     /// Emit an event into a scope as the operator; prints the event's id
@@ -68,6 +68,16 @@ enum Command {
     /// Check, validate, apply, show and edit the configuration
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Check the state directory, the daemon and the configuration; works offline too
+    Doctor,
+    /// List scopes (tombstones included) with their parents and whether they are enabled
+    Scopes,
+    /// List waits in every state
+    Waits {
+        /// Only the waits of this Work
+        #[arg(long, value_name = "ID")]
+        work: Option<String>,
+    },
     /// List what executions left behind (their logs), or print one
     #[command(subcommand)]
     Artifacts(ArtifactsCommand),
@@ -296,6 +306,8 @@ enum Plan {
     Call(Request, Human),
     /// A validation, local or through the daemon: its report, and exit 1 when invalid.
     Validation(Result<Request, Value>),
+    /// The doctor's checks, local and through the daemon.
+    Doctor,
     /// Rotation: the request, then the new token written where the old one was read from.
     Rotate,
     /// The owner's credential reissued locally, under the state lock.
@@ -320,6 +332,7 @@ fn main() -> ExitCode {
         Plan::Validation(Ok(request)) => reporter.finish_validation(send(&locations, &request), render::checked),
         Plan::Validation(Err(offline)) => reporter.finish_validation(Ok(offline), render::checked),
         Plan::Rotate => reporter.finish(rotate(&locations), render::rotated),
+        Plan::Doctor => reporter.finish_validation(Ok(doctor_report(&locations)), render::doctor),
         Plan::Recover => reporter.finish(recover(&locations), render::recovered),
     }
 }
@@ -336,6 +349,13 @@ fn rotate(locations: &Locations) -> Result<Value, Failure> {
     conduit_cli::connection::write_token(connection.token_file(), &token)?;
     answer["token"] = Value::from(connection.token_file().display().to_string());
     Ok(answer)
+}
+
+/// The doctor's report, with `valid` set so an unhealthy one exits 1.
+fn doctor_report(locations: &Locations) -> Value {
+    let mut report = conduit_cli::doctor::run(locations);
+    report["valid"] = report["healthy"].clone();
+    report
 }
 
 fn recover(locations: &Locations) -> Result<Value, Failure> {
@@ -390,6 +410,9 @@ fn plan(command: Command, state_dir: Option<&std::path::Path>) -> Plan {
             Plan::Call(m::list_artifacts(execution.as_deref()), render::artifact_table)
         }
         Command::Artifacts(ArtifactsCommand::Cat { id }) => Plan::Call(m::artifact_content(&id), render::content),
+        Command::Scopes => Plan::Call(m::scopes(), render::scope_table),
+        Command::Doctor => Plan::Doctor,
+        Command::Waits { work } => Plan::Call(m::waits(work.as_deref()), render::wait_table),
         Command::Auth(AuthCommand::Rotate) => Plan::Rotate,
         Command::Auth(AuthCommand::Recover) => Plan::Recover,
         Command::Auth(AuthCommand::Revoke { token_id }) => Plan::Call(m::revoke(&token_id), render::revoked),
@@ -491,7 +514,7 @@ mod tests {
             Plan::Call(request, _) | Plan::Validation(Ok(request)) => request,
             Plan::Daemon(args) => panic!("expected a request, got {args:?}"),
             Plan::Validation(Err(report)) => panic!("expected a request, got {report}"),
-            Plan::Rotate | Plan::Recover => panic!("expected a request, got a local step"),
+            Plan::Rotate | Plan::Recover | Plan::Doctor => panic!("expected a request, got a local step"),
         }
     }
 

@@ -141,6 +141,17 @@ impl Daemon {
             .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
     }
 
+    /// Runs `open-conduit --json ...` whatever its exit status: the code and the parsed stdout.
+    pub fn json_unchecked(&self, args: &[&str]) -> (Option<i32>, Value) {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.cli(&all);
+        (
+            out.status.code(),
+            serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        )
+    }
+
     pub fn management_socket(&self) -> PathBuf {
         self.state.join("management.sock")
     }

@@ -657,6 +657,13 @@ impl Tx for SqliteTx<'_> {
         self.query_all(&sql, [], wait_row)
     }
 
+    fn list_waits(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Wait>> {
+        let sql = format!(
+            "SELECT {WAIT_COLUMNS} FROM waits WHERE (?1 IS NULL OR work_id = ?1) ORDER BY created_at, id LIMIT ?2"
+        );
+        self.query_all(&sql, params![work, limit as i64], wait_row)
+    }
+
     fn update_wait(&mut self, w: &Wait) -> Result<()> {
         self.exec(
             "UPDATE waits SET state = ?2, satisfied_by = ?3 WHERE id = ?1",
