@@ -43,6 +43,11 @@ impl GroupSync {
         p.committed
     }
 
+    /// The latest commit made: what a transaction that wrote nothing may have read.
+    pub fn latest(&self) -> u64 {
+        self.lock().committed
+    }
+
     /// Waits until commit `ticket` is on disk, leading an fsync when none is running.
     pub fn wait_durable(&self, ticket: u64) -> std::io::Result<()> {
         let mut p = self.lock();
@@ -100,5 +105,16 @@ mod tests {
         tickets.sort();
         assert_eq!(tickets, (1..=16).collect::<Vec<_>>());
         assert_eq!(sync.lock().synced, 16);
+    }
+
+    #[test]
+    fn a_caller_that_wrote_nothing_still_waits_for_the_commit_it_may_have_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let sync = GroupSync::new(File::create(dir.path().join("wal")).unwrap());
+        let first = sync.committed();
+        sync.wait_durable(first).unwrap();
+        sync.committed(); // committed by another caller, not yet synced
+        sync.wait_durable(sync.latest()).unwrap();
+        assert_eq!(sync.lock().synced, 2);
     }
 }

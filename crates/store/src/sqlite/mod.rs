@@ -80,6 +80,7 @@ impl Store for SqliteStore {
         } else {
             TransactionBehavior::Deferred
         };
+        let changes_before = conn.total_changes();
         let tx = conn.transaction_with_behavior(behavior)?;
         let mut handle = rows::SqliteTx { tx: &tx };
         body(&mut handle)?;
@@ -87,7 +88,13 @@ impl Store for SqliteStore {
         if !write {
             return Ok(());
         }
-        let ticket = self.durability.committed();
+        // A write transaction that changed no row (a replayed answer, say) needs no fsync of its own,
+        // but what it read must be on disk before it is acknowledged: it waits for the latest commit.
+        let ticket = if conn.total_changes() == changes_before {
+            self.durability.latest()
+        } else {
+            self.durability.committed()
+        };
         drop(conn);
         drop(inside);
         self.durability

@@ -1,0 +1,656 @@
+//! Management API latency against the bare hyper floor, over real Unix sockets, in one process and
+//! one run: a list read of 100 events, an idempotent control (a keyed `POST /v1/events`) and its
+//! replay.
+//!
+//! Run with `cargo bench -p conduit-server --bench management`. `BENCH_READS=N` sets the measured
+//! calls of the floors and the list (default 1000), `BENCH_WRITES=N` those of the keyed emit, its
+//! replay and the fsync reference (default 300).
+//!
+//! The daemon's management socket for real: `management_router` + `serve` on an owner-only socket,
+//! a SQLite store in a temp dir, the default configuration, and an operator credential (`local`,
+//! admin) in the store, sent as `Authorization: Bearer`. Every case goes through one measuring loop,
+//! [`measure`], one call after another on one persistent HTTP/1.1 connection:
+//! - `floor echo`: a bare hyper server that echoes the body, sent the very request the list is (a
+//!   `GET` with no body, so the answer is empty); the ratios divide by it;
+//! - `floor 100 rows`: a bare hyper server that answers that request with the bytes of a real list
+//!   answer, so the floor pays for moving the same answer over the socket;
+//! - `list 100`: `GET /v1/events?limit=100` over 120 seeded events;
+//! - `emit keyed`: `POST /v1/events` with a fresh `Idempotency-Key` per call: a durable event and its
+//!   idempotency record in one transaction;
+//! - `emit replay`: the same request and key every time, answered from the idempotency record;
+//! - `fsync append`: 100 bytes appended to a file in the same temp dir, then `sync_data`, the cost of
+//!   one durable commit without group commit, for reference.
+//!
+//! Every answer is checked, outside its latency: the list's items must be byte for byte those of a
+//! first answer parsed and found to hold 100 events, the emits must be 201, a replay must repeat the
+//! first answer, and at the end the store must hold exactly one event per fresh key. So a broken
+//! setup cannot print numbers. Nothing here asserts timing.
+
+use std::fs::File;
+use std::future::Future;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use conduit_config::{default_config_json, parse, CurrentConfig};
+use conduit_core::{ErrorCode, OperatorRecord, Refusal, Role};
+use conduit_server::{
+    bind_owner_only, management_router, now, serve, Applied, Checked, ConfigControl, ConfigView, Cursors, Logs,
+    Management,
+};
+use conduit_store::{new_id, SqliteStore, Store};
+use conduit_toolbelt::token;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{oneshot, Notify};
+
+/// Unmeasured calls before each case, to warm the connection, caches and the SQLite page cache.
+const WARMUP: usize = 100;
+/// Events created through the API before measuring: more than a page, so the list has a next cursor.
+const SEEDED: usize = 120;
+/// Rows the list asks for and must get.
+const PAGE: usize = 100;
+const LIST: &str = "/v1/events?limit=100";
+const EVENTS: &str = "/v1/events";
+const EMIT: &[u8] = br#"{"type":"demo.bench","scope":"setup"}"#;
+
+type Body = Full<Bytes>;
+
+/// The servers run on a multi-threaded runtime, as in the daemon; the client on this thread with a
+/// current-thread runtime, as the `os` CLI would, so every case pays the same cross-thread hop.
+fn main() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let servers = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("bench-server")
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let client = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).expect("the store opens"));
+    let token = token::generate();
+    let operator = OperatorRecord {
+        id: new_id(),
+        name: "local".into(),
+        role: Role::Admin,
+        digest: token::digest(&token),
+        created_at: now(),
+        revoked_at: None,
+    };
+    store
+        .write(|tx| tx.insert_operator(&operator))
+        .expect("the operator credential is stored");
+    let snapshot = parse(default_config_json().as_bytes()).expect("the default config parses");
+    let sockets = Sockets {
+        management: dir.path().join("management.sock"),
+        echo: dir.path().join("echo.sock"),
+        answer: dir.path().join("answer.sock"),
+    };
+    let (answer_tx, answer_rx) = oneshot::channel();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let (management, echo, answer) = servers.block_on(async {
+        let router = management_router(Management {
+            store: store.clone(),
+            config: CurrentConfig::new(snapshot.at_generation(1)),
+            instance: "bench".into(),
+            kick: Arc::new(Notify::new()),
+            control: Arc::new(NoConfigControl),
+            cursors: Cursors::new([7u8; 32]),
+            logs: Logs(dir.path().join("logs")),
+        });
+        let listener = bind_owner_only(&sockets.management).expect("bind management.sock");
+        let management = tokio::spawn(serve(listener, router, async move {
+            let _ = stopped.await;
+        }));
+        let echo = bind_owner_only(&sockets.echo).expect("bind echo.sock");
+        let answer = bind_owner_only(&sockets.answer).expect("bind answer.sock");
+        (
+            management,
+            tokio::spawn(serve_echo(echo)),
+            tokio::spawn(serve_answer(answer, answer_rx)),
+        )
+    });
+    let rows = client.block_on(run_cases(dir.path(), &sockets, &token, answer_tx));
+    let (reads, writes) = call_counts();
+    let events = store.read(|tx| tx.max_sequence()).expect("the store reads");
+    // The seeds, the replayed request once, and one event per fresh key: replays wrote none.
+    let expected = SEEDED + 1 + WARMUP + writes;
+    assert_eq!(events, expected as i64, "one event per fresh key, none per replay");
+    // Before the store closes: closing its last connection checkpoints and removes the WAL file.
+    print_machine(dir.path());
+    drop(client); // closes the client connections, so the graceful shutdown below can finish
+    echo.abort();
+    answer.abort();
+    let _ = stop.send(());
+    let _ = servers.block_on(management);
+    println!(
+        "{reads} reads, {writes} writes measured, after {WARMUP} unmeasured calls each; \
+         {events} events in the store at the end"
+    );
+    print_table(&rows);
+}
+
+struct Sockets {
+    management: PathBuf,
+    echo: PathBuf,
+    answer: PathBuf,
+}
+
+/// The configuration service `Management` needs. None of the measured routes (`GET /v1/events`,
+/// `POST /v1/events`) calls it: it answers an empty view and refuses every change.
+struct NoConfigControl;
+
+impl ConfigControl for NoConfigControl {
+    fn view(&self) -> ConfigView {
+        ConfigView {
+            generation: 1,
+            hash: String::new(),
+            config: Value::Null,
+            warnings: vec![],
+        }
+    }
+
+    fn check(&self, _: &str) -> Checked {
+        Checked {
+            valid: false,
+            hash: None,
+            diagnostics: vec![],
+        }
+    }
+
+    fn apply(&self, _: &str, _: Option<i64>) -> Result<Applied, Refusal> {
+        Err(unserved())
+    }
+
+    fn set(&self, _: &str, _: Value, _: Option<i64>) -> Result<Applied, Refusal> {
+        Err(unserved())
+    }
+}
+
+fn unserved() -> Refusal {
+    Refusal::new(ErrorCode::Internal, "the bench serves no configuration changes")
+}
+
+/// Seeds the events, takes a first list answer as the reference, then measures the cases in order.
+async fn run_cases(dir: &Path, sockets: &Sockets, token: &str, answer: oneshot::Sender<Bytes>) -> Vec<Stats> {
+    let (reads, writes) = call_counts();
+    let mut seed = Client::connect(&sockets.management).await;
+    for i in 0..SEEDED {
+        let (status, body) = seed.send(emit(token, &format!("seed-{i}"))).await;
+        assert_eq!(
+            status,
+            StatusCode::CREATED,
+            "seeding: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    let (status, reference) = seed.send(list(token)).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the list: {}",
+        String::from_utf8_lossy(&reference)
+    );
+    let items = items_of(&reference);
+    answer
+        .send(reference.clone())
+        .expect("the answer server waits for its answer");
+
+    let mut echo = Http::connect(
+        &sockets.echo,
+        |_| list(token),
+        |status, body: Bytes| assert!(status == StatusCode::OK && body.is_empty(), "the echo"),
+    )
+    .await;
+    let size = reference.len();
+    let mut floor = Http::connect(
+        &sockets.answer,
+        |_| list(token),
+        |status, body: Bytes| assert!(status == StatusCode::OK && body.len() == size, "the fixed answer"),
+    )
+    .await;
+    let mut listing = Http::connect(
+        &sockets.management,
+        |_| list(token),
+        |status, body: Bytes| {
+            assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+            assert!(
+                body.get(..items.len()) == Some(&items[..]),
+                "another page than the first"
+            );
+        },
+    )
+    .await;
+    let mut keyed = Http::connect(
+        &sockets.management,
+        |i| emit(token, &format!("bench-{i}")),
+        |status, body: Bytes| assert_eq!(status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&body)),
+    )
+    .await;
+    let mut first: Option<Bytes> = None;
+    let mut replay = Http::connect(
+        &sockets.management,
+        |_| emit(token, "replay"),
+        |status, body: Bytes| {
+            assert_eq!(status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&body));
+            assert_eq!(
+                first.get_or_insert_with(|| body.clone()),
+                &body,
+                "a replay repeats the answer"
+            );
+        },
+    )
+    .await;
+    let block = [b'x'; 100];
+    let mut appended = File::create(dir.join("fsync-append")).expect("a file to append to");
+    let mut append = Direct(|| {
+        appended.write_all(&block).expect("an append");
+        appended.sync_data().expect("an fsync");
+    });
+    vec![
+        measure(&mut echo, "floor echo", reads).await,
+        measure(&mut floor, "floor 100 rows", reads).await,
+        measure(&mut listing, "list 100", reads).await,
+        measure(&mut keyed, "emit keyed", writes).await,
+        measure(&mut replay, "emit replay", writes).await,
+        measure(&mut append, "fsync append", writes).await,
+    ]
+}
+
+/// The reference answer's items, as bytes: `{"items":[…]` up to the next cursor, once the whole
+/// answer is found to be 100 events in acceptance order from the first, with a next cursor.
+fn items_of(reference: &Bytes) -> Bytes {
+    let page: Value = serde_json::from_slice(reference).expect("the list answers JSON");
+    let items = page["items"].as_array().expect("the list has items");
+    assert_eq!(items.len(), PAGE, "the list answers a full page");
+    for (i, item) in items.iter().enumerate() {
+        assert_eq!(item["sequence"], i + 1, "acceptance order from the first event");
+    }
+    assert!(page["next_cursor"].is_string(), "more events than a page");
+    let end = reference
+        .windows(b",\"next_cursor\"".len())
+        .position(|w| w == b",\"next_cursor\"")
+        .expect("the items come before the cursor");
+    reference.slice(..end)
+}
+
+/// Measured calls per case: `(floors and list; emits and fsync)`.
+fn call_counts() -> (usize, usize) {
+    (
+        env_count("BENCH_READS").unwrap_or(1000),
+        env_count("BENCH_WRITES").unwrap_or(300),
+    )
+}
+
+fn env_count(name: &str) -> Option<usize> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0)
+}
+
+/// The list request, which the floors are sent too.
+fn list(token: &str) -> Request<Body> {
+    Request::builder()
+        .method(Method::GET)
+        .uri(LIST)
+        .header(HOST, "localhost")
+        .header(AUTHORIZATION, format!("Bearer {token}"))
+        .body(Full::new(Bytes::new()))
+        .expect("a valid request")
+}
+
+/// An operator's event under the Idempotency-Key `key`.
+fn emit(token: &str, key: &str) -> Request<Body> {
+    Request::builder()
+        .method(Method::POST)
+        .uri(EVENTS)
+        .header(HOST, "localhost")
+        .header(CONTENT_TYPE, "application/json")
+        .header(AUTHORIZATION, format!("Bearer {token}"))
+        .header("idempotency-key", key)
+        .body(Full::new(Bytes::from_static(EMIT)))
+        .expect("a valid request")
+}
+
+/// What a case measures: `prepare(i)` readies call `i` outside the timing, `call` makes it, `check`
+/// inspects its answer after its latency is taken.
+trait Probe {
+    type Call;
+    type Answer;
+    fn prepare(&mut self, i: usize) -> Self::Call;
+    fn call(&mut self, call: Self::Call) -> impl Future<Output = Self::Answer>;
+    fn check(&mut self, answer: Self::Answer);
+}
+
+/// Sends `WARMUP` unmeasured calls, then makes `calls` timed ones; every answer is checked.
+async fn measure(probe: &mut impl Probe, case: &'static str, calls: usize) -> Stats {
+    for i in 0..WARMUP {
+        let call = probe.prepare(i);
+        let answer = probe.call(call).await;
+        probe.check(answer);
+    }
+    let mut latencies = Vec::with_capacity(calls);
+    let before = Counters::read();
+    let started = Instant::now();
+    for i in WARMUP..WARMUP + calls {
+        let call = probe.prepare(i);
+        let sent = Instant::now();
+        let answer = probe.call(call).await;
+        latencies.push(sent.elapsed());
+        probe.check(answer);
+    }
+    let ended = Instant::now();
+    let after = Counters::read();
+    latencies.sort_unstable();
+    Stats {
+        case,
+        latencies,
+        wall: ended - started,
+        before,
+        after,
+    }
+}
+
+/// HTTP calls on one persistent connection; call `i` is `request(i)`, its answer goes to `check`.
+struct Http<R, C> {
+    client: Client,
+    request: R,
+    check: C,
+}
+
+impl<R: FnMut(usize) -> Request<Body>, C: FnMut(StatusCode, Bytes)> Http<R, C> {
+    async fn connect(path: &Path, request: R, check: C) -> Http<R, C> {
+        Http {
+            client: Client::connect(path).await,
+            request,
+            check,
+        }
+    }
+}
+
+impl<R: FnMut(usize) -> Request<Body>, C: FnMut(StatusCode, Bytes)> Probe for Http<R, C> {
+    type Call = Request<Body>;
+    type Answer = (StatusCode, Bytes);
+
+    fn prepare(&mut self, i: usize) -> Request<Body> {
+        (self.request)(i)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> impl Future<Output = (StatusCode, Bytes)> {
+        self.client.send(request)
+    }
+
+    fn check(&mut self, (status, body): (StatusCode, Bytes)) {
+        (self.check)(status, body)
+    }
+}
+
+/// A function called in process, on the measuring thread: no socket, no HTTP, no thread hop.
+struct Direct<F>(F);
+
+impl<F: FnMut()> Probe for Direct<F> {
+    type Call = ();
+    type Answer = ();
+
+    fn prepare(&mut self, _: usize) {}
+
+    fn call(&mut self, (): ()) -> impl Future<Output = ()> {
+        (self.0)();
+        std::future::ready(())
+    }
+
+    fn check(&mut self, (): ()) {}
+}
+
+/// One persistent HTTP/1.1 connection to a Unix socket.
+struct Client {
+    sender: SendRequest<Body>,
+}
+
+impl Client {
+    async fn connect(path: &Path) -> Client {
+        let stream = UnixStream::connect(path).await.expect("the socket accepts");
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("an HTTP/1.1 handshake");
+        tokio::spawn(connection);
+        Client { sender }
+    }
+
+    /// Sends one request and reads its whole answer.
+    async fn send(&mut self, request: Request<Body>) -> (StatusCode, Bytes) {
+        self.sender.ready().await.expect("the connection is open");
+        let response = self.sender.send_request(request).await.expect("an answer");
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("the whole answer")
+            .to_bytes();
+        (status, body)
+    }
+}
+
+/// The floor: a bare hyper HTTP/1.1 server that answers each request with its own body.
+async fn serve_echo(listener: UnixListener) {
+    while let Ok((stream, _)) = listener.accept().await {
+        tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), service_fn(echo)));
+    }
+}
+
+async fn echo(request: Request<Incoming>) -> Result<Response<Body>, hyper::Error> {
+    let body = request.into_body().collect().await?.to_bytes();
+    Ok(json_response(body))
+}
+
+/// The floor with a list's answer: a bare hyper server that reads each request and answers `answer`
+/// (the bytes of a real `list 100` answer, once the bench has one).
+async fn serve_answer(listener: UnixListener, answer: oneshot::Receiver<Bytes>) {
+    let Ok(answer) = answer.await else { return };
+    while let Ok((stream, _)) = listener.accept().await {
+        let answer = answer.clone();
+        let service = service_fn(move |request: Request<Incoming>| {
+            let answer = answer.clone();
+            async move {
+                request.into_body().collect().await?;
+                Ok::<_, hyper::Error>(json_response(answer))
+            }
+        });
+        tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), service));
+    }
+}
+
+fn json_response(body: Bytes) -> Response<Body> {
+    Response::builder()
+        .header(CONTENT_TYPE, "application/json")
+        .body(Full::new(body))
+        .expect("a valid response")
+}
+
+/// One case's sorted latencies, how long its measured calls took, and the counters around them.
+struct Stats {
+    case: &'static str,
+    latencies: Vec<Duration>,
+    wall: Duration,
+    before: Counters,
+    after: Counters,
+}
+
+impl Stats {
+    /// The nearest-rank percentile `p` (0..=1), in microseconds.
+    fn percentile(&self, p: f64) -> f64 {
+        let rank = ((p * self.latencies.len() as f64).ceil() as usize).clamp(1, self.latencies.len());
+        micros(self.latencies[rank - 1])
+    }
+
+    fn mean(&self) -> f64 {
+        micros(self.latencies.iter().sum::<Duration>()) / self.latencies.len() as f64
+    }
+
+    fn per_second(&self) -> f64 {
+        self.latencies.len() as f64 / self.wall.as_secs_f64()
+    }
+
+    /// Process CPU time (every thread, user and system) per measured call, in microseconds.
+    fn cpu_per_call(&self) -> String {
+        let cpu = self.before.cpu.zip(self.after.cpu);
+        cpu.map_or_else(
+            || "-".into(),
+            |(b, a)| format!("{:.0}", micros(a - b) / self.latencies.len() as f64),
+        )
+    }
+
+    /// Bytes written per measured call, in KiB.
+    fn written_per_call(&self) -> String {
+        let written = self.before.written.zip(self.after.written);
+        written.map_or_else(
+            || "-".into(),
+            |(b, a)| format!("{:.1}", (a - b) as f64 / 1024.0 / self.latencies.len() as f64),
+        )
+    }
+
+    /// Device flush requests per measured call.
+    fn flushes_per_call(&self) -> String {
+        let flushes = self.before.flushes.zip(self.after.flushes);
+        flushes.map_or_else(
+            || "-".into(),
+            |(b, a)| format!("{:.2}", (a - b) as f64 / self.latencies.len() as f64),
+        )
+    }
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// The table; the first row is the floor the ratios divide by.
+fn print_table(rows: &[Stats]) {
+    let floor = &rows[0];
+    let (floor_p50, floor_p99) = (floor.percentile(0.50), floor.percentile(0.99));
+    println!(
+        "{:<16}{:>6}{:>10}{:>10}{:>10}{:>9}{:>11}{:>11}{:>8}{:>8}{:>9}",
+        "case",
+        "calls",
+        "p50(us)",
+        "p99(us)",
+        "mean(us)",
+        "ops/s",
+        "p50/floor",
+        "p99/floor",
+        "cpu/op",
+        "KiB/op",
+        "flush/op"
+    );
+    for s in rows {
+        let (p50, p99) = (s.percentile(0.50), s.percentile(0.99));
+        println!(
+            "{:<16}{:>6}{:>10.1}{:>10.1}{:>10.1}{:>9.0}{:>11.2}{:>11.2}{:>8}{:>8}{:>9}",
+            s.case,
+            s.latencies.len(),
+            p50,
+            p99,
+            s.mean(),
+            s.per_second(),
+            p50 / floor_p50,
+            p99 / floor_p99,
+            s.cpu_per_call(),
+            s.written_per_call(),
+            s.flushes_per_call()
+        );
+    }
+}
+
+fn print_machine(dir: &Path) {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let wal = if dir.join("store.db-wal").exists() {
+        "store.db-wal present"
+    } else {
+        "NO store.db-wal file"
+    };
+    let (kind, device) = mount_of(dir).unwrap_or_else(|| ("an unknown filesystem".into(), "?".into()));
+    println!(
+        "machine: nproc={cpus}; temp dir on {kind} ({device}); store: SQLite journal_mode=WAL ({wal}); \
+         server multi-thread ({cpus} workers) + blocking pool, client current-thread"
+    );
+    println!(
+        "cpu/op: this process's CPU time (all threads, user + system) per call, us; \
+         KiB/op: bytes it wrote (/proc/self/io wchar) per call; \
+         flush/op: flush requests completed by {device} per call, device-wide"
+    );
+}
+
+/// The type and device of the filesystem holding `path`, from the longest matching mount point.
+fn mount_of(path: &Path) -> Option<(String, String)> {
+    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
+    mounts
+        .lines()
+        .filter_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+            [device, point, kind, ..] if path.starts_with(point) => {
+                Some((point.len(), (kind.to_owned(), device.to_owned())))
+            }
+            _ => None,
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, mount)| mount)
+}
+
+/// Process-wide counters, read around a case's measured calls.
+#[derive(Clone, Copy)]
+struct Counters {
+    /// CPU time of every thread of this process, user and system.
+    cpu: Option<Duration>,
+    /// Bytes this process has passed to `write` and its kin (`wchar` of `/proc/self/io`).
+    written: Option<u64>,
+    /// Flush requests completed by the temp dir's block device.
+    flushes: Option<u64>,
+}
+
+impl Counters {
+    fn read() -> Counters {
+        Counters {
+            cpu: process_cpu(),
+            written: process_written(),
+            flushes: device_flushes(),
+        }
+    }
+}
+
+/// `utime + stime` from `/proc/self/stat`, in clock ticks of 10 ms (`USER_HZ` is 100 on Linux).
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name, which is in parentheses: state is the first, utime the 12th.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+    let ticks = fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
+fn process_written() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines().find_map(|l| l.strip_prefix("wchar:"))?.trim().parse().ok()
+}
+
+/// Flush requests completed by the block device under the temp dir (field 16 of its `stat`), when
+/// known. Device-wide: other processes' flushes count too.
+fn device_flushes() -> Option<u64> {
+    static STAT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let stat = STAT.get_or_init(|| {
+        let (_, device) = mount_of(&std::env::temp_dir())?;
+        Some(
+            Path::new("/sys/class/block")
+                .join(Path::new(&device).file_name()?)
+                .join("stat"),
+        )
+    });
+    let stat = std::fs::read_to_string(stat.as_ref()?).ok()?;
+    stat.split_whitespace().nth(15)?.parse().ok()
+}
