@@ -180,6 +180,28 @@ pub fn scopes() -> Request {
     Request::Get("/v1/scopes".to_owned())
 }
 
+/// `POST /v1/scopes/{id}/route/trace`: how the router would handle the event now.
+pub fn route_trace(
+    scope: &str,
+    event_type: &str,
+    correlation_key: Option<String>,
+    work: Option<String>,
+    data: Option<Value>,
+) -> Request {
+    let body = object([
+        ("type", Some(Value::from(event_type))),
+        ("correlation_key", correlation_key.map(Value::from)),
+        ("work_id", work.map(Value::from)),
+        ("data", data),
+    ]);
+    post(&format!("/v1/scopes/{}/route/trace", encode(scope)), body)
+}
+
+/// `GET /v1/scopes/{id}/route/samples`.
+pub fn route_samples(scope: &str) -> Request {
+    Request::Get(format!("/v1/scopes/{}/route/samples", encode(scope)))
+}
+
 /// `GET /v1/waits`.
 pub fn waits(work: Option<&str>) -> Request {
     get_with_query("/v1/waits", &[("work", work)])

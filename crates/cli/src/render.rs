@@ -255,6 +255,39 @@ pub fn wait_table(answer: &Value) -> String {
     list(answer, &WAIT_COLUMNS)
 }
 
+const ROUTE_COLUMNS: [(&str, &str); 4] = [
+    ("ON", "/on"),
+    ("BINDING", "/binding"),
+    ("VERDICT", "/verdict"),
+    ("REASON", "/reason"),
+];
+
+/// A route trace: the effect first, then each route's verdict and any other Work it wakes.
+pub fn route_trace(answer: &Value) -> String {
+    let routes = table(
+        &ROUTE_COLUMNS,
+        answer["routes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| row(r, &ROUTE_COLUMNS)),
+    );
+    let mut text = format!(
+        "effect: {} ({})\nwork:   {}\n\n{routes}",
+        field(answer, "/effect"),
+        field(answer, "/detail"),
+        field(answer, "/work")
+    );
+    for id in answer["other_wakes"].as_array().into_iter().flatten() {
+        text.push_str(&format!("also wakes Work {}\n", id.as_str().unwrap_or_default()));
+    }
+    text
+}
+
+pub fn sample_table(answer: &Value) -> String {
+    list(answer, &[("NAME", "/name"), ("TYPE", "/type")])
+}
+
 /// The doctor's checks, one per line, and a verdict.
 pub fn doctor(answer: &Value) -> String {
     let lines = answer["checks"].as_array().into_iter().flatten().map(|c| {

@@ -342,6 +342,41 @@ mod tests {
     }
 
     #[test]
+    fn a_trace_names_work_waiting_on_another_key_as_an_other_wake_and_acceptance_agrees() {
+        let (_d, store, config) = setup();
+        let work = manual_work(&*store, &config);
+        let first = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+        let wait = Declaration::Wait {
+            types: vec!["demo.go".into()],
+            keys: vec!["ticket:7".into()],
+            timeout: None,
+        };
+        declare(&*store, &first.execution.id, wait);
+        store
+            .write(|tx| complete(tx, &first.execution.id, SegmentEnd::Exited(0), T0))
+            .unwrap();
+        let probe = crate::Probe {
+            scope: "setup".into(),
+            event_type: "demo.go".into(),
+            correlation_key: Some("ticket:7".into()),
+            work_id: None,
+            data: serde_json::Value::Null,
+        };
+        let traced = store.read(|tx| crate::trace(tx, &config, probe, T0)).unwrap();
+        assert_eq!((traced.work, traced.effect), (None, crate::Effect::Unmatched));
+        assert_eq!(traced.other_wakes, vec![work.id.clone()]);
+        assert_eq!(
+            state_of(&*store, &work.id),
+            WorkState::Waiting,
+            "a trace changes nothing"
+        );
+        store
+            .write(|tx| accept(tx, &config, operator_event("demo.go", "ticket:7"), T0))
+            .unwrap();
+        assert_eq!(state_of(&*store, &work.id), WorkState::Ready);
+    }
+
+    #[test]
     fn adoption_bumps_the_epoch_and_owner() {
         let (_d, store, config) = setup();
         manual_work(&*store, &config);

@@ -11,6 +11,7 @@ mod accept;
 mod attempt;
 mod control;
 mod error;
+mod trace;
 mod waits;
 mod work;
 
@@ -18,5 +19,6 @@ pub use accept::{accept, record};
 pub use attempt::{adopt, claim_next, complete, record_pid, renew_lease, Claim, LEASE};
 pub use control::{cancel_execution, cancel_work, retry_work, wake_work, Operator, OPERATOR_CANCELLED};
 pub use error::HostError;
+pub use trace::{samples, trace, Effect, Probe, RouteVerdict, Trace, Verdict};
 pub use waits::fire_due_timers;
 pub use work::{create_work, NewWork};

@@ -13,6 +13,7 @@ mod execution;
 mod idempotency;
 mod listen;
 mod management;
+mod trace;
 
 pub use artifacts::Logs;
 pub use clock::{now, SystemClock};

@@ -29,6 +29,7 @@ use crate::config::{self, SharedConfigControl};
 use crate::cursor::{Cursors, Paging, Position, CURSOR_LIFETIME};
 use crate::envelope::{bearer, blocking, check_mutation, not_found, ok, parse_body, read_body, Answer, Failure};
 use crate::idempotency::{once, Keyed};
+use crate::trace;
 
 /// What the management handlers share.
 #[derive(Clone)]
@@ -70,6 +71,8 @@ fn routes() -> Vec<Route> {
         ("/v1/executions/{id}/tokens", &["get"], get(auth::execution_tokens)),
         ("/v1/audit", &["get"], get(list_audit)),
         ("/v1/scopes", &["get"], get(list_scopes)),
+        ("/v1/scopes/{id}/route/trace", &["post"], post(trace::trace)),
+        ("/v1/scopes/{id}/route/samples", &["get"], get(trace::samples)),
         ("/v1/waits", &["get"], get(list_waits)),
         ("/v1/artifacts", &["get"], get(artifacts::list)),
         ("/v1/artifacts/{id}/content", &["get"], get(artifacts::content)),

@@ -81,6 +81,8 @@ enum Command {
     /// List what executions left behind (their logs), or print one
     #[command(subcommand)]
     Artifacts(ArtifactsCommand),
+    /// Trace how the router would handle an event now (nothing is accepted), or list a scope's samples
+    Route(RouteArgs),
     /// List the toolbelt's call records: every call, called or rejected, with its result
     Audit {
         /// Only the calls of this execution
@@ -183,6 +185,29 @@ struct EmitArgs {
     /// Correlation key, routing the event to the Work that owns the key
     #[arg(long, value_name = "KEY")]
     correlation_key: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["trace", "samples"])))]
+struct RouteArgs {
+    /// The event type (or the name of one of the scope's samples) to trace
+    #[arg(long, value_name = "TYPE|SAMPLE")]
+    trace: Option<String>,
+    /// List the sample events the scope's routes offer
+    #[arg(long)]
+    samples: bool,
+    /// The scope whose routes to trace
+    #[arg(long, value_name = "S")]
+    scope: String,
+    /// The traced event's correlation key
+    #[arg(long, value_name = "KEY", requires = "trace")]
+    correlation_key: Option<String>,
+    /// The Work the traced event is addressed to (as `work wake` would)
+    #[arg(long, value_name = "ID", requires = "trace")]
+    work: Option<String>,
+    /// The traced event's data, as JSON
+    #[arg(long, value_name = "JSON", value_parser = conduit_cli::json::parse, requires = "trace")]
+    data: Option<Value>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -420,6 +445,13 @@ fn plan(command: Command, state_dir: Option<&std::path::Path>) -> Plan {
         Command::Auth(AuthCommand::Operators {
             add: Some(OperatorsCommand::Add { name, role }),
         }) => Plan::Call(m::add_operator(&name, role.as_deref()), render::issued),
+        Command::Route(args) => match args.trace {
+            Some(event_type) => Plan::Call(
+                m::route_trace(&args.scope, &event_type, args.correlation_key, args.work, args.data),
+                render::route_trace,
+            ),
+            None => Plan::Call(m::route_samples(&args.scope), render::sample_table),
+        },
         Command::Audit { execution } => Plan::Call(m::list_audit(execution.as_deref()), render::audit_table),
     }
 }

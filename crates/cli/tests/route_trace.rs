@@ -1,0 +1,123 @@
+//! Route trace and samples through the real daemon and CLI: each effect, the refusals acceptance
+//! would make, and that a trace records nothing.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+/// How many events and Work the daemon has recorded.
+fn recorded(daemon: &Daemon) -> (usize, usize) {
+    let count = |args: &[&str]| daemon.json(args)["items"].as_array().unwrap().len();
+    (count(&["events", "list"]), count(&["work", "list"]))
+}
+
+fn trace(daemon: &Daemon, args: &[&str]) -> Value {
+    let mut all = vec!["route", "--scope", "demo", "--trace"];
+    all.extend_from_slice(args);
+    daemon.json(&all)
+}
+
+#[test]
+fn a_trace_explains_start_unmatched_wake_and_drop_and_records_nothing() {
+    let daemon = Daemon::start(Some(&shell_config("os wait --for demo.go")));
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+    let before = recorded(&daemon);
+
+    let start = trace(&daemon, &["demo.requested"]);
+    assert_eq!(
+        (start["effect"].as_str(), &start["work"]),
+        (Some("start"), &Value::Null)
+    );
+    assert_eq!(start["routes"][0]["verdict"], "match");
+    assert_eq!(start["routes"][0]["binding"], "shell");
+
+    let unmatched = trace(&daemon, &["demo.other"]);
+    assert_eq!(unmatched["effect"], "unmatched");
+    assert_eq!(unmatched["routes"][0]["verdict"], "skip");
+
+    let wake = trace(&daemon, &["demo.go", "--work", &work]);
+    assert_eq!(
+        (wake["effect"].as_str(), wake["work"].as_str()),
+        (Some("wake"), Some(work.as_str()))
+    );
+    assert_eq!(wake["routes"][0]["verdict"], "bypassed");
+    let key = format!("work:{work}");
+    assert_eq!(
+        trace(&daemon, &["demo.go", "--correlation-key", &key])["effect"],
+        "wake"
+    );
+
+    let dropped = trace(&daemon, &["demo.requested", "--work", &work]);
+    assert_eq!(
+        dropped["effect"], "drop",
+        "a waiting Work ignores what it does not wait for"
+    );
+    assert_eq!(dropped["routes"][0]["verdict"], "bypassed");
+
+    assert_eq!(recorded(&daemon), before, "a trace accepts, routes and records nothing");
+    assert_eq!(daemon.json(&["work", "get", &work])["state"], "waiting");
+}
+
+#[test]
+fn a_trace_on_running_work_injects_and_on_finished_work_drops() {
+    let tmp = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
+    let (work, _, _) = hold_one(&daemon, tmp.path());
+    let inject = trace(&daemon, &["demo.note", "--work", &work]);
+    assert_eq!(
+        (inject["effect"].as_str(), inject["work"].as_str()),
+        (Some("inject"), Some(work.as_str()))
+    );
+
+    daemon.json(&["work", "cancel", &work]);
+    let finished = trace(&daemon, &["demo.requested", "--work", &work]);
+    assert_eq!(finished["effect"], "drop");
+    assert!(finished["detail"].as_str().unwrap().contains("finished"));
+}
+
+#[test]
+fn a_trace_of_an_event_acceptance_would_refuse_is_refused_not_explained() {
+    let daemon = Daemon::start(Some(&shell_config("true")));
+    for event_type in ["demo", "core.work.created", "agent.toolCalled"] {
+        let (code, answer) = daemon.json_unchecked(&["route", "--scope", "demo", "--trace", event_type]);
+        assert_eq!(code, Some(1), "{event_type}");
+        assert_eq!(answer["error"], "invalid_request", "{event_type}");
+    }
+    let socket = daemon.management_socket();
+    let token = daemon.operator_token();
+    let path = "/v1/scopes/demo/route/trace";
+    for source in ["github.webhook", "core.scheduler"] {
+        let body = json!({"type": "demo.requested", "source": source});
+        let (status, answer) = http(&socket, "POST", path, Some(&token), Some(&body));
+        assert_eq!(
+            (status, answer["error"].as_str()),
+            (422, Some("invalid_request")),
+            "{source}"
+        );
+    }
+    let manual = json!({"type": "demo.requested", "source": "core.manual"});
+    assert_eq!(http(&socket, "POST", path, Some(&token), Some(&manual)).0, 200);
+    let (status, answer) = http(
+        &socket,
+        "POST",
+        "/v1/scopes/nope/route/trace",
+        Some(&token),
+        Some(&manual),
+    );
+    assert_eq!((status, answer["error"].as_str()), (422, Some("unknown_scope")));
+}
+
+#[test]
+fn samples_offer_each_route_type_and_trace_by_name() {
+    let daemon = Daemon::start(Some(&shell_config("true")));
+    let samples = daemon.json(&["route", "--samples", "--scope", "demo"]);
+    assert_eq!(
+        samples["items"],
+        json!([{"name": "demo.requested", "type": "demo.requested"}])
+    );
+    let text = daemon.cli(&["route", "--scope", "demo", "--trace", "demo.requested"]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.starts_with("effect: start"), "{text}");
+}
