@@ -9,6 +9,7 @@
 //!   binary finds its socket and token.
 //! - [`render`]: the human-readable text printed when `--json` is not given.
 //! - [`report`]: failures, what they print and the exit status they end with.
+//! - [`runs`]: unified run history, composed from several management reads.
 //! - [`json`]: JSON command-line values and bodies with optional fields.
 
 #![forbid(unsafe_code)]
@@ -19,4 +20,5 @@ pub mod json;
 pub mod management;
 pub mod render;
 pub mod report;
+pub mod runs;
 pub mod toolbelt;

@@ -1,7 +1,7 @@
 //! Human-readable text for answers, printed when `--json` is not given. Every function reads the
 //! API's JSON leniently: a missing field shows as `-` rather than failing the command.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::report::pretty;
 
@@ -95,6 +95,46 @@ pub fn event_chain(answer: &Value) -> String {
 
 pub fn execution_table(answer: &Value) -> String {
     list(answer, &EXECUTION_COLUMNS)
+}
+
+const RUN_COLUMNS: [(&str, &str); 8] = [
+    ("WORK", "/work_id"),
+    ("SCOPE", "/scope"),
+    ("BINDING", "/binding"),
+    ("STATE", "/state"),
+    ("OUTCOME", "/outcome"),
+    ("ATTEMPTS", "/attempts"),
+    ("STARTED", "/started_at"),
+    ("ENDED", "/ended_at"),
+];
+
+pub fn run_table(answer: &Value) -> String {
+    list(answer, &RUN_COLUMNS)
+}
+
+const RUN_TALLY_COLUMNS: [(&str, &str); 8] = [
+    ("SCOPE", "/scope"),
+    ("BINDING", "/binding"),
+    ("RUNS", "/runs"),
+    ("SUCCEEDED", "/succeeded"),
+    ("FAILED", "/failed"),
+    ("CANCELLED", "/cancelled"),
+    ("ACTIVE", "/active"),
+    ("ATTEMPTS", "/attempts"),
+];
+
+pub fn run_tally(answer: &Value) -> String {
+    list(answer, &RUN_TALLY_COLUMNS)
+}
+
+/// One run: its Work, then its attempts, then its events.
+pub fn run_detail(answer: &Value) -> String {
+    format!(
+        "{}\n\nattempts:\n{}\n\nevents:\n{}",
+        work_detail(&answer["work"]),
+        list(&json!({"items": answer["executions"]}), &EXECUTION_COLUMNS),
+        list(&json!({"items": answer["events"]}), &EVENT_COLUMNS)
+    )
 }
 
 /// A validation: `valid (hash H)` or `invalid`, then one line per diagnostic.

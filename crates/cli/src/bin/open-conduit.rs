@@ -70,6 +70,9 @@ enum Command {
     Config(ConfigCommand),
     /// Check the state directory, the daemon and the configuration; works offline too
     Doctor,
+    /// Unified run history: each Work from creation to outcome across its attempts
+    #[command(subcommand)]
+    Runs(RunsCommand),
     /// List scopes (tombstones included) with their parents and whether they are enabled
     Scopes,
     /// List waits in every state
@@ -112,6 +115,31 @@ fn parse_token_lifetime(text: &str) -> Result<conduit_core::Duration, String> {
         Some(_) => Err("a token lifetime is at least 1m".into()),
         None => Err("write a duration such as 10m or 1h".into()),
     }
+}
+
+#[derive(Debug, Subcommand)]
+enum RunsCommand {
+    /// List runs, newest first, with their attempts and latest execution
+    List {
+        /// Only runs in this scope
+        #[arg(long, value_name = "SCOPE")]
+        scope: Option<String>,
+        /// Only runs in this state
+        #[arg(long, value_name = "STATE", value_parser = WORK_STATES)]
+        in_state: Option<String>,
+    },
+    /// Show one run: its Work, every attempt and every event
+    Get {
+        /// The run's Work id
+        work: String,
+    },
+    /// Count runs per scope and binding: how they ended and the attempts they took
+    Table,
+    /// Print every attempt's log of one run, in order
+    Log {
+        /// The run's Work id
+        work: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -329,6 +357,8 @@ enum Plan {
     Daemon(DaemonArgs),
     /// One management request, and how its answer reads as text.
     Call(Request, Human),
+    /// A run-history read, composed from several requests.
+    Runs(RunsCommand),
     /// A validation, local or through the daemon: its report, and exit 1 when invalid.
     Validation(Result<Request, Value>),
     /// The doctor's checks, local and through the daemon.
@@ -354,11 +384,33 @@ fn main() -> ExitCode {
             Err(failure) => reporter.fail(failure),
         },
         Plan::Call(request, human) => reporter.finish(send(&locations, &request), human),
+        Plan::Runs(command) => {
+            let (answer, human) = runs(&locations, command);
+            reporter.finish(answer, human)
+        }
         Plan::Validation(Ok(request)) => reporter.finish_validation(send(&locations, &request), render::checked),
         Plan::Validation(Err(offline)) => reporter.finish_validation(Ok(offline), render::checked),
         Plan::Rotate => reporter.finish(rotate(&locations), render::rotated),
         Plan::Doctor => reporter.finish_validation(Ok(doctor_report(&locations)), render::doctor),
         Plan::Recover => reporter.finish(recover(&locations), render::recovered),
+    }
+}
+
+/// A `runs` command's answer and how it reads as text.
+fn runs(locations: &Locations, command: RunsCommand) -> (Result<Value, Failure>, Human) {
+    use conduit_cli::runs;
+    let connection = match locations.connection() {
+        Ok(connection) => connection,
+        Err(failure) => return (Err(failure), render::content),
+    };
+    match command {
+        RunsCommand::List { scope, in_state } => (
+            runs::list(&connection, scope.as_deref(), in_state.as_deref()),
+            render::run_table,
+        ),
+        RunsCommand::Get { work } => (runs::get(&connection, &work), render::run_detail),
+        RunsCommand::Table => (runs::table(&connection), render::run_tally),
+        RunsCommand::Log { work } => (runs::log(&connection, &work), render::content),
     }
 }
 
@@ -437,6 +489,7 @@ fn plan(command: Command, state_dir: Option<&std::path::Path>) -> Plan {
         Command::Artifacts(ArtifactsCommand::Cat { id }) => Plan::Call(m::artifact_content(&id), render::content),
         Command::Scopes => Plan::Call(m::scopes(), render::scope_table),
         Command::Doctor => Plan::Doctor,
+        Command::Runs(command) => Plan::Runs(command),
         Command::Waits { work } => Plan::Call(m::waits(work.as_deref()), render::wait_table),
         Command::Auth(AuthCommand::Rotate) => Plan::Rotate,
         Command::Auth(AuthCommand::Recover) => Plan::Recover,
@@ -546,7 +599,9 @@ mod tests {
             Plan::Call(request, _) | Plan::Validation(Ok(request)) => request,
             Plan::Daemon(args) => panic!("expected a request, got {args:?}"),
             Plan::Validation(Err(report)) => panic!("expected a request, got {report}"),
-            Plan::Rotate | Plan::Recover | Plan::Doctor => panic!("expected a request, got a local step"),
+            Plan::Rotate | Plan::Recover | Plan::Doctor | Plan::Runs(_) => {
+                panic!("expected a request, got a local step")
+            }
         }
     }
 
