@@ -169,6 +169,11 @@ pub fn cancel_execution(id: &str) -> Request {
     post(&format!("/v1/executions/{}/cancel", encode(id)), object([]))
 }
 
+/// `POST /v1/executions/{id}/confirm-stopped`: the operator's word that its process is gone.
+pub fn confirm_stopped(id: &str) -> Request {
+    post(&format!("/v1/executions/{}/confirm-stopped", encode(id)), object([]))
+}
+
 /// `POST /v1/work/{id}/wake`: an event on the Work's own key.
 pub fn wake_work(id: &str, event_type: &str, data: Option<Value>) -> Request {
     let body = object([("type", Some(Value::from(event_type))), ("data", data)]);

@@ -235,6 +235,11 @@ pub fn execution_cancelled(answer: &Value) -> String {
     format!("cancelled {id}; its Work is held until `open-conduit work retry`")
 }
 
+pub fn stop_confirmed(answer: &Value) -> String {
+    let id = field(answer, "/execution/id");
+    format!("{id} stopped at {}", field(answer, "/execution/stopped_at"))
+}
+
 /// A wake: the event and whether it woke the Work.
 pub fn woke(answer: &Value) -> String {
     let verdict = if answer.get("woke") == Some(&Value::Bool(true)) {

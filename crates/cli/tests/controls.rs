@@ -67,7 +67,15 @@ fn execution_cancel_holds_the_work_until_a_manual_retry() {
         (held["state"].as_str(), held["blocked_reason"].as_str()),
         (Some("ready"), Some("operator_cancelled"))
     );
-    wait_until("the fenced attempt to stop", || !socket.parent().unwrap().exists());
+    wait_until("the daemon to see the fenced attempt stop", || {
+        daemon.json(&["executions", "list", "--work", &work])["items"][0]["stopped_at"].is_string()
+    });
+    let known = daemon.json(&["execution", "confirm-stopped", &first]);
+    assert_eq!(
+        known["event"],
+        serde_json::Value::Null,
+        "a stop the host saw needs no confirmation"
+    );
     std::thread::sleep(std::time::Duration::from_millis(700)); // more than a scheduler tick
     assert_eq!(
         daemon.json(&["executions", "list", "--work", &work])["items"]
@@ -86,6 +94,14 @@ fn execution_cancel_holds_the_work_until_a_manual_retry() {
     assert_eq!(
         attempts[1]["cause_event"], retried["event"]["id"],
         "the new attempt continues from the retry"
+    );
+
+    let second = attempts[1]["id"].as_str().unwrap();
+    let (code, running) = daemon.json_unchecked(&["execution", "confirm-stopped", second]);
+    assert_eq!(
+        (code, running["error"].as_str()),
+        (Some(1), Some("conflict")),
+        "cancel it first"
     );
 
     let refused = daemon.cli(&["--json", "work", "retry", &work]);

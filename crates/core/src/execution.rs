@@ -101,6 +101,9 @@ pub struct Execution {
     pub deadline_at: Timestamp,
     pub started_at: Timestamp,
     pub ended_at: Option<Timestamp>,
+    /// When the attempt's process was known to be gone after it was fenced: observed by the host,
+    /// or confirmed by an operator (`confirm-stopped`). Until then its Work is not retried.
+    pub stopped_at: Option<Timestamp>,
 }
 
 /// How a segment ended, as the host observed it.

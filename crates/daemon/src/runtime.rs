@@ -332,22 +332,17 @@ impl Runtime {
                 _ = renew.tick() => {
                     if !self.renew(execution).await {
                         tracing::warn!(execution = %execution.id, "lease lost; stopping the attempt");
-                        kill_group(pid);
-                        return Some(SegmentEnd::Killed);
+                        return Some(stop(&mut child, pid).await);
                     }
                     self.rotate_if_due(run, &mut token).await;
                 }
                 _ = fenced.notified() => {
                     tracing::info!(execution = %execution.id, "attempt fenced by an operator; stopping it");
-                    kill_group(pid);
-                    if let Some(c) = child.as_mut() { let _ = c.wait().await; }
-                    return Some(SegmentEnd::Killed);
+                    return Some(stop(&mut child, pid).await);
                 }
                 _ = tokio::time::sleep_until(deadline) => {
                     tracing::warn!(execution = %execution.id, "attempt deadline passed; killing its process group");
-                    kill_group(pid);
-                    if let Some(c) = child.as_mut() { let _ = c.wait().await; }
-                    return Some(SegmentEnd::Killed);
+                    return Some(stop(&mut child, pid).await);
                 }
                 _ = shutdown.changed() => return None,
             }
@@ -433,6 +428,14 @@ impl Runtime {
 }
 
 /// How a watched process ended: our child's exit status, or an adopted process's disappearance.
+/// Kills the attempt's process group and returns once its process is gone, so the end it reports
+/// is an observed stop (what lets a fenced attempt's Work be retried).
+async fn stop(child: &mut Option<tokio::process::Child>, pid: i32) -> SegmentEnd {
+    kill_group(pid);
+    exited(child, pid).await;
+    SegmentEnd::Killed
+}
+
 async fn exited(child: &mut Option<tokio::process::Child>, pid: i32) -> SegmentEnd {
     match child {
         Some(c) => match c.wait().await {

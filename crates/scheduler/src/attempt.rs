@@ -49,6 +49,7 @@ pub fn claim_next(tx: &mut dyn Tx, config: &Snapshot, owner: &str, now: Timestam
         deadline_at: now.plus(timeout),
         started_at: now,
         ended_at: None,
+        stopped_at: None,
     };
     tx.update_work(&work)?;
     tx.insert_execution(&execution)?;
@@ -94,8 +95,18 @@ pub fn record_pid(tx: &mut dyn Tx, execution_id: &str, pid: i32) -> Result<(), H
     Ok(())
 }
 
+/// The host saw a fenced attempt's process end: its stop needs no operator's confirmation.
+fn note_stopped(tx: &mut dyn Tx, mut x: Execution, now: Timestamp) -> Result<(), HostError> {
+    if x.state == ExecutionState::Cancelled && x.stopped_at.is_none() {
+        x.stopped_at = Some(now);
+        tx.update_execution(&x)?;
+    }
+    Ok(())
+}
+
 /// Applies a finished segment: its declared outcome or wait, else its exit status. Revokes the
-/// execution's tokens. A segment that is no longer running is left as it is (completion is idempotent).
+/// execution's tokens. A segment that is no longer running is left as it is (completion is idempotent),
+/// but a fenced one's process is now known to be gone.
 pub fn complete(
     tx: &mut dyn Tx,
     execution_id: &str,
@@ -106,6 +117,7 @@ pub fn complete(
         return Ok(None);
     };
     if x.state != ExecutionState::Running {
+        note_stopped(tx, x, now)?;
         return Ok(None);
     }
     let Some(mut work) = tx.get_work(&x.work_id)? else {
@@ -374,6 +386,53 @@ mod tests {
             .write(|tx| accept(tx, &config, operator_event("demo.go", "ticket:7"), T0))
             .unwrap();
         assert_eq!(state_of(&*store, &work.id), WorkState::Ready);
+    }
+
+    #[test]
+    fn a_cancelled_attempts_work_is_retried_only_once_its_stop_is_known() {
+        let (_d, store, config) = setup();
+        let by = |seed| crate::Operator {
+            actor: "operator:local",
+            seed,
+        };
+        let work = manual_work(&*store, &config);
+        let retry = |seed| store.write(|tx| crate::retry_work(tx, &config, &work.id, &by(seed), T0));
+        let first = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+        let x = first.execution.id.clone();
+        store
+            .write(|tx| crate::cancel_execution(tx, &config, &x, &by("k1"), T0))
+            .unwrap();
+        let refused = retry("k2").unwrap_err().refusal();
+        assert_eq!(
+            refused.code,
+            conduit_core::ErrorCode::Conflict,
+            "a process may still act for it"
+        );
+        let (confirmed, event) = store
+            .write(|tx| crate::confirm_stopped(tx, &config, &x, &by("k3"), T0))
+            .unwrap();
+        assert_eq!(confirmed.stopped_at, Some(T0));
+        assert_eq!(event.unwrap().event_type, "core.execution.stopped");
+        retry("k4").unwrap();
+
+        // The host's own observation of the fenced process ending is a known stop too.
+        let second = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+        let y = second.execution.id.clone();
+        store
+            .write(|tx| crate::cancel_execution(tx, &config, &y, &by("k5"), T0))
+            .unwrap();
+        store.write(|tx| complete(tx, &y, SegmentEnd::Killed, T0)).unwrap();
+        retry("k6").unwrap();
+        let running = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+        let refused = store
+            .write(|tx| crate::confirm_stopped(tx, &config, &running.execution.id, &by("k7"), T0))
+            .unwrap_err()
+            .refusal();
+        assert_eq!(
+            refused.code,
+            conduit_core::ErrorCode::Conflict,
+            "a running attempt is cancelled first"
+        );
     }
 
     #[test]

@@ -151,6 +151,7 @@ pub fn retry_work(
     now: Timestamp,
 ) -> Result<(Work, Event), HostError> {
     let mut work = tx.get_work(id)?.ok_or_else(|| Refusal::not_found("Work"))?;
+    refuse_unconfirmed_stop(tx, id)?;
     let held = work.state == WorkState::Ready && work.blocked_reason.is_some();
     if !held && work.state != WorkState::Failed {
         return Err(
@@ -171,4 +172,55 @@ pub fn retry_work(
     work.updated_at = now;
     tx.update_work(&work)?;
     Ok((work, event))
+}
+
+/// A fenced attempt whose process is not known to be gone could still be acting for its Work: the
+/// Work is not retried until the host saw it end or an operator confirms it stopped.
+fn refuse_unconfirmed_stop(tx: &mut dyn Tx, work: &str) -> Result<(), HostError> {
+    let unconfirmed = tx
+        .list_executions(Some(work))?
+        .into_iter()
+        .find(|x| x.state == ExecutionState::Cancelled && x.stopped_at.is_none());
+    match unconfirmed {
+        None => Ok(()),
+        Some(x) => Err(Refusal::new(
+            ErrorCode::Conflict,
+            "a cancelled attempt of this Work is not yet known to have stopped",
+        )
+        .with_remedy(format!(
+            "wait for the daemon to stop it, or once its process is gone run `open-conduit execution confirm-stopped {}`",
+            x.id
+        ))
+        .into()),
+    }
+}
+
+/// An operator's word that a fenced attempt's process is gone (the host could not see it end, e.g.
+/// it was started by an earlier daemon): records `core.execution.stopped` and the stop. Confirming
+/// a stop already known changes nothing and answers the execution as it is.
+pub fn confirm_stopped(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    id: &str,
+    by: &Operator<'_>,
+    now: Timestamp,
+) -> Result<(Execution, Option<Event>), HostError> {
+    let mut x = tx.get_execution(id)?.ok_or_else(|| Refusal::not_found("execution"))?;
+    if x.state == ExecutionState::Running {
+        return Err(Refusal::new(ErrorCode::Conflict, "the execution is still running")
+            .with_remedy(format!("cancel it first: `open-conduit execution cancel {id}`"))
+            .into());
+    }
+    if x.stopped_at.is_some() || x.state != ExecutionState::Cancelled {
+        return Ok((x, None));
+    }
+    let data = json!({"execution": x.id});
+    let event = record(
+        tx,
+        config,
+        control_event(&x.scope, &x.work_id, "core.execution.stopped", data, by, now),
+    )?;
+    x.stopped_at = Some(now);
+    tx.update_execution(&x)?;
+    Ok((x, Some(event)))
 }

@@ -17,7 +17,9 @@ mod work;
 
 pub use accept::{accept, record};
 pub use attempt::{adopt, claim_next, complete, record_pid, renew_lease, Claim, LEASE};
-pub use control::{cancel_execution, cancel_work, retry_work, wake_work, Operator, OPERATOR_CANCELLED};
+pub use control::{
+    cancel_execution, cancel_work, confirm_stopped, retry_work, wake_work, Operator, OPERATOR_CANCELLED,
+};
 pub use error::HostError;
 pub use trace::{samples, trace, Effect, Probe, RouteVerdict, Trace, Verdict};
 pub use waits::fire_due_timers;

@@ -15,7 +15,9 @@ use conduit_core::names::{is_event_type, is_reserved_type};
 use conduit_core::{
     Causation, ErrorCode, Event, Execution, NewEvent, OperatorRecord, Refusal, Role, Source, Work, WorkState,
 };
-use conduit_scheduler::{accept, cancel_execution, cancel_work, create_work, retry_work, wake_work, NewWork, Operator};
+use conduit_scheduler::{
+    accept, cancel_execution, cancel_work, confirm_stopped, create_work, retry_work, wake_work, NewWork, Operator,
+};
 use conduit_store::{derived_id, Page, Store, Tx, WorkFilter};
 use conduit_toolbelt::token::digest;
 use serde::{Deserialize, Serialize};
@@ -68,6 +70,11 @@ fn routes() -> Vec<Route> {
         ("/v1/executions", &["get"], get(list_executions)),
         ("/v1/executions/{id}", &["get"], get(get_execution)),
         ("/v1/executions/{id}/cancel", &["post"], post(cancel_attempt)),
+        (
+            "/v1/executions/{id}/confirm-stopped",
+            &["post"],
+            post(confirm_attempt_stopped),
+        ),
         ("/v1/executions/{id}/tokens", &["get"], get(auth::execution_tokens)),
         ("/v1/audit", &["get"], get(list_audit)),
         ("/v1/scopes", &["get"], get(list_scopes)),
@@ -242,6 +249,21 @@ async fn cancel_attempt(
 ) -> Answer {
     control(s, headers, uri, body, move |tx, config, by| {
         let (execution, event) = cancel_execution(tx, config, &id, by, now())?;
+        Ok(json!({"execution": execution, "event": event}))
+    })
+    .await
+}
+
+/// An operator's confirmation that a cancelled attempt's process is gone.
+async fn confirm_attempt_stopped(
+    State(s): State<Management>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+    body: Body,
+) -> Answer {
+    control(s, headers, uri, body, move |tx, config, by| {
+        let (execution, event) = confirm_stopped(tx, config, &id, by, now())?;
         Ok(json!({"execution": execution, "event": event}))
     })
     .await

@@ -349,6 +349,12 @@ enum ExecutionsCommand {
         /// The execution's id
         id: String,
     },
+    /// Confirm that a cancelled attempt's process is gone when the daemon could not see it end
+    /// (e.g. an earlier daemon started it), so its Work may be retried
+    ConfirmStopped {
+        /// The execution's id
+        id: String,
+    },
 }
 
 /// What a parsed command line asks for.
@@ -467,6 +473,9 @@ fn plan(command: Command, state_dir: Option<&std::path::Path>) -> Plan {
         Command::Work(WorkCommand::Retry { id }) => Plan::Call(m::retry_work(&id), render::retried),
         Command::Executions(ExecutionsCommand::Cancel { id }) => {
             Plan::Call(m::cancel_execution(&id), render::execution_cancelled)
+        }
+        Command::Executions(ExecutionsCommand::ConfirmStopped { id }) => {
+            Plan::Call(m::confirm_stopped(&id), render::stop_confirmed)
         }
         Command::Work(WorkCommand::Wake { id, event_type, data }) => {
             Plan::Call(m::wake_work(&id, &event_type, data), render::woke)

@@ -182,6 +182,9 @@ CREATE INDEX idempotency_by_created ON idempotency (created_at);
     r#"
 ALTER TABLE work ADD COLUMN blocked_reason TEXT;
 "#,
+    r#"
+ALTER TABLE executions ADD COLUMN stopped_at INTEGER;
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

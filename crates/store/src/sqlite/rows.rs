@@ -66,7 +66,7 @@ fn work_row(r: &Row) -> rusqlite::Result<Result<Work>> {
 
 const EXECUTION_COLUMNS: &str =
     "id, work_id, scope, binding, epoch, owner, state, cause_event, watermark, declaration, \
-     outcome, exit_code, pid, generation, lease_expires_at, deadline_at, started_at, ended_at";
+     outcome, exit_code, pid, generation, lease_expires_at, deadline_at, started_at, ended_at, stopped_at";
 
 fn execution_row(r: &Row) -> rusqlite::Result<Result<Execution>> {
     let state: String = r.get(6)?;
@@ -92,6 +92,7 @@ fn execution_row(r: &Row) -> rusqlite::Result<Result<Execution>> {
             deadline_at: Timestamp(r.get(15)?),
             started_at: Timestamp(r.get(16)?),
             ended_at: r.get::<_, Option<i64>>(17)?.map(Timestamp),
+            stopped_at: r.get::<_, Option<i64>>(18)?.map(Timestamp),
         })
     };
     Ok(build(state, declaration, outcome))
@@ -450,7 +451,7 @@ impl Tx for SqliteTx<'_> {
         self.exec(
             &format!(
                 "INSERT INTO executions ({EXECUTION_COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
             ),
             params![
                 x.id,
@@ -470,7 +471,8 @@ impl Tx for SqliteTx<'_> {
                 x.lease_expires_at.0,
                 x.deadline_at.0,
                 x.started_at.0,
-                x.ended_at.map(|t| t.0)
+                x.ended_at.map(|t| t.0),
+                x.stopped_at.map(|t| t.0)
             ],
         )?;
         Ok(())
@@ -487,7 +489,7 @@ impl Tx for SqliteTx<'_> {
     fn update_execution(&mut self, x: &Execution) -> Result<()> {
         self.exec(
             "UPDATE executions SET epoch = ?2, owner = ?3, state = ?4, declaration = ?5, outcome = ?6, exit_code = ?7,
-             pid = ?8, lease_expires_at = ?9, ended_at = ?10 WHERE id = ?1",
+             pid = ?8, lease_expires_at = ?9, ended_at = ?10, stopped_at = ?11 WHERE id = ?1",
             params![
                 x.id,
                 x.epoch,
@@ -498,7 +500,8 @@ impl Tx for SqliteTx<'_> {
                 x.exit_code,
                 x.pid,
                 x.lease_expires_at.0,
-                x.ended_at.map(|t| t.0)
+                x.ended_at.map(|t| t.0),
+                x.stopped_at.map(|t| t.0)
             ],
         )?;
         Ok(())
