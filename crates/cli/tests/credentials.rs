@@ -37,6 +37,7 @@ fn each_route_needs_its_role_and_the_right_credential_class() {
     let work = json!({"scope": "demo", "binding": "shell"}).to_string();
     let config = json!({"config_text": shell_config("true")}).to_string();
     let issue = json!({"name": "later", "role": "view"}).to_string();
+    let trace = json!({"type": "demo.requested"}).to_string();
     let garbage = "{not json";
     /// Method, path, body, and the answer for: no credential, an execution token, view, operate, admin.
     type Row<'a> = (&'a str, &'a str, &'a str, [(u16, &'a str); 5]);
@@ -111,6 +112,30 @@ fn each_route_needs_its_role_and_the_right_credential_class() {
                 (403, "forbidden_role"),
                 (403, "forbidden_role"),
                 (201, ""),
+            ],
+        ),
+        (
+            "POST",
+            "/v1/scopes/demo/route/trace",
+            &trace,
+            [
+                (401, "unauthenticated"),
+                (403, "wrong_credential_class"),
+                (200, ""),
+                (200, ""),
+                (200, ""),
+            ],
+        ),
+        (
+            "POST",
+            "/v1/executions/nope/confirm-stopped",
+            garbage,
+            [
+                (401, "unauthenticated"),
+                (403, "wrong_credential_class"),
+                (403, "forbidden_role"),
+                (400, "invalid_request"),
+                (400, "invalid_request"),
             ],
         ),
         (

@@ -223,6 +223,26 @@ fn lists_page_with_authenticated_cursors_bound_to_their_filters_and_upper_bound(
     }
     let (status, body) = get("/v1/events?limit=0");
     assert_eq!((status, body["error"].as_str()), (400, Some("invalid_request")));
+
+    // Expiry: the same position re-sealed with the daemon's own key, once as it was (accepted, so
+    // the re-sealing is faithful) and once with its 15 minutes over.
+    let secret = std::fs::read_to_string(daemon.state.join("private/cursor.key")).unwrap();
+    let cursors = conduit_server::Cursors::new(conduit_toolbelt::token::digest(secret.trim()));
+    let position = cursors
+        .open(&cursor, "/v1/events", "work=", conduit_core::Timestamp(0))
+        .unwrap_or_else(|_| panic!("the daemon's cursor opens with its key"));
+    let resealed = cursors.seal(&position);
+    assert_eq!(get(&format!("/v1/events?limit=3&cursor={resealed}")).0, 200);
+    let expired = cursors.seal(&conduit_server::Position {
+        expires: position.expires - 15 * 60 * 1000,
+        ..position
+    });
+    let (status, body) = get(&format!("/v1/events?limit=3&cursor={expired}"));
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_cursor")),
+        "expired"
+    );
 }
 
 #[test]

@@ -18,7 +18,7 @@ mod trace;
 pub use artifacts::Logs;
 pub use clock::{now, SystemClock};
 pub use config::{Applied, Checked, ConfigControl, ConfigView, SharedConfigControl};
-pub use cursor::Cursors;
+pub use cursor::{Cursors, Position};
 pub use execution::{execution_router, ExecutionSocket};
 pub use idempotency::KEPT as IDEMPOTENCY_KEPT;
 pub use listen::{bind_owner_only, serve};
