@@ -255,29 +255,48 @@ fn a_group_writable_state_directory_is_refused() {
     let state = tmp.path().join("state");
     std::fs::create_dir(&state).unwrap();
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o770)).unwrap();
+    let stderr = refused_start(&state);
+    assert!(stderr.contains("chmod 700"), "{stderr}");
+    assert!(!state.join("management.sock").exists());
+}
+
+/// Starts a daemon on `state` that is expected to refuse: its stderr.
+fn refused_start(state: &std::path::Path) -> String {
     let out = std::process::Command::new(OPEN_CONDUIT)
         .arg("daemon")
         .arg("--state")
-        .arg(&state)
+        .arg(state)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("chmod 700"), "{stderr}");
-    assert!(!state.join("management.sock").exists());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_management_socket_path_too_long_for_unix_sockets_is_refused_clearly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("s".repeat(100));
+    let stderr = refused_start(&state);
+    assert!(stderr.contains("use a shorter --state directory"), "{stderr}");
+}
+
+#[test]
+fn a_file_that_is_not_a_socket_is_never_removed_as_stale() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(state.join("management.sock"), "keep").unwrap();
+    let stderr = refused_start(&state);
+    assert!(stderr.contains("is not a socket you own"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(state.join("management.sock")).unwrap(), "keep");
 }
 
 #[test]
 fn a_second_daemon_on_the_same_state_is_refused() {
     let daemon = Daemon::start(None);
-    let out = std::process::Command::new(OPEN_CONDUIT)
-        .arg("daemon")
-        .arg("--state")
-        .arg(&daemon.state)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("lock"));
+    assert!(refused_start(&daemon.state).contains("lock"));
     assert!(
         daemon.cli(&["health"]).status.success(),
         "the first daemon keeps serving"

@@ -25,6 +25,13 @@ pub enum DaemonError {
         "the committed configuration cannot be restored ({stored}), and the config file is no replacement: {file}"
     )]
     Unrestorable { stored: String, file: Box<DaemonError> },
+    #[error(
+        "the management socket path {} is longer than a Unix socket allows ({} bytes); use a shorter --state directory",
+        .0.display(), crate::rundir::MAX_SOCKET_PATH
+    )]
+    SocketPathTooLong(PathBuf),
+    #[error("{} is not a socket you own, so it is not a stale daemon's; move it away and start again", .0.display())]
+    NotOurSocket(PathBuf),
     #[error("storage failed: {0}")]
     Store(#[from] conduit_store::StoreError),
 }

@@ -97,9 +97,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     let kick = Arc::new(Notify::new());
     let instance = new_id();
 
-    let socket_path = state.management_socket();
-    // Only after the lock: a socket file here is a dead daemon's.
-    let _ = std::fs::remove_file(&socket_path);
+    let socket_path = state.clear_management_socket()?;
     let listener =
         bind_owner_only(&socket_path).map_err(|e| DaemonError::io("bind the management socket", &socket_path, e))?;
     let management = management_router(Management {

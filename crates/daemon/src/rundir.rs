@@ -10,7 +10,7 @@ use crate::state::{check_private_dir, create_private_dir, write_private_file};
 use crate::DaemonError;
 
 /// Longest socket path used in place; past it the socket moves under `/tmp` (macOS allows 104 bytes).
-const MAX_SOCKET_PATH: usize = 100;
+pub(crate) const MAX_SOCKET_PATH: usize = 100;
 
 pub struct RunDir {
     pub dir: PathBuf,

@@ -2,11 +2,12 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{flock, FlockOperation};
 
+use crate::rundir::MAX_SOCKET_PATH;
 use crate::DaemonError;
 
 /// A locked state directory and the paths inside it.
@@ -47,6 +48,25 @@ impl StateDir {
 
     pub fn management_socket(&self) -> PathBuf {
         self.root.join("management.sock")
+    }
+
+    /// The management socket's path, ready to bind: short enough for a Unix socket, and cleared of a
+    /// dead daemon's socket. Holding the lock proves no live daemon serves it; anything there that is
+    /// not a socket this user owns is left alone and refused.
+    pub fn clear_management_socket(&self) -> Result<PathBuf, DaemonError> {
+        let path = self.management_socket();
+        if path.as_os_str().len() > MAX_SOCKET_PATH {
+            return Err(DaemonError::SocketPathTooLong(path));
+        }
+        match fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(path),
+            Err(e) => Err(DaemonError::io("inspect the management socket", &path, e)),
+            Ok(meta) if meta.file_type().is_socket() && meta.uid() == rustix::process::geteuid().as_raw() => {
+                fs::remove_file(&path).map_err(|e| DaemonError::io("remove the stale management socket", &path, e))?;
+                Ok(path)
+            }
+            Ok(_) => Err(DaemonError::NotOurSocket(path)),
+        }
     }
 
     pub fn private_dir(&self) -> PathBuf {
