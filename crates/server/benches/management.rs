@@ -26,12 +26,15 @@
 //! first answer, and at the end the store must hold exactly one event per fresh key. So a broken
 //! setup cannot print numbers. Nothing here asserts timing.
 
+mod common;
+
+use common::{env_count, mount_of, print_table, Counters, Stats};
 use std::fs::File;
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 use conduit_config::{default_config_json, parse, CurrentConfig};
 use conduit_core::{ErrorCode, OperatorRecord, Refusal, Role};
@@ -293,10 +296,6 @@ fn call_counts() -> (usize, usize) {
     )
 }
 
-fn env_count(name: &str) -> Option<usize> {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0)
-}
-
 /// The list request, which the floors are sent too.
 fn list(token: &str) -> Request<Body> {
     Request::builder()
@@ -354,7 +353,8 @@ async fn measure(probe: &mut impl Probe, case: &'static str, calls: usize) -> St
     Stats {
         case,
         latencies,
-        wall: ended - started,
+        started,
+        ended,
         before,
         after,
     }
@@ -477,99 +477,6 @@ fn json_response(body: Bytes) -> Response<Body> {
         .expect("a valid response")
 }
 
-/// One case's sorted latencies, how long its measured calls took, and the counters around them.
-struct Stats {
-    case: &'static str,
-    latencies: Vec<Duration>,
-    wall: Duration,
-    before: Counters,
-    after: Counters,
-}
-
-impl Stats {
-    /// The nearest-rank percentile `p` (0..=1), in microseconds.
-    fn percentile(&self, p: f64) -> f64 {
-        let rank = ((p * self.latencies.len() as f64).ceil() as usize).clamp(1, self.latencies.len());
-        micros(self.latencies[rank - 1])
-    }
-
-    fn mean(&self) -> f64 {
-        micros(self.latencies.iter().sum::<Duration>()) / self.latencies.len() as f64
-    }
-
-    fn per_second(&self) -> f64 {
-        self.latencies.len() as f64 / self.wall.as_secs_f64()
-    }
-
-    /// Process CPU time (every thread, user and system) per measured call, in microseconds.
-    fn cpu_per_call(&self) -> String {
-        let cpu = self.before.cpu.zip(self.after.cpu);
-        cpu.map_or_else(
-            || "-".into(),
-            |(b, a)| format!("{:.0}", micros(a - b) / self.latencies.len() as f64),
-        )
-    }
-
-    /// Bytes written per measured call, in KiB.
-    fn written_per_call(&self) -> String {
-        let written = self.before.written.zip(self.after.written);
-        written.map_or_else(
-            || "-".into(),
-            |(b, a)| format!("{:.1}", (a - b) as f64 / 1024.0 / self.latencies.len() as f64),
-        )
-    }
-
-    /// Device flush requests per measured call.
-    fn flushes_per_call(&self) -> String {
-        let flushes = self.before.flushes.zip(self.after.flushes);
-        flushes.map_or_else(
-            || "-".into(),
-            |(b, a)| format!("{:.2}", (a - b) as f64 / self.latencies.len() as f64),
-        )
-    }
-}
-
-fn micros(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
-
-/// The table; the first row is the floor the ratios divide by.
-fn print_table(rows: &[Stats]) {
-    let floor = &rows[0];
-    let (floor_p50, floor_p99) = (floor.percentile(0.50), floor.percentile(0.99));
-    println!(
-        "{:<16}{:>6}{:>10}{:>10}{:>10}{:>9}{:>11}{:>11}{:>8}{:>8}{:>9}",
-        "case",
-        "calls",
-        "p50(us)",
-        "p99(us)",
-        "mean(us)",
-        "ops/s",
-        "p50/floor",
-        "p99/floor",
-        "cpu/op",
-        "KiB/op",
-        "flush/op"
-    );
-    for s in rows {
-        let (p50, p99) = (s.percentile(0.50), s.percentile(0.99));
-        println!(
-            "{:<16}{:>6}{:>10.1}{:>10.1}{:>10.1}{:>9.0}{:>11.2}{:>11.2}{:>8}{:>8}{:>9}",
-            s.case,
-            s.latencies.len(),
-            p50,
-            p99,
-            s.mean(),
-            s.per_second(),
-            p50 / floor_p50,
-            p99 / floor_p99,
-            s.cpu_per_call(),
-            s.written_per_call(),
-            s.flushes_per_call()
-        );
-    }
-}
-
 fn print_machine(dir: &Path) {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let wal = if dir.join("store.db-wal").exists() {
@@ -587,70 +494,4 @@ fn print_machine(dir: &Path) {
          KiB/op: bytes it wrote (/proc/self/io wchar) per call; \
          flush/op: flush requests completed by {device} per call, device-wide"
     );
-}
-
-/// The type and device of the filesystem holding `path`, from the longest matching mount point.
-fn mount_of(path: &Path) -> Option<(String, String)> {
-    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
-    mounts
-        .lines()
-        .filter_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
-            [device, point, kind, ..] if path.starts_with(point) => {
-                Some((point.len(), (kind.to_owned(), device.to_owned())))
-            }
-            _ => None,
-        })
-        .max_by_key(|(len, _)| *len)
-        .map(|(_, mount)| mount)
-}
-
-/// Process-wide counters, read around a case's measured calls.
-#[derive(Clone, Copy)]
-struct Counters {
-    /// CPU time of every thread of this process, user and system.
-    cpu: Option<Duration>,
-    /// Bytes this process has passed to `write` and its kin (`wchar` of `/proc/self/io`).
-    written: Option<u64>,
-    /// Flush requests completed by the temp dir's block device.
-    flushes: Option<u64>,
-}
-
-impl Counters {
-    fn read() -> Counters {
-        Counters {
-            cpu: process_cpu(),
-            written: process_written(),
-            flushes: device_flushes(),
-        }
-    }
-}
-
-/// `utime + stime` from `/proc/self/stat`, in clock ticks of 10 ms (`USER_HZ` is 100 on Linux).
-fn process_cpu() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // The fields after the command name, which is in parentheses: state is the first, utime the 12th.
-    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
-    let ticks = fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?;
-    Some(Duration::from_millis(ticks * 10))
-}
-
-fn process_written() -> Option<u64> {
-    let io = std::fs::read_to_string("/proc/self/io").ok()?;
-    io.lines().find_map(|l| l.strip_prefix("wchar:"))?.trim().parse().ok()
-}
-
-/// Flush requests completed by the block device under the temp dir (field 16 of its `stat`), when
-/// known. Device-wide: other processes' flushes count too.
-fn device_flushes() -> Option<u64> {
-    static STAT: OnceLock<Option<PathBuf>> = OnceLock::new();
-    let stat = STAT.get_or_init(|| {
-        let (_, device) = mount_of(&std::env::temp_dir())?;
-        Some(
-            Path::new("/sys/class/block")
-                .join(Path::new(&device).file_name()?)
-                .join("stat"),
-        )
-    });
-    let stat = std::fs::read_to_string(stat.as_ref()?).ok()?;
-    stat.split_whitespace().nth(15)?.parse().ok()
 }

@@ -1,0 +1,212 @@
+//! What both benches measure with: process and device counters from `/proc` and `/sys`, and the
+//! small parsing and unit helpers around them, and the table both print.
+
+// Each bench is its own crate and uses only part of this module.
+#![allow(dead_code)]
+
+use std::cmp::Reverse;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// A call count from the environment (`BENCH_READS=2000`), when set and positive.
+pub fn env_count(name: &str) -> Option<usize> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0)
+}
+
+pub fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// The type and device of the filesystem holding `path`, from the longest matching mount point.
+pub fn mount_of(path: &Path) -> Option<(String, String)> {
+    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
+    mounts
+        .lines()
+        .filter_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+            [device, point, kind, ..] if path.starts_with(point) => {
+                Some((point.len(), (kind.to_owned(), device.to_owned())))
+            }
+            _ => None,
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, mount)| mount)
+}
+
+/// Process-wide counters, read around a case's measured calls.
+#[derive(Clone, Copy)]
+pub struct Counters {
+    /// CPU time of every thread of this process, user and system.
+    pub cpu: Option<Duration>,
+    /// Bytes this process has passed to `write` and its kin (`wchar` of `/proc/self/io`).
+    pub written: Option<u64>,
+    /// Flush requests completed by the temp dir's block device.
+    pub flushes: Option<u64>,
+}
+
+impl Counters {
+    pub fn read() -> Counters {
+        Counters {
+            cpu: process_cpu(),
+            written: process_written(),
+            flushes: device_flushes(),
+        }
+    }
+}
+
+/// `utime + stime` from `/proc/self/stat`, in clock ticks of 10 ms (`USER_HZ` is 100 on Linux).
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name, which is in parentheses: state is the first, utime the 12th.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+    let ticks = fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
+fn process_written() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines().find_map(|l| l.strip_prefix("wchar:"))?.trim().parse().ok()
+}
+
+/// Flush requests completed by the block device under the temp dir (field 16 of its `stat`), when
+/// known. Device-wide: other processes' flushes count too.
+fn device_flushes() -> Option<u64> {
+    static STAT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let stat = STAT.get_or_init(|| {
+        let (_, device) = mount_of(&std::env::temp_dir())?;
+        Some(
+            Path::new("/sys/class/block")
+                .join(Path::new(&device).file_name()?)
+                .join("stat"),
+        )
+    });
+    let stat = std::fs::read_to_string(stat.as_ref()?).ok()?;
+    stat.split_whitespace().nth(15)?.parse().ok()
+}
+
+/// One case's sorted latencies, when its measured calls started and ended, and the counters then.
+pub struct Stats {
+    pub case: &'static str,
+    pub latencies: Vec<Duration>,
+    pub started: Instant,
+    pub ended: Instant,
+    pub before: Counters,
+    pub after: Counters,
+}
+
+impl Stats {
+    /// The clients of one concurrent case as one: every latency, from the first start to the last end.
+    pub fn merge(each: Vec<Stats>) -> Stats {
+        let case = each[0].case;
+        let started = each.iter().map(|s| s.started).min().expect("a client");
+        let ended = each.iter().map(|s| s.ended).max().expect("a client");
+        // Every client reads the counters after the common start and before its first call.
+        let before = Counters {
+            cpu: least(each.iter().map(|s| s.before.cpu)),
+            written: least(each.iter().map(|s| s.before.written)),
+            flushes: least(each.iter().map(|s| s.before.flushes)),
+        };
+        let after = Counters {
+            cpu: least(each.iter().map(|s| s.after.cpu.map(Reverse))).map(|c| c.0),
+            written: least(each.iter().map(|s| s.after.written.map(Reverse))).map(|w| w.0),
+            flushes: least(each.iter().map(|s| s.after.flushes.map(Reverse))).map(|f| f.0),
+        };
+        let mut latencies: Vec<Duration> = each.into_iter().flat_map(|s| s.latencies).collect();
+        latencies.sort_unstable();
+        Stats {
+            case,
+            latencies,
+            started,
+            ended,
+            before,
+            after,
+        }
+    }
+
+    /// The nearest-rank percentile `p` (0..=1), in microseconds.
+    pub fn percentile(&self, p: f64) -> f64 {
+        let rank = ((p * self.latencies.len() as f64).ceil() as usize).clamp(1, self.latencies.len());
+        micros(self.latencies[rank - 1])
+    }
+
+    pub fn mean(&self) -> f64 {
+        micros(self.latencies.iter().sum::<Duration>()) / self.latencies.len() as f64
+    }
+
+    pub fn wall(&self) -> Duration {
+        self.ended - self.started
+    }
+
+    pub fn per_second(&self) -> f64 {
+        self.latencies.len() as f64 / self.wall().as_secs_f64()
+    }
+
+    /// Process CPU time (every thread, user and system) per measured call, in microseconds.
+    pub fn cpu_per_call(&self) -> String {
+        let cpu = self.before.cpu.zip(self.after.cpu);
+        cpu.map_or_else(
+            || "-".into(),
+            |(b, a)| format!("{:.0}", micros(a - b) / self.latencies.len() as f64),
+        )
+    }
+
+    /// Bytes written per measured call, in KiB.
+    pub fn written_per_call(&self) -> String {
+        let written = self.before.written.zip(self.after.written);
+        written.map_or_else(
+            || "-".into(),
+            |(b, a)| format!("{:.1}", (a - b) as f64 / 1024.0 / self.latencies.len() as f64),
+        )
+    }
+
+    /// Device flush requests per measured call.
+    pub fn flushes_per_call(&self) -> String {
+        let flushes = self.before.flushes.zip(self.after.flushes);
+        flushes.map_or_else(
+            || "-".into(),
+            |(b, a)| format!("{:.2}", (a - b) as f64 / self.latencies.len() as f64),
+        )
+    }
+}
+
+/// The smallest of `values`, or `None` when one of them is unknown.
+pub fn least<T: Ord>(values: impl Iterator<Item = Option<T>>) -> Option<T> {
+    values.collect::<Option<Vec<T>>>()?.into_iter().min()
+}
+
+/// The table of cases run one call at a time; the first row is the floor the ratios divide by.
+pub fn print_table(rows: &[Stats]) {
+    let floor = &rows[0];
+    let (floor_p50, floor_p99) = (floor.percentile(0.50), floor.percentile(0.99));
+    println!(
+        "{:<16}{:>6}{:>10}{:>10}{:>10}{:>9}{:>11}{:>11}{:>8}{:>8}{:>9}",
+        "case",
+        "calls",
+        "p50(us)",
+        "p99(us)",
+        "mean(us)",
+        "ops/s",
+        "p50/floor",
+        "p99/floor",
+        "cpu/op",
+        "KiB/op",
+        "flush/op"
+    );
+    for s in rows {
+        let (p50, p99) = (s.percentile(0.50), s.percentile(0.99));
+        println!(
+            "{:<16}{:>6}{:>10.1}{:>10.1}{:>10.1}{:>9.0}{:>11.2}{:>11.2}{:>8}{:>8}{:>9}",
+            s.case,
+            s.latencies.len(),
+            p50,
+            p99,
+            s.mean(),
+            s.per_second(),
+            p50 / floor_p50,
+            p99 / floor_p99,
+            s.cpu_per_call(),
+            s.written_per_call(),
+            s.flushes_per_call()
+        );
+    }
+}
