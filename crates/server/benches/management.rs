@@ -28,7 +28,7 @@
 
 mod common;
 
-use common::{env_count, mount_of, print_table, Counters, Stats};
+use common::{env_count, mount_of, print_table, Body, Client, Counters, Stats};
 use std::fs::File;
 use std::future::Future;
 use std::io::Write;
@@ -46,14 +46,13 @@ use conduit_store::{new_id, SqliteStore, Store};
 use conduit_toolbelt::token;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
-use hyper::client::conn::http1::SendRequest;
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixListener;
 use tokio::sync::{oneshot, Notify};
 
 /// Unmeasured calls before each case, to warm the connection, caches and the SQLite page cache.
@@ -65,8 +64,6 @@ const PAGE: usize = 100;
 const LIST: &str = "/v1/events?limit=100";
 const EVENTS: &str = "/v1/events";
 const EMIT: &[u8] = br#"{"type":"demo.bench","scope":"setup"}"#;
-
-type Body = Full<Bytes>;
 
 /// The servers run on a multi-threaded runtime, as in the daemon; the client on this thread with a
 /// current-thread runtime, as the `os` CLI would, so every case pays the same cross-thread hop.
@@ -409,36 +406,6 @@ impl<F: FnMut()> Probe for Direct<F> {
     }
 
     fn check(&mut self, (): ()) {}
-}
-
-/// One persistent HTTP/1.1 connection to a Unix socket.
-struct Client {
-    sender: SendRequest<Body>,
-}
-
-impl Client {
-    async fn connect(path: &Path) -> Client {
-        let stream = UnixStream::connect(path).await.expect("the socket accepts");
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("an HTTP/1.1 handshake");
-        tokio::spawn(connection);
-        Client { sender }
-    }
-
-    /// Sends one request and reads its whole answer.
-    async fn send(&mut self, request: Request<Body>) -> (StatusCode, Bytes) {
-        self.sender.ready().await.expect("the connection is open");
-        let response = self.sender.send_request(request).await.expect("an answer");
-        let status = response.status();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .expect("the whole answer")
-            .to_bytes();
-        (status, body)
-    }
 }
 
 /// The floor: a bare hyper HTTP/1.1 server that answers each request with its own body.

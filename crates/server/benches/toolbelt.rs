@@ -22,7 +22,7 @@
 
 mod common;
 
-use common::{env_count, mount_of, print_table, Counters, Stats};
+use common::{env_count, mount_of, print_table, Body, Client, Counters, Stats};
 use std::fs::File;
 use std::future::Future;
 use std::hint::black_box;
@@ -40,14 +40,13 @@ use conduit_store::{SqliteStore, Store};
 use conduit_toolbelt::{checks, token, Toolbelt};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
-use hyper::client::conn::http1::SendRequest;
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{Request, Response, StatusCode};
+use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::json;
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixListener;
 use tokio::runtime::Runtime;
 use tokio::sync::{oneshot, Barrier, Notify};
 use tokio::task::JoinHandle;
@@ -63,8 +62,6 @@ const EXECUTIONS: [usize; 3] = [1, 8, 32];
 const CAUSAL_PER_MINUTE: u32 = 1_000_000;
 const OWNER: &str = "bench";
 const READ_CONTEXT: &[u8] = br#"{"operation":"read_context","input":{}}"#;
-
-type Body = Full<Bytes>;
 
 /// The servers run on a multi-threaded runtime, as in the daemon. The sequential client runs on this
 /// thread with a current-thread runtime, as an agent's `os` process would, so every case pays the
@@ -296,7 +293,7 @@ impl<F: FnMut(usize) -> Request<Body>> Probe for Http<F> {
     }
 
     fn call(&mut self, request: Request<Body>) -> impl Future<Output = ()> + Send {
-        self.client.send(request)
+        self.client.send_ok(request)
     }
 }
 
@@ -311,41 +308,6 @@ impl<F: FnMut()> Probe for Direct<F> {
     fn call(&mut self, (): ()) -> impl Future<Output = ()> + Send {
         (self.0)();
         std::future::ready(())
-    }
-}
-
-/// One persistent HTTP/1.1 connection to a Unix socket.
-struct Client {
-    sender: SendRequest<Body>,
-}
-
-impl Client {
-    async fn connect(path: &Path) -> Client {
-        let stream = UnixStream::connect(path).await.expect("the socket accepts");
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("an HTTP/1.1 handshake");
-        tokio::spawn(connection);
-        Client { sender }
-    }
-
-    /// Sends one request and reads its whole answer, which must be 200.
-    async fn send(&mut self, request: Request<Body>) {
-        self.sender.ready().await.expect("the connection is open");
-        let response = self.sender.send_request(request).await.expect("an answer");
-        let status = response.status();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .expect("the whole answer")
-            .to_bytes();
-        assert_eq!(
-            status,
-            StatusCode::OK,
-            "the answer was {}",
-            String::from_utf8_lossy(&body)
-        );
     }
 }
 

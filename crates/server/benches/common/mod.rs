@@ -5,9 +5,16 @@
 #![allow(dead_code)]
 
 use std::cmp::Reverse;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+use tokio::net::UnixStream;
 
 /// A call count from the environment (`BENCH_READS=2000`), when set and positive.
 pub fn env_count(name: &str) -> Option<usize> {
@@ -207,6 +214,50 @@ pub fn print_table(rows: &[Stats]) {
             s.cpu_per_call(),
             s.written_per_call(),
             s.flushes_per_call()
+        );
+    }
+}
+
+/// The HTTP body every bench request carries.
+pub type Body = Full<Bytes>;
+
+/// One persistent HTTP/1.1 connection to a Unix socket.
+pub struct Client {
+    sender: SendRequest<Body>,
+}
+
+impl Client {
+    pub async fn connect(path: &Path) -> Client {
+        let stream = UnixStream::connect(path).await.expect("the socket accepts");
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("an HTTP/1.1 handshake");
+        tokio::spawn(connection);
+        Client { sender }
+    }
+
+    /// Sends one request and reads its whole answer.
+    pub async fn send(&mut self, request: Request<Body>) -> (StatusCode, Bytes) {
+        self.sender.ready().await.expect("the connection is open");
+        let response = self.sender.send_request(request).await.expect("an answer");
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("the whole answer")
+            .to_bytes();
+        (status, body)
+    }
+
+    /// Sends one request, whose answer must be 200.
+    pub async fn send_ok(&mut self, request: Request<Body>) {
+        let (status, body) = self.send(request).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "the answer was {}",
+            String::from_utf8_lossy(&body)
         );
     }
 }
