@@ -92,6 +92,85 @@ impl CatalogFields {
     }
 }
 
+impl SafetyTier {
+    /// RFC 0069: exec is never protocol-tier, so only a host extension may declare it.
+    pub fn may_come_from(self, source: ToolSource) -> bool {
+        self != SafetyTier::Exec || source == ToolSource::HostExtension
+    }
+}
+
+/// What a tool needs of its caller: the grant names that authorize it, and whether it uses a
+/// host-held secret (a flag only: a descriptor never carries credential material).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolAuth {
+    pub scopes: Vec<String>,
+    pub credential_ref: bool,
+}
+
+/// RFC 0078 `ToolDescriptor`: one per operation, `toolId` being the operation's name exactly as a
+/// grant names it. `schemas/tool-descriptor.schema.json` is its wire schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolDescriptor {
+    pub tool_id: String,
+    pub source: ToolSource,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<ToolAuth>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Egress>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_policy: Option<ReplayPolicy>,
+    pub safety_tier: SafetyTier,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_hint: Option<Hint>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_hint: Option<Hint>,
+}
+
+impl ToolDescriptor {
+    /// The descriptor of an operation with these catalog fields, authorized by `scopes`.
+    pub fn of(tool_id: &str, source: ToolSource, fields: &CatalogFields, scopes: Vec<String>) -> ToolDescriptor {
+        ToolDescriptor {
+            tool_id: tool_id.to_owned(),
+            source,
+            title: None,
+            description: None,
+            input_schema: None,
+            output_schema: None,
+            auth: Some(ToolAuth {
+                scopes,
+                credential_ref: fields.credential_ref,
+            }),
+            egress: Some(fields.egress),
+            approval: Some(fields.approval),
+            replay_policy: Some(fields.replay_policy),
+            safety_tier: fields.safety_tier,
+            cost_hint: fields.cost_hint,
+            latency_hint: fields.latency_hint,
+        }
+    }
+
+    /// The rule the schema cannot state (RFC 0078 §C-1, §F-4): an exec-tier tool is a host extension's.
+    pub fn check(&self) -> Result<(), &'static str> {
+        if self.safety_tier.may_come_from(self.source) {
+            Ok(())
+        } else {
+            Err("an exec-tier tool must come from a host extension")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +187,29 @@ mod tests {
             "non-deterministic"
         );
         assert_eq!(serde_json::to_value(SafetyTier::Exec).unwrap(), "exec");
+    }
+
+    #[test]
+    fn an_exec_tier_descriptor_from_a_node_pack_is_refused() {
+        // RFC 0078's negative example, and its positive host-extension shell tool.
+        let refused: ToolDescriptor = serde_json::from_value(
+            serde_json::json!({"toolId": "openwop:run-shell", "source": "node-pack", "safetyTier": "exec"}),
+        )
+        .unwrap();
+        assert!(refused.check().is_err());
+        let shell: ToolDescriptor = serde_json::from_value(serde_json::json!({
+            "toolId": "x-host-acme-shell", "source": "host-extension", "safetyTier": "exec",
+            "approval": "always", "egress": "host-owned"
+        }))
+        .unwrap();
+        assert_eq!(shell.check(), Ok(()));
+    }
+
+    #[test]
+    fn a_descriptor_without_a_safety_tier_or_with_an_unknown_property_does_not_parse() {
+        let missing = serde_json::json!({"toolId": "x", "source": "mcp"});
+        assert!(serde_json::from_value::<ToolDescriptor>(missing).is_err());
+        let unknown = serde_json::json!({"toolId": "x", "source": "mcp", "safetyTier": "read", "secret": "s"});
+        assert!(serde_json::from_value::<ToolDescriptor>(unknown).is_err());
     }
 }

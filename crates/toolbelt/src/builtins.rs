@@ -2,6 +2,7 @@
 
 use conduit_config::Snapshot;
 use conduit_core::names::{is_event_type, is_reserved_type, is_type_pattern, type_matches};
+use conduit_core::tool::{CatalogFields, ToolDescriptor, ToolSource};
 use conduit_core::{
     Causation, Declaration, Duration, ErrorCode, Event, NewEvent, OutcomeStatus, Refusal, Source, Timestamp,
 };
@@ -28,50 +29,86 @@ pub struct OperationDescriptor {
     pub input_schema: Value,
 }
 
-/// The descriptors of every builtin, sorted by name.
+/// The agent-facing descriptions of every builtin, sorted by name: the catalog's, shortened.
 pub fn describe_builtins() -> Vec<OperationDescriptor> {
+    builtin_tools()
+        .into_iter()
+        .map(|tool| OperationDescriptor {
+            name: tool.tool_id,
+            summary: tool.description.unwrap_or_default(),
+            input_schema: tool.input_schema.unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// The catalog descriptors of every builtin, sorted by name, each authorized by its own name (the
+/// catalog adds the toolsets that grant it). `read_context` reads; the rest write; none has egress.
+pub fn builtin_tools() -> Vec<ToolDescriptor> {
     let string = json!({"type": "string"});
     let strings = json!({"type": "array", "items": {"type": "string"}});
     let object = |props: Value, required: &[&str]| json!({"type": "object", "properties": props, "required": required, "additionalProperties": false});
-    let describe = |name: &str, summary: &str, input_schema: Value| OperationDescriptor {
-        name: name.to_owned(),
-        summary: summary.to_owned(),
-        input_schema,
-    };
+    let event_ref = object(
+        json!({"event_id": string, "sequence": {"type": "integer"}}),
+        &["event_id", "sequence"],
+    );
+    let declared = |kind: &str| object(json!({"declared": {"const": kind}}), &["declared"]);
+    let tool =
+        |name: &str, title: &str, summary: &str, fields: CatalogFields, input: Value, output: Value| ToolDescriptor {
+            title: Some(title.to_owned()),
+            description: Some(summary.to_owned()),
+            input_schema: Some(input),
+            output_schema: Some(output),
+            ..ToolDescriptor::of(name, ToolSource::HostExtension, &fields, vec![name.to_owned()])
+        };
     vec![
-        describe(
+        tool(
             "create_work",
+            "Create child Work",
             "Create child Work in this scope, run by one of its bindings.",
+            CatalogFields::write(),
             object(json!({"binding": string, "input": {}, "keys": strings}), &["binding"]),
+            object(json!({"work_id": string, "event_id": string}), &["work_id", "event_id"]),
         ),
-        describe(
+        tool(
             "declare_outcome",
+            "Declare the outcome",
             "Declare this Work's outcome; applied when the process exits.",
+            CatalogFields::write(),
             object(
                 json!({"status": {"enum": ["succeeded", "failed"]}, "summary": string}),
                 &["status"],
             ),
+            declared("outcome"),
         ),
-        describe(
+        tool(
             "emit",
+            "Emit an event",
             "Emit an event from this execution.",
+            CatalogFields::write(),
             object(
                 json!({"type": string, "data": {}, "correlation_key": string}),
                 &["type"],
             ),
+            event_ref,
         ),
-        describe(
+        tool(
             "read_context",
+            "Read the context",
             "Read this execution's context: its Work, input, wake reason and operations.",
+            CatalogFields::read(),
             object(json!({}), &[]),
+            json!({"type": "object"}),
         ),
-        describe(
+        tool(
             "wait",
+            "Wait for an event",
             "Park this Work until a matching event arrives (or the timeout); resumes in a new attempt.",
+            CatalogFields::write(),
             object(
                 json!({"types": strings, "keys": strings, "timeout": string}),
                 &["types"],
             ),
+            declared("wait"),
         ),
     ]
 }

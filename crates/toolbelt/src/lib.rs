@@ -13,6 +13,7 @@
 pub mod audit;
 pub mod builtins;
 mod call;
+pub mod catalog;
 pub mod checks;
 pub mod registry;
 pub mod replay;
@@ -30,6 +31,7 @@ use serde_json::{json, Value};
 
 pub use builtins::{describe_builtins, OperationDescriptor};
 pub use call::{Begun, Pending};
+pub use catalog::catalog;
 pub use checks::Authority;
 pub use registry::Registry;
 

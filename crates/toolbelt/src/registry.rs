@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use conduit_core::names::{is_registration_name, BUILTIN_OPERATIONS};
-use conduit_core::tool::{CatalogFields, SafetyTier, ToolSource};
+use conduit_core::tool::{CatalogFields, ToolSource};
 use jsonschema::Validator;
 use serde_json::Value;
 
@@ -235,7 +235,7 @@ fn check_operation(
             "an extension registers only `<its name>.<suffix>` operations",
         ));
     }
-    if spec.catalog.safety_tier == SafetyTier::Exec && source != ToolSource::HostExtension {
+    if !spec.catalog.safety_tier.may_come_from(source) {
         return Err(("invalid", "only a host extension may declare the exec safety tier"));
     }
     Ok(())
