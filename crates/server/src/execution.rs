@@ -1,10 +1,10 @@
-//! An execution's own toolbelt socket. It serves three routes; every other path is 404 before any
+//! An execution's own toolbelt socket. It serves the toolbelt's routes and its tool catalog; every other path is 404 before any
 //! authentication, so no operator endpoint exists here for either credential class.
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::Router;
@@ -29,6 +29,8 @@ pub fn execution_router(state: ExecutionSocket) -> Router {
         .route("/v1/toolbelt/call", post(call))
         .route("/v1/toolbelt/guidance", get(guidance))
         .route("/v1/toolbelt/serving", get(serving))
+        .route("/v1/tools", get(tools))
+        .route("/v1/tools/{tool_id}", get(tool))
         .fallback(not_found)
         .with_state(state)
 }
@@ -70,6 +72,21 @@ async fn guidance(State(s): State<ExecutionSocket>, headers: HeaderMap) -> Answe
     let token = bearer(&headers)?;
     let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
     let answer = blocking(move || Ok(toolbelt.guidance(&execution, &token)?)).await?;
+    ok(StatusCode::OK, &answer)
+}
+
+/// The execution's catalog: a bare array of descriptors sorted by `toolId`.
+async fn tools(State(s): State<ExecutionSocket>, headers: HeaderMap) -> Answer {
+    let token = bearer(&headers)?;
+    let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
+    let answer = blocking(move || Ok(toolbelt.tools(&execution, &token)?)).await?;
+    ok(StatusCode::OK, &answer)
+}
+
+async fn tool(State(s): State<ExecutionSocket>, headers: HeaderMap, Path(tool_id): Path<String>) -> Answer {
+    let token = bearer(&headers)?;
+    let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
+    let answer = blocking(move || Ok(toolbelt.tool(&execution, &token, &tool_id)?)).await?;
     ok(StatusCode::OK, &answer)
 }
 

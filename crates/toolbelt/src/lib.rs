@@ -23,6 +23,7 @@ pub mod token;
 use std::sync::Arc;
 
 use conduit_config::CurrentConfig;
+use conduit_core::tool::ToolDescriptor;
 use conduit_core::{Clock, Refusal, TokenRecord};
 use conduit_scheduler::HostError;
 use conduit_store::Store;
@@ -106,6 +107,26 @@ impl Toolbelt {
             "guidance": builtins::GUIDANCE,
             "operations": operations,
         }))
+    }
+
+    /// The catalog an execution sees: the descriptors of its token's granted operations that the
+    /// active configuration's ceiling still allows, so narrowing the config hides tools at once.
+    pub fn tools(&self, socket_execution: &str, bearer: &str) -> Result<Vec<ToolDescriptor>, Refusal> {
+        let token = self.identify(socket_execution, bearer)?;
+        let config = self.config.get();
+        Ok(catalog::catalog(&self.registry)
+            .into_iter()
+            .filter(|t| token.operations.contains(&t.tool_id) && config.authorize_operation(&token.scope, &t.tool_id))
+            .collect())
+    }
+
+    /// One tool of [`Toolbelt::tools`]. An unknown id and one the token may not see are the same
+    /// `404`, so the answer discloses nothing about tools outside the grant.
+    pub fn tool(&self, socket_execution: &str, bearer: &str, tool_id: &str) -> Result<ToolDescriptor, Refusal> {
+        self.tools(socket_execution, bearer)?
+            .into_iter()
+            .find(|t| t.tool_id == tool_id)
+            .ok_or_else(|| Refusal::not_found("tool"))
     }
 
     /// Which of the token's granted operations serve `capability`. No builtin serves one; extension

@@ -1,0 +1,82 @@
+//! The tool catalog on an execution's own socket, through the real daemon: exactly the token's
+//! grant, narrowed at once by the configuration, validated against the schema file, and a 404 that
+//! does not tell an unknown tool from a hidden one.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+fn schema() -> jsonschema::Validator {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../schemas/tool-descriptor.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    jsonschema::validator_for(&schema).unwrap()
+}
+
+fn ids(tools: &Value) -> Vec<&str> {
+    tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["toolId"].as_str().unwrap())
+        .collect()
+}
+
+/// The status and body of a GET, with the headers (whose Date may differ) left out.
+fn status_and_body(socket: &std::path::Path, path: &str, token: &str) -> (String, String) {
+    let auth = format!("Bearer {token}");
+    let response = http_response(socket, "GET", path, &[("Authorization", &auth)], "");
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_owned(), body.to_owned())
+}
+
+#[test]
+fn an_execution_sees_exactly_its_grant_and_less_once_the_configuration_narrows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hold = publish_and_hold(tmp.path());
+    let daemon = Daemon::start(Some(&shell_config(&hold)));
+    let (_, socket, token_file) = hold_one(&daemon, tmp.path());
+    let token = read_token(&token_file);
+
+    let (status, tools) = http(&socket, "GET", "/v1/tools", Some(&token), None);
+    assert_eq!(status, 200);
+    assert_eq!(
+        ids(&tools),
+        ["create_work", "declare_outcome", "emit", "read_context", "wait"]
+    );
+    let schema = schema();
+    for tool in tools.as_array().unwrap() {
+        assert!(schema.is_valid(tool), "{tool}");
+    }
+    let (status, one) = http(&socket, "GET", "/v1/tools/read%5Fcontext", Some(&token), None);
+    assert_eq!(
+        (status, one["safetyTier"].as_str()),
+        (200, Some("read")),
+        "the id is percent-decoded"
+    );
+    assert_eq!(http(&socket, "GET", "/v1/tools", None, None).0, 401);
+
+    let mut narrowed: Value = serde_json::from_str(&shell_config(&hold)).unwrap();
+    let fewer = json!(["emit", "read_context", "declare_outcome", "wait"]);
+    narrowed["scopes"]["demo"]["authorization"]["operations"] = fewer.clone();
+    narrowed["scopes"]["demo"]["bindings"]["shell"]["operations"] = fewer;
+    let file = tmp.path().join("narrowed.json");
+    std::fs::write(&file, narrowed.to_string()).unwrap();
+    daemon.json(&["config", "apply", file.to_str().unwrap()]);
+
+    let (_, tools) = http(&socket, "GET", "/v1/tools", Some(&token), None);
+    assert_eq!(
+        ids(&tools),
+        ["declare_outcome", "emit", "read_context", "wait"],
+        "the live token sees less"
+    );
+    let hidden = status_and_body(&socket, "/v1/tools/create_work", &token);
+    let unknown = status_and_body(&socket, "/v1/tools/no.such.tool", &token);
+    assert!(hidden.0.starts_with("HTTP/1.1 404"), "{hidden:?}");
+    assert_eq!(hidden, unknown, "a hidden tool is answered exactly like an unknown one");
+    assert_eq!(
+        http(&socket, "POST", "/v1/tools", Some(&token), Some(&json!({}))).0,
+        405,
+        "read-only"
+    );
+}
