@@ -80,3 +80,41 @@ fn an_execution_sees_exactly_its_grant_and_less_once_the_configuration_narrows()
         "read-only"
     );
 }
+
+#[test]
+fn operators_see_every_registered_tool_narrowed_by_scope_and_source() {
+    let daemon = Daemon::start(Some(&shell_config("true")));
+    let socket = daemon.management_socket();
+    let token = daemon.operator_token();
+    let get = |path: &str| http(&socket, "GET", path, Some(&token), None);
+
+    let (status, all) = get("/v1/tools");
+    assert_eq!(status, 200);
+    assert_eq!(
+        ids(&all),
+        ["create_work", "declare_outcome", "emit", "read_context", "wait"]
+    );
+    let schema = schema();
+    assert!(all.as_array().unwrap().iter().all(|t| schema.is_valid(t)));
+    assert_eq!(
+        get("/v1/tools?scope=demo").1,
+        all,
+        "demo's ceiling allows every builtin"
+    );
+    assert_eq!(get("/v1/tools?source=host-extension").1, all);
+    assert_eq!(get("/v1/tools?source=mcp").1, json!([]));
+    assert_eq!(get("/v1/tools?source=plugin").0, 400);
+    assert_eq!(get("/v1/tools?scope=nope").1["error"], "unknown_scope");
+    assert_eq!(get("/v1/tools/emit").1["safetyTier"], "write");
+    assert_eq!(get("/v1/tools/nope").0, 404);
+    assert_eq!(http(&socket, "GET", "/v1/tools", None, None).0, 401);
+
+    let mut narrowed: Value = serde_json::from_str(&shell_config("true")).unwrap();
+    let fewer = json!(["emit", "read_context"]);
+    narrowed["scopes"]["demo"]["authorization"]["operations"] = fewer.clone();
+    narrowed["scopes"]["demo"]["bindings"]["shell"]["operations"] = fewer;
+    let file = daemon.scratch().join("narrowed.json");
+    std::fs::write(&file, narrowed.to_string()).unwrap();
+    daemon.json(&["config", "apply", file.to_str().unwrap()]);
+    assert_eq!(ids(&get("/v1/tools?scope=demo").1), ["emit", "read_context"]);
+}

@@ -52,6 +52,7 @@ fn no_response_and_no_store_file_carries_a_secret_a_reference_or_a_token() {
             p if p.starts_with("/v1/executions/") => execution.clone(),
             p if p.starts_with("/v1/artifacts/") => format!("log%3A{execution}"),
             p if p.starts_with("/v1/scopes/") => "demo".to_owned(),
+            p if p.starts_with("/v1/tools/") => "emit".to_owned(),
             _ => String::new(),
         };
         let path = path.replace("{id}", &id);

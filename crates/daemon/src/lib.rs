@@ -108,6 +108,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         control: service.clone(),
         cursors: Cursors::new(operator::cursor_key(&state)?),
         logs: Logs(state.logs_dir()),
+        registry: registry.clone(),
     });
     let mut server_shutdown = shutdown.clone();
     let server = tokio::spawn(serve(listener, management, async move {

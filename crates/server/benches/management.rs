@@ -108,6 +108,7 @@ fn main() {
             control: Arc::new(NoConfigControl),
             cursors: Cursors::new([7u8; 32]),
             logs: Logs(dir.path().join("logs")),
+            registry: Arc::default(),
         });
         let listener = bind_owner_only(&sockets.management).expect("bind management.sock");
         let management = tokio::spawn(serve(listener, router, async move {

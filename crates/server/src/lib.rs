@@ -5,6 +5,7 @@
 
 mod artifacts;
 mod auth;
+mod catalog;
 mod clock;
 mod config;
 mod cursor;

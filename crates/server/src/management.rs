@@ -20,12 +20,14 @@ use conduit_scheduler::{
 };
 use conduit_store::{derived_id, Page, Store, Tx, WorkFilter};
 use conduit_toolbelt::token::digest;
+use conduit_toolbelt::Registry;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
 use crate::artifacts::{self, Logs};
 use crate::auth;
+use crate::catalog;
 use crate::clock::now;
 use crate::config::{self, SharedConfigControl};
 use crate::cursor::{Cursors, Paging, Position, CURSOR_LIFETIME};
@@ -48,6 +50,8 @@ pub struct Management {
     pub cursors: Cursors,
     /// Where execution logs are.
     pub logs: Logs,
+    /// The operations this release registers, for the tool catalog.
+    pub registry: Arc<Registry>,
 }
 
 /// A route: its path, the methods it answers, and its handlers.
@@ -78,6 +82,8 @@ fn routes() -> Vec<Route> {
         ("/v1/executions/{id}/tokens", &["get"], get(auth::execution_tokens)),
         ("/v1/audit", &["get"], get(list_audit)),
         ("/v1/scopes", &["get"], get(list_scopes)),
+        ("/v1/tools", &["get"], get(catalog::list)),
+        ("/v1/tools/{id}", &["get"], get(catalog::get)),
         ("/v1/scopes/{id}/route/trace", &["post"], post(trace::trace)),
         ("/v1/scopes/{id}/route/samples", &["get"], get(trace::samples)),
         ("/v1/waits", &["get"], get(list_waits)),
