@@ -32,6 +32,10 @@ pub enum DaemonError {
     SocketPathTooLong(PathBuf),
     #[error("{} is not a socket you own, so it is not a stale daemon's; move it away and start again", .0.display())]
     NotOurSocket(PathBuf),
+    #[error(
+        "--listen {0} is not a loopback address; the API has no TLS, so only 127.0.0.1 or [::1] may be listened on"
+    )]
+    NotLoopback(std::net::SocketAddr),
     #[error("storage failed: {0}")]
     Store(#[from] conduit_store::StoreError),
 }

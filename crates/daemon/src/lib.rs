@@ -43,6 +43,9 @@ pub struct DaemonOptions {
     /// Execution tokens expire after this long (and are rotated while their attempt runs) instead of
     /// at the attempt deadline.
     pub token_lifetime: Option<Duration>,
+    /// A loopback address to serve the management API on over TCP too, for HTTP clients that cannot
+    /// dial a Unix socket.
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 /// The extensions this release registers. The configuration may grant what they register.
@@ -74,6 +77,9 @@ pub fn recover_owner(state_dir: &std::path::Path) -> Result<PathBuf, DaemonError
 
 /// Runs the daemon until SIGINT or SIGTERM.
 pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
+    if let Some(addr) = options.listen.filter(|a| !a.ip().is_loopback()) {
+        return Err(DaemonError::NotLoopback(addr));
+    }
     let state = StateDir::lock(&options.state_dir)?;
     // Before anything is served: a signal that arrives once clients can see the daemon stops it cleanly.
     let signals = Signals::install(&state)?;
@@ -110,6 +116,17 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         logs: Logs(state.logs_dir()),
         registry: registry.clone(),
     });
+    if let Some(addr) = options.listen {
+        // The same router: the same bearer authentication, roles and rules as on the socket.
+        let tcp = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| DaemonError::io("listen on", std::path::Path::new(&addr.to_string()), e))?;
+        tracing::info!(%addr, "serving the management API on loopback TCP too");
+        let mut tcp_shutdown = shutdown.clone();
+        tokio::spawn(serve(tcp, management.clone(), async move {
+            let _ = tcp_shutdown.changed().await;
+        }));
+    }
     let mut server_shutdown = shutdown.clone();
     let server = tokio::spawn(serve(listener, management, async move {
         let _ = server_shutdown.changed().await;

@@ -1,4 +1,4 @@
-//! Unix socket listeners, owner-only.
+//! Listeners: owner-only Unix sockets, and the optional loopback TCP listener.
 
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
@@ -16,8 +16,12 @@ pub fn bind_owner_only(path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Serves `router` on `listener` until `shutdown` completes.
-pub async fn serve(listener: UnixListener, router: Router, shutdown: impl Future<Output = ()> + Send + 'static) {
+/// Serves `router` on `listener` (a Unix socket or a TCP listener) until `shutdown` completes.
+pub async fn serve<L>(listener: L, router: Router, shutdown: impl Future<Output = ()> + Send + 'static)
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
         tracing::warn!(error = %e, "socket server stopped");
     }

@@ -106,6 +106,10 @@ struct DaemonArgs {
     /// [default: tokens last until the attempt deadline]
     #[arg(long, env = "OPEN_CONDUIT_TOKEN_LIFETIME", value_name = "DURATION", value_parser = parse_token_lifetime)]
     token_lifetime: Option<conduit_core::Duration>,
+    /// Also serve the management API (same tokens and roles) on this loopback TCP address, for HTTP
+    /// clients that cannot dial a Unix socket; only 127.0.0.1 or [::1] is accepted
+    #[arg(long, env = "OPEN_CONDUIT_LISTEN", value_name = "ADDR:PORT")]
+    listen: Option<std::net::SocketAddr>,
 }
 
 /// A token lifetime: a human duration of at least a minute, so rotation has time to happen.
@@ -574,6 +578,7 @@ fn run_daemon(locations: &Locations, args: DaemonArgs) -> Result<(), Failure> {
         config_file: args.config,
         os_dir: None,
         token_lifetime: args.token_lifetime,
+        listen: args.listen,
     };
     init_tracing();
     let runtime = tokio::runtime::Builder::new_multi_thread()
