@@ -333,6 +333,23 @@ pub fn sample_table(answer: &Value) -> String {
     list(answer, &[("NAME", "/name"), ("TYPE", "/type")])
 }
 
+const TOOL_COLUMNS: [(&str, &str); 4] = [
+    ("TOOL", "/toolId"),
+    ("TIER", "/safetyTier"),
+    ("EGRESS", "/egress"),
+    ("DESCRIPTION", "/description"),
+];
+
+/// A catalog (a bare array of descriptors), one tool per line.
+pub fn tool_table(answer: &Value) -> String {
+    list(&json!({ "items": answer }), &TOOL_COLUMNS)
+}
+
+/// One descriptor, whole, as indented JSON.
+pub fn tool_detail(answer: &Value) -> String {
+    pretty(answer)
+}
+
 /// The doctor's checks, one per line, and a verdict.
 pub fn doctor(answer: &Value) -> String {
     let lines = answer["checks"].as_array().into_iter().flatten().map(|c| {

@@ -97,6 +97,16 @@ pub fn guidance() -> Request {
     Request::Get(GUIDANCE_PATH.to_owned())
 }
 
+/// `GET /v1/tools`: the execution's catalog.
+pub fn tools() -> Request {
+    Request::Get("/v1/tools".to_owned())
+}
+
+/// `GET /v1/tools/{id}`: one tool's descriptor.
+pub fn tool(id: &str) -> Request {
+    Request::Get(format!("/v1/tools/{}", conduit_client::percent_encode_segment(id)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

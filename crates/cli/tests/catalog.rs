@@ -48,6 +48,27 @@ fn an_execution_sees_exactly_its_grant_and_less_once_the_configuration_narrows()
     for tool in tools.as_array().unwrap() {
         assert!(schema.is_valid(tool), "{tool}");
     }
+    let os = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_os"))
+            .args(args)
+            .env("OS_ENDPOINT", &socket)
+            .env("OS_TOKEN_FILE", &token_file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "os {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let listed: Value = serde_json::from_str(&os(&["--json", "tools"])).unwrap();
+    assert_eq!(listed, tools, "`os tools` prints the same catalog");
+    assert!(os(&["tools"])
+        .lines()
+        .any(|l| l.starts_with("read_context") && l.contains("read")));
+    let shown: Value = serde_json::from_str(&os(&["tools", "emit"])).unwrap();
+    assert_eq!(shown["toolId"], "emit");
     let (status, one) = http(&socket, "GET", "/v1/tools/read%5Fcontext", Some(&token), None);
     assert_eq!(
         (status, one["safetyTier"].as_str()),

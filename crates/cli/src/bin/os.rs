@@ -93,6 +93,11 @@ enum Command {
     },
     /// Print the toolbelt's guidance and the operations this execution may call
     Guidance,
+    /// List the tools this execution may call (its RFC 0078 catalog), or show one tool's descriptor
+    Tools {
+        /// A tool's id (its operation name) to show whole
+        id: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -155,6 +160,8 @@ fn plan(command: Command) -> (Request, Human) {
             render::output,
         ),
         Command::Guidance => (t::guidance(), render::guidance),
+        Command::Tools { id: None } => (t::tools(), render::tool_table),
+        Command::Tools { id: Some(id) } => (t::tool(&id), render::tool_detail),
     }
 }
 
