@@ -76,6 +76,22 @@ fn an_execution_sees_exactly_its_grant_and_less_once_the_configuration_narrows()
         "the id is percent-decoded"
     );
     assert_eq!(http(&socket, "GET", "/v1/tools", None, None).0, 401);
+    let (status, discovery) = http(&socket, "GET", "/.well-known/openwop", None, None);
+    assert_eq!(status, 200, "discovery needs no credential");
+    assert_eq!(
+        discovery["toolCatalog"],
+        json!({"supported": true, "sources": ["host-extension"], "sessionLifecycle": false})
+    );
+    assert_eq!(
+        discovery["toolHooks"],
+        json!({"supported": true, "prePostEvents": true})
+    );
+    let management = daemon.management_socket();
+    assert_eq!(
+        http(&management, "GET", "/.well-known/openwop", None, None),
+        (200, discovery.clone())
+    );
+    assert!(!discovery.to_string().contains("demo"), "capability flags only");
 
     let mut narrowed: Value = serde_json::from_str(&shell_config(&hold)).unwrap();
     let fewer = json!(["emit", "read_context", "declare_outcome", "wait"]);

@@ -38,6 +38,11 @@ fn the_management_api_is_served_on_loopback_with_the_same_authentication() {
     assert_eq!(tcp_get(port, "/v1/health", Some(&token)), 200);
     assert_eq!(tcp_get(port, "/v1/tools", Some(&token)), 200);
     assert_eq!(tcp_get(port, "/v1/health", None), 401);
+    assert_eq!(
+        tcp_get(port, "/.well-known/openwop", None),
+        200,
+        "discovery on every listener"
+    );
     assert_eq!(tcp_get(port, "/v1/health", Some("not-a-token")), 401);
 }
 

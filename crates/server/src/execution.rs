@@ -30,6 +30,7 @@ pub fn execution_router(state: ExecutionSocket) -> Router {
         .route("/v1/toolbelt/guidance", get(guidance))
         .route("/v1/toolbelt/serving", get(serving))
         .route("/v1/tools", get(tools))
+        .route("/.well-known/openwop", get(openwop))
         .route("/v1/tools/{tool_id}", get(tool))
         .fallback(not_found)
         .with_state(state)
@@ -73,6 +74,11 @@ async fn guidance(State(s): State<ExecutionSocket>, headers: HeaderMap) -> Answe
     let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
     let answer = blocking(move || Ok(toolbelt.guidance(&execution, &token)?)).await?;
     ok(StatusCode::OK, &answer)
+}
+
+/// The capability document, without authentication.
+async fn openwop(State(s): State<ExecutionSocket>) -> Answer {
+    crate::discovery::answer(s.toolbelt.registry())
 }
 
 /// The execution's catalog: a bare array of descriptors sorted by `toolId`.

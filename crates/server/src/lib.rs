@@ -9,6 +9,7 @@ mod catalog;
 mod clock;
 mod config;
 mod cursor;
+mod discovery;
 mod envelope;
 mod execution;
 mod idempotency;

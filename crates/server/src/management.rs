@@ -61,6 +61,7 @@ type Route = (&'static str, &'static [&'static str], MethodRouter<Management>);
 /// holds the two together.
 fn routes() -> Vec<Route> {
     vec![
+        ("/.well-known/openwop", &["get"], get(openwop)),
         ("/v1/health", &["get"], get(health)),
         ("/v1/openapi.json", &["get"], get(openapi)),
         ("/v1/work", &["get", "post"], post(create).get(list_work)),
@@ -101,6 +102,11 @@ fn routes() -> Vec<Route> {
         ("/v1/config/apply", &["post"], post(config::apply)),
         ("/v1/config/set", &["post"], post(config::set)),
     ]
+}
+
+/// The capability document: the one route that needs no credential.
+async fn openwop(State(s): State<Management>) -> Answer {
+    crate::discovery::answer(&s.registry)
 }
 
 pub fn management_router(state: Management) -> Router {

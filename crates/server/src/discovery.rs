@@ -1,0 +1,29 @@
+//! `GET /.well-known/openwop`: the capability document, served without authentication on every
+//! listener. It carries only capability flags, never anything about Work, scopes or credentials.
+
+use std::collections::BTreeSet;
+
+use axum::http::StatusCode;
+use conduit_core::tool::ToolSource;
+use conduit_toolbelt::{catalog, Registry};
+use serde_json::{json, Value};
+
+use crate::envelope::{ok, Answer};
+
+/// The capability families at the document root, as OpenWOP hosts publish them. This host runs no
+/// OpenWOP envelopes, so it lists none and its envelope limits are zero.
+pub fn document(registry: &Registry) -> Value {
+    let sources: BTreeSet<ToolSource> = catalog(registry).into_iter().map(|t| t.source).collect();
+    json!({
+        "protocolVersion": "1.0",
+        "supportedEnvelopes": [],
+        "schemaVersions": {"toolDescriptor": "1.0"},
+        "limits": {"clarificationRounds": 0, "schemaRounds": 0, "envelopesPerTurn": 0},
+        "toolCatalog": {"supported": true, "sources": sources, "sessionLifecycle": false},
+        "toolHooks": {"supported": true, "prePostEvents": true},
+    })
+}
+
+pub fn answer(registry: &Registry) -> Answer {
+    ok(StatusCode::OK, &document(registry))
+}
