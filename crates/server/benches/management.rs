@@ -18,6 +18,9 @@
 //! - `emit keyed`: `POST /v1/events` with a fresh `Idempotency-Key` per call: a durable event and its
 //!   idempotency record in one transaction;
 //! - `emit replay`: the same request and key every time, answered from the idempotency record;
+//! - `tools 10000`: `GET /v1/tools` with 10,000 registered operations (100 registrations of 100,
+//!   each in one toolset), the whole catalog built and serialized per call (`BENCH_CATALOG=N` calls,
+//!   default 50);
 //! - `fsync append`: 100 bytes appended to a file in the same temp dir, then `sync_data`, the cost of
 //!   one durable commit without group commit, for reference.
 //!
@@ -37,13 +40,18 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use conduit_config::{default_config_json, parse, CurrentConfig};
+use conduit_core::tool::{CatalogFields, ToolSource};
 use conduit_core::{ErrorCode, OperatorRecord, Refusal, Role};
 use conduit_server::{
     bind_owner_only, management_router, now, serve, Applied, Checked, ConfigControl, ConfigView, Cursors, Logs,
     Management,
 };
 use conduit_store::{new_id, SqliteStore, Store};
+use conduit_toolbelt::registry::{
+    Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationSpec, Registration, ToolsetEntry, ToolsetSpec,
+};
 use conduit_toolbelt::token;
+use conduit_toolbelt::Registry;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
@@ -108,7 +116,7 @@ fn main() {
             control: Arc::new(NoConfigControl),
             cursors: Cursors::new([7u8; 32]),
             logs: Logs(dir.path().join("logs")),
-            registry: Arc::default(),
+            registry: Arc::new(catalog_registry()),
         });
         let listener = bind_owner_only(&sockets.management).expect("bind management.sock");
         let management = tokio::spawn(serve(listener, router, async move {
@@ -253,6 +261,17 @@ async fn run_cases(dir: &Path, sockets: &Sockets, token: &str, answer: oneshot::
         },
     )
     .await;
+    let tools_expected = REGISTRATIONS * OPERATIONS_EACH + 5;
+    let mut catalog = Http::connect(
+        &sockets.management,
+        |_| tools(token),
+        |status, body: Bytes| {
+            assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+            let tools: Value = serde_json::from_slice(&body).expect("the catalog is JSON");
+            assert_eq!(tools.as_array().map(Vec::len), Some(tools_expected), "every operation");
+        },
+    )
+    .await;
     let block = [b'x'; 100];
     let mut appended = File::create(dir.join("fsync-append")).expect("a file to append to");
     let mut append = Direct(|| {
@@ -266,6 +285,7 @@ async fn run_cases(dir: &Path, sockets: &Sockets, token: &str, answer: oneshot::
         measure(&mut keyed, "emit keyed", writes).await,
         measure(&mut replay, "emit replay", writes).await,
         measure(&mut append, "fsync append", writes).await,
+        measure(&mut catalog, "tools 10000", env_count("BENCH_CATALOG").unwrap_or(50)).await,
     ]
 }
 
@@ -284,6 +304,72 @@ fn items_of(reference: &Bytes) -> Bytes {
         .position(|w| w == b",\"next_cursor\"")
         .expect("the items come before the cursor");
     reference.slice(..end)
+}
+
+/// Registered operations in the catalog case: `REGISTRATIONS` extensions of `OPERATIONS_EACH`.
+const REGISTRATIONS: usize = 100;
+const OPERATIONS_EACH: usize = 100;
+
+struct Noop;
+
+impl Handler for Noop {
+    fn call(&self, _: HandlerCall) -> HandlerFuture {
+        Box::pin(async {
+            Ok(HandlerOutput {
+                output: Value::Null,
+                emit: vec![],
+            })
+        })
+    }
+}
+
+/// A release with 10,000 operations, each registration's in one toolset.
+fn catalog_registry() -> Registry {
+    let mut registry = Registry::default();
+    for r in 0..REGISTRATIONS {
+        let name = format!("ext{r}");
+        let operations: Vec<OperationSpec> = (0..OPERATIONS_EACH)
+            .map(|o| OperationSpec {
+                name: format!("{name}.op{o}"),
+                title: Some(format!("Operation {o}")),
+                summary: "A benchmark operation.".into(),
+                input_schema: serde_json::json!({"type": "object", "properties": {"id": {"type": "string"}}}),
+                output_schema: serde_json::json!({"type": "object"}),
+                catalog: CatalogFields::read(),
+                handler: Arc::new(Noop),
+            })
+            .collect();
+        let toolset = ToolsetSpec {
+            name: format!("{name}.all"),
+            operations: operations
+                .iter()
+                .map(|o| ToolsetEntry {
+                    operation: o.name.clone(),
+                    since: "0.1.0".into(),
+                })
+                .collect(),
+        };
+        let registration = Registration {
+            name,
+            source: ToolSource::HostExtension,
+            operations,
+            toolsets: vec![toolset],
+        };
+        registry
+            .register(registration)
+            .expect("the bench registration is valid");
+    }
+    registry
+}
+
+fn tools(token: &str) -> Request<Body> {
+    Request::builder()
+        .method(Method::GET)
+        .uri("/v1/tools")
+        .header(HOST, "localhost")
+        .header(AUTHORIZATION, format!("Bearer {token}"))
+        .body(Full::new(Bytes::new()))
+        .expect("a valid request")
 }
 
 /// Measured calls per case: `(floors and list; emits and fsync)`.

@@ -2,13 +2,12 @@
 //! `?scope=` (what that scope's ceiling allows) and `?source=`.
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
-use conduit_core::tool::{ToolDescriptor, ToolSource};
+use axum::http::HeaderMap;
+use conduit_core::tool::ToolSource;
 use conduit_core::{ErrorCode, Refusal, Role};
-use conduit_toolbelt::catalog;
 use serde::Deserialize;
 
-use crate::envelope::{ok, Answer, Failure};
+use crate::envelope::{ok_json, Answer, Failure};
 use crate::management::{operator, Management};
 
 #[derive(Deserialize)]
@@ -21,21 +20,18 @@ pub struct ToolsQuery {
 /// `GET /v1/tools`: a bare array sorted by `toolId`.
 pub async fn list(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ToolsQuery>) -> Answer {
     operator(&s, &headers, Role::View).await?;
-    let tools = visible(&s, &q)?;
-    ok(StatusCode::OK, &tools)
+    ok_json(visible(&s, &q)?)
 }
 
 /// `GET /v1/tools/{toolId}`: one registered operation's descriptor.
 pub async fn get(State(s): State<Management>, headers: HeaderMap, Path(tool_id): Path<String>) -> Answer {
     operator(&s, &headers, Role::View).await?;
-    let tool = catalog(&s.registry)
-        .into_iter()
-        .find(|t| t.tool_id == tool_id)
-        .ok_or_else(|| Failure(Refusal::not_found("tool")))?;
-    ok(StatusCode::OK, &tool)
+    let tool = s.registry.catalog().find(&tool_id);
+    ok_json(tool.ok_or_else(|| Failure(Refusal::not_found("tool")))?.to_owned())
 }
 
-fn visible(s: &Management, q: &ToolsQuery) -> Result<Vec<ToolDescriptor>, Failure> {
+/// The catalog's JSON array, narrowed by the query.
+fn visible(s: &Management, q: &ToolsQuery) -> Result<String, Failure> {
     let config = s.config.get();
     if let Some(scope) = &q.scope {
         if config.scope(scope).is_none() {
@@ -46,15 +42,12 @@ fn visible(s: &Management, q: &ToolsQuery) -> Result<Vec<ToolDescriptor>, Failur
         }
     }
     let source = q.source.as_deref().map(parse_source).transpose()?;
-    Ok(catalog(&s.registry)
-        .into_iter()
-        .filter(|t| source.is_none_or(|source| t.source == source))
-        .filter(|t| {
-            q.scope
+    Ok(s.registry.catalog().select(|t| {
+        source.is_none_or(|source| t.source == source)
+            && q.scope
                 .as_deref()
                 .is_none_or(|scope| config.authorize_operation(scope, &t.tool_id))
-        })
-        .collect())
+    }))
 }
 
 fn parse_source(text: &str) -> Result<ToolSource, Failure> {

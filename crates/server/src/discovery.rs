@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use axum::http::StatusCode;
 use conduit_core::tool::ToolSource;
-use conduit_toolbelt::{catalog, Registry};
+use conduit_toolbelt::Registry;
 use serde_json::{json, Value};
 
 use crate::envelope::{ok, Answer};
@@ -13,7 +13,7 @@ use crate::envelope::{ok, Answer};
 /// The capability families at the document root, as OpenWOP hosts publish them. This host runs no
 /// OpenWOP envelopes, so it lists none and its envelope limits are zero.
 pub fn document(registry: &Registry) -> Value {
-    let sources: BTreeSet<ToolSource> = catalog(registry).into_iter().map(|t| t.source).collect();
+    let sources: BTreeSet<ToolSource> = registry.catalog().descriptors().map(|t| t.source).collect();
     json!({
         "protocolVersion": "1.0",
         "supportedEnvelopes": [],

@@ -47,6 +47,11 @@ pub fn ok<T: Serialize>(status: StatusCode, body: &T) -> Answer {
     Ok((status, Json(body)).into_response())
 }
 
+/// An answer whose JSON is already written (the catalog's, cached per descriptor).
+pub fn ok_json(json: String) -> Answer {
+    Ok(([(header::CONTENT_TYPE, "application/json")], json).into_response())
+}
+
 /// The largest request body accepted.
 pub const MAX_BODY: usize = 1024 * 1024;
 

@@ -13,7 +13,7 @@ use conduit_toolbelt::{Begun, CallRequest, Pending, Toolbelt};
 use serde::Deserialize;
 use tokio::sync::Notify;
 
-use crate::envelope::{bearer, blocking, not_found, ok, parse_body, Answer};
+use crate::envelope::{bearer, blocking, not_found, ok, ok_json, parse_body, Answer};
 
 /// One execution's socket: the toolbelt, and the execution the socket itself asserts.
 #[derive(Clone)]
@@ -85,15 +85,13 @@ async fn openwop(State(s): State<ExecutionSocket>) -> Answer {
 async fn tools(State(s): State<ExecutionSocket>, headers: HeaderMap) -> Answer {
     let token = bearer(&headers)?;
     let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
-    let answer = blocking(move || Ok(toolbelt.tools(&execution, &token)?)).await?;
-    ok(StatusCode::OK, &answer)
+    ok_json(blocking(move || Ok(toolbelt.tools(&execution, &token)?)).await?)
 }
 
 async fn tool(State(s): State<ExecutionSocket>, headers: HeaderMap, Path(tool_id): Path<String>) -> Answer {
     let token = bearer(&headers)?;
     let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
-    let answer = blocking(move || Ok(toolbelt.tool(&execution, &token, &tool_id)?)).await?;
-    ok(StatusCode::OK, &answer)
+    ok_json(blocking(move || Ok(toolbelt.tool(&execution, &token, &tool_id)?)).await?)
 }
 
 #[derive(Deserialize)]

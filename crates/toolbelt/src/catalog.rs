@@ -2,22 +2,72 @@
 //! extensions alike, sorted by `toolId` (the operation's name). `auth.scopes` lists every grant entry
 //! that authorizes the operation: its own name and each toolset (`@name`) that holds it.
 
+use std::collections::HashMap;
+
 use conduit_core::names::BUILTIN_TOOLSETS;
 use conduit_core::tool::ToolDescriptor;
 
 use crate::builtins::builtin_tools;
 use crate::registry::{Registered, Registry};
 
+/// A release's catalog, built once (the registry does not change while the daemon runs): every
+/// operation's descriptor with its JSON, sorted by `toolId`, so a read only filters and concatenates.
+pub struct Catalog {
+    entries: Vec<CatalogEntry>,
+}
+
+pub struct CatalogEntry {
+    pub descriptor: ToolDescriptor,
+    json: String,
+}
+
+impl Catalog {
+    pub fn of(registry: &Registry) -> Catalog {
+        let entries = descriptors(registry)
+            .into_iter()
+            .map(|descriptor| CatalogEntry {
+                json: serde_json::to_string(&descriptor).unwrap_or_default(),
+                descriptor,
+            })
+            .collect();
+        Catalog { entries }
+    }
+
+    pub fn descriptors(&self) -> impl Iterator<Item = &ToolDescriptor> {
+        self.entries.iter().map(|e| &e.descriptor)
+    }
+
+    /// The JSON of one tool.
+    pub fn find(&self, tool_id: &str) -> Option<&str> {
+        let at = self
+            .entries
+            .binary_search_by(|e| e.descriptor.tool_id.as_str().cmp(tool_id))
+            .ok()?;
+        Some(&self.entries[at].json)
+    }
+
+    /// A bare JSON array of the tools `keep` keeps, in `toolId` order.
+    pub fn select(&self, keep: impl Fn(&ToolDescriptor) -> bool) -> String {
+        let kept: Vec<&str> = self
+            .entries
+            .iter()
+            .filter(|e| keep(&e.descriptor))
+            .map(|e| e.json.as_str())
+            .collect();
+        format!("[{}]", kept.join(","))
+    }
+}
+
 /// Every operation's descriptor, sorted by `toolId`.
-pub fn catalog(registry: &Registry) -> Vec<ToolDescriptor> {
+fn descriptors(registry: &Registry) -> Vec<ToolDescriptor> {
+    let mut granting = toolsets_by_operation(registry);
     let mut tools: Vec<ToolDescriptor> = builtin_tools()
         .into_iter()
         .chain(registry.operations().map(extension_tool))
         .collect();
     for tool in &mut tools {
-        let granting = toolsets_granting(registry, &tool.tool_id);
-        if let Some(auth) = tool.auth.as_mut() {
-            auth.scopes.extend(granting);
+        if let (Some(auth), Some(toolsets)) = (tool.auth.as_mut(), granting.remove(tool.tool_id.as_str())) {
+            auth.scopes.extend(toolsets);
         }
     }
     tools.sort_by(|a, b| a.tool_id.cmp(&b.tool_id));
@@ -35,15 +85,20 @@ fn extension_tool(registered: &Registered) -> ToolDescriptor {
     }
 }
 
-/// The grant entries (`@toolset`) of every toolset, the host's and the extensions', that holds `operation`.
-fn toolsets_granting(registry: &Registry, operation: &str) -> Vec<String> {
+/// For each operation, the grant entries (`@toolset`) of every toolset that holds it, the host's
+/// first, then the extensions' in name order: one pass over all toolsets.
+fn toolsets_by_operation(registry: &Registry) -> HashMap<&str, Vec<String>> {
     let builtin = BUILTIN_TOOLSETS
         .iter()
-        .filter(|(_, ops)| ops.contains(&operation))
-        .map(|(name, _)| format!("@{name}"));
-    let registered = registry
-        .toolsets()
-        .filter(|t| t.operations.iter().any(|e| e.operation == operation))
-        .map(|t| format!("@{}", t.name));
-    builtin.chain(registered).collect()
+        .flat_map(|(name, ops)| ops.iter().map(move |op| (*op, *name)));
+    let registered = registry.toolsets().flat_map(|t| {
+        t.operations
+            .iter()
+            .map(move |e| (e.operation.as_str(), t.name.as_str()))
+    });
+    let mut by_operation: HashMap<&str, Vec<String>> = HashMap::new();
+    for (operation, toolset) in builtin.chain(registered) {
+        by_operation.entry(operation).or_default().push(format!("@{toolset}"));
+    }
+    by_operation
 }

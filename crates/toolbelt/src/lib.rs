@@ -23,7 +23,6 @@ pub mod token;
 use std::sync::Arc;
 
 use conduit_config::CurrentConfig;
-use conduit_core::tool::ToolDescriptor;
 use conduit_core::{Clock, Refusal, TokenRecord};
 use conduit_scheduler::HostError;
 use conduit_store::Store;
@@ -32,7 +31,7 @@ use serde_json::{json, Value};
 
 pub use builtins::{describe_builtins, OperationDescriptor};
 pub use call::{Begun, Pending};
-pub use catalog::catalog;
+pub use catalog::Catalog;
 pub use checks::Authority;
 pub use registry::Registry;
 
@@ -109,23 +108,28 @@ impl Toolbelt {
         }))
     }
 
-    /// The catalog an execution sees: the descriptors of its token's granted operations that the
+    /// The catalog an execution sees, as a bare JSON array: its token's granted operations that the
     /// active configuration's ceiling still allows, so narrowing the config hides tools at once.
-    pub fn tools(&self, socket_execution: &str, bearer: &str) -> Result<Vec<ToolDescriptor>, Refusal> {
+    pub fn tools(&self, socket_execution: &str, bearer: &str) -> Result<String, Refusal> {
         let token = self.identify(socket_execution, bearer)?;
         let config = self.config.get();
-        Ok(catalog::catalog(&self.registry)
-            .into_iter()
-            .filter(|t| token.operations.contains(&t.tool_id) && config.authorize_operation(&token.scope, &t.tool_id))
-            .collect())
+        Ok(self
+            .registry
+            .catalog()
+            .select(|t| token.operations.contains(&t.tool_id) && config.authorize_operation(&token.scope, &t.tool_id)))
     }
 
-    /// One tool of [`Toolbelt::tools`]. An unknown id and one the token may not see are the same
-    /// `404`, so the answer discloses nothing about tools outside the grant.
-    pub fn tool(&self, socket_execution: &str, bearer: &str, tool_id: &str) -> Result<ToolDescriptor, Refusal> {
-        self.tools(socket_execution, bearer)?
-            .into_iter()
-            .find(|t| t.tool_id == tool_id)
+    /// One tool of [`Toolbelt::tools`], as JSON. An unknown id and one the token may not see are the
+    /// same `404`, so the answer discloses nothing about tools outside the grant.
+    pub fn tool(&self, socket_execution: &str, bearer: &str, tool_id: &str) -> Result<String, Refusal> {
+        let token = self.identify(socket_execution, bearer)?;
+        let visible = token.operations.iter().any(|op| op == tool_id)
+            && self.config.get().authorize_operation(&token.scope, tool_id);
+        self.registry
+            .catalog()
+            .find(tool_id)
+            .filter(|_| visible)
+            .map(str::to_owned)
             .ok_or_else(|| Refusal::not_found("tool"))
     }
 

@@ -6,10 +6,13 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::OnceLock;
 
 use conduit_core::names::{is_registration_name, BUILTIN_OPERATIONS};
 use conduit_core::tool::{CatalogFields, ToolSource};
 use jsonschema::Validator;
+
+use crate::catalog::Catalog;
 use serde_json::Value;
 
 /// What a handler is told about the call: the validated authority, never the token.
@@ -129,11 +132,14 @@ pub struct Registry {
     registrations: BTreeMap<String, ToolSource>,
     operations: BTreeMap<String, Registered>,
     toolsets: BTreeMap<String, ToolsetSpec>,
+    /// Built on first use; a registration clears it.
+    catalog: OnceLock<Catalog>,
 }
 
 impl Registry {
     /// Registers every operation of `registration`, or none of them.
     pub fn register(&mut self, registration: Registration) -> Result<(), RegistrationError> {
+        self.catalog = OnceLock::new();
         let refuse = |code, operation: &str, reason: &str| RegistrationError {
             code,
             operation: operation.to_owned(),
@@ -184,6 +190,11 @@ impl Registry {
     }
 
     /// Every published toolset, sorted by name.
+    /// The catalog of every operation, builtins included.
+    pub fn catalog(&self) -> &Catalog {
+        self.catalog.get_or_init(|| Catalog::of(self))
+    }
+
     pub fn toolsets(&self) -> impl Iterator<Item = &ToolsetSpec> {
         self.toolsets.values()
     }

@@ -7,7 +7,7 @@ use conduit_core::tool::{CatalogFields, Egress, SafetyTier, ToolSource};
 use conduit_toolbelt::registry::{
     Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationSpec, Registration, ToolsetEntry, ToolsetSpec,
 };
-use conduit_toolbelt::{catalog, Registry};
+use conduit_toolbelt::Registry;
 use serde_json::{json, Value};
 
 struct Noop;
@@ -64,7 +64,8 @@ fn registry() -> Registry {
 #[test]
 fn every_descriptor_the_host_builds_validates_against_the_schema_file() {
     let schema = schema();
-    let tools = catalog(&registry());
+    let registry = registry();
+    let tools: Vec<_> = registry.catalog().descriptors().cloned().collect();
     for tool in &tools {
         let wire = serde_json::to_value(tool).unwrap();
         let errors: Vec<String> = schema.iter_errors(&wire).map(|e| e.to_string()).collect();
@@ -88,7 +89,8 @@ fn every_descriptor_the_host_builds_validates_against_the_schema_file() {
 
 #[test]
 fn builtins_are_described_by_their_tiers_and_the_grants_that_authorize_them() {
-    let tools = catalog(&registry());
+    let registry = registry();
+    let tools: Vec<_> = registry.catalog().descriptors().cloned().collect();
     let tool = |id: &str| tools.iter().find(|t| t.tool_id == id).unwrap();
     assert_eq!(tool("read_context").safety_tier, SafetyTier::Read);
     for id in ["emit", "create_work", "wait", "declare_outcome"] {
