@@ -1,27 +1,15 @@
 //! The tool catalog: every descriptor the host builds validates against
 //! `schemas/tool-descriptor.schema.json`, and the RFC 0078 examples hold against that schema.
 
+mod common;
+
 use std::sync::Arc;
 
+use common::Noop;
 use conduit_core::tool::{CatalogFields, Egress, SafetyTier, ToolSource};
-use conduit_toolbelt::registry::{
-    Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationSpec, Registration, ToolsetEntry, ToolsetSpec,
-};
+use conduit_toolbelt::registry::{OperationSpec, Registration, ToolsetEntry, ToolsetSpec};
 use conduit_toolbelt::Registry;
 use serde_json::{json, Value};
-
-struct Noop;
-
-impl Handler for Noop {
-    fn call(&self, _: HandlerCall) -> HandlerFuture {
-        Box::pin(async {
-            Ok(HandlerOutput {
-                output: Value::Null,
-                emit: vec![],
-            })
-        })
-    }
-}
 
 fn schema() -> jsonschema::Validator {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../schemas/tool-descriptor.schema.json");

@@ -1,28 +1,16 @@
 //! Toolsets: published by registrations, granted by name, narrowed to ceilings, and resolved against
 //! the running release, so a release that adds an operation to a toolset grants it unchanged.
 
+mod common;
+
 use std::sync::Arc;
 
+use common::Noop;
 use conduit_config::parse_with;
 use conduit_core::tool::{CatalogFields, ToolSource};
-use conduit_toolbelt::registry::{
-    Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationSpec, Registration, ToolsetEntry, ToolsetSpec,
-};
+use conduit_toolbelt::registry::{OperationSpec, Registration, ToolsetEntry, ToolsetSpec};
 use conduit_toolbelt::Registry;
-use serde_json::{json, Value};
-
-struct Noop;
-
-impl Handler for Noop {
-    fn call(&self, _: HandlerCall) -> HandlerFuture {
-        Box::pin(async {
-            Ok(HandlerOutput {
-                output: Value::Null,
-                emit: vec![],
-            })
-        })
-    }
-}
+use serde_json::json;
 
 fn operation(name: &str) -> OperationSpec {
     OperationSpec {

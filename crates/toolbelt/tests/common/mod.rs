@@ -122,3 +122,17 @@ pub fn default_harness() -> Harness {
 pub fn config(text: &str) -> Snapshot {
     conduit_config::parse(text.as_bytes()).unwrap().at_generation(1)
 }
+
+/// A handler that answers `null` and emits nothing: for registrations a test only describes.
+pub struct Noop;
+
+impl conduit_toolbelt::registry::Handler for Noop {
+    fn call(&self, _: conduit_toolbelt::registry::HandlerCall) -> conduit_toolbelt::registry::HandlerFuture {
+        Box::pin(async {
+            Ok(conduit_toolbelt::registry::HandlerOutput {
+                output: Value::Null,
+                emit: vec![],
+            })
+        })
+    }
+}
