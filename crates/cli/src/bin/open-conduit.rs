@@ -92,7 +92,7 @@ enum Command {
         #[arg(long, value_name = "ID")]
         execution: Option<String>,
     },
-    /// List executions, the attempts at running Work, or cancel one
+    /// List executions, the attempts at running Work; cancel one, or confirm a cancelled one stopped
     #[command(subcommand, alias = "execution")]
     Executions(ExecutionsCommand),
 }
