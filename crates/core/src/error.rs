@@ -191,6 +191,15 @@ impl Refusal {
         )
     }
 
+    /// A scope id the active configuration does not have.
+    pub fn unknown_scope() -> Self {
+        Refusal::new(
+            ErrorCode::UnknownScope,
+            "no scope has this id in the active configuration",
+        )
+        .with_remedy("list the scopes with `open-conduit scopes`")
+    }
+
     pub fn not_found(what: &str) -> Self {
         Refusal::new(ErrorCode::NotFound, format!("{what} not found"))
     }

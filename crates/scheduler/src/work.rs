@@ -90,11 +90,7 @@ pub fn create_work(
 
 fn check_target(config: &Snapshot, scope: &str, binding: &str) -> Result<(), Refusal> {
     if config.scope(scope).is_none() {
-        return Err(Refusal::new(
-            ErrorCode::UnknownScope,
-            "no scope has this id in the active configuration",
-        )
-        .with_remedy("list the scopes in your configuration file"));
+        return Err(Refusal::unknown_scope());
     }
     if !config.scope_enabled(scope) {
         return Err(Refusal::new(

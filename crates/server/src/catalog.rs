@@ -35,10 +35,7 @@ fn visible(s: &Management, q: &ToolsQuery) -> Result<String, Failure> {
     let config = s.config.get();
     if let Some(scope) = &q.scope {
         if config.scope(scope).is_none() {
-            return Err(Failure(
-                Refusal::new(ErrorCode::UnknownScope, "the active configuration has no such scope")
-                    .with_remedy("list scopes with `open-conduit scopes`"),
-            ));
+            return Err(Failure(Refusal::unknown_scope()));
         }
     }
     let source = q.source.as_deref().map(parse_source).transpose()?;

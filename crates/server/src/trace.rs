@@ -42,7 +42,7 @@ pub async fn trace(
     check_traceable(&req)?;
     let config = s.config.get();
     if config.scope(&scope).is_none() {
-        return Err(unknown_scope());
+        return Err(Failure(Refusal::unknown_scope()));
     }
     let probe = Probe {
         scope,
@@ -61,7 +61,7 @@ pub async fn samples(State(s): State<Management>, headers: HeaderMap, Path(scope
     operator(&s, &headers, Role::View).await?;
     let config = s.config.get();
     if config.scope(&scope).is_none() {
-        return Err(unknown_scope());
+        return Err(Failure(Refusal::unknown_scope()));
     }
     let items: Vec<Value> = route_samples(&config, &scope)
         .into_iter()
@@ -89,11 +89,4 @@ fn check_traceable(req: &Hypothetical) -> Result<(), Failure> {
 /// The seed answers trace refusals `422`, where other request refusals are `400`.
 fn untraceable(message: &str) -> Failure {
     Failure(Refusal::operation(ErrorCode::InvalidRequest.as_str(), message))
-}
-
-fn unknown_scope() -> Failure {
-    Failure(
-        Refusal::new(ErrorCode::UnknownScope, "the active configuration has no such scope")
-            .with_remedy("list scopes with `open-conduit scopes`"),
-    )
 }

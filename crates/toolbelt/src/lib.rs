@@ -111,26 +111,29 @@ impl Toolbelt {
     /// The catalog an execution sees, as a bare JSON array: its token's granted operations that the
     /// active configuration's ceiling still allows, so narrowing the config hides tools at once.
     pub fn tools(&self, socket_execution: &str, bearer: &str) -> Result<String, Refusal> {
-        let token = self.identify(socket_execution, bearer)?;
-        let config = self.config.get();
-        Ok(self
-            .registry
-            .catalog()
-            .select(|t| token.operations.contains(&t.tool_id) && config.authorize_operation(&token.scope, &t.tool_id)))
+        let sees = self.visibility(socket_execution, bearer)?;
+        Ok(self.registry.catalog().select(|t| sees(&t.tool_id)))
     }
 
     /// One tool of [`Toolbelt::tools`], as JSON. An unknown id and one the token may not see are the
     /// same `404`, so the answer discloses nothing about tools outside the grant.
     pub fn tool(&self, socket_execution: &str, bearer: &str, tool_id: &str) -> Result<String, Refusal> {
-        let token = self.identify(socket_execution, bearer)?;
-        let visible = token.operations.iter().any(|op| op == tool_id)
-            && self.config.get().authorize_operation(&token.scope, tool_id);
+        let sees = self.visibility(socket_execution, bearer)?;
         self.registry
             .catalog()
             .find(tool_id)
-            .filter(|_| visible)
+            .filter(|_| sees(tool_id))
             .map(str::to_owned)
             .ok_or_else(|| Refusal::not_found("tool"))
+    }
+
+    /// Whether the caller's live token may see a tool: granted, and within the current ceiling.
+    fn visibility(&self, socket_execution: &str, bearer: &str) -> Result<impl Fn(&str) -> bool, Refusal> {
+        let token = self.identify(socket_execution, bearer)?;
+        let config = self.config.get();
+        Ok(move |tool_id: &str| {
+            token.operations.iter().any(|op| op == tool_id) && config.authorize_operation(&token.scope, tool_id)
+        })
     }
 
     /// Which of the token's granted operations serve `capability`. No builtin serves one; extension
