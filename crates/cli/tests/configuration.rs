@@ -223,17 +223,9 @@ fn a_crash_at_each_step_of_apply_leaves_the_old_or_the_new_generation() {
 /// response, not the daemon's log. One that cannot be resolved fails the attempt before it starts.
 #[test]
 fn secrets_reach_only_the_execution() {
-    use std::os::unix::fs::PermissionsExt;
     let planted = "planted-secret-value-9d2";
     let daemon = Daemon::start_with(|scratch| {
-        let private = scratch.join("state/private");
-        std::fs::create_dir_all(&private).unwrap();
-        for dir in [scratch.join("state"), private.clone()] {
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        }
-        let secrets = private.join("secrets.json");
-        std::fs::write(&secrets, json!({"api": planted}).to_string()).unwrap();
-        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
+        plant_secrets(scratch, json!({"api": planted}));
         let seen = scratch.join("seen");
         let uses = format!("printf '%s' \"$API_KEY\" > {} && os outcome succeeded", seen.display());
         let mut config: Value = serde_json::from_str(&config_with(&ALL, &uses)).unwrap();

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
-
 use common::*;
 use serde_json::{json, Value};
 
@@ -15,14 +13,7 @@ const REFERENCE: &str = "PLANTED_REFERENCE_NAME_77";
 #[test]
 fn no_response_and_no_store_file_carries_a_secret_a_reference_or_a_token() {
     let daemon = Daemon::start_with(|scratch| {
-        let private = scratch.join("state/private");
-        std::fs::create_dir_all(&private).unwrap();
-        for dir in [scratch.join("state"), private.clone()] {
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        }
-        let secrets = private.join("secrets.json");
-        std::fs::write(&secrets, json!({"api": SECRET}).to_string()).unwrap();
-        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
+        plant_secrets(scratch, json!({"api": SECRET}));
         let mut config: Value = serde_json::from_str(&shell_config(&publish_and_hold(scratch))).unwrap();
         config["secrets"] = json!({"api_key": "file:api", "unused": format!("env:{REFERENCE}")});
         config["scopes"]["demo"]["bindings"]["shell"]["secrets"] = json!(["api_key"]);

@@ -345,3 +345,17 @@ pub fn hold_one(daemon: &Daemon, scratch: &Path) -> (String, PathBuf, PathBuf) {
     let (socket, token_file) = held.expect("a held attempt");
     (work, socket, token_file)
 }
+
+/// Writes `secrets` as the `file:` secrets of the state directory a daemon started in `scratch` will
+/// use, creating that directory (and `private/`) owner-only first.
+pub fn plant_secrets(scratch: &Path, secrets: Value) {
+    use std::os::unix::fs::PermissionsExt;
+    let private = scratch.join("state/private");
+    std::fs::create_dir_all(&private).unwrap();
+    for dir in [scratch.join("state"), private.clone()] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let file = private.join("secrets.json");
+    std::fs::write(&file, secrets.to_string()).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
