@@ -62,11 +62,7 @@ impl Connection {
     /// Sends one request on a current-thread runtime and waits for its answer.
     pub fn send(&self, request: &Request) -> Result<Value, Failure> {
         let client = Client::new(&self.socket, read_token(&self.token_file)?);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| Failure::Local(format!("cannot start the async runtime: {e}")))?;
-        let answer = runtime.block_on(async {
+        let answer = runtime()?.block_on(async {
             match request {
                 Request::Get(path) => client.get(path).await,
                 Request::GetContent(path) => client
@@ -82,6 +78,19 @@ impl Connection {
         });
         Ok(answer?)
     }
+
+    /// Reads content that is not JSON, byte for byte.
+    pub fn fetch(&self, path: &str) -> Result<Vec<u8>, Failure> {
+        let client = Client::new(&self.socket, read_token(&self.token_file)?);
+        Ok(runtime()?.block_on(client.get_bytes(path))?)
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Local(format!("cannot start the async runtime: {e}")))
 }
 
 /// Replaces the token file with `token` (owner-only, through a temporary file and a rename).

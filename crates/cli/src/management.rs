@@ -219,7 +219,11 @@ pub fn list_artifacts(execution: Option<&str>) -> Request {
 
 /// `GET /v1/artifacts/{id}/content`.
 pub fn artifact_content(id: &str) -> Request {
-    Request::GetContent(format!("/v1/artifacts/{}/content", encode(id)))
+    Request::GetContent(artifact_content_path(id))
+}
+
+pub fn artifact_content_path(id: &str) -> String {
+    format!("/v1/artifacts/{}/content", encode(id))
 }
 
 /// `GET /v1/auth/operators`: active operator credentials, without tokens.

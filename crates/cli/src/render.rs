@@ -255,11 +255,12 @@ pub fn revoked(answer: &Value) -> String {
     format!("revoked {} token {}", field(answer, "/kind"), field(answer, "/revoked"))
 }
 
-const ARTIFACT_COLUMNS: [(&str, &str); 4] = [
+const ARTIFACT_COLUMNS: [(&str, &str); 5] = [
     ("ID", "/id"),
     ("KIND", "/kind"),
-    ("EXECUTION", "/execution_id"),
+    ("NAME", "/name"),
     ("SIZE", "/size"),
+    ("REFUSED", "/refused"),
 ];
 
 pub fn artifact_table(answer: &Value) -> String {

@@ -65,8 +65,12 @@ pub fn emit(
 }
 
 /// `status` is `succeeded` or `failed`.
-pub fn declare_outcome(status: &str, summary: Option<String>) -> Request {
-    let input = object([("status", Some(status.into())), ("summary", summary.map(Value::from))]);
+pub fn declare_outcome(status: &str, summary: Option<String>, artifacts: Vec<String>) -> Request {
+    let input = object([
+        ("status", Some(status.into())),
+        ("summary", summary.map(Value::from)),
+        ("artifacts", strings(artifacts)),
+    ]);
     call("declare_outcome", input, None)
 }
 
@@ -130,8 +134,8 @@ mod tests {
                 json!({"operation": "emit", "input": {"type": "demo.hello", "data": [1], "correlation_key": "k"}, "request_id": "r1"}),
             ),
             (
-                declare_outcome("failed", Some("broke".into())),
-                json!({"operation": "declare_outcome", "input": {"status": "failed", "summary": "broke"}}),
+                declare_outcome("failed", Some("broke".into()), vec!["out/log.txt".into()]),
+                json!({"operation": "declare_outcome", "input": {"status": "failed", "summary": "broke", "artifacts": ["out/log.txt"]}}),
             ),
             (read_context(), json!({"operation": "read_context", "input": {}})),
             (

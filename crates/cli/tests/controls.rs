@@ -145,6 +145,95 @@ fn an_executions_log_is_an_artifact_read_whole_or_by_range() {
     assert!(beyond.contains("range_not_satisfiable"));
 }
 
+/// A declared outcome names files in the working directory; the daemon keeps regular files and
+/// refuses links, absent files and paths that leave the directory.
+#[test]
+fn declared_artifacts_are_kept_and_links_refused() {
+    let daemon = Daemon::start_with(|scratch| {
+        std::fs::write(scratch.join("outside"), "planted-outside-text").unwrap();
+        shell_config(&format!(
+            "mkdir out && printf report > out/report.md && ln -s {}/outside link; \
+             os outcome succeeded --artifact ../outside 2>/dev/null || echo escape-refused=$?; \
+             os outcome succeeded --artifact out/report.md --artifact link --artifact absent > /dev/null",
+            scratch.display()
+        ))
+    });
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    let execution = daemon.json(&["executions", "list", "--work", &work])["items"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let listed = daemon.json(&["artifacts", "list", "--execution", &execution])["items"].clone();
+    let declared: Vec<_> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "declared")
+        .collect();
+    let report = format!("file:{execution}:0");
+    assert_eq!(declared[0]["id"], report.as_str());
+    assert_eq!(declared[0]["name"], "out/report.md");
+    assert_eq!(declared[0]["size"], 6);
+    assert_eq!(
+        (declared[1]["refused"].as_str(), declared[2]["refused"].as_str()),
+        (Some("artifact_not_regular_file"), Some("artifact_missing"))
+    );
+
+    let cat = daemon.cli(&["artifacts", "cat", &report]);
+    assert_eq!(String::from_utf8_lossy(&cat.stdout), "report");
+    let log = daemon.cli(&["artifacts", "cat", &format!("log:{execution}")]);
+    assert!(String::from_utf8_lossy(&log.stdout).contains("escape-refused=1"));
+    let kept = daemon.state.join("artifacts").join(&execution).join("0");
+    assert_eq!(mode(&kept), 0o600);
+
+    let auth = format!("Bearer {}", daemon.operator_token());
+    let read = |id: &str| {
+        let path = format!("/v1/artifacts/{}/content", id.replace(':', "%3A"));
+        http_response(
+            &daemon.management_socket(),
+            "GET",
+            &path,
+            &[("Authorization", auth.as_str())],
+            "",
+        )
+    };
+    let refused = read(&format!("file:{execution}:1"));
+    assert!(refused.starts_with("HTTP/1.1 404"), "{refused}");
+    assert!(!refused.contains("planted-outside-text"));
+    for forged in ["log:../private/operator", "file:../x:0", "file:nothing:0"] {
+        assert!(read(forged).starts_with("HTTP/1.1 404"), "{forged}");
+    }
+}
+
+/// An attempt that declared its artifacts and ended while no daemon watched it still has them kept:
+/// recovery copies them before it removes the run directory.
+#[test]
+fn artifacts_of_an_attempt_that_ended_during_a_restart_are_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().display();
+    let script = format!(
+        "printf kept > a.txt && os outcome succeeded --artifact a.txt > /dev/null && {}; touch {d}/exited",
+        publish_and_hold(tmp.path())
+    );
+    let mut daemon = Daemon::start(Some(&shell_config(&script)));
+    let work = daemon.create_work("demo", "shell");
+    wait_until("a held attempt", || !published_runs(tmp.path()).is_empty());
+    daemon.kill();
+    std::fs::write(tmp.path().join("release"), "").unwrap();
+    wait_until("the attempt to end", || tmp.path().join("exited").exists());
+    std::thread::sleep(std::time::Duration::from_millis(100));
+
+    daemon.launch();
+    daemon.await_work(&work, "succeeded");
+    let execution = daemon.json(&["executions", "list", "--work", &work])["items"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cat = daemon.cli(&["artifacts", "cat", &format!("file:{execution}:0")]);
+    assert_eq!(String::from_utf8_lossy(&cat.stdout), "kept");
+}
+
 #[test]
 fn doctor_checks_offline_and_through_the_daemon() {
     let mut daemon = Daemon::start(None);

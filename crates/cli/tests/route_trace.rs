@@ -19,7 +19,7 @@ fn trace(daemon: &Daemon, args: &[&str]) -> Value {
 }
 
 #[test]
-fn a_trace_explains_start_unmatched_wake_and_drop_and_records_nothing() {
+fn a_trace_explains_start_unmatched_wake_and_queue_and_records_nothing() {
     let daemon = Daemon::start(Some(&shell_config("os wait --for demo.go")));
     let work = daemon.create_work("demo", "shell");
     daemon.await_work(&work, "waiting");
@@ -49,12 +49,12 @@ fn a_trace_explains_start_unmatched_wake_and_drop_and_records_nothing() {
         "wake"
     );
 
-    let dropped = trace(&daemon, &["demo.requested", "--work", &work]);
+    let queued = trace(&daemon, &["demo.requested", "--work", &work]);
     assert_eq!(
-        dropped["effect"], "drop",
-        "a waiting Work ignores what it does not wait for"
+        queued["effect"], "queue",
+        "what a waiting Work does not wait for is input for its next attempt"
     );
-    assert_eq!(dropped["routes"][0]["verdict"], "bypassed");
+    assert_eq!(queued["routes"][0]["verdict"], "bypassed");
 
     assert_eq!(recorded(&daemon), before, "a trace accepts, routes and records nothing");
     assert_eq!(daemon.json(&["work", "get", &work])["state"], "waiting");

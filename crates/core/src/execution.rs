@@ -69,6 +69,9 @@ pub enum Declaration {
     Outcome {
         status: OutcomeStatus,
         summary: Option<String>,
+        /// Files in the working directory the host keeps when the segment ends.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        artifacts: Vec<String>,
     },
     Wait {
         types: Vec<String>,
@@ -135,7 +138,7 @@ pub enum Settlement {
 /// a declared wait parks the Work whatever the exit status.
 pub fn settle(declaration: Option<&Declaration>, end: SegmentEnd) -> Settlement {
     match declaration {
-        Some(Declaration::Outcome { status, summary }) => Settlement::Finished(Outcome {
+        Some(Declaration::Outcome { status, summary, .. }) => Settlement::Finished(Outcome {
             status: *status,
             summary: summary.clone(),
             source: OutcomeSource::Declared,
@@ -187,6 +190,7 @@ mod tests {
         let d = Declaration::Outcome {
             status: OutcomeStatus::Succeeded,
             summary: Some("done".into()),
+            artifacts: vec![],
         };
         let Settlement::Finished(o) = settle(Some(&d), SegmentEnd::Exited(3)) else {
             panic!()

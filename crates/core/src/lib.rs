@@ -4,6 +4,7 @@
 //! as a [`Timestamp`] argument, so every rule here is a plain function of its inputs.
 #![forbid(unsafe_code)]
 
+pub mod artifact;
 pub mod audit;
 pub mod canonical;
 pub mod credential;
@@ -16,6 +17,7 @@ pub mod tool;
 pub mod wait;
 pub mod work;
 
+pub use artifact::{ArtifactRecord, ArtifactRefusal};
 pub use audit::{AuditKind, AuditRecord, CausalPin, RequestRecord};
 pub use credential::{OperatorRecord, Role, TokenRecord};
 pub use error::{ErrorCode, Refusal};

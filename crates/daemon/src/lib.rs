@@ -3,6 +3,7 @@
 //! daemon left, and runs the scheduler loop until SIGINT or SIGTERM.
 #![forbid(unsafe_code)]
 
+mod artifacts;
 mod config_service;
 mod error;
 mod failpoint;
@@ -21,7 +22,7 @@ use conduit_config::secrets::{Resolver, SystemKeyring};
 use conduit_config::{Diagnostic, Snapshot};
 use conduit_core::Duration;
 pub use conduit_server::Checked;
-use conduit_server::{bind_owner_only, management_router, now, serve, Cursors, Logs, Management, SystemClock};
+use conduit_server::{bind_owner_only, management_router, now, serve, ArtifactFiles, Cursors, Management, SystemClock};
 use conduit_store::{new_id, SqliteStore, Store};
 use conduit_toolbelt::{Registry, Toolbelt};
 use config_service::ConfigService;
@@ -113,7 +114,10 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         kick: kick.clone(),
         control: service.clone(),
         cursors: Cursors::new(operator::cursor_key(&state)?),
-        logs: Logs(state.logs_dir()),
+        files: ArtifactFiles {
+            logs: state.logs_dir(),
+            declared: state.artifacts_dir(),
+        },
         registry: registry.clone(),
     });
     if let Some(addr) = options.listen {
@@ -146,6 +150,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         instance,
         runs_dir: state.runs_dir(),
         logs_dir: state.logs_dir(),
+        artifacts_dir: state.artifacts_dir(),
         playbook_dir: state.root().join("playbooks"),
         os_dir,
         token_lifetime: options.token_lifetime,

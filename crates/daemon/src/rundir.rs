@@ -49,7 +49,7 @@ impl RunDir {
         }
         let token_dir = dir.join("token");
         create_private_dir(&token_dir)?;
-        let workdir = dir.join("work");
+        let workdir = RunDir::workdir_of(runs, execution_id);
         create_private_dir(&workdir)?;
         let socket = socket_path(&dir, &key, &fallback_base())?;
         Ok(RunDir {
@@ -58,6 +58,11 @@ impl RunDir {
             workdir,
             dir,
         })
+    }
+
+    /// Where the attempt's working directory is (or was), without creating anything.
+    pub fn workdir_of(runs: &Path, execution_id: &str) -> PathBuf {
+        runs.join(run_key(execution_id)).join("work")
     }
 
     /// Writes the current token through a temporary file and a rename in `token/`, so a process that

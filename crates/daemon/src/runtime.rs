@@ -8,7 +8,7 @@ use std::time::Duration as StdDuration;
 use conduit_config::secrets::{Resolver, Secret};
 use conduit_config::{CurrentConfig, Snapshot};
 use conduit_core::execution::SegmentEnd;
-use conduit_core::{Duration, Execution, ExecutionState, Timestamp};
+use conduit_core::{ArtifactRecord, Declaration, Duration, Execution, ExecutionState, Timestamp};
 use conduit_scheduler::{
     adopt, claim_next, complete, fire_due_timers, record_pid, renew_lease, Claim, HostError, LEASE,
 };
@@ -18,6 +18,7 @@ use conduit_toolbelt::sweep::sweep;
 use conduit_toolbelt::{token, Toolbelt};
 use tokio::sync::{watch, Notify};
 
+use crate::artifacts;
 use crate::config_service::ConfigService;
 use crate::rundir::{remove_stale_runs, RunDir};
 use crate::secrets::resolve_for;
@@ -44,6 +45,7 @@ pub struct Runtime {
     pub instance: String,
     pub runs_dir: PathBuf,
     pub logs_dir: PathBuf,
+    pub artifacts_dir: PathBuf,
     pub playbook_dir: PathBuf,
     pub os_dir: PathBuf,
     /// A token lifetime shorter than the attempt deadline; tokens are then rotated while it runs.
@@ -209,9 +211,8 @@ impl Runtime {
                     }
                 }
                 None => {
-                    let id = x.id.clone();
-                    self.db(move |s| s.write(|tx| complete(tx, &id, SegmentEnd::Lost, now())))
-                        .await?;
+                    let workdir = RunDir::workdir_of(&self.runs_dir, &x.id);
+                    self.settle(&x.id, SegmentEnd::Lost, Some(workdir)).await?;
                 }
             }
         }
@@ -414,8 +415,7 @@ impl Runtime {
 
     /// Completes the segment, then closes its endpoint and removes its run directory.
     async fn finish(&self, execution_id: &str, end: SegmentEnd, run: Option<&RunDir>) {
-        let id = execution_id.to_owned();
-        match self.db(move |s| s.write(|tx| complete(tx, &id, end, now()))).await {
+        match self.settle(execution_id, end, run.map(|r| r.workdir.clone())).await {
             Ok(Some(x)) => tracing::info!(execution = %x.id, state = x.state.as_str(), "attempt finished"),
             Ok(None) => {}
             Err(e) => tracing::error!(execution = %execution_id, error = %e, "could not complete the attempt"),
@@ -424,6 +424,41 @@ impl Runtime {
             run.remove();
         }
         self.kick.notify_one();
+    }
+
+    /// Keeps the files the segment's declared outcome names (while its working directory still
+    /// exists), then completes the segment, recording both in one transaction.
+    async fn settle(
+        &self,
+        execution_id: &str,
+        end: SegmentEnd,
+        workdir: Option<PathBuf>,
+    ) -> Result<Option<Execution>, HostError> {
+        let kept = match workdir {
+            Some(workdir) => self.keep_artifacts(execution_id, workdir).await?,
+            None => Vec::new(),
+        };
+        let id = execution_id.to_owned();
+        self.db(move |s| {
+            s.write(|tx| {
+                for artifact in &kept {
+                    tx.put_artifact(artifact)?;
+                }
+                complete(tx, &id, end, now())
+            })
+        })
+        .await
+    }
+
+    async fn keep_artifacts(&self, execution_id: &str, workdir: PathBuf) -> Result<Vec<ArtifactRecord>, HostError> {
+        let id = execution_id.to_owned();
+        let execution = self.db(move |s| Ok(s.read(|tx| tx.get_execution(&id))?)).await?;
+        let Some(Declaration::Outcome { artifacts: names, .. }) = execution.and_then(|x| x.declaration) else {
+            return Ok(Vec::new());
+        };
+        let (dir, id) = (self.artifacts_dir.clone(), execution_id.to_owned());
+        let keep = move || artifacts::keep(&workdir, &dir, &id, &names, now());
+        Ok(tokio::task::spawn_blocking(keep).await.unwrap_or_default())
     }
 }
 

@@ -39,6 +39,7 @@ impl StateDir {
         check_private_dir(&state.private_dir())?;
         create_private_dir(&state.runs_dir())?;
         create_private_dir(&state.logs_dir())?;
+        create_private_dir(&state.artifacts_dir())?;
         Ok(state)
     }
 
@@ -87,6 +88,11 @@ impl StateDir {
 
     pub fn logs_dir(&self) -> PathBuf {
         self.root.join("logs")
+    }
+
+    /// Declared artifacts, one directory per execution.
+    pub fn artifacts_dir(&self) -> PathBuf {
+        self.root.join("artifacts")
     }
 }
 

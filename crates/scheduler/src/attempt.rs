@@ -386,6 +386,17 @@ mod tests {
             .write(|tx| accept(tx, &config, operator_event("demo.go", "ticket:7"), T0))
             .unwrap();
         assert_eq!(state_of(&*store, &work.id), WorkState::Ready);
+
+        let probe = crate::Probe {
+            scope: "setup".into(),
+            event_type: "demo.more".into(),
+            correlation_key: None,
+            work_id: Some(work.id.clone()),
+            data: serde_json::Value::Null,
+        };
+        let queued = store.read(|tx| crate::trace(tx, &config, probe, T0)).unwrap();
+        assert_eq!(queued.effect, crate::Effect::Queue, "the woken Work reads it as input");
+        assert!(queued.detail.contains("another input woke"), "{}", queued.detail);
     }
 
     #[test]

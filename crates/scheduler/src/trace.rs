@@ -64,6 +64,9 @@ pub enum Effect {
     Inject,
     /// Waiting Work has an armed wait the event satisfies.
     Wake,
+    /// Ready Work (already woken by another input) or waiting Work that does not wait for the
+    /// event: it joins the input the Work's next attempt reads.
+    Queue,
     /// The event is recorded but changes nothing.
     Drop,
     /// No route matches the type.
@@ -151,10 +154,13 @@ fn effect_on(work: &Work, woken: bool) -> (Effect, String) {
             Effect::Inject,
             format!("Work {id} is running: a wait it declares later sees this event"),
         ),
-        WorkState::Waiting => (Effect::Drop, format!("Work {id} is waiting for other events")),
+        WorkState::Waiting => (
+            Effect::Queue,
+            format!("Work {id} waits for other events: its next attempt reads this one as input"),
+        ),
         WorkState::Ready => (
-            Effect::Drop,
-            format!("Work {id} is ready: its next attempt starts after this event and does not see it"),
+            Effect::Queue,
+            format!("another input woke Work {id} first: its next attempt reads this one as input too"),
         ),
         _ => (Effect::Drop, format!("Work {id} is finished")),
     }

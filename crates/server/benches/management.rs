@@ -43,8 +43,8 @@ use conduit_config::{default_config_json, parse, CurrentConfig};
 use conduit_core::tool::{CatalogFields, ToolSource};
 use conduit_core::{ErrorCode, OperatorRecord, Refusal, Role};
 use conduit_server::{
-    bind_owner_only, management_router, now, serve, Applied, Checked, ConfigControl, ConfigView, Cursors, Logs,
-    Management,
+    bind_owner_only, management_router, now, serve, Applied, ArtifactFiles, Checked, ConfigControl, ConfigView,
+    Cursors, Management,
 };
 use conduit_store::{new_id, SqliteStore, Store};
 use conduit_toolbelt::registry::{
@@ -115,7 +115,10 @@ fn main() {
             kick: Arc::new(Notify::new()),
             control: Arc::new(NoConfigControl),
             cursors: Cursors::new([7u8; 32]),
-            logs: Logs(dir.path().join("logs")),
+            files: ArtifactFiles {
+                logs: dir.path().join("logs"),
+                declared: dir.path().join("artifacts"),
+            },
             registry: Arc::new(catalog_registry()),
         });
         let listener = bind_owner_only(&sockets.management).expect("bind management.sock");

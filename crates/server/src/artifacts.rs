@@ -1,5 +1,6 @@
-//! Artifacts: what an execution leaves behind. Today that is its log (stdout and stderr), with the
-//! id `log:<execution id>`. Content streams whole or as one byte range.
+//! Artifacts: what an execution leaves behind. Its log (stdout and stderr) is `log:<execution id>`;
+//! each file its declared outcome named is `file:<execution id>:<index>`, kept by the daemon when the
+//! segment ended (or refused, with the reason). Content streams whole or as one byte range.
 
 use std::path::PathBuf;
 
@@ -7,22 +8,32 @@ use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use conduit_core::{ErrorCode, Refusal, Role};
+use conduit_core::artifact::parse_file_id;
+use conduit_core::{ArtifactRecord, ErrorCode, Execution, Refusal, Role};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 
-use crate::envelope::{Answer, Failure};
+use crate::envelope::{blocking, Answer, Failure};
 use crate::management::{operator, read, Management};
 
 const LOG_PREFIX: &str = "log:";
 
-/// Where execution logs are.
+/// Where artifact content lives: execution logs, and the declared files the daemon kept.
 #[derive(Clone, Debug)]
-pub struct Logs(pub PathBuf);
+pub struct ArtifactFiles {
+    pub logs: PathBuf,
+    pub declared: PathBuf,
+}
 
-impl Logs {
-    fn path(&self, execution: &str) -> PathBuf {
-        self.0.join(format!("{execution}.log"))
+impl ArtifactFiles {
+    fn log(&self, execution: &str) -> PathBuf {
+        self.logs.join(format!("{execution}.log"))
+    }
+
+    fn declared(&self, artifact: &ArtifactRecord) -> PathBuf {
+        self.declared
+            .join(&artifact.execution_id)
+            .join(artifact.index.to_string())
     }
 }
 
@@ -32,38 +43,72 @@ pub struct ByExecution {
     execution: Option<String>,
 }
 
-/// The artifacts of an execution (or of every execution): id, kind, size.
+/// The artifacts of an execution (or of every execution): its log, then its declared files.
 pub async fn list(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ByExecution>) -> Answer {
-    let logs = s.logs.clone();
+    let files = s.files.clone();
     read(&s, &headers, move |tx| {
         let executions = match &q.execution {
             Some(id) => tx.get_execution(id)?.into_iter().collect(),
             None => tx.list_executions(None)?,
         };
-        let items: Vec<_> = executions
-            .iter()
-            .filter_map(|x| {
-                let size = std::fs::metadata(logs.path(&x.id)).ok()?.len();
-                Some(json!({"id": format!("{LOG_PREFIX}{}", x.id), "kind": "log", "execution_id": x.id, "size": size}))
-            })
-            .collect();
+        let mut declared = tx.list_artifacts(q.execution.as_deref())?.into_iter().peekable();
+        let mut items = Vec::new();
+        for x in &executions {
+            items.extend(log_item(&files, x));
+            while let Some(a) = declared.next_if(|a| a.execution_id == x.id) {
+                items.push(declared_item(&a));
+            }
+        }
         Ok::<_, Failure>(json!({ "items": items }))
     })
     .await
+}
+
+fn log_item(files: &ArtifactFiles, x: &Execution) -> Option<Value> {
+    let size = std::fs::metadata(files.log(&x.id)).ok()?.len();
+    Some(json!({"id": format!("{LOG_PREFIX}{}", x.id), "kind": "log", "execution_id": x.id, "size": size}))
+}
+
+fn declared_item(a: &ArtifactRecord) -> Value {
+    let mut item = json!({"id": a.id(), "kind": "declared", "execution_id": a.execution_id, "name": a.name});
+    match &a.kept {
+        Ok((size, sha256)) => {
+            item["size"] = json!(size);
+            item["sha256"] = json!(sha256);
+        }
+        Err(refusal) => item["refused"] = json!(refusal.as_str()),
+    }
+    item
 }
 
 /// An artifact's content: whole (`200`), one byte range (`206`), or `416` when the range cannot be
 /// satisfied.
 pub async fn content(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
     operator(&s, &headers, Role::View).await?;
-    let execution = id
-        .strip_prefix(LOG_PREFIX)
-        .ok_or_else(|| Failure(Refusal::not_found("artifact")))?;
-    let bytes = tokio::fs::read(s.logs.path(execution))
-        .await
-        .map_err(|_| Failure(Refusal::not_found("artifact")))?;
+    let store = s.store.clone();
+    let files = s.files.clone();
+    // Paths come from the store's records, never from the request's text.
+    let path = blocking(move || {
+        store.read(|tx| {
+            let found = match (id.strip_prefix(LOG_PREFIX), parse_file_id(&id)) {
+                (Some(execution), _) => tx.get_execution(execution)?.map(|x| files.log(&x.id)),
+                (None, Some((execution, index))) => tx
+                    .get_artifact(execution, index)?
+                    .filter(|a| a.kept.is_ok())
+                    .map(|a| files.declared(&a)),
+                (None, None) => None,
+            };
+            found.ok_or_else(not_found)
+        })
+    })
+    .await?;
+    let bytes = tokio::fs::read(path).await.map_err(|_| not_found())?;
     let range = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
     Ok(ranged(bytes, range))
+}
+
+fn not_found() -> Failure {
+    Failure(Refusal::not_found("artifact"))
 }
 
 fn ranged(bytes: Vec<u8>, range: Option<&str>) -> Response {

@@ -17,7 +17,7 @@ mod listen;
 mod management;
 mod trace;
 
-pub use artifacts::Logs;
+pub use artifacts::ArtifactFiles;
 pub use clock::{now, SystemClock};
 pub use config::{Applied, Checked, ConfigControl, ConfigView, SharedConfigControl};
 pub use cursor::{Cursors, Position};

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
-use crate::artifacts::{self, Logs};
+use crate::artifacts::{self, ArtifactFiles};
 use crate::auth;
 use crate::catalog;
 use crate::clock::now;
@@ -48,8 +48,8 @@ pub struct Management {
     pub control: SharedConfigControl,
     /// Seals and opens list cursors.
     pub cursors: Cursors,
-    /// Where execution logs are.
-    pub logs: Logs,
+    /// Where execution logs and kept declared files are.
+    pub files: ArtifactFiles,
     /// The operations this release registers, for the tool catalog.
     pub registry: Arc<Registry>,
 }

@@ -1,8 +1,8 @@
 //! The transaction API.
 
 use conduit_core::{
-    AuditRecord, CausalPin, Event, Execution, ExecutionState, NewEvent, OperatorRecord, RequestRecord, Timestamp,
-    TokenRecord, Wait, Work, WorkState,
+    ArtifactRecord, AuditRecord, CausalPin, Event, Execution, ExecutionState, NewEvent, OperatorRecord, RequestRecord,
+    Timestamp, TokenRecord, Wait, Work, WorkState,
 };
 
 use crate::StoreError;
@@ -155,6 +155,14 @@ pub trait Tx {
     fn get_operator(&mut self, id: &str) -> Result<Option<OperatorRecord>>;
     /// Every active operator credential, by name.
     fn list_operators(&mut self) -> Result<Vec<OperatorRecord>>;
+
+    // Declared artifacts.
+    /// Records a declared file, replacing an earlier record of the same execution and index (a
+    /// segment end observed again after a restart).
+    fn put_artifact(&mut self, artifact: &ArtifactRecord) -> Result<()>;
+    fn get_artifact(&mut self, execution_id: &str, index: u32) -> Result<Option<ArtifactRecord>>;
+    /// Declared files, of one execution or of all, in execution then declaration order.
+    fn list_artifacts(&mut self, execution: Option<&str>) -> Result<Vec<ArtifactRecord>>;
 }
 
 /// A store: runs a closure inside one transaction, committing when it succeeds.

@@ -72,10 +72,11 @@ pub fn builtin_tools() -> Vec<ToolDescriptor> {
         tool(
             "declare_outcome",
             "Declare the outcome",
-            "Declare this Work's outcome; applied when the process exits.",
+            "Declare this Work's outcome; applied when the process exits. `artifacts` names files in the working directory the host keeps.",
             CatalogFields::write(),
             object(
-                json!({"status": {"enum": ["succeeded", "failed"]}, "summary": string}),
+                json!({"status": {"enum": ["succeeded", "failed"]}, "summary": string, "artifacts": {
+                    "type": "array", "items": string, "maxItems": conduit_core::artifact::MAX_DECLARED}}),
                 &["status"],
             ),
             declared("outcome"),
@@ -273,15 +274,19 @@ fn input_since_acknowledged(tx: &mut dyn Tx, a: &Authority) -> Result<Vec<Event>
 struct OutcomeInput {
     status: OutcomeStatus,
     summary: Option<String>,
+    #[serde(default)]
+    artifacts: Vec<String>,
 }
 
 fn declare_outcome(tx: &mut dyn Tx, a: &Authority, input: OutcomeInput) -> Result<Value, HostError> {
+    conduit_core::artifact::check_declared(&input.artifacts)?;
     declare(
         tx,
         a,
         Declaration::Outcome {
             status: input.status,
             summary: input.summary,
+            artifacts: input.artifacts,
         },
     )?;
     Ok(json!({"declared": "outcome"}))

@@ -259,13 +259,14 @@ enum EventsCommand {
 
 #[derive(Debug, Subcommand)]
 enum ArtifactsCommand {
-    /// List artifacts: id, kind, execution and size
+    /// List artifacts: each execution's log and the files its declared outcome named (kept, with
+    /// size, or refused, with the reason)
     List {
         /// Only the artifacts of this execution
         #[arg(long, value_name = "ID")]
         execution: Option<String>,
     },
-    /// Print an artifact's content (an execution's log is `log:<execution id>`)
+    /// Print an artifact's content (`log:<execution id>` or `file:<execution id>:<index>`)
     Cat {
         #[arg(value_name = "ID")]
         id: String,
@@ -367,6 +368,8 @@ enum Plan {
     Daemon(DaemonArgs),
     /// One management request, and how its answer reads as text.
     Call(Request, Human),
+    /// An artifact's content: byte for byte, or inside the JSON envelope with `--json`.
+    Cat(String),
     /// A run-history read, composed from several requests.
     Runs(RunsCommand),
     /// A validation, local or through the daemon: its report, and exit 1 when invalid.
@@ -394,6 +397,13 @@ fn main() -> ExitCode {
             Err(failure) => reporter.fail(failure),
         },
         Plan::Call(request, human) => reporter.finish(send(&locations, &request), human),
+        Plan::Cat(id) if global.json => {
+            reporter.finish(send(&locations, &management::artifact_content(&id)), render::content)
+        }
+        Plan::Cat(id) => match cat(&locations, &management::artifact_content_path(&id)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(failure) => reporter.fail(failure),
+        },
         Plan::Runs(command) => {
             let (answer, human) = runs(&locations, command);
             reporter.finish(answer, human)
@@ -404,6 +414,17 @@ fn main() -> ExitCode {
         Plan::Doctor => reporter.finish_validation(Ok(doctor_report(&locations)), render::doctor),
         Plan::Recover => reporter.finish(recover(&locations), render::recovered),
     }
+}
+
+/// Writes an artifact's bytes to stdout as they are (a binary file stays intact).
+fn cat(locations: &Locations, path: &str) -> Result<(), Failure> {
+    use std::io::Write;
+    let bytes = locations.connection()?.fetch(path)?;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(&bytes)
+        .and_then(|()| stdout.flush())
+        .map_err(|e| Failure::Local(format!("cannot write to stdout: {e}")))
 }
 
 /// A `runs` command's answer and how it reads as text.
@@ -499,7 +520,7 @@ fn plan(command: Command, state_dir: Option<&std::path::Path>) -> Plan {
         Command::Artifacts(ArtifactsCommand::List { execution }) => {
             Plan::Call(m::list_artifacts(execution.as_deref()), render::artifact_table)
         }
-        Command::Artifacts(ArtifactsCommand::Cat { id }) => Plan::Call(m::artifact_content(&id), render::content),
+        Command::Artifacts(ArtifactsCommand::Cat { id }) => Plan::Cat(id),
         Command::Scopes => Plan::Call(m::scopes(), render::scope_table),
         Command::Doctor => Plan::Doctor,
         Command::Runs(command) => Plan::Runs(command),
@@ -613,7 +634,7 @@ mod tests {
             Plan::Call(request, _) | Plan::Validation(Ok(request)) => request,
             Plan::Daemon(args) => panic!("expected a request, got {args:?}"),
             Plan::Validation(Err(report)) => panic!("expected a request, got {report}"),
-            Plan::Rotate | Plan::Recover | Plan::Doctor | Plan::Runs(_) => {
+            Plan::Rotate | Plan::Recover | Plan::Doctor | Plan::Runs(_) | Plan::Cat(_) => {
                 panic!("expected a request, got a local step")
             }
         }

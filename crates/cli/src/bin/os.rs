@@ -52,6 +52,10 @@ enum Command {
         /// A short summary of what happened
         #[arg(long, value_name = "TEXT")]
         summary: Option<String>,
+        /// A file in the working directory for the host to keep as an artifact once this
+        /// execution ends (repeatable; a relative path, no `..`, no symbolic links)
+        #[arg(long = "artifact", value_name = "PATH")]
+        artifacts: Vec<String>,
     },
     /// Print this execution's context (scope, Work, execution, wake reason, operations) as JSON
     Context,
@@ -142,7 +146,14 @@ fn plan(command: Command) -> (Request, Human) {
             t::emit(&event_type, data, correlation_key, request_id.id),
             render::event_id,
         ),
-        Command::Outcome { status, summary } => (t::declare_outcome(status.as_str(), summary), render::declared),
+        Command::Outcome {
+            status,
+            summary,
+            artifacts,
+        } => (
+            t::declare_outcome(status.as_str(), summary, artifacts),
+            render::declared,
+        ),
         Command::Context => (t::read_context(), render::output),
         Command::Wait { types, keys, timeout } => (t::wait(types, keys, timeout), render::declared),
         Command::CreateWork {

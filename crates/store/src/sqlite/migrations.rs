@@ -185,6 +185,18 @@ ALTER TABLE work ADD COLUMN blocked_reason TEXT;
     r#"
 ALTER TABLE executions ADD COLUMN stopped_at INTEGER;
 "#,
+    r#"
+CREATE TABLE artifacts (
+    execution_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    size INTEGER,
+    sha256 TEXT,
+    refusal TEXT,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (execution_id, idx)
+);
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

@@ -1,0 +1,203 @@
+//! Keeping declared artifacts: when a segment that declared its outcome ends, each file it named is
+//! copied out of the attempt's working directory into `<state>/artifacts/<execution>/<index>` before
+//! the run directory is removed.
+//!
+//! Every path component is opened relative to its parent with `O_NOFOLLOW`, so a symbolic link
+//! anywhere on the path is refused rather than followed out of the working directory (the daemon
+//! would otherwise copy, say, the owner's SSH key into something a `view` operator can read).
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use conduit_core::artifact::{MAX_FILE_BYTES, MAX_TOTAL_BYTES};
+use conduit_core::{ArtifactRecord, ArtifactRefusal, Timestamp};
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+use sha2::{Digest, Sha256};
+
+use crate::state::create_private_dir;
+
+/// Keeps each declared file, in declaration order, until the execution's total budget is spent.
+pub fn keep(
+    workdir: &Path,
+    artifacts_dir: &Path,
+    execution_id: &str,
+    names: &[String],
+    at: Timestamp,
+) -> Vec<ArtifactRecord> {
+    let dir = artifacts_dir.join(execution_id);
+    let mut budget = MAX_TOTAL_BYTES;
+    names
+        .iter()
+        .zip(0u32..)
+        .map(|(name, index)| ArtifactRecord {
+            execution_id: execution_id.to_owned(),
+            index,
+            name: name.clone(),
+            kept: keep_one(workdir, &dir, index, name, &mut budget),
+            created_at: at,
+        })
+        .collect()
+}
+
+fn keep_one(
+    workdir: &Path,
+    dir: &Path,
+    index: u32,
+    name: &str,
+    budget: &mut u64,
+) -> Result<(u64, String), ArtifactRefusal> {
+    let mut file = open_beneath(workdir, name)?;
+    let meta = file.metadata().map_err(|_| ArtifactRefusal::Unreadable)?;
+    if !meta.is_file() {
+        return Err(ArtifactRefusal::NotRegularFile);
+    }
+    let limit = MAX_FILE_BYTES.min(*budget);
+    if meta.len() > limit {
+        return Err(ArtifactRefusal::TooLarge);
+    }
+    create_private_dir(dir).map_err(|_| ArtifactRefusal::Unreadable)?;
+    let (size, sha256) = copy_bounded(&mut file, dir, index, limit)?;
+    *budget -= size;
+    Ok((size, sha256))
+}
+
+/// Copies at most `limit` bytes (a file that grew past it is refused whole) into an owner-only file,
+/// synced before the record that names it is committed.
+fn copy_bounded(file: &mut File, dir: &Path, index: u32, limit: u64) -> Result<(u64, String), ArtifactRefusal> {
+    let tmp = dir.join(format!("{index}.tmp"));
+    let mut copy = || -> io::Result<(u64, String)> {
+        let mut out = fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        let mut hasher = Sha256::new();
+        let mut size = 0u64;
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut reader = file.take(limit + 1);
+        loop {
+            let n = reader.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n])?;
+            size += n as u64;
+        }
+        out.sync_all()?;
+        Ok((size, hex(&hasher.finalize())))
+    };
+    match copy() {
+        Ok((size, sha256)) if size <= limit => {
+            fs::rename(&tmp, dir.join(index.to_string())).map_err(|_| ArtifactRefusal::Unreadable)?;
+            Ok((size, sha256))
+        }
+        outcome => {
+            let _ = fs::remove_file(&tmp);
+            Err(match outcome {
+                Ok(_) => ArtifactRefusal::TooLarge,
+                Err(_) => ArtifactRefusal::Unreadable,
+            })
+        }
+    }
+}
+
+/// Opens `name` (plain components, checked when it was declared) beneath `root`, refusing a symbolic
+/// link at any component. `O_NONBLOCK` keeps a FIFO from stalling the open; it is refused after.
+fn open_beneath(root: &Path, name: &str) -> Result<File, ArtifactRefusal> {
+    let dir_flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC;
+    let mut dir: OwnedFd = rustix::fs::open(root, dir_flags, Mode::empty()).map_err(refusal)?;
+    let mut parts = name.split('/').peekable();
+    while let Some(part) = parts.next() {
+        if parts.peek().is_none() {
+            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+            return Ok(File::from(
+                rustix::fs::openat(&dir, part, flags, Mode::empty()).map_err(refusal)?,
+            ));
+        }
+        dir = rustix::fs::openat(&dir, part, dir_flags, Mode::empty()).map_err(refusal)?;
+    }
+    Err(ArtifactRefusal::Missing)
+}
+
+fn refusal(e: Errno) -> ArtifactRefusal {
+    match e {
+        Errno::NOENT => ArtifactRefusal::Missing,
+        Errno::LOOP | Errno::NOTDIR => ArtifactRefusal::NotRegularFile,
+        _ => ArtifactRefusal::Unreadable,
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+
+    fn kept(workdir: &Path, names: &[&str]) -> Vec<Result<(u64, String), ArtifactRefusal>> {
+        let dest = workdir.parent().unwrap().join("artifacts");
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        keep(workdir, &dest, "x1", &names, Timestamp(0))
+            .into_iter()
+            .map(|r| r.kept)
+            .collect()
+    }
+
+    #[test]
+    fn regular_files_are_copied_with_their_digest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().join("work");
+        fs::create_dir_all(work.join("out")).unwrap();
+        fs::write(work.join("out/report.md"), b"abc").unwrap();
+        let got = kept(&work, &["out/report.md"]);
+        let sha = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad".to_owned();
+        assert_eq!(got, vec![Ok((3, sha))]);
+        assert_eq!(fs::read(tmp.path().join("artifacts/x1/0")).unwrap(), b"abc");
+    }
+
+    #[test]
+    fn links_directories_and_absent_files_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().join("work");
+        fs::create_dir_all(work.join("dir")).unwrap();
+        fs::write(tmp.path().join("secret"), b"s").unwrap();
+        symlink(tmp.path().join("secret"), work.join("link")).unwrap();
+        symlink(tmp.path(), work.join("up")).unwrap();
+        let got = kept(&work, &["link", "up/secret", "dir", "absent"]);
+        use ArtifactRefusal::*;
+        assert_eq!(
+            got,
+            vec![
+                Err(NotRegularFile),
+                Err(NotRegularFile),
+                Err(NotRegularFile),
+                Err(Missing)
+            ]
+        );
+        assert!(!tmp.path().join("artifacts/x1/0").exists());
+    }
+
+    #[test]
+    fn a_file_over_the_limit_is_refused_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().join("work");
+        fs::create_dir_all(&work).unwrap();
+        File::create(work.join("big"))
+            .unwrap()
+            .set_len(MAX_FILE_BYTES + 1)
+            .unwrap();
+        fs::write(work.join("small"), b"ok").unwrap();
+        let got = kept(&work, &["big", "small"]);
+        assert_eq!(got[0], Err(ArtifactRefusal::TooLarge));
+        assert!(got[1].is_ok(), "a refusal does not stop the files after it");
+    }
+}
