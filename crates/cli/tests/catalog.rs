@@ -80,7 +80,7 @@ fn an_execution_sees_exactly_its_grant_and_less_once_the_configuration_narrows()
     assert_eq!(status, 200, "discovery needs no credential");
     assert_eq!(
         discovery["toolCatalog"],
-        json!({"supported": true, "sources": ["host-extension"], "sessionLifecycle": false})
+        json!({"supported": true, "sources": ["host-extension"], "sessionLifecycle": true})
     );
     assert_eq!(
         discovery["toolHooks"],

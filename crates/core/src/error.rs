@@ -29,6 +29,7 @@ pub enum ErrorCode {
     CausalDepthExceeded,
     CausalRateExceeded,
     RequestConflict,
+    SessionNotOpen,
     OperationFailed,
     Conflict,
     Internal,
@@ -60,6 +61,7 @@ impl ErrorCode {
             ErrorCode::CausalDepthExceeded => "causal_depth_exceeded",
             ErrorCode::CausalRateExceeded => "causal_rate_exceeded",
             ErrorCode::RequestConflict => "request_conflict",
+            ErrorCode::SessionNotOpen => "session_not_open",
             ErrorCode::OperationFailed => "operation_failed",
             ErrorCode::Conflict => "conflict",
             ErrorCode::Internal => "internal",
@@ -81,6 +83,7 @@ impl ErrorCode {
             | ErrorCode::IdempotencyKeyRequired => 400,
             ErrorCode::Conflict
             | ErrorCode::RequestConflict
+            | ErrorCode::SessionNotOpen
             | ErrorCode::IdempotencyConflict
             | ErrorCode::StaleGeneration
             | ErrorCode::ScopeInUse => 409,

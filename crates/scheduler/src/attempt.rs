@@ -159,6 +159,7 @@ pub fn complete(
     tx.update_execution(&x)?;
     tx.update_work(&work)?;
     tx.revoke_execution_tokens(&x.id, now)?;
+    crate::close_open_sessions(tx, &x.id, now)?;
     Ok(Some(x))
 }
 

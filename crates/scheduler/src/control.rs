@@ -47,6 +47,7 @@ pub fn cancel_work(
         x.ended_at = Some(now);
         tx.update_execution(&x)?;
         tx.revoke_execution_tokens(&x.id, now)?;
+        crate::close_open_sessions(tx, &x.id, now)?;
     }
     for mut wait in tx.armed_waits()?.into_iter().filter(|w| w.work_id == id) {
         wait.state = WaitState::Cancelled;
@@ -134,6 +135,7 @@ pub fn cancel_execution(
     x.ended_at = Some(now);
     tx.update_execution(&x)?;
     tx.revoke_execution_tokens(&x.id, now)?;
+    crate::close_open_sessions(tx, &x.id, now)?;
     work.state = WorkState::Ready;
     work.blocked_reason = Some(OPERATOR_CANCELLED.to_owned());
     work.updated_at = now;

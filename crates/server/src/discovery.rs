@@ -19,7 +19,7 @@ pub fn document(registry: &Registry) -> Value {
         "supportedEnvelopes": [],
         "schemaVersions": {"toolDescriptor": "1.0"},
         "limits": {"clarificationRounds": 0, "schemaRounds": 0, "envelopesPerTurn": 0},
-        "toolCatalog": {"supported": true, "sources": sources, "sessionLifecycle": false},
+        "toolCatalog": {"supported": true, "sources": sources, "sessionLifecycle": true},
         "toolHooks": {"supported": true, "prePostEvents": true},
     })
 }

@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::Router;
 use conduit_toolbelt::registry::{HandlerOutput, OperationError};
-use conduit_toolbelt::{Begun, CallRequest, Pending, Toolbelt};
+use conduit_toolbelt::{Begun, CallRequest, CloseSession, OpenSession, Pending, Toolbelt};
 use serde::Deserialize;
 use tokio::sync::Notify;
 
@@ -27,6 +27,8 @@ pub struct ExecutionSocket {
 pub fn execution_router(state: ExecutionSocket) -> Router {
     Router::new()
         .route("/v1/toolbelt/call", post(call))
+        .route("/v1/toolbelt/sessions", post(open_session))
+        .route("/v1/toolbelt/sessions/{session_id}/close", post(close_session))
         .route("/v1/toolbelt/guidance", get(guidance))
         .route("/v1/toolbelt/serving", get(serving))
         .route("/v1/tools", get(tools))
@@ -40,10 +42,7 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Bytes)
     let token = bearer(&headers)?;
     let mut request: CallRequest = parse_body(&body)?;
     if request.request_id.is_none() {
-        request.request_id = headers
-            .get("idempotency-key")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        request.request_id = idempotency_key(&headers);
     }
     let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
     let begun = blocking(move || Ok(toolbelt.begin(&execution, &token, &request)?)).await?;
@@ -57,6 +56,38 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Bytes)
     };
     s.kick.notify_one();
     ok(StatusCode::OK, &answer)
+}
+
+/// Opens a tool session (RFC 0078 §D); the `Idempotency-Key` header stands in for `request_id`.
+async fn open_session(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Bytes) -> Answer {
+    let token = bearer(&headers)?;
+    let mut request: OpenSession = parse_body(&body)?;
+    if request.request_id.is_none() {
+        request.request_id = idempotency_key(&headers);
+    }
+    let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
+    let answer = blocking(move || Ok(toolbelt.open_session(&execution, &token, &request)?)).await?;
+    ok(StatusCode::CREATED, &answer)
+}
+
+async fn close_session(
+    State(s): State<ExecutionSocket>,
+    headers: HeaderMap,
+    Path(session_id): Path<String>,
+    body: Bytes,
+) -> Answer {
+    let token = bearer(&headers)?;
+    let request: CloseSession = parse_body(&body)?;
+    let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
+    let answer = blocking(move || Ok(toolbelt.close_session(&execution, &token, &session_id, &request)?)).await?;
+    ok(StatusCode::OK, &answer)
+}
+
+fn idempotency_key(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 /// Runs an extension's handler on its own task, so a panic in it is a refusal, not a dead server.

@@ -2,7 +2,7 @@
 
 use conduit_core::{
     ArtifactRecord, AuditRecord, CausalPin, Event, Execution, ExecutionState, NewEvent, OperatorRecord, RequestRecord,
-    Timestamp, TokenRecord, Wait, Work, WorkState,
+    SessionOutcome, Timestamp, TokenRecord, ToolSession, Wait, Work, WorkState,
 };
 
 use crate::StoreError;
@@ -163,6 +163,14 @@ pub trait Tx {
     fn get_artifact(&mut self, execution_id: &str, index: u32) -> Result<Option<ArtifactRecord>>;
     /// Declared files, of one execution or of all, in execution then declaration order.
     fn list_artifacts(&mut self, execution: Option<&str>) -> Result<Vec<ArtifactRecord>>;
+
+    // Tool sessions.
+    fn insert_tool_session(&mut self, session: &ToolSession) -> Result<()>;
+    fn get_tool_session(&mut self, id: &str) -> Result<Option<ToolSession>>;
+    /// Records how an open session ended; a closed one is left as it is.
+    fn close_tool_session(&mut self, id: &str, outcome: SessionOutcome, at: Timestamp) -> Result<()>;
+    /// The execution's sessions still open, oldest first.
+    fn open_tool_sessions(&mut self, execution_id: &str) -> Result<Vec<ToolSession>>;
 }
 
 /// A store: runs a closure inside one transaction, committing when it succeeds.

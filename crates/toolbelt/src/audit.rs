@@ -52,7 +52,7 @@ pub fn tool_called(tx: &mut dyn Tx, call: &Call<'_>, a: &Authority) -> Result<Ev
     let cause = tx.get_event(&a.execution.cause_event)?;
     let id = new_id();
     let call_id = call.request.request_id.clone().unwrap_or_else(|| id.clone());
-    let data = json!({
+    let mut data = json!({
         "agentId": a.execution.id,
         "toolName": call.request.operation,
         "callId": call_id,
@@ -60,6 +60,9 @@ pub fn tool_called(tx: &mut dyn Tx, call: &Call<'_>, a: &Authority) -> Result<Ev
         "principal": format!("execution:{}", a.execution.id),
         "transport": "toolbelt",
     });
+    if let Some(session) = &call.request.session_id {
+        data["sessionId"] = json!(session);
+    }
     let causation = cause
         .as_ref()
         .map(Causation::derived_from)

@@ -130,8 +130,8 @@ pub fn run(
     match request.operation.as_str() {
         "emit" => emit(tx, config, authority, parse(input)?, seed, now),
         "read_context" => read_context(tx, config, authority, parse(input)?),
-        "declare_outcome" => declare_outcome(tx, authority, parse(input)?),
-        "wait" => wait(tx, authority, parse(input)?),
+        "declare_outcome" => declare_outcome(tx, authority, parse(input)?, now),
+        "wait" => wait(tx, authority, parse(input)?, now),
         "create_work" => create_child(tx, config, authority, parse(input)?, seed, now),
         _ => Err(Refusal::forbidden().into()),
     }
@@ -278,7 +278,7 @@ struct OutcomeInput {
     artifacts: Vec<String>,
 }
 
-fn declare_outcome(tx: &mut dyn Tx, a: &Authority, input: OutcomeInput) -> Result<Value, HostError> {
+fn declare_outcome(tx: &mut dyn Tx, a: &Authority, input: OutcomeInput, now: Timestamp) -> Result<Value, HostError> {
     conduit_core::artifact::check_declared(&input.artifacts)?;
     declare(
         tx,
@@ -288,6 +288,7 @@ fn declare_outcome(tx: &mut dyn Tx, a: &Authority, input: OutcomeInput) -> Resul
             summary: input.summary,
             artifacts: input.artifacts,
         },
+        now,
     )?;
     Ok(json!({"declared": "outcome"}))
 }
@@ -301,7 +302,7 @@ struct WaitInput {
     timeout: Option<String>,
 }
 
-fn wait(tx: &mut dyn Tx, a: &Authority, input: WaitInput) -> Result<Value, HostError> {
+fn wait(tx: &mut dyn Tx, a: &Authority, input: WaitInput, now: Timestamp) -> Result<Value, HostError> {
     if input.types.is_empty() || !input.types.iter().all(|t| is_type_pattern(t)) {
         return Err(Refusal::invalid_input("`types` lists one or more event types or family patterns").into());
     }
@@ -317,6 +318,7 @@ fn wait(tx: &mut dyn Tx, a: &Authority, input: WaitInput) -> Result<Value, HostE
             keys: input.keys,
             timeout,
         },
+        now,
     )?;
     Ok(json!({"declared": "wait"}))
 }
@@ -328,10 +330,12 @@ fn parse_timeout(text: &str) -> Result<Duration, Refusal> {
 }
 
 /// Records the segment's one declaration under the fence; the lease guard already ensured none exists.
-fn declare(tx: &mut dyn Tx, a: &Authority, declaration: Declaration) -> Result<(), HostError> {
+fn declare(tx: &mut dyn Tx, a: &Authority, declaration: Declaration, now: Timestamp) -> Result<(), HostError> {
     let mut execution = a.execution.clone();
     execution.declaration = Some(declaration);
     tx.update_execution(&execution)?;
+    // Declaring releases the segment's authority: sessions still open end with it.
+    conduit_scheduler::close_open_sessions(tx, &execution.id, now)?;
     Ok(())
 }
 

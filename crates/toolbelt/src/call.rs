@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use crate::audit::{self, Call};
 use crate::checks::{self, Authority};
 use crate::registry::{validate_input, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError};
-use crate::{builtins, replay, CallRequest, Toolbelt};
+use crate::{builtins, replay, session, CallRequest, Toolbelt};
 
 /// What [`Toolbelt::begin`] leaves the caller to do.
 pub enum Begun {
@@ -139,6 +139,7 @@ impl Toolbelt {
             let token = checks::live_token(tx, socket_execution, bearer, call.started)?;
             let authority = checks::authorize(tx, &config, &self.registry, token.clone(), request, call.started)
                 .map_err(|error| self.classified(error, &token))?;
+            session::check_call_session(tx, &authority, request)?;
             if let Some(replayed) = replay::lookup(tx, &authority, request, &call.input_hash)? {
                 audit::record(
                     tx,

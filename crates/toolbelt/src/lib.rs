@@ -17,6 +17,7 @@ pub mod catalog;
 pub mod checks;
 pub mod registry;
 pub mod replay;
+pub mod session;
 pub mod sweep;
 pub mod token;
 
@@ -34,6 +35,7 @@ pub use call::{Begun, Pending};
 pub use catalog::Catalog;
 pub use checks::Authority;
 pub use registry::Registry;
+pub use session::{CloseSession, OpenSession};
 
 /// A toolbelt call as it arrives on an execution's socket.
 #[derive(Debug, Clone, Deserialize)]
@@ -46,6 +48,23 @@ pub struct CallRequest {
     pub scope_id: Option<String>,
     pub work_id: Option<String>,
     pub execution_id: Option<String>,
+    /// The open tool session this call belongs to (RFC 0078 §D).
+    pub session_id: Option<String>,
+}
+
+impl CallRequest {
+    /// A call of `operation` with no input and no assertions: what opening a session of it checks.
+    pub fn of(operation: &str) -> CallRequest {
+        CallRequest {
+            operation: operation.to_owned(),
+            input: Value::Null,
+            request_id: None,
+            scope_id: None,
+            work_id: None,
+            execution_id: None,
+            session_id: None,
+        }
+    }
 }
 
 /// The toolbelt of one daemon: the store, the active configuration and the time source.

@@ -197,6 +197,20 @@ CREATE TABLE artifacts (
     PRIMARY KEY (execution_id, idx)
 );
 "#,
+    r#"
+CREATE TABLE tool_sessions (
+    id TEXT PRIMARY KEY,
+    execution_id TEXT NOT NULL,
+    work_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    tool_id TEXT NOT NULL,
+    opened_event TEXT NOT NULL,
+    opened_at INTEGER NOT NULL,
+    outcome TEXT,
+    closed_at INTEGER
+);
+CREATE INDEX tool_sessions_open ON tool_sessions (execution_id) WHERE closed_at IS NULL;
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

@@ -2,7 +2,8 @@
 
 use conduit_core::{
     ArtifactRecord, ArtifactRefusal, AuditKind, AuditRecord, CausalPin, Causation, Event, Execution, ExecutionState,
-    NewEvent, OperatorRecord, RequestRecord, Role, Source, Timestamp, TokenRecord, Wait, WaitState, Work, WorkState,
+    NewEvent, OperatorRecord, RequestRecord, Role, SessionOutcome, Source, Timestamp, TokenRecord, ToolSession, Wait,
+    WaitState, Work, WorkState,
 };
 use rusqlite::{params, OptionalExtension, Row, Transaction};
 use serde::de::DeserializeOwned;
@@ -246,6 +247,31 @@ fn artifact_row(r: &Row) -> rusqlite::Result<Result<ArtifactRecord>> {
         })
     };
     Ok(kept.and_then(build))
+}
+
+const SESSION_COLUMNS: &str = "id, execution_id, work_id, scope, tool_id, opened_event, opened_at, outcome, closed_at";
+
+fn session_row(r: &Row) -> rusqlite::Result<Result<ToolSession>> {
+    let closed = match (r.get::<_, Option<String>>(7)?, r.get::<_, Option<i64>>(8)?) {
+        (Some(outcome), Some(at)) => SessionOutcome::parse(&outcome)
+            .map(|o| Some((o, Timestamp(at))))
+            .ok_or_else(|| corrupt("session outcome")),
+        (None, None) => Ok(None),
+        _ => Err(corrupt("session")),
+    };
+    let build = |closed| -> Result<ToolSession> {
+        Ok(ToolSession {
+            id: r.get(0)?,
+            execution_id: r.get(1)?,
+            work_id: r.get(2)?,
+            scope: r.get(3)?,
+            tool_id: r.get(4)?,
+            opened_event: r.get(5)?,
+            opened_at: Timestamp(r.get(6)?),
+            closed,
+        })
+    };
+    Ok(closed.and_then(build))
 }
 
 fn operator_row(r: &Row) -> rusqlite::Result<Result<OperatorRecord>> {
@@ -907,6 +933,44 @@ impl Tx for SqliteTx<'_> {
             "SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE (?1 IS NULL OR execution_id = ?1) ORDER BY execution_id, idx"
         );
         self.query_all(&sql, params![execution], artifact_row)
+    }
+
+    fn insert_tool_session(&mut self, t: &ToolSession) -> Result<()> {
+        self.exec(
+            &format!("INSERT INTO tool_sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+            params![
+                t.id,
+                t.execution_id,
+                t.work_id,
+                t.scope,
+                t.tool_id,
+                t.opened_event,
+                t.opened_at.0,
+                t.closed.map(|(o, _)| o.as_str()),
+                t.closed.map(|(_, at)| at.0)
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn get_tool_session(&mut self, id: &str) -> Result<Option<ToolSession>> {
+        let sql = format!("SELECT {SESSION_COLUMNS} FROM tool_sessions WHERE id = ?1");
+        self.query_one(&sql, [id], session_row)
+    }
+
+    fn close_tool_session(&mut self, id: &str, outcome: SessionOutcome, at: Timestamp) -> Result<()> {
+        self.exec(
+            "UPDATE tool_sessions SET outcome = ?2, closed_at = ?3 WHERE id = ?1 AND closed_at IS NULL",
+            params![id, outcome.as_str(), at.0],
+        )?;
+        Ok(())
+    }
+
+    fn open_tool_sessions(&mut self, execution_id: &str) -> Result<Vec<ToolSession>> {
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS} FROM tool_sessions WHERE execution_id = ?1 AND closed_at IS NULL ORDER BY opened_at, id"
+        );
+        self.query_all(&sql, [execution_id], session_row)
     }
 
     fn insert_operator(&mut self, o: &OperatorRecord) -> Result<()> {
