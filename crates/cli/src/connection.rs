@@ -113,7 +113,8 @@ pub fn write_token(path: &Path, token: &str) -> Result<(), Failure> {
 }
 
 /// The token in `path`, without its trailing whitespace or newline.
-fn read_token(path: &Path) -> Result<String, Failure> {
+/// The token as the file holds it now (trailing newline trimmed).
+pub fn read_token(path: &Path) -> Result<String, Failure> {
     let unreadable = |why: String| Failure::Local(format!("cannot read the token file {}: {why}", path.display()));
     let text = std::fs::read_to_string(path).map_err(|e| unreadable(e.to_string()))?;
     let token = text.trim_end();

@@ -9,6 +9,7 @@
 //!   binary finds its socket and token.
 //! - [`render`]: the human-readable text printed when `--json` is not given.
 //! - [`report`]: failures, what they print and the exit status they end with.
+//! - [`mcp`]: `os mcp`, the toolbelt as a stdio MCP server.
 //! - [`runs`]: unified run history, composed from several management reads.
 //! - [`json`]: JSON command-line values and bodies with optional fields.
 
@@ -18,6 +19,7 @@ pub mod connection;
 pub mod doctor;
 pub mod json;
 pub mod management;
+pub mod mcp;
 pub mod render;
 pub mod report;
 pub mod runs;

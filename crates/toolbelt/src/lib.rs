@@ -121,8 +121,14 @@ impl Toolbelt {
             .chain(extensions)
             .filter(|d| token.operations.contains(&d.name))
             .collect();
+        let playbook = self
+            .config
+            .get()
+            .binding(&token.scope, &token.binding)
+            .and_then(|b| b.playbook.clone());
         Ok(json!({
             "guidance": builtins::GUIDANCE,
+            "playbook": playbook,
             "operations": operations,
         }))
     }

@@ -6,9 +6,9 @@
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use conduit_cli::connection::Request;
+use conduit_cli::connection::{Connection, Request};
 use conduit_cli::render;
-use conduit_cli::report::{Human, Reporter};
+use conduit_cli::report::{Failure, Human, Reporter};
 use conduit_cli::toolbelt;
 use serde_json::{json, Value};
 
@@ -102,6 +102,19 @@ enum Command {
         /// A tool's id (its operation name) to show whole
         id: Option<String>,
     },
+    /// Serve this execution's toolbelt as an MCP server on stdin/stdout, for an MCP client such as
+    /// Claude Code or Codex to mount; runs until the client disconnects
+    ///
+    /// tools/list is the execution's catalog; tools/call is a toolbelt call (a refusal is a tool
+    /// error starting with its code); the instructions are the binding's playbook, else the
+    /// toolbelt's guidance. A tool's calls share one tool session, closed when the client leaves.
+    Mcp,
+}
+
+/// What a command does: one toolbelt request and how its answer reads, or the MCP server.
+enum Plan {
+    Call(Request, Human),
+    Mcp,
 }
 
 #[derive(Debug, Args)]
@@ -128,13 +141,30 @@ impl Status {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let (request, human) = plan(cli.command);
-    let answer = toolbelt::connection_from_env().and_then(|connection| connection.send(&request));
-    Reporter::execution(cli.json).finish(answer, human)
+    let reporter = Reporter::execution(cli.json);
+    let connection = toolbelt::connection_from_env();
+    match plan(cli.command) {
+        Plan::Call(request, human) => reporter.finish(connection.and_then(|c| c.send(&request)), human),
+        Plan::Mcp => match connection.and_then(serve_mcp) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(failure) => reporter.fail(failure),
+        },
+    }
 }
 
-/// The toolbelt request a command makes, and how its answer reads as text.
-fn plan(command: Command) -> (Request, Human) {
+fn serve_mcp(connection: Connection) -> Result<(), Failure> {
+    let playbooks = std::env::var_os("OS_PLAYBOOK_DIR").map(std::path::PathBuf::from);
+    let (socket, token_file) = (connection.socket().to_owned(), connection.token_file().to_owned());
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Local(format!("cannot start the async runtime: {e}")))?
+        .block_on(conduit_cli::mcp::serve(socket, token_file, playbooks))
+}
+
+/// What a command does: the toolbelt request it makes and how its answer reads as text.
+fn plan(command: Command) -> Plan {
     use toolbelt as t;
     match command {
         Command::Emit {
@@ -142,7 +172,7 @@ fn plan(command: Command) -> (Request, Human) {
             data,
             correlation_key,
             request_id,
-        } => (
+        } => Plan::Call(
             t::emit(&event_type, data, correlation_key, request_id.id),
             render::event_id,
         ),
@@ -150,29 +180,30 @@ fn plan(command: Command) -> (Request, Human) {
             status,
             summary,
             artifacts,
-        } => (
+        } => Plan::Call(
             t::declare_outcome(status.as_str(), summary, artifacts),
             render::declared,
         ),
-        Command::Context => (t::read_context(), render::output),
-        Command::Wait { types, keys, timeout } => (t::wait(types, keys, timeout), render::declared),
+        Command::Context => Plan::Call(t::read_context(), render::output),
+        Command::Wait { types, keys, timeout } => Plan::Call(t::wait(types, keys, timeout), render::declared),
         Command::CreateWork {
             binding,
             input,
             keys,
             request_id,
-        } => (t::create_work(&binding, input, keys, request_id.id), render::work_id),
+        } => Plan::Call(t::create_work(&binding, input, keys, request_id.id), render::work_id),
         Command::Call {
             operation,
             input,
             request_id,
-        } => (
+        } => Plan::Call(
             t::call(&operation, input.unwrap_or_else(|| json!({})), request_id.id),
             render::output,
         ),
-        Command::Guidance => (t::guidance(), render::guidance),
-        Command::Tools { id: None } => (t::tools(), render::tool_table),
-        Command::Tools { id: Some(id) } => (t::tool(&id), render::tool_detail),
+        Command::Guidance => Plan::Call(t::guidance(), render::guidance),
+        Command::Tools { id: None } => Plan::Call(t::tools(), render::tool_table),
+        Command::Tools { id: Some(id) } => Plan::Call(t::tool(&id), render::tool_detail),
+        Command::Mcp => Plan::Mcp,
     }
 }
 
@@ -184,9 +215,10 @@ mod tests {
 
     fn body(args: &[&str]) -> Value {
         let cli = Cli::try_parse_from([&["os"], args].concat()).expect("parses");
-        match plan(cli.command).0 {
-            Request::Post { body, .. } => body,
-            Request::Get(path) | Request::GetContent(path) => panic!("expected a call, got GET {path}"),
+        match plan(cli.command) {
+            Plan::Call(Request::Post { body, .. }, _) => body,
+            Plan::Call(Request::Get(path) | Request::GetContent(path), _) => panic!("expected a call, got GET {path}"),
+            Plan::Mcp => panic!("expected a call, got the MCP server"),
         }
     }
 
@@ -226,7 +258,10 @@ mod tests {
     #[test]
     fn guidance_is_a_get() {
         let cli = Cli::try_parse_from(["os", "guidance"]).expect("parses");
-        assert_eq!(plan(cli.command).0, Request::Get("/v1/toolbelt/guidance".into()));
+        let Plan::Call(request, _) = plan(cli.command) else {
+            panic!("expected a request")
+        };
+        assert_eq!(request, Request::Get("/v1/toolbelt/guidance".into()));
     }
 
     #[test]
