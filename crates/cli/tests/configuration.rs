@@ -295,18 +295,14 @@ fn the_shipped_examples_validate() {
 /// call of one of them is recorded as `config_drift`.
 #[test]
 fn playbooks_warn_of_missing_grants_and_refusals_record_config_drift() {
-    use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
     let hold = publish_and_hold(tmp.path());
     let daemon = Daemon::start_with(|scratch| {
-        let skill = scratch.join("state/playbooks/skills/triage");
-        std::fs::create_dir_all(&skill).unwrap();
-        std::fs::set_permissions(scratch.join("state"), std::fs::Permissions::from_mode(0o700)).unwrap();
-        std::fs::write(
-            skill.join("SKILL.md"),
+        plant_playbook(
+            scratch,
+            "triage",
             "---\nname: triage\noperations: [read_context, emit]\n---\n",
-        )
-        .unwrap();
+        );
         let mut config: Value = serde_json::from_str(&config_with(&ALL, &hold)).unwrap();
         config["scopes"]["demo"]["bindings"]["shell"]["operations"] = json!(["read_context"]);
         config["scopes"]["demo"]["bindings"]["shell"]["playbook"] = json!("triage");

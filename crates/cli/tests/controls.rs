@@ -53,10 +53,7 @@ fn execution_cancel_holds_the_work_until_a_manual_retry() {
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
     let (work, socket, token_file) = hold_one(&daemon, tmp.path());
     let token = read_token(&token_file);
-    let first = daemon.json(&["executions", "list", "--work", &work])["items"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let first = daemon.first_execution(&work);
 
     let cancelled = daemon.json(&["execution", "cancel", &first]);
     assert_eq!(cancelled["execution"]["state"], "cancelled");
@@ -117,10 +114,7 @@ fn an_executions_log_is_an_artifact_read_whole_or_by_range() {
     let daemon = Daemon::start(Some(&shell_config("echo hello-log; os outcome succeeded > /dev/null")));
     let work = daemon.create_work("demo", "shell");
     daemon.await_work(&work, "succeeded");
-    let execution = daemon.json(&["executions", "list", "--work", &work])["items"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let execution = daemon.first_execution(&work);
     let listed = daemon.json(&["artifacts", "list", "--execution", &execution]);
     let id = format!("log:{execution}");
     assert_eq!(listed["items"][0]["id"], id.as_str());
@@ -160,10 +154,7 @@ fn declared_artifacts_are_kept_and_links_refused() {
     });
     let work = daemon.create_work("demo", "shell");
     daemon.await_work(&work, "succeeded");
-    let execution = daemon.json(&["executions", "list", "--work", &work])["items"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let execution = daemon.first_execution(&work);
     let listed = daemon.json(&["artifacts", "list", "--execution", &execution])["items"].clone();
     let declared: Vec<_> = listed
         .as_array()
@@ -226,10 +217,7 @@ fn artifacts_of_an_attempt_that_ended_during_a_restart_are_kept() {
 
     daemon.launch();
     daemon.await_work(&work, "succeeded");
-    let execution = daemon.json(&["executions", "list", "--work", &work])["items"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let execution = daemon.first_execution(&work);
     let cat = daemon.cli(&["artifacts", "cat", &format!("file:{execution}:0")]);
     assert_eq!(String::from_utf8_lossy(&cat.stdout), "kept");
 }

@@ -285,10 +285,7 @@ fn an_execution_token_is_revoked_by_its_id() {
     let (work, socket, token_file) = hold_one(&daemon, tmp.path());
     let token = read_token(&token_file);
     assert_eq!(toolbelt_call(&socket, &token, "read_context", json!({})).0, 200);
-    let execution = daemon.json(&["executions", "list", "--work", &work])["items"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let execution = daemon.first_execution(&work);
     let (status, tokens) = http(
         &daemon.management_socket(),
         "GET",

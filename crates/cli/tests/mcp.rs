@@ -122,18 +122,10 @@ async fn os_mcp_serves_the_catalog_calls_refusals_and_survives_rotation() {
 /// sessions closed `completed`.
 #[tokio::test(flavor = "multi_thread")]
 async fn os_mcp_instructs_with_the_playbook_and_closes_sessions_on_disconnect() {
-    use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
     let hold = publish_and_hold(tmp.path());
     let daemon = Daemon::start_with(|scratch| {
-        let skill = scratch.join("state/playbooks/skills/triage");
-        std::fs::create_dir_all(&skill).unwrap();
-        std::fs::set_permissions(scratch.join("state"), std::fs::Permissions::from_mode(0o700)).unwrap();
-        std::fs::write(
-            skill.join("SKILL.md"),
-            "---\noperations: [emit]\n---\nTriage the ticket.\n",
-        )
-        .unwrap();
+        plant_playbook(scratch, "triage", "---\noperations: [emit]\n---\nTriage the ticket.\n");
         let mut config: Value = serde_json::from_str(&shell_config(&hold)).unwrap();
         config["scopes"]["demo"]["bindings"]["shell"]["playbook"] = json!("triage");
         config.to_string()

@@ -22,7 +22,7 @@ pub use control::{
     cancel_execution, cancel_work, confirm_stopped, retry_work, wake_work, Operator, OPERATOR_CANCELLED,
 };
 pub use error::HostError;
-pub use sessions::{close_open_sessions, close_session, open_session};
+pub use sessions::{append_host_record, close_open_sessions, close_session, open_session, HostRecord};
 pub use trace::{samples, trace, Effect, Probe, RouteVerdict, Trace, Verdict};
 pub use waits::fire_due_timers;
 pub use work::{create_work, NewWork};

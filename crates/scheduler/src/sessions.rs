@@ -1,12 +1,49 @@
-//! Tool sessions' records: `tool.session.opened` and `tool.session.closed` on the Work's log, and the
-//! rule that a session still open when its execution's authority ends is closed `failed` by the host
-//! in the transaction that ends it (a declaration, a completion, a cancel).
+//! The host's records about an execution (`core.toolbelt` events: the toolbelt's call records and
+//! tool sessions), and tool sessions' rule: a session still open when its execution's authority
+//! ends is closed `failed` by the host in the transaction that ends it (a declaration, a
+//! completion, a cancel).
 
 use conduit_core::{Causation, Event, Execution, NewEvent, SessionOutcome, Source, Timestamp, ToolSession};
 use conduit_store::{new_id, Tx};
 use serde_json::json;
 
 use crate::HostError;
+
+/// A record the host appends about an execution (source `core.toolbelt`): its call records and
+/// tool sessions. Such events bypass routing, waits and causal bounds, and carry no content.
+pub struct HostRecord<'a> {
+    pub id: String,
+    pub event_type: &'a str,
+    pub data: serde_json::Value,
+    pub at: Timestamp,
+}
+
+/// Appends `record` to the Work's log, continuing from `parent` (else starting its own chain).
+pub fn append_host_record(
+    tx: &mut dyn Tx,
+    execution: &Execution,
+    scope: &str,
+    parent: Option<&Event>,
+    record: HostRecord<'_>,
+) -> Result<Event, HostError> {
+    let causation = parent
+        .map(Causation::derived_from)
+        .unwrap_or_else(|| Causation::root(&record.id));
+    Ok(tx.insert_event(NewEvent {
+        id: record.id,
+        event_type: record.event_type.to_owned(),
+        source: Source::Toolbelt,
+        scope: scope.to_owned(),
+        work_id: Some(execution.work_id.clone()),
+        execution_id: Some(execution.id.clone()),
+        correlation_key: None,
+        causation,
+        actor: None,
+        data: record.data,
+        accepted_at: record.at,
+        delivery_id: None,
+    })?)
+}
 
 /// Opens session `id` of `tool_id` for the execution, continuing from the event its segment
 /// continues from.
@@ -19,30 +56,23 @@ pub fn open_session(
     now: Timestamp,
 ) -> Result<ToolSession, HostError> {
     let cause = tx.get_event(&execution.cause_event)?;
-    let event_id = new_id();
-    let causation = cause
-        .as_ref()
-        .map(Causation::derived_from)
-        .unwrap_or_else(|| Causation::root(&event_id));
+    let record = HostRecord {
+        id: new_id(),
+        event_type: "tool.session.opened",
+        data: json!({"sessionId": id, "toolId": tool_id}),
+        at: now,
+    };
+    let opened = append_host_record(tx, execution, scope, cause.as_ref(), record)?;
     let session = ToolSession {
         id,
         execution_id: execution.id.clone(),
         work_id: execution.work_id.clone(),
         scope: scope.to_owned(),
         tool_id: tool_id.to_owned(),
-        opened_event: event_id.clone(),
+        opened_event: opened.id,
         opened_at: now,
         closed: None,
     };
-    let data = json!({"sessionId": session.id, "toolId": session.tool_id});
-    tx.insert_event(session_event(
-        event_id,
-        "tool.session.opened",
-        &session,
-        causation,
-        data,
-        now,
-    ))?;
     tx.insert_tool_session(&session)?;
     Ok(session)
 }
@@ -54,14 +84,17 @@ pub fn close_session(
     outcome: SessionOutcome,
     now: Timestamp,
 ) -> Result<ToolSession, HostError> {
-    let opened: Option<Event> = tx.get_event(&session.opened_event)?;
-    let id = new_id();
-    let causation = opened
-        .as_ref()
-        .map(Causation::derived_from)
-        .unwrap_or_else(|| Causation::root(&id));
-    let data = json!({"sessionId": session.id, "toolId": session.tool_id, "outcome": outcome.as_str()});
-    tx.insert_event(session_event(id, "tool.session.closed", session, causation, data, now))?;
+    let opened = tx.get_event(&session.opened_event)?;
+    let execution = tx
+        .get_execution(&session.execution_id)?
+        .ok_or_else(|| conduit_core::Refusal::not_found("execution"))?;
+    let record = HostRecord {
+        id: new_id(),
+        event_type: "tool.session.closed",
+        data: json!({"sessionId": session.id, "toolId": session.tool_id, "outcome": outcome.as_str()}),
+        at: now,
+    };
+    append_host_record(tx, &execution, &session.scope, opened.as_ref(), record)?;
     tx.close_tool_session(&session.id, outcome, now)?;
     Ok(ToolSession {
         closed: Some((outcome, now)),
@@ -75,30 +108,4 @@ pub fn close_open_sessions(tx: &mut dyn Tx, execution_id: &str, now: Timestamp) 
         close_session(tx, &session, SessionOutcome::Failed, now)?;
     }
     Ok(())
-}
-
-/// Session records are host events, like the toolbelt's call records: they bypass routing, waits
-/// and causal bounds, and carry no content.
-fn session_event(
-    id: String,
-    event_type: &str,
-    session: &ToolSession,
-    causation: Causation,
-    data: serde_json::Value,
-    at: Timestamp,
-) -> NewEvent {
-    NewEvent {
-        id,
-        event_type: event_type.to_owned(),
-        source: Source::Toolbelt,
-        scope: session.scope.clone(),
-        work_id: Some(session.work_id.clone()),
-        execution_id: Some(session.execution_id.clone()),
-        correlation_key: None,
-        causation,
-        actor: None,
-        data,
-        accepted_at: at,
-        delivery_id: None,
-    }
 }

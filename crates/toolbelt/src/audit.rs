@@ -2,8 +2,8 @@
 //! and `agent.toolCalled` / `agent.toolReturned` on the Work's event log for every call that reaches
 //! its operation (OpenWOP's payload shapes).
 
-use conduit_core::{AuditKind, AuditRecord, Causation, Event, NewEvent, Source, Timestamp};
-use conduit_scheduler::HostError;
+use conduit_core::{AuditKind, AuditRecord, Event, Timestamp};
+use conduit_scheduler::{append_host_record, HostError, HostRecord};
 use conduit_store::{new_id, Tx};
 use serde_json::json;
 
@@ -63,11 +63,13 @@ pub fn tool_called(tx: &mut dyn Tx, call: &Call<'_>, a: &Authority) -> Result<Ev
     if let Some(session) = &call.request.session_id {
         data["sessionId"] = json!(session);
     }
-    let causation = cause
-        .as_ref()
-        .map(Causation::derived_from)
-        .unwrap_or_else(|| Causation::root(&id));
-    Ok(tx.insert_event(host_event(id, "agent.toolCalled", a, causation, data, call.started))?)
+    let record = HostRecord {
+        id,
+        event_type: "agent.toolCalled",
+        data,
+        at: call.started,
+    };
+    append_host_record(tx, &a.execution, &a.work.scope, cause.as_ref(), record)
 }
 
 /// Appends `agent.toolReturned`, caused by the `agent.toolCalled` it answers.
@@ -79,46 +81,18 @@ pub fn tool_returned(
     status: &str,
     now: Timestamp,
 ) -> Result<(), HostError> {
-    let data = json!({
-        "agentId": a.execution.id,
-        "toolName": call.request.operation,
-        "callId": called.data["callId"],
-        "status": status,
-        "durationMs": now.0 - call.started.0,
-    });
-    let event = host_event(
-        new_id(),
-        "agent.toolReturned",
-        a,
-        Causation::derived_from(called),
-        data,
-        now,
-    );
-    tx.insert_event(event)?;
+    let record = HostRecord {
+        id: new_id(),
+        event_type: "agent.toolReturned",
+        data: json!({
+            "agentId": a.execution.id,
+            "toolName": call.request.operation,
+            "callId": called.data["callId"],
+            "status": status,
+            "durationMs": now.0 - call.started.0,
+        }),
+        at: now,
+    };
+    append_host_record(tx, &a.execution, &a.work.scope, Some(called), record)?;
     Ok(())
-}
-
-/// The toolbelt's records are host events: they bypass routing, waits and causal bounds.
-fn host_event(
-    id: String,
-    event_type: &str,
-    a: &Authority,
-    causation: Causation,
-    data: serde_json::Value,
-    at: Timestamp,
-) -> NewEvent {
-    NewEvent {
-        id,
-        event_type: event_type.to_owned(),
-        source: Source::Toolbelt,
-        scope: a.work.scope.clone(),
-        work_id: Some(a.work.id.clone()),
-        execution_id: Some(a.execution.id.clone()),
-        correlation_key: None,
-        causation,
-        actor: None,
-        data,
-        accepted_at: at,
-        delivery_id: None,
-    }
 }

@@ -181,6 +181,14 @@ impl Daemon {
         last
     }
 
+    /// The id of the Work's first execution.
+    pub fn first_execution(&self, work: &str) -> String {
+        self.json(&["executions", "list", "--work", work])["items"][0]["id"]
+            .as_str()
+            .expect("an execution")
+            .to_owned()
+    }
+
     pub fn events(&self, work: &str) -> Vec<Value> {
         self.json(&["events", "list", "--work", work])["items"]
             .as_array()
@@ -344,6 +352,16 @@ pub fn hold_one(daemon: &Daemon, scratch: &Path) -> (String, PathBuf, PathBuf) {
     });
     let (socket, token_file) = held.expect("a held attempt");
     (work, socket, token_file)
+}
+
+/// Writes playbook `name` (`skills/<name>/SKILL.md`) where a daemon started in `scratch` finds it,
+/// creating the state directory owner-only first.
+pub fn plant_playbook(scratch: &Path, name: &str, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let skill = scratch.join("state/playbooks/skills").join(name);
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::set_permissions(scratch.join("state"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(skill.join("SKILL.md"), text).unwrap();
 }
 
 /// Writes `secrets` as the `file:` secrets of the state directory a daemon started in `scratch` will
