@@ -9,7 +9,31 @@ use conduit_core::names::{BUILTIN_OPERATIONS, BUILTIN_TOOLSETS};
 
 use crate::diagnostic::Diagnostic;
 
-/// The operations and toolsets the running release registers.
+/// What an executor can mechanically do for a binding. Validation refuses a binding that needs
+/// more than its executor can (`invalid_capability`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecutorCapabilities {
+    /// It gives its process a toolbelt (socket and token): without one, granted operations could
+    /// never be called.
+    pub toolbelt: bool,
+    /// It hands secrets to its process (as environment variables).
+    pub secrets: bool,
+    /// It turns a playbook on for the turns it starts.
+    pub playbook: bool,
+}
+
+/// The shell executor: a toolbelt socket and token, secrets in the environment, and the playbook
+/// directory in `OS_PLAYBOOK_DIR` (which `os mcp` serves as its instructions).
+pub const SHELL_EXECUTOR: (&str, ExecutorCapabilities) = (
+    "shell",
+    ExecutorCapabilities {
+        toolbelt: true,
+        secrets: true,
+        playbook: true,
+    },
+);
+
+/// The operations, toolsets, playbooks and executors the running release registers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Registry {
     extension_operations: BTreeSet<String>,
@@ -17,6 +41,8 @@ pub struct Registry {
     toolsets: BTreeMap<String, BTreeMap<String, String>>,
     /// Each playbook's declared operations.
     playbooks: BTreeMap<String, BTreeSet<String>>,
+    /// Executors besides the shell, which every release has.
+    executors: BTreeMap<String, ExecutorCapabilities>,
 }
 
 impl Registry {
@@ -39,6 +65,20 @@ impl Registry {
     pub fn with_playbook(mut self, name: &str, operations: impl IntoIterator<Item = String>) -> Registry {
         self.playbooks.insert(name.to_owned(), operations.into_iter().collect());
         self
+    }
+
+    /// Adds an executor and what it can do.
+    pub fn with_executor(mut self, name: &str, capabilities: ExecutorCapabilities) -> Registry {
+        self.executors.insert(name.to_owned(), capabilities);
+        self
+    }
+
+    /// A registered executor's capabilities.
+    pub fn executor(&self, name: &str) -> Option<ExecutorCapabilities> {
+        let (shell, capabilities) = SHELL_EXECUTOR;
+        (name == shell)
+            .then_some(capabilities)
+            .or_else(|| self.executors.get(name).copied())
     }
 
     pub fn playbook(&self, name: &str) -> Option<&BTreeSet<String>> {

@@ -20,7 +20,7 @@ mod validate;
 
 pub use default::default_config_json;
 pub use diagnostic::{Diagnostic, Severity};
-pub use grants::Registry;
+pub use grants::{ExecutorCapabilities, Registry};
 pub use model::{BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
 pub use rules::{secret_env_name, secret_scheme, SECRET_SCHEMES};
 pub use snapshot::{CurrentConfig, Snapshot};

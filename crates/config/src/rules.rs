@@ -6,12 +6,11 @@ use conduit_core::names::{is_registration_name, is_reserved_type, is_type_patter
 use conduit_core::Duration;
 
 use crate::diagnostic::{push_pointer, Diagnostic};
-use crate::grants::{resolve, Registry, Resolved};
+use crate::grants::{resolve, ExecutorCapabilities, Registry, Resolved, SHELL_EXECUTOR};
 use crate::model::{BindingConfig, Config, ScopeConfig, ShellConfig};
 use crate::validate::shape_diagnostic;
 
 const SUPPORTED_VERSION: u32 = 1;
-const SHELL_EXECUTOR: &str = "shell";
 
 /// The reference schemes the secrets resolver accepts.
 pub const SECRET_SCHEMES: [&str; 4] = ["keyring", "file", "env", "cmd"];
@@ -365,15 +364,48 @@ impl Checker<'_> {
                 );
             }
         }
-        if binding.executor != SHELL_EXECUTOR {
-            self.report(
+        let Some(capabilities) = self.registry.executor(&binding.executor) else {
+            return self.report(
                 format!("{pointer}/executor"),
                 "unknown_reference",
                 "no registered executor has this name",
                 "use the `shell` executor",
             );
-        } else if let Err(d) = shell_config(pointer, binding) {
-            self.found.push(d);
+        };
+        if binding.executor == SHELL_EXECUTOR.0 {
+            if let Err(d) = shell_config(pointer, binding) {
+                self.found.push(d);
+            }
+        }
+        self.capabilities(pointer, binding, capabilities);
+    }
+
+    /// Mechanical capabilities: what the binding needs that its executor cannot do.
+    fn capabilities(&mut self, pointer: &str, binding: &BindingConfig, can: ExecutorCapabilities) {
+        let needs = [
+            (
+                !can.toolbelt && !binding.operations.is_empty(),
+                "operations",
+                "gives its process no toolbelt, so granted operations could never be called",
+            ),
+            (
+                !can.secrets && !binding.secrets.is_empty(),
+                "secrets",
+                "cannot hand secrets to its process",
+            ),
+            (
+                !can.playbook && binding.playbook.is_some(),
+                "playbook",
+                "cannot turn a playbook on",
+            ),
+        ];
+        for (_, field, why) in needs.into_iter().filter(|(needed, ..)| *needed) {
+            self.report(
+                format!("{pointer}/{field}"),
+                "invalid_capability",
+                &format!("the binding's executor {why}"),
+                &format!("remove `{field}`, or use an executor that can serve it (such as `shell`)"),
+            );
         }
     }
 }

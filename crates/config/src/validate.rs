@@ -166,6 +166,42 @@ mod tests {
         );
     }
 
+    /// An executor registered without a toolbelt, secrets or playbooks cannot serve a binding that
+    /// grants operations, receives secrets or names a playbook; the shell can.
+    #[test]
+    fn a_binding_needing_what_its_executor_cannot_do_is_an_invalid_capability() {
+        let none = crate::ExecutorCapabilities {
+            toolbelt: false,
+            secrets: false,
+            playbook: false,
+        };
+        let registry = crate::Registry::default()
+            .with_executor("hold", none)
+            .with_playbook("p", []);
+        let text = |executor: &str| {
+            format!(
+                r#"{{"version":1,"secrets":{{"k":"env:K"}},"scopes":{{"s":{{"authorization":{{"operations":["emit"]}},
+                "bindings":{{"b":{{"executor":"{executor}","config":{{"command":["true"]}},"operations":["emit"],"secrets":["k"],"playbook":"p"}}}}}}}}}}"#
+            )
+        };
+        let found: Vec<_> = parse_with(text("hold").as_bytes(), &registry)
+            .unwrap_err()
+            .into_iter()
+            .map(|d| (d.pointer, d.code, d.message))
+            .collect();
+        let pointers: Vec<(&str, &str)> = found.iter().map(|(p, c, _)| (p.as_str(), *c)).collect();
+        assert_eq!(
+            pointers,
+            [
+                ("/scopes/s/bindings/b/operations", "invalid_capability"),
+                ("/scopes/s/bindings/b/playbook", "invalid_capability"),
+                ("/scopes/s/bindings/b/secrets", "invalid_capability"),
+            ]
+        );
+        assert!(found.iter().all(|(_, _, m)| !m.contains("hold")), "no value is echoed");
+        assert!(parse_with(text("shell").as_bytes(), &registry).is_ok());
+    }
+
     #[test]
     fn child_ceiling_within_parent() {
         let text = r#"{"version":1,"scopes":{
