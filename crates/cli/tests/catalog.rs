@@ -129,16 +129,24 @@ fn operators_see_every_registered_tool_narrowed_by_scope_and_source() {
     assert_eq!(status, 200);
     assert_eq!(
         ids(&all),
-        ["create_work", "declare_outcome", "emit", "read_context", "wait"]
+        [
+            "create_work",
+            "declare_outcome",
+            "emit",
+            "http.fetch",
+            "read_context",
+            "wait"
+        ]
     );
     let schema = schema();
     assert!(all.as_array().unwrap().iter().all(|t| schema.is_valid(t)));
     assert_eq!(
-        get("/v1/tools?scope=demo").1,
-        all,
-        "demo's ceiling allows every builtin"
+        ids(&get("/v1/tools?scope=demo").1),
+        ["create_work", "declare_outcome", "emit", "read_context", "wait"],
+        "demo's ceiling allows every builtin, not http.fetch"
     );
     assert_eq!(get("/v1/tools?source=host-extension").1, all);
+    assert_eq!(get("/v1/tools/http.fetch").1["egress"], "safe-fetch");
     assert_eq!(get("/v1/tools?source=mcp").1, json!([]));
     assert_eq!(get("/v1/tools?source=plugin").0, 400);
     assert_eq!(get("/v1/tools?scope=nope").1["error"], "unknown_scope");

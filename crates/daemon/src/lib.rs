@@ -7,6 +7,7 @@ mod artifacts;
 mod config_service;
 mod error;
 mod failpoint;
+mod http;
 mod operator;
 mod playbooks;
 mod rundir;
@@ -51,7 +52,17 @@ pub struct DaemonOptions {
 
 /// The extensions this release registers. The configuration may grant what they register.
 pub fn release_registry() -> Registry {
-    Registry::default()
+    registry_with(None)
+}
+
+/// The release's extensions, `http.fetch` reaching the bindings' secrets through `secrets`.
+fn registry_with(secrets: Option<http::SecretAccess>) -> Registry {
+    let mut registry = Registry::default();
+    let fetch = Arc::new(http::HttpFetch::new(secrets));
+    registry
+        .register(http::registration(fetch))
+        .expect("the release's own registrations are valid");
+    registry
 }
 
 /// What configuration may name: this release's operations and toolsets, and the playbooks in
@@ -85,8 +96,6 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     // Before anything is served: a signal that arrives once clients can see the daemon stops it cleanly.
     let signals = Signals::install(&state)?;
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state.store_path())?);
-    // First-party extensions register here; the configuration may grant what they register.
-    let registry = Arc::new(release_registry());
     let config_file = options
         .config_file
         .clone()
@@ -100,6 +109,12 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     operator::bootstrap_owner(&state, &*store, now())?;
     let config = service.current();
     let service = Arc::new(service);
+    let resolver = Resolver::new(state.private_dir().join("secrets.json"), Arc::new(SystemKeyring));
+    // First-party extensions register here; the configuration may grant what they register.
+    let registry = Arc::new(registry_with(Some(http::SecretAccess {
+        resolver: resolver.clone(),
+        config: config.clone(),
+    })));
     let (stop, shutdown) = watch::channel(false);
     let kick = Arc::new(Notify::new());
     let instance = new_id();
@@ -146,7 +161,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         store,
         config,
         configs: service,
-        resolver: Resolver::new(state.private_dir().join("secrets.json"), Arc::new(SystemKeyring)),
+        resolver,
         instance,
         runs_dir: state.runs_dir(),
         logs_dir: state.logs_dir(),

@@ -24,14 +24,22 @@ use crate::FetchError;
 
 /// Resolves a host name to its addresses; tests inject their own.
 pub trait Resolve: Send + Sync {
-    fn resolve<'a>(&'a self, name: &'a str, port: u16) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>>;
+    fn resolve<'a>(
+        &'a self,
+        name: &'a str,
+        port: u16,
+    ) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>>;
 }
 
 /// The system resolver.
 pub struct SystemResolver;
 
 impl Resolve for SystemResolver {
-    fn resolve<'a>(&'a self, name: &'a str, port: u16) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>> {
+    fn resolve<'a>(
+        &'a self,
+        name: &'a str,
+        port: u16,
+    ) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>> {
         Box::pin(async move { Ok(tokio::net::lookup_host((name, port)).await?.map(|a| a.ip()).collect()) })
     }
 }
@@ -140,14 +148,21 @@ impl SafeFetch {
         request::headers(&request.headers)?;
         let mut method = Method::from_bytes(request::method(request.method.as_deref())?.as_bytes())
             .map_err(|_| FetchError::invalid("`method` is not a method"))?;
-        if request.body.as_ref().is_some_and(|b| b.len() > self.limits.max_request_bytes) {
+        if request
+            .body
+            .as_ref()
+            .is_some_and(|b| b.len() > self.limits.max_request_bytes)
+        {
             return Err(FetchError::invalid("the request body is over the limit"));
         }
         let mut body = request.body;
         let mut target = request::target(&request.url)?;
         let origin = target.url.origin();
         for _ in 0..=self.limits.max_redirects {
-            let authorization = request.authorization.as_deref().filter(|_| target.url.origin() == origin);
+            let authorization = request
+                .authorization
+                .as_deref()
+                .filter(|_| target.url.origin() == origin);
             let hop = Hop {
                 target: &target,
                 method: &method,
@@ -260,7 +275,9 @@ fn outgoing(hop: &Hop<'_>) -> Result<Request<Full<Bytes>>, FetchError> {
         None => url.host_str().unwrap_or_default().to_owned(),
     };
     let mut request = Request::builder().method(hop.method.clone()).uri(path);
-    let headers = request.headers_mut().ok_or(FetchError::invalid("the request is not valid HTTP"))?;
+    let headers = request
+        .headers_mut()
+        .ok_or(FetchError::invalid("the request is not valid HTTP"))?;
     headers.insert(HOST, HeaderValue::from_str(&host).map_err(not_http)?);
     for (name, value) in hop.headers {
         headers.append(

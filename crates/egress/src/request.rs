@@ -38,11 +38,12 @@ pub struct Target {
 pub enum TargetHost {
     /// A name to resolve (lowercase, without a trailing dot).
     Name(String),
-    /// An address literal, already vetted.
+    /// An address literal.
     Ip(std::net::IpAddr),
 }
 
-/// Parses and checks a URL; an address literal is vetted here, a name only by its spelling.
+/// Parses and checks a URL; a name is checked by its spelling here, every address (a literal or a
+/// resolved one) when the hop is vetted.
 pub fn target(text: &str) -> Result<Target, FetchError> {
     let url = Url::parse(text).map_err(|_| FetchError::invalid("`url` is not an absolute http or https URL"))?;
     target_of(url)
@@ -65,16 +66,11 @@ pub fn target_of(url: Url) -> Result<Target, FetchError> {
             address::check_name(&name).map_err(FetchError::Blocked)?;
             TargetHost::Name(name)
         }
-        Some(Host::Ipv4(ip)) => vetted(ip.into())?,
-        Some(Host::Ipv6(ip)) => vetted(ip.into())?,
+        Some(Host::Ipv4(ip)) => TargetHost::Ip(ip.into()),
+        Some(Host::Ipv6(ip)) => TargetHost::Ip(ip.into()),
         None => return Err(FetchError::invalid("the URL has no host")),
     };
     Ok(Target { url, host, port })
-}
-
-fn vetted(ip: std::net::IpAddr) -> Result<TargetHost, FetchError> {
-    address::check(ip).map_err(FetchError::Blocked)?;
-    Ok(TargetHost::Ip(ip))
 }
 
 /// The method, upper-cased, if it is allowed.
@@ -83,7 +79,9 @@ pub fn method(method: Option<&str>) -> Result<String, FetchError> {
     if METHODS.contains(&method.as_str()) {
         Ok(method)
     } else {
-        Err(FetchError::invalid("`method` is one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"))
+        Err(FetchError::invalid(
+            "`method` is one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
+        ))
     }
 }
 

@@ -27,10 +27,18 @@ struct Resolver {
 }
 
 impl Resolve for Resolver {
-    fn resolve<'a>(&'a self, name: &'a str, _: u16) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>> {
+    fn resolve<'a>(
+        &'a self,
+        name: &'a str,
+        _: u16,
+    ) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>> {
         let answer = match name {
             "rebind.test" if self.rebinds.fetch_add(1, Ordering::SeqCst) > 0 => Ok(vec![ip("169.254.169.254")]),
-            _ => self.names.get(name).cloned().ok_or_else(|| io::ErrorKind::NotFound.into()),
+            _ => self
+                .names
+                .get(name)
+                .cloned()
+                .ok_or_else(|| io::ErrorKind::NotFound.into()),
         };
         Box::pin(async move { answer })
     }
@@ -225,7 +233,11 @@ async fn every_address_class_and_spelling_is_judged_through_the_fetch_path() {
     for url in &fetched {
         assert_eq!(outcome(fetch.fetch(get(url)).await), Fetched(200), "{url}");
     }
-    assert_eq!(outcome(fetch.fetch(get("http://nowhere.test/")).await), Failed, "unresolvable");
+    assert_eq!(
+        outcome(fetch.fetch(get("http://nowhere.test/")).await),
+        Failed,
+        "unresolvable"
+    );
 }
 
 #[tokio::test]
@@ -240,7 +252,11 @@ async fn every_redirect_hop_is_vetted_again() {
     ];
     for (path, class) in cases {
         let url = format!("http://public.test:{port}/{path}");
-        let url = if path == "redirect-rebind" { url.replace("public.test", "rebind.test") } else { url };
+        let url = if path == "redirect-rebind" {
+            url.replace("public.test", "rebind.test")
+        } else {
+            url
+        };
         assert_eq!(outcome(fetch.fetch(get(&url)).await), Expect::Refused(class), "{path}");
     }
 }
@@ -250,14 +266,22 @@ async fn a_protocol_switch_is_refused_before_any_connection_and_in_any_answer() 
     let (server, connections) = server().await;
     let fetch = client(server, Limits::default());
     let url = format!("http://public.test:{}/ok", server.port());
-    for header in [("Connection", "Upgrade"), ("connection", "keep-alive, upgrade"), ("Upgrade", "websocket")] {
+    for header in [
+        ("Connection", "Upgrade"),
+        ("connection", "keep-alive, upgrade"),
+        ("Upgrade", "websocket"),
+    ] {
         let request = FetchRequest {
             headers: vec![(header.0.into(), header.1.into())],
             ..get(&url)
         };
         assert_eq!(outcome(fetch.fetch(request).await), Expect::Refused(Blocked::Upgrade));
     }
-    assert_eq!(connections.load(Ordering::SeqCst), 0, "refused before any network activity");
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        0,
+        "refused before any network activity"
+    );
     let switched = fetch.fetch(get(&url.replace("/ok", "/upgrade"))).await;
     assert_eq!(outcome(switched), Expect::Refused(Blocked::Upgrade), "a 101 answer");
 }
@@ -276,7 +300,10 @@ async fn the_body_cap_and_the_timeout_end_a_fetch() {
         fetch.fetch(get(&url("big"))).await.err(),
         Some(FetchError::Failed("the response body is over the limit or broke off"))
     );
-    assert_eq!(fetch.fetch(get(&url("slow"))).await.err(), Some(FetchError::Failed("the fetch timed out")));
+    assert_eq!(
+        fetch.fetch(get(&url("slow"))).await.err(),
+        Some(FetchError::Failed("the fetch timed out"))
+    );
 }
 
 #[tokio::test]

@@ -5,6 +5,8 @@ use std::collections::BTreeSet;
 
 use axum::http::StatusCode;
 use conduit_core::tool::ToolSource;
+use conduit_egress::request::METHODS;
+use conduit_egress::Limits;
 use conduit_toolbelt::Registry;
 use serde_json::{json, Value};
 
@@ -14,13 +16,31 @@ use crate::envelope::{ok, Answer};
 /// OpenWOP envelopes, so it lists none and its envelope limits are zero.
 pub fn document(registry: &Registry) -> Value {
     let sources: BTreeSet<ToolSource> = registry.catalog().descriptors().map(|t| t.source).collect();
-    json!({
+    let mut document = json!({
         "protocolVersion": "1.0",
         "supportedEnvelopes": [],
         "schemaVersions": {"toolDescriptor": "1.0"},
         "limits": {"clarificationRounds": 0, "schemaRounds": 0, "envelopesPerTurn": 0},
         "toolCatalog": {"supported": true, "sources": sources, "sessionLifecycle": true},
         "toolHooks": {"supported": true, "prePostEvents": true},
+    });
+    if registry.transport("http.fetch") == "http" {
+        document["httpClient"] = http_client();
+    }
+    document
+}
+
+/// The guarded HTTP client's clamps. Packages' `safeFetch` is not supported until installed
+/// packages can call it.
+fn http_client() -> Value {
+    let limits = Limits::default();
+    json!({
+        "supported": true,
+        "ssrfGuard": true,
+        "maxResponseBodyBytes": limits.max_response_bytes,
+        "requestTimeoutMs": limits.timeout.as_millis() as u64,
+        "methods": METHODS,
+        "safeFetch": {"supported": false},
     })
 }
 

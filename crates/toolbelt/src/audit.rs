@@ -17,6 +17,8 @@ pub struct Call<'a> {
     /// SHA-256 of the input's RFC 8785 form: records carry this, never the input.
     pub input_hash: String,
     pub started: Timestamp,
+    /// How the operation reaches out: `http` for the egress guard's fetches, else `toolbelt`.
+    pub transport: &'static str,
 }
 
 /// Writes the call's audit record.
@@ -58,7 +60,7 @@ pub fn tool_called(tx: &mut dyn Tx, call: &Call<'_>, a: &Authority) -> Result<Ev
         "callId": call_id,
         "argsHash": call.input_hash,
         "principal": format!("execution:{}", a.execution.id),
-        "transport": "toolbelt",
+        "transport": call.transport,
     });
     if let Some(session) = &call.request.session_id {
         data["sessionId"] = json!(session);

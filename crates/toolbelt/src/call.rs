@@ -34,6 +34,7 @@ pub struct Pending {
     request: CallRequest,
     input_hash: String,
     started: Timestamp,
+    transport: &'static str,
     authority: Authority,
     called: Event,
     handler: Arc<dyn Handler>,
@@ -61,6 +62,7 @@ impl Pending {
             request: &self.request,
             input_hash: self.input_hash.clone(),
             started: self.started,
+            transport: self.transport,
         }
     }
 }
@@ -133,6 +135,7 @@ impl Toolbelt {
             request,
             input_hash: canonical_hash(&request.input),
             started: self.clock.now(),
+            transport: self.registry.transport(&request.operation),
         };
         let config = self.config.get();
         let begun = self.store.write(|tx| -> Result<Begun, Failed> {
@@ -163,6 +166,7 @@ impl Toolbelt {
                         request: request.clone(),
                         input_hash: call.input_hash.clone(),
                         started: call.started,
+                        transport: call.transport,
                         authority,
                         called,
                         handler: registered.spec.handler.clone(),

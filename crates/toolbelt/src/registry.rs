@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::OnceLock;
 
 use conduit_core::names::{is_registration_name, BUILTIN_OPERATIONS};
-use conduit_core::tool::{CatalogFields, ToolSource};
+use conduit_core::tool::{CatalogFields, Egress, ToolSource};
 use jsonschema::Validator;
 
 use crate::catalog::Catalog;
@@ -201,6 +201,15 @@ impl Registry {
 
     pub fn operation(&self, name: &str) -> Option<&Registered> {
         self.operations.get(name)
+    }
+
+    /// The transport an operation's call records name: `http` when it fetches through the egress
+    /// guard (RFC 0076 §B), else `toolbelt`.
+    pub fn transport(&self, name: &str) -> &'static str {
+        match self.operation(name) {
+            Some(r) if r.spec.catalog.egress == Egress::SafeFetch => "http",
+            _ => "toolbelt",
+        }
     }
 
     /// Every registered extension operation, sorted by name.

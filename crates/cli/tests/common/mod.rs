@@ -34,22 +34,33 @@ impl Daemon {
     /// Starts a daemon whose configuration is built from its scratch directory (for commands that
     /// publish into it).
     pub fn start_with(config: impl FnOnce(&Path) -> String) -> Daemon {
+        Daemon::start_with_env(&[], config)
+    }
+
+    /// Starts with extra environment variables for the daemon (such as a test fetch allowance).
+    pub fn start_with_env(env: &[(&str, &str)], config: impl FnOnce(&Path) -> String) -> Daemon {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("config.json");
         std::fs::write(&path, config(tmp.path())).unwrap();
-        Daemon::launched(tmp, Some(path))
+        let mut daemon = Daemon::unlaunched(tmp, Some(path));
+        daemon.launch_with_env(env);
+        daemon
     }
 
     fn launched(tmp: tempfile::TempDir, config: Option<PathBuf>) -> Daemon {
+        let mut daemon = Daemon::unlaunched(tmp, config);
+        daemon.launch();
+        daemon
+    }
+
+    fn unlaunched(tmp: tempfile::TempDir, config: Option<PathBuf>) -> Daemon {
         let state = tmp.path().join("state");
-        let mut daemon = Daemon {
+        Daemon {
             tmp,
             state,
             config,
             child: None,
-        };
-        daemon.launch();
-        daemon
+        }
     }
 
     /// The scratch directory tests share with their shell commands.

@@ -1,0 +1,138 @@
+//! `http.fetch` from a real execution through the real daemon: a fetch of a local test server
+//! (reachable only through the test allowance) with a granted secret as its Authorization, a
+//! metadata fetch refused `ssrf_blocked`, and the durable audit pair of both.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use serde_json::{json, Value};
+
+/// A local HTTP server that answers `hello` and keeps every request head it read.
+fn test_server() -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            seen.lock().unwrap().push(String::from_utf8_lossy(&head).into_owned());
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello");
+        }
+    });
+    (port, heads)
+}
+
+fn fetch_config(script: &str) -> String {
+    let mut config: Value = serde_json::from_str(&shell_config(script)).unwrap();
+    let ops = json!([
+        "emit",
+        "read_context",
+        "declare_outcome",
+        "wait",
+        "create_work",
+        "http.fetch"
+    ]);
+    config["scopes"]["demo"]["authorization"]["operations"] = ops.clone();
+    config["scopes"]["demo"]["bindings"]["shell"]["operations"] = ops;
+    config["scopes"]["demo"]["bindings"]["shell"]["secrets"] = json!(["api"]);
+    config["secrets"] = json!({"api": "cmd:printf planted-fetch-secret"});
+    config.to_string()
+}
+
+#[test]
+fn an_execution_fetches_through_the_guard_and_every_call_is_audited() {
+    let (port, heads) = test_server();
+    let allow = format!("127.0.0.1:{port}");
+    let daemon = Daemon::start_with_env(&[("OPEN_CONDUIT_TEST_FETCH_ALLOW", &allow)], |scratch| {
+        let d = scratch.display();
+        fetch_config(&format!(
+            "os call http.fetch --input '{{\"url\":\"http://127.0.0.1:{port}/hello\",\"secret\":\"api\"}}' > {d}/fetched.json; \
+             os call http.fetch --input '{{\"url\":\"http://169.254.169.254/latest/meta-data/\"}}' 2> {d}/blocked.txt; \
+             echo \"exit=$?\" >> {d}/blocked.txt; os outcome succeeded"
+        ))
+    });
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+
+    let log = daemon.cli(&["runs", "log", &work]);
+    let log = String::from_utf8_lossy(&log.stdout);
+    let fetched: Value = serde_json::from_str(&std::fs::read_to_string(daemon.scratch().join("fetched.json")).unwrap())
+        .unwrap_or_else(|_| panic!("the fetch answered: {log}"));
+    assert_eq!(
+        (fetched["status"].as_i64(), fetched["body"].as_str()),
+        (Some(200), Some("hello"))
+    );
+    let blocked = std::fs::read_to_string(daemon.scratch().join("blocked.txt")).unwrap();
+    assert!(
+        blocked.starts_with("ssrf_blocked:") && blocked.contains("metadata"),
+        "{blocked}"
+    );
+    assert!(blocked.contains("exit=1"), "{blocked}");
+    assert!(
+        !blocked.contains("169.254"),
+        "the refusal names the class, never the address"
+    );
+
+    let heads = heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 1, "the blocked fetch connected nowhere");
+    assert!(
+        heads[0].contains("authorization: Bearer planted-fetch-secret"),
+        "{}",
+        heads[0]
+    );
+
+    let events = daemon.events(&work);
+    let of = |kind: &str| -> Vec<Value> {
+        events
+            .iter()
+            .filter(|e| e["type"] == kind && e["data"]["toolName"] == "http.fetch")
+            .cloned()
+            .collect()
+    };
+    let (called, returned) = (of("agent.toolCalled"), of("agent.toolReturned"));
+    assert_eq!((called.len(), returned.len()), (2, 2));
+    assert!(called.iter().all(|e| e["data"]["transport"] == "http"));
+    let statuses: Vec<&str> = returned.iter().map(|e| e["data"]["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["ok", "error"], "the blocked call is audited too");
+    for (c, r) in called.iter().zip(&returned) {
+        assert_eq!(
+            r["causation"]["parent"], c["id"],
+            "toolReturned continues from its toolCalled"
+        );
+    }
+    assert!(
+        !contains(&store_files(&daemon.state), "planted-fetch-secret"),
+        "the secret is never stored"
+    );
+    assert!(!daemon.log().contains("planted-fetch-secret"));
+}
+
+/// Without the allowance, the same local server is loopback and refused: the allowance is what
+/// opens it, and only test builds read it.
+#[test]
+fn without_the_allowance_a_local_server_is_loopback() {
+    let (port, heads) = test_server();
+    let daemon = Daemon::start_with(|scratch| {
+        let d = scratch.display();
+        fetch_config(&format!(
+            "os call http.fetch --input '{{\"url\":\"http://127.0.0.1:{port}/\"}}' 2> {d}/refused.txt; os outcome succeeded"
+        ))
+    });
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    let refused = std::fs::read_to_string(daemon.scratch().join("refused.txt")).unwrap();
+    assert!(
+        refused.starts_with("ssrf_blocked:") && refused.contains("loopback"),
+        "{refused}"
+    );
+    assert!(heads.lock().unwrap().is_empty());
+}
