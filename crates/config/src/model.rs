@@ -18,6 +18,21 @@ pub struct Config {
     /// never leaves the configuration file: diagnostics, responses and the store see it redacted.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secrets: BTreeMap<String, String>,
+    /// The install gate for packages (RFC 0076 §A).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packages: Option<PackagesConfig>,
+}
+
+/// The platform primitives the host grants installed packages, and whether it gates on them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackagesConfig {
+    /// Tokens of the runtime-requirement vocabulary; absent: `conduit_core::requires::DEFAULT_GRANT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<Vec<String>>,
+    /// Whether installs are refused for requirements outside the grant (default `true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gating: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -62,6 +62,7 @@ pub fn check(config: &Config, registry: &Registry) -> (Vec<Diagnostic>, Effectiv
     };
     checker.version_and_limits();
     checker.secrets();
+    checker.packages();
     let own = checker.own_ceilings();
     let ceilings = checker.ceilings(&own);
     let mut effective = Effective::default();
@@ -105,6 +106,24 @@ impl Checker<'_> {
                 "invalid_value",
                 "causal limits must be at least 1",
                 "raise the limit or remove it to take the default",
+            );
+        }
+    }
+
+    /// The package grant set names vocabulary tokens, each once.
+    fn packages(&mut self) {
+        let grant = self
+            .config
+            .packages
+            .as_ref()
+            .and_then(|p| p.grant.as_deref())
+            .unwrap_or_default();
+        if let Some((i, _)) = conduit_core::requires::invalid_token(grant) {
+            self.report(
+                format!("/packages/grant/{i}"),
+                "unknown_reference",
+                "not a runtime primitive, or named twice",
+                "use net.dns, net.outbound, crypto, subprocess, fs.read, fs.write, env.read or clock, once each",
             );
         }
     }

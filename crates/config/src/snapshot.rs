@@ -98,6 +98,17 @@ impl Snapshot {
         self.config.limits
     }
 
+    /// The primitives installed packages are granted (RFC 0076 §A).
+    pub fn package_grant(&self) -> Vec<String> {
+        let configured = self.config.packages.as_ref().and_then(|p| p.grant.clone());
+        configured.unwrap_or_else(|| conduit_core::requires::DEFAULT_GRANT.map(str::to_owned).to_vec())
+    }
+
+    /// Whether installs are gated on the grant.
+    pub fn package_gating(&self) -> bool {
+        self.config.packages.as_ref().and_then(|p| p.gating).unwrap_or(true)
+    }
+
     pub fn scope(&self, id: &str) -> Option<&ScopeConfig> {
         self.config.scopes.get(id)
     }

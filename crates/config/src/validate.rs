@@ -203,6 +203,24 @@ mod tests {
     }
 
     #[test]
+    fn the_package_grant_names_vocabulary_tokens_once() {
+        let with_grant = |grant: &str| format!(r#"{{"version":1,"packages":{{"grant":{grant},"gating":false}}}}"#);
+        let snapshot = parse(with_grant(r#"["net.dns","clock"]"#).as_bytes()).unwrap();
+        assert_eq!(
+            (snapshot.package_grant(), snapshot.package_gating()),
+            (vec!["net.dns".into(), "clock".into()], false)
+        );
+        assert_eq!(parse(br#"{"version":1}"#).unwrap().package_grant(), ["crypto", "clock"]);
+        for bad in [r#"["node:dns/promises"]"#, r#"["clock","clock"]"#] {
+            assert_eq!(
+                codes(&with_grant(bad)).first().map(|(_, c)| *c),
+                Some("unknown_reference"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn child_ceiling_within_parent() {
         let text = r#"{"version":1,"scopes":{
             "p":{"authorization":{"operations":["emit"]}},

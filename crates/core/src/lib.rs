@@ -12,6 +12,7 @@ pub mod error;
 pub mod event;
 pub mod execution;
 pub mod names;
+pub mod requires;
 pub mod session;
 pub mod time;
 pub mod tool;
