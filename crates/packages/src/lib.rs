@@ -1,0 +1,9 @@
+//! Installed packages: the manifest (`open-conduit.json`), the RFC 0076 install gate, and (next)
+//! the out-of-process extension protocol.
+#![forbid(unsafe_code)]
+
+pub mod gate;
+pub mod manifest;
+
+pub use gate::{Approval, RequirementUnmet};
+pub use manifest::{Invalid, Manifest, MANIFEST_FILE};
