@@ -14,9 +14,13 @@ pub enum Request {
     /// `GET` of a path with its (already encoded) query.
     Get(String),
     /// `POST` of a JSON body.
-    Post { path: String, body: Value },
+    Post {
+        path: String,
+        body: Value,
+    },
     /// `GET` of content that is not JSON; the answer is `{"content": <text>}`.
     GetContent(String),
+    Delete(String),
 }
 
 /// Where to send requests and where to find the token that authenticates them.
@@ -65,6 +69,7 @@ impl Connection {
         let answer = runtime()?.block_on(async {
             match request {
                 Request::Get(path) => client.get(path).await,
+                Request::Delete(path) => client.delete(path).await,
                 Request::GetContent(path) => client
                     .get_bytes(path)
                     .await

@@ -27,6 +27,9 @@ pub fn run(locations: &Locations) -> Value {
             } else {
                 offline_config(&state)
             });
+            if up {
+                checks.push(packages(locations));
+            }
         }
         Err(_) => checks.push(check(
             "state",
@@ -137,4 +140,49 @@ fn grants(what: &str, warnings: usize) -> Value {
             format!("{what} has {n} warnings; `open-conduit config show --json` lists them"),
         ),
     }
+}
+
+/// Installed packages whose requirements the current grant set no longer covers: their operations
+/// are refused until the grant covers them again.
+fn packages(locations: &Locations) -> Value {
+    let listed = locations
+        .connection()
+        .and_then(|c| management::send(&c, &management::list_packages()));
+    let Ok(listed) = listed else {
+        return check("packages", "warn", "the daemon did not list its packages");
+    };
+    let flagged: Vec<String> = listed["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["status"] != "ok")
+        .map(|p| {
+            format!(
+                "{} (lacks {})",
+                p["manifest"].as_str().unwrap_or("?"),
+                joined(&p["unmet"])
+            )
+        })
+        .collect();
+    match flagged.as_slice() {
+        [] => check("packages", "ok", "every installed package's requirements are granted"),
+        _ => check(
+            "packages",
+            "fail",
+            format!(
+                "the package grant set no longer covers {}: grant it in /packages/grant or remove the package",
+                flagged.join(", ")
+            ),
+        ),
+    }
+}
+
+fn joined(list: &Value) -> String {
+    let items: Vec<&str> = list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    items.join(", ")
 }

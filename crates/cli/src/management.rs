@@ -286,6 +286,26 @@ pub fn list_audit(execution: Option<&str>) -> Request {
     get_with_query("/v1/audit", &[("execution", execution)])
 }
 
+/// `GET /v1/packages`: installed packages and their status.
+pub fn list_packages() -> Request {
+    Request::Get("/v1/packages".to_owned())
+}
+
+/// `GET /v1/packages/{name}`.
+pub fn package(name: &str) -> Request {
+    Request::Get(format!("/v1/packages/{}", encode(name)))
+}
+
+/// `POST /v1/packages`: install the package in `dir` (an absolute path).
+pub fn install_package(dir: &str) -> Request {
+    post("/v1/packages", serde_json::json!({ "dir": dir }))
+}
+
+/// `DELETE /v1/packages/{name}`.
+pub fn remove_package(name: &str) -> Request {
+    Request::Delete(format!("/v1/packages/{}", encode(name)))
+}
+
 fn post(path: &str, body: Value) -> Request {
     Request::Post {
         path: path.to_owned(),

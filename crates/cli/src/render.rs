@@ -267,6 +267,53 @@ pub fn artifact_table(answer: &Value) -> String {
     list(answer, &ARTIFACT_COLUMNS)
 }
 
+const PACKAGE_COLUMNS: [(&str, &str); 4] = [
+    ("NAME", "/name"),
+    ("VERSION", "/version"),
+    ("STATUS", "/status"),
+    ("REQUIRES", "/requires"),
+];
+
+pub fn package_table(answer: &Value) -> String {
+    table(
+        &PACKAGE_COLUMNS,
+        items(answer).iter().map(|p| {
+            let mut row = row(p, &PACKAGE_COLUMNS[..3]);
+            row.push(joined(p, "/requires"));
+            row
+        }),
+    )
+}
+
+/// A package: what it requires and asks for, what it provides, and whether the current grant set
+/// still covers it.
+pub fn package_detail(package: &Value) -> String {
+    let status = match joined(package, "/unmet").as_str() {
+        "-" => field(package, "/status"),
+        unmet => format!(
+            "{} (the grant set lacks {unmet}: see `open-conduit config set /packages/grant`)",
+            field(package, "/status")
+        ),
+    };
+    let lines = [
+        ("package", field(package, "/manifest")),
+        ("requires", joined(package, "/requires")),
+        ("permissions", joined(package, "/permissions")),
+        ("operations", joined(package, "/operations")),
+        ("toolsets", joined(package, "/toolsets")),
+        ("status", status),
+    ];
+    let lines: Vec<String> = lines
+        .iter()
+        .map(|(label, value)| format!("{:<13}{value}", format!("{label}:")))
+        .collect();
+    lines.join("\n")
+}
+
+pub fn package_removed(answer: &Value) -> String {
+    format!("removed {}@{}", field(answer, "/removed"), field(answer, "/version"))
+}
+
 /// An artifact's content, as it is.
 pub fn content(answer: &Value) -> String {
     answer

@@ -86,6 +86,11 @@ impl Client {
         }
     }
 
+    /// `DELETE path`.
+    pub async fn delete(&self, path: &str) -> Result<Value, ClientError> {
+        self.send(Method::DELETE, path, None, None).await
+    }
+
     /// `POST path` with a JSON body.
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
         self.post_with_key(path, body, None).await

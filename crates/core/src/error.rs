@@ -30,6 +30,8 @@ pub enum ErrorCode {
     CausalRateExceeded,
     RequestConflict,
     SessionNotOpen,
+    InvalidManifest,
+    PackRuntimeRequirementUnmet,
     OperationFailed,
     Conflict,
     Internal,
@@ -62,6 +64,8 @@ impl ErrorCode {
             ErrorCode::CausalRateExceeded => "causal_rate_exceeded",
             ErrorCode::RequestConflict => "request_conflict",
             ErrorCode::SessionNotOpen => "session_not_open",
+            ErrorCode::InvalidManifest => "invalid_manifest",
+            ErrorCode::PackRuntimeRequirementUnmet => "pack_runtime_requirement_unmet",
             ErrorCode::OperationFailed => "operation_failed",
             ErrorCode::Conflict => "conflict",
             ErrorCode::Internal => "internal",
@@ -78,6 +82,8 @@ impl ErrorCode {
             | ErrorCode::ForbiddenRole => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::InvalidInput
+            | ErrorCode::InvalidManifest
+            | ErrorCode::PackRuntimeRequirementUnmet
             | ErrorCode::InvalidRequest
             | ErrorCode::InvalidCursor
             | ErrorCode::IdempotencyKeyRequired => 400,
@@ -104,32 +110,43 @@ impl ErrorCode {
 
 /// A refusal with a stable code and a message that is safe to show anyone: it never carries a
 /// secret, a token, reference text or a backend's own error text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}: {message}", .operation_code.as_deref().unwrap_or(.code.as_str()))]
 pub struct Refusal {
-    #[serde(
-        rename = "error",
-        serialize_with = "serialize_code",
-        skip_serializing_if = "is_operation_failed"
-    )]
     pub code: ErrorCode,
     /// An operation's own refusal code (`code` is then [`ErrorCode::OperationFailed`]): the wire code.
-    #[serde(rename = "error", skip_serializing_if = "Option::is_none")]
     pub operation_code: Option<String>,
     pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub remedy: Option<String>,
     /// Code-specific fields beside the envelope's own (`diagnostics`, `unmet`, ...).
-    #[serde(flatten)]
     pub fields: serde_json::Map<String, serde_json::Value>,
 }
 
-fn serialize_code<S: serde::Serializer>(code: &ErrorCode, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(code.as_str())
-}
+/// RFC 0076's normative payload: exactly these fields, in this order, and no `message`.
+const REQUIREMENT_UNMET_FIELDS: [&str; 3] = ["unmet", "manifest", "advice"];
 
-fn is_operation_failed(code: &ErrorCode) -> bool {
-    *code == ErrorCode::OperationFailed
+/// The flat envelope: `error`, `message`, `remedy` when there is one, then the code's own fields.
+/// `pack_runtime_requirement_unmet` is written exactly as RFC 0076 gives it.
+impl Serialize for Refusal {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("error", self.wire_code())?;
+        if self.code == ErrorCode::PackRuntimeRequirementUnmet {
+            for name in REQUIREMENT_UNMET_FIELDS {
+                map.serialize_entry(name, &self.fields.get(name))?;
+            }
+            return map.end();
+        }
+        map.serialize_entry("message", &self.message)?;
+        if let Some(remedy) = &self.remedy {
+            map.serialize_entry("remedy", remedy)?;
+        }
+        for (name, value) in &self.fields {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
 }
 
 impl Refusal {
@@ -173,6 +190,15 @@ impl Refusal {
             self.fields.insert(name.to_owned(), value);
         }
         self
+    }
+
+    /// RFC 0076's install refusal: the requirements the host will not grant, the manifest as
+    /// `name@version`, and operator-facing advice.
+    pub fn requirement_unmet(unmet: Vec<String>, manifest: String, advice: String) -> Self {
+        Refusal::new(ErrorCode::PackRuntimeRequirementUnmet, advice.clone())
+            .with_field("unmet", unmet.into())
+            .with_field("manifest", manifest.into())
+            .with_field("advice", advice.into())
     }
 
     /// The bare refusal every failed authority check answers with, whichever check failed.
@@ -226,6 +252,16 @@ fn is_snake_case(code: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_requirement_refusal_is_exactly_the_rfc_payload() {
+        let refusal =
+            super::Refusal::requirement_unmet(vec!["subprocess".into()], "cron@1.0.0".into(), "grant it".into());
+        assert_eq!(
+            serde_json::to_string(&refusal).unwrap(),
+            r#"{"error":"pack_runtime_requirement_unmet","unmet":["subprocess"],"manifest":"cron@1.0.0","advice":"grant it"}"#
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -9,6 +9,7 @@ mod error;
 mod failpoint;
 mod http;
 mod operator;
+mod packages;
 mod playbooks;
 mod rundir;
 mod runtime;
@@ -56,7 +57,7 @@ pub fn release_registry() -> Registry {
 }
 
 /// The release's extensions, `http.fetch` reaching the bindings' secrets through `secrets`.
-fn registry_with(secrets: Option<http::SecretAccess>) -> Registry {
+pub(crate) fn registry_with(secrets: Option<http::SecretAccess>) -> Registry {
     let mut registry = Registry::default();
     let fetch = Arc::new(http::HttpFetch::new(secrets));
     registry
@@ -134,6 +135,11 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
             declared: state.artifacts_dir(),
         },
         registry: registry.clone(),
+        packages: Arc::new(packages::PackageService {
+            store: store.clone(),
+            config: config.clone(),
+            dir: state.root().join("packages"),
+        }),
     });
     if let Some(addr) = options.listen {
         // The same router: the same bearer authentication, roles and rules as on the socket.

@@ -3,20 +3,10 @@
 //! it requires. An installed package is re-judged against every later grant set.
 
 use conduit_core::requires::unmet;
+use conduit_core::Refusal;
 use serde::{Deserialize, Serialize};
 
 use crate::Manifest;
-
-/// The RFC's refusal, serialized exactly: `{"error", "unmet", "manifest", "advice"}` in that order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RequirementUnmet {
-    pub error: &'static str,
-    pub unmet: Vec<String>,
-    pub manifest: String,
-    pub advice: String,
-}
-
-pub const REQUIREMENT_UNMET: &str = "pack_runtime_requirement_unmet";
 
 /// What an install was approved against: the grant set and whether the host gated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,7 +16,7 @@ pub struct Approval {
 }
 
 /// Whether the host installs `manifest` under `grant`.
-pub fn check(manifest: &Manifest, grant: &[String], gating: bool) -> Result<Approval, RequirementUnmet> {
+pub fn check(manifest: &Manifest, grant: &[String], gating: bool) -> Result<Approval, Refusal> {
     let missing = unmet(&manifest.runtime.requires, grant);
     if gating && !missing.is_empty() {
         return Err(refusal(manifest.id(), missing));
@@ -47,17 +37,13 @@ pub fn unmet_now(requires: &[String], grant: &[String], gating: bool) -> Vec<Str
     }
 }
 
-pub fn refusal(manifest: String, unmet: Vec<String>) -> RequirementUnmet {
+/// RFC 0076's refusal, naming what is unmet and how the operator could grant it.
+pub fn refusal(manifest: String, unmet: Vec<String>) -> Refusal {
     let advice = format!(
         "the host's package grant set does not include {}: add it to /packages/grant (open-conduit config set) if you accept what it allows, or do not install this package",
         unmet.join(", ")
     );
-    RequirementUnmet {
-        error: REQUIREMENT_UNMET,
-        unmet,
-        manifest,
-        advice,
-    }
+    Refusal::requirement_unmet(unmet, manifest, advice)
 }
 
 #[cfg(test)]

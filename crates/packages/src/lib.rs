@@ -5,5 +5,5 @@
 pub mod gate;
 pub mod manifest;
 
-pub use gate::{Approval, RequirementUnmet};
+pub use gate::Approval;
 pub use manifest::{Invalid, Manifest, MANIFEST_FILE};

@@ -44,7 +44,7 @@ use conduit_core::tool::{CatalogFields, ToolSource};
 use conduit_core::{ErrorCode, OperatorRecord, Refusal, Role};
 use conduit_server::{
     bind_owner_only, management_router, now, serve, Applied, ArtifactFiles, Checked, ConfigControl, ConfigView,
-    Cursors, Management,
+    Cursors, Management, PackageControl,
 };
 use conduit_store::{new_id, SqliteStore, Store};
 use conduit_toolbelt::registry::{
@@ -120,6 +120,7 @@ fn main() {
                 declared: dir.path().join("artifacts"),
             },
             registry: Arc::new(catalog_registry()),
+            packages: Arc::new(NoPackages),
         });
         let listener = bind_owner_only(&sockets.management).expect("bind management.sock");
         let management = tokio::spawn(serve(listener, router, async move {
@@ -186,6 +187,27 @@ impl ConfigControl for NoConfigControl {
     }
 
     fn set(&self, _: &str, _: Value, _: Option<i64>) -> Result<Applied, Refusal> {
+        Err(unserved())
+    }
+}
+
+/// The bench installs no packages.
+struct NoPackages;
+
+impl PackageControl for NoPackages {
+    fn list(&self) -> Result<Vec<Value>, Refusal> {
+        Ok(vec![])
+    }
+
+    fn show(&self, _: &str) -> Result<Value, Refusal> {
+        Err(unserved())
+    }
+
+    fn install(&self, _: &str) -> Result<Value, Refusal> {
+        Err(unserved())
+    }
+
+    fn remove(&self, _: &str) -> Result<Value, Refusal> {
         Err(unserved())
     }
 }

@@ -15,6 +15,7 @@ mod execution;
 mod idempotency;
 mod listen;
 mod management;
+mod packages;
 mod trace;
 
 pub use artifacts::ArtifactFiles;
@@ -25,3 +26,4 @@ pub use execution::{execution_router, ExecutionSocket};
 pub use idempotency::KEPT as IDEMPOTENCY_KEPT;
 pub use listen::{bind_owner_only, serve};
 pub use management::{management_router, management_routes, Management, OPENAPI};
+pub use packages::{PackageControl, SharedPackageControl};

@@ -33,6 +33,7 @@ use crate::config::{self, SharedConfigControl};
 use crate::cursor::{Cursors, Paging, Position, CURSOR_LIFETIME};
 use crate::envelope::{bearer, blocking, check_mutation, not_found, ok, parse_body, read_body, Answer, Failure};
 use crate::idempotency::{once, Keyed};
+use crate::packages::{self, SharedPackageControl};
 use crate::trace;
 
 /// What the management handlers share.
@@ -52,6 +53,8 @@ pub struct Management {
     pub files: ArtifactFiles,
     /// The operations this release registers, for the tool catalog.
     pub registry: Arc<Registry>,
+    /// Installed packages.
+    pub packages: SharedPackageControl,
 }
 
 /// A route: its path, the methods it answers, and its handlers.
@@ -88,6 +91,16 @@ fn routes() -> Vec<Route> {
         ("/v1/scopes/{id}/route/trace", &["post"], post(trace::trace)),
         ("/v1/scopes/{id}/route/samples", &["get"], get(trace::samples)),
         ("/v1/waits", &["get"], get(list_waits)),
+        (
+            "/v1/packages",
+            &["get", "post"],
+            get(packages::list).post(packages::install),
+        ),
+        (
+            "/v1/packages/{name}",
+            &["get", "delete"],
+            get(packages::show).delete(packages::remove),
+        ),
         ("/v1/artifacts", &["get"], get(artifacts::list)),
         ("/v1/artifacts/{id}/content", &["get"], get(artifacts::content)),
         (

@@ -16,4 +16,4 @@ mod tx;
 pub use error::StoreError;
 pub use ids::{derived_id, new_id};
 pub use sqlite::SqliteStore;
-pub use tx::{IdempotentRecord, Page, ScopeRecord, Store, Tx, WorkFilter};
+pub use tx::{IdempotentRecord, PackageRecord, Page, ScopeRecord, Store, Tx, WorkFilter};

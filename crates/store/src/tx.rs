@@ -35,6 +35,19 @@ pub struct IdempotentRecord {
     pub created_at: Timestamp,
 }
 
+/// An installed package: its manifest as installed, and what the install was approved against.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackageRecord {
+    pub name: String,
+    pub version: String,
+    /// The manifest's JSON, as validated at install.
+    pub manifest: String,
+    /// The grant set and gating the install was approved against.
+    pub approved_grant: Vec<String>,
+    pub approved_gating: bool,
+    pub installed_at: Timestamp,
+}
+
 /// A keyset page: rows strictly past `after` (in the list's order) and within `upper` (captured by
 /// the first page), at most `limit` of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,6 +176,15 @@ pub trait Tx {
     fn get_artifact(&mut self, execution_id: &str, index: u32) -> Result<Option<ArtifactRecord>>;
     /// Declared files, of one execution or of all, in execution then declaration order.
     fn list_artifacts(&mut self, execution: Option<&str>) -> Result<Vec<ArtifactRecord>>;
+
+    // Installed packages.
+    /// Records an install, replacing an earlier install of the same package.
+    fn put_package(&mut self, package: &PackageRecord) -> Result<()>;
+    fn get_package(&mut self, name: &str) -> Result<Option<PackageRecord>>;
+    /// Every installed package, by name.
+    fn list_packages(&mut self) -> Result<Vec<PackageRecord>>;
+    /// Removes a package's record; `false` when there was none.
+    fn delete_package(&mut self, name: &str) -> Result<bool>;
 
     // Tool sessions.
     fn insert_tool_session(&mut self, session: &ToolSession) -> Result<()>;

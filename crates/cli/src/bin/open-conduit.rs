@@ -81,9 +81,12 @@ enum Command {
         #[arg(long, value_name = "ID")]
         work: Option<String>,
     },
-    /// List what executions left behind (their logs), or print one
+    /// List what executions left behind (their logs and declared files), or print one
     #[command(subcommand)]
     Artifacts(ArtifactsCommand),
+    /// Install, list, show or remove extension packages (admin to change them)
+    #[command(subcommand)]
+    Package(PackageCommand),
     /// Trace how the router would handle an event now (nothing is accepted), or list a scope's samples
     Route(RouteArgs),
     /// List the toolbelt's call records: every call, called or rejected, with its result
@@ -274,6 +277,28 @@ enum ArtifactsCommand {
 }
 
 #[derive(Debug, Subcommand)]
+enum PackageCommand {
+    /// Install the package in DIR (its open-conduit.json): prints what it requires and the
+    /// permissions it asks for; refused when the host's package grant set lacks a requirement
+    Install {
+        #[arg(value_name = "DIR")]
+        dir: std::path::PathBuf,
+    },
+    /// List installed packages, each with its status under the current grant set
+    List,
+    /// Show one installed package
+    Show {
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+    /// Remove an installed package
+    Remove {
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum AuthCommand {
     /// Replace your credential: the old one is revoked and the new one written to the token file
     Rotate,
@@ -416,6 +441,20 @@ fn main() -> ExitCode {
     }
 }
 
+fn package_plan(command: PackageCommand) -> Plan {
+    use management as m;
+    match command {
+        PackageCommand::Install { dir } => {
+            // The daemon reads the directory, so it gets an absolute path (relative to here).
+            let dir = std::path::absolute(&dir).unwrap_or(dir);
+            Plan::Call(m::install_package(&dir.to_string_lossy()), render::package_detail)
+        }
+        PackageCommand::List => Plan::Call(m::list_packages(), render::package_table),
+        PackageCommand::Show { name } => Plan::Call(m::package(&name), render::package_detail),
+        PackageCommand::Remove { name } => Plan::Call(m::remove_package(&name), render::package_removed),
+    }
+}
+
 /// Writes an artifact's bytes to stdout as they are (a binary file stays intact).
 fn cat(locations: &Locations, path: &str) -> Result<(), Failure> {
     use std::io::Write;
@@ -521,6 +560,7 @@ fn plan(command: Command, state_dir: Option<&std::path::Path>) -> Plan {
             Plan::Call(m::list_artifacts(execution.as_deref()), render::artifact_table)
         }
         Command::Artifacts(ArtifactsCommand::Cat { id }) => Plan::Cat(id),
+        Command::Package(command) => package_plan(command),
         Command::Scopes => Plan::Call(m::scopes(), render::scope_table),
         Command::Doctor => Plan::Doctor,
         Command::Runs(command) => Plan::Runs(command),

@@ -217,7 +217,9 @@ mod tests {
         let cli = Cli::try_parse_from([&["os"], args].concat()).expect("parses");
         match plan(cli.command) {
             Plan::Call(Request::Post { body, .. }, _) => body,
-            Plan::Call(Request::Get(path) | Request::GetContent(path), _) => panic!("expected a call, got GET {path}"),
+            Plan::Call(Request::Get(path) | Request::GetContent(path) | Request::Delete(path), _) => {
+                panic!("expected a call, got {path}")
+            }
             Plan::Mcp => panic!("expected a call, got the MCP server"),
         }
     }

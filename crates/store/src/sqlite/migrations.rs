@@ -211,6 +211,16 @@ CREATE TABLE tool_sessions (
 );
 CREATE INDEX tool_sessions_open ON tool_sessions (execution_id) WHERE closed_at IS NULL;
 "#,
+    r#"
+CREATE TABLE packages (
+    name TEXT PRIMARY KEY,
+    version TEXT NOT NULL,
+    manifest TEXT NOT NULL,
+    approved_grant TEXT NOT NULL,
+    approved_gating INTEGER NOT NULL,
+    installed_at INTEGER NOT NULL
+);
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

@@ -9,7 +9,7 @@ use rusqlite::{params, OptionalExtension, Row, Transaction};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::tx::{IdempotentRecord, Page, Result, ScopeRecord, Tx, WorkFilter};
+use crate::tx::{IdempotentRecord, PackageRecord, Page, Result, ScopeRecord, Tx, WorkFilter};
 use crate::StoreError;
 
 pub struct SqliteTx<'a> {
@@ -272,6 +272,23 @@ fn session_row(r: &Row) -> rusqlite::Result<Result<ToolSession>> {
         })
     };
     Ok(closed.and_then(build))
+}
+
+const PACKAGE_COLUMNS: &str = "name, version, manifest, approved_grant, approved_gating, installed_at";
+
+fn package_row(r: &Row) -> rusqlite::Result<Result<PackageRecord>> {
+    let grant: String = r.get(3)?;
+    let build = |approved_grant| -> Result<PackageRecord> {
+        Ok(PackageRecord {
+            name: r.get(0)?,
+            version: r.get(1)?,
+            manifest: r.get(2)?,
+            approved_grant,
+            approved_gating: r.get(4)?,
+            installed_at: Timestamp(r.get(5)?),
+        })
+    };
+    Ok(from_json(&grant).and_then(build))
 }
 
 fn operator_row(r: &Row) -> rusqlite::Result<Result<OperatorRecord>> {
@@ -933,6 +950,35 @@ impl Tx for SqliteTx<'_> {
             "SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE (?1 IS NULL OR execution_id = ?1) ORDER BY execution_id, idx"
         );
         self.query_all(&sql, params![execution], artifact_row)
+    }
+
+    fn put_package(&mut self, p: &PackageRecord) -> Result<()> {
+        self.exec(
+            &format!("INSERT OR REPLACE INTO packages ({PACKAGE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
+            params![
+                p.name,
+                p.version,
+                p.manifest,
+                to_json(&p.approved_grant)?,
+                p.approved_gating,
+                p.installed_at.0
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn get_package(&mut self, name: &str) -> Result<Option<PackageRecord>> {
+        let sql = format!("SELECT {PACKAGE_COLUMNS} FROM packages WHERE name = ?1");
+        self.query_one(&sql, [name], package_row)
+    }
+
+    fn list_packages(&mut self) -> Result<Vec<PackageRecord>> {
+        let sql = format!("SELECT {PACKAGE_COLUMNS} FROM packages ORDER BY name");
+        self.query_all(&sql, [], package_row)
+    }
+
+    fn delete_package(&mut self, name: &str) -> Result<bool> {
+        Ok(self.exec("DELETE FROM packages WHERE name = ?1", [name])? > 0)
     }
 
     fn insert_tool_session(&mut self, t: &ToolSession) -> Result<()> {
