@@ -310,6 +310,14 @@ pub fn package_detail(package: &Value) -> String {
     lines.join("\n")
 }
 
+/// An install: the package, and when its operations are served.
+pub fn package_installed(package: &Value) -> String {
+    format!(
+        "{}\nrestart the daemon to serve its operations; then grant them (or its toolsets) in a binding",
+        package_detail(package)
+    )
+}
+
 pub fn package_removed(answer: &Value) -> String {
     format!("removed {}@{}", field(answer, "/removed"), field(answer, "/version"))
 }

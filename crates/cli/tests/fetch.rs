@@ -4,32 +4,8 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
-
 use common::*;
 use serde_json::{json, Value};
-
-/// A local HTTP server that answers `hello` and keeps every request head it read.
-fn test_server() -> (u16, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let heads = Arc::new(Mutex::new(Vec::new()));
-    let seen = heads.clone();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
-                head.push(byte[0]);
-            }
-            seen.lock().unwrap().push(String::from_utf8_lossy(&head).into_owned());
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello");
-        }
-    });
-    (port, heads)
-}
 
 fn fetch_config(script: &str) -> String {
     let mut config: Value = serde_json::from_str(&shell_config(script)).unwrap();

@@ -189,3 +189,112 @@ fn manifests_and_names_that_cannot_be_installed_are_refused() {
     );
     assert!(!daemon.state.join("packages/linked").exists());
 }
+
+/// The worked example in `examples/packages/notes`, installed and called from a real execution:
+/// an operation answered by the package's process (with an emission), and one that calls the host
+/// back with `http.safeFetch` (a local server through the test allowance, then a metadata address
+/// the guard refuses), each callback audited on the Work's log.
+#[test]
+fn the_example_package_answers_an_execution_and_fetches_through_the_host() {
+    let (port, heads) = test_server();
+    let allow = format!("127.0.0.1:{port}");
+    let env = [("OPEN_CONDUIT_TEST_FETCH_ALLOW", allow.as_str())];
+    let mut daemon = Daemon::start_with_env(&env, |_| shell_config("true"));
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/packages/notes");
+    assert_eq!(install(&daemon, &example).0, Some(0));
+    daemon.kill();
+    daemon.launch_with_env(&env);
+
+    let d = daemon.scratch().display().to_string();
+    let script = format!(
+        "os call notes.echo --input '{{\"text\":\"hi\"}}' > {d}/echo.json; \
+         os call notes.fetch --input '{{\"url\":\"http://127.0.0.1:{port}/note\"}}' > {d}/fetch.json; \
+         os call notes.fetch --input '{{\"url\":\"http://169.254.169.254/\"}}' 2> {d}/blocked.txt; \
+         os outcome succeeded"
+    );
+    let mut config: Value = serde_json::from_str(&shell_config(&script)).unwrap();
+    let ops = json!([
+        "emit",
+        "read_context",
+        "declare_outcome",
+        "wait",
+        "create_work",
+        "@notes.reader"
+    ]);
+    config["scopes"]["demo"]["authorization"]["operations"] = ops.clone();
+    config["scopes"]["demo"]["bindings"]["shell"]["operations"] = ops;
+    let file = daemon.scratch().join("with-notes.json");
+    std::fs::write(&file, config.to_string()).unwrap();
+    daemon.json(&["config", "apply", file.to_str().unwrap()]);
+
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    let read = |name: &str| std::fs::read_to_string(daemon.scratch().join(name)).unwrap();
+    let echoed: Value = serde_json::from_str(&read("echo.json")).unwrap_or(Value::Null);
+    assert_eq!(echoed, json!({"text": "hi", "package": "notes"}), "{}", daemon.log());
+    let fetched: Value = serde_json::from_str(&read("fetch.json")).unwrap_or(Value::Null);
+    assert_eq!(fetched, json!({"status": 200, "body": "hello"}));
+    assert!(
+        read("blocked.txt").starts_with("ssrf_blocked:"),
+        "{}",
+        read("blocked.txt")
+    );
+    assert_eq!(heads.lock().unwrap().len(), 1, "the blocked fetch connected nowhere");
+
+    let events = daemon.events(&work);
+    assert!(
+        events.iter().any(|e| e["type"] == "notes.echoed"),
+        "the package's emission"
+    );
+    let fetches: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["data"]["toolName"] == "http.safeFetch")
+        .collect();
+    let kinds: Vec<(&str, &str)> = fetches
+        .iter()
+        .map(|e| (e["type"].as_str().unwrap(), e["data"]["status"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("agent.toolCalled", ""),
+            ("agent.toolReturned", "ok"),
+            ("agent.toolCalled", ""),
+            ("agent.toolReturned", "error")
+        ]
+    );
+    assert!(fetches
+        .iter()
+        .filter(|e| e["type"] == "agent.toolCalled")
+        .all(|e| e["data"]["transport"] == "http" && e["data"]["principal"] == "package:notes"));
+    assert_eq!(fetches[1]["causation"]["parent"], fetches[0]["id"]);
+}
+
+/// A package that did not declare `env.read` gets a scrubbed environment: a system PATH, a locale
+/// and HOME, none of the daemon's variables.
+#[test]
+fn a_package_without_env_read_gets_a_scrubbed_environment() {
+    let mut daemon = Daemon::start_with_env(&[("OPEN_CONDUIT_PLANTED", "daemon-only")], |_| shell_config("true"));
+    let dir = package(daemon.scratch(), "envcheck", &[], "envcheck.names");
+    let entry = "#!/usr/bin/env python3\nimport json, os, sys\nfor line in sys.stdin:\n    m = json.loads(line)\n    result = {\"output\": sorted(os.environ)} if m[\"method\"] == \"operation.call\" else {}\n    print(json.dumps({\"jsonrpc\": \"2.0\", \"id\": m[\"id\"], \"result\": result}), flush=True)\n";
+    std::fs::write(dir.join("bin/run"), entry).unwrap();
+    assert_eq!(install(&daemon, &dir).0, Some(0));
+    daemon.kill();
+    daemon.launch_with_env(&[("OPEN_CONDUIT_PLANTED", "daemon-only")]);
+    let d = daemon.scratch().display().to_string();
+    let mut config: Value = serde_json::from_str(&shell_config(&format!(
+        "os call envcheck.names > {d}/names.json; os outcome succeeded"
+    )))
+    .unwrap();
+    let ops = json!(["read_context", "declare_outcome", "envcheck.names"]);
+    config["scopes"]["demo"]["authorization"]["operations"] = ops.clone();
+    config["scopes"]["demo"]["bindings"]["shell"]["operations"] = ops;
+    let file = daemon.scratch().join("with-envcheck.json");
+    std::fs::write(&file, config.to_string()).unwrap();
+    daemon.json(&["config", "apply", file.to_str().unwrap()]);
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    let names: Value =
+        serde_json::from_str(&std::fs::read_to_string(daemon.scratch().join("names.json")).unwrap()).unwrap();
+    assert_eq!(names, json!(["HOME", "LANG", "PATH"]));
+}

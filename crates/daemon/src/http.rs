@@ -126,7 +126,7 @@ fn refusal(code: &str, message: String) -> OperationError {
 
 /// The answer: status, final URL, headers (repeats joined with `, `), and the body as text, or as
 /// base64 when it is not UTF-8.
-fn output(response: FetchResponse) -> Value {
+pub(crate) fn output(response: FetchResponse) -> Value {
     let mut headers = Map::new();
     for (name, value) in response.headers {
         let joined = match headers.get(&name).and_then(Value::as_str) {

@@ -6,6 +6,7 @@
 mod artifacts;
 mod config_service;
 mod error;
+mod extension;
 mod failpoint;
 mod http;
 mod operator;
@@ -53,23 +54,41 @@ pub struct DaemonOptions {
 
 /// The extensions this release registers. The configuration may grant what they register.
 pub fn release_registry() -> Registry {
-    registry_with(None)
+    registry_with(None, Vec::new())
 }
 
-/// The release's extensions, `http.fetch` reaching the bindings' secrets through `secrets`.
-pub(crate) fn registry_with(secrets: Option<http::SecretAccess>) -> Registry {
+/// The release's extensions (`http.fetch` reaching the bindings' secrets through `secrets`), then
+/// the installed packages' registrations. A package whose names no longer fit (a later release
+/// took one) is left out and logged, never fatal.
+pub(crate) fn registry_with(
+    secrets: Option<http::SecretAccess>,
+    packages: Vec<conduit_toolbelt::registry::Registration>,
+) -> Registry {
     let mut registry = Registry::default();
     let fetch = Arc::new(http::HttpFetch::new(secrets));
     registry
         .register(http::registration(fetch))
         .expect("the release's own registrations are valid");
+    for package in packages {
+        let name = package.name.clone();
+        if let Err(e) = registry.register(package) {
+            tracing::warn!(package = %name, error = %e, "an installed package was not loaded");
+        }
+    }
     registry
 }
 
-/// What configuration may name: this release's operations and toolsets, and the playbooks in
-/// `<state>/playbooks/skills/`.
+/// What configuration may name: this release's operations and toolsets, the installed packages'
+/// (from their copies in `<state>/packages/`), and the playbooks in `<state>/playbooks/skills/`.
 pub fn config_registry(state_dir: &std::path::Path) -> conduit_config::Registry {
-    playbooks::register(release_registry().config_registry(), &state_dir.join("playbooks"))
+    let named = packages::installed_manifests(&state_dir.join("packages"))
+        .iter()
+        .map(packages::names_only)
+        .collect();
+    playbooks::register(
+        registry_with(None, named).config_registry(),
+        &state_dir.join("playbooks"),
+    )
 }
 
 /// Validates configuration text offline against this release (and the state directory's
@@ -111,11 +130,22 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     let config = service.current();
     let service = Arc::new(service);
     let resolver = Resolver::new(state.private_dir().join("secrets.json"), Arc::new(SystemKeyring));
-    // First-party extensions register here; the configuration may grant what they register.
-    let registry = Arc::new(registry_with(Some(http::SecretAccess {
+    // First-party extensions and installed packages register here; the configuration may grant
+    // what they register.
+    let runtimes = packages::installed_manifests(&state.root().join("packages"))
+        .into_iter()
+        .map(|manifest| {
+            let dir = state.root().join("packages").join(&manifest.name);
+            let log = state.logs_dir().join(format!("package-{}.log", manifest.name));
+            extension::PackageRuntime::new(manifest, dir, log, config.clone(), store.clone())
+        })
+        .map(|runtime| runtime.manifest.registration(runtime.handler()))
+        .collect();
+    let secrets = http::SecretAccess {
         resolver: resolver.clone(),
         config: config.clone(),
-    })));
+    };
+    let registry = Arc::new(registry_with(Some(secrets), runtimes));
     let (stop, shutdown) = watch::channel(false);
     let kick = Arc::new(Notify::new());
     let instance = new_id();

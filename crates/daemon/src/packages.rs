@@ -106,25 +106,20 @@ impl PackageService {
     /// The package's names against the release and every other installed package: the toolbelt's
     /// registration rules (namespace, conflicts, no exec tier) decide.
     fn check_names(&self, manifest: &Manifest) -> Result<(), Refusal> {
-        let mut registry = crate::registry_with(None);
-        let installed = self.store.read(|tx| tx.list_packages()).map_err(internal)?;
-        let others = installed
+        let others = installed_manifests(&self.dir)
             .iter()
-            .filter(|r| r.name != manifest.name)
-            .filter_map(|r| serde_json::from_str::<Manifest>(&r.manifest).ok());
-        for other in others {
-            let _ = registry.register(other.registration(Arc::new(NotLoaded)));
-        }
-        registry
-            .register(manifest.registration(Arc::new(NotLoaded)))
-            .map_err(|e| {
-                let code = if e.code == "conflict" {
-                    ErrorCode::Conflict
-                } else {
-                    ErrorCode::InvalidManifest
-                };
-                Refusal::new(code, format!("{}: {}", e.operation, e.reason))
-            })
+            .filter(|m| m.name != manifest.name)
+            .map(names_only)
+            .collect();
+        let mut registry = crate::registry_with(None, others);
+        registry.register(names_only(manifest)).map_err(|e| {
+            let code = if e.code == "conflict" {
+                ErrorCode::Conflict
+            } else {
+                ErrorCode::InvalidManifest
+            };
+            Refusal::new(code, format!("{}: {}", e.operation, e.reason))
+        })
     }
 
     /// Copies the package into `<state>/packages/<name>/` (owner-only), replacing an earlier copy
@@ -142,6 +137,26 @@ impl PackageService {
         }
         copied
     }
+}
+
+/// The manifests of the installed copies under `dir` (`<state>/packages`), by name. A copy whose
+/// manifest no longer reads is skipped.
+pub fn installed_manifests(dir: &Path) -> Vec<Manifest> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut manifests: Vec<Manifest> = entries
+        .flatten()
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .filter_map(|e| read_manifest(&e.path()).ok())
+        .collect();
+    manifests.sort_by(|a, b| a.name.cmp(&b.name));
+    manifests
+}
+
+/// A package's registration for its names alone (configuration checks, install conflicts).
+pub fn names_only(manifest: &Manifest) -> conduit_toolbelt::registry::Registration {
+    manifest.registration(Arc::new(NotLoaded))
 }
 
 fn read_manifest(dir: &Path) -> Result<Manifest, Refusal> {
@@ -205,8 +220,7 @@ fn internal(e: conduit_store::StoreError) -> Refusal {
     Refusal::internal()
 }
 
-/// The handler of a package's operations until the extension protocol runs them: only used to
-/// check names, never called.
+/// The handler of a registration made only to check names: never called.
 struct NotLoaded;
 
 impl Handler for NotLoaded {

@@ -30,8 +30,7 @@ pub fn document(registry: &Registry) -> Value {
     document
 }
 
-/// The guarded HTTP client's clamps. Packages' `safeFetch` is not supported until installed
-/// packages can call it.
+/// The guarded HTTP client's clamps; installed packages reach it as `http.safeFetch`.
 fn http_client() -> Value {
     let limits = Limits::default();
     json!({
@@ -40,7 +39,7 @@ fn http_client() -> Value {
         "maxResponseBodyBytes": limits.max_response_bytes,
         "requestTimeoutMs": limits.timeout.as_millis() as u64,
         "methods": METHODS,
-        "safeFetch": {"supported": false},
+        "safeFetch": {"supported": true},
     })
 }
 

@@ -447,7 +447,7 @@ fn package_plan(command: PackageCommand) -> Plan {
         PackageCommand::Install { dir } => {
             // The daemon reads the directory, so it gets an absolute path (relative to here).
             let dir = std::path::absolute(&dir).unwrap_or(dir);
-            Plan::Call(m::install_package(&dir.to_string_lossy()), render::package_detail)
+            Plan::Call(m::install_package(&dir.to_string_lossy()), render::package_installed)
         }
         PackageCommand::List => Plan::Call(m::list_packages(), render::package_table),
         PackageCommand::Show { name } => Plan::Call(m::package(&name), render::package_detail),

@@ -1,0 +1,329 @@
+//! Running installed packages: a package's operations are answered by its process (started on the
+//! first call, started again if it died) over the extension protocol, and the host answers the
+//! package's `http.safeFetch` callbacks through the egress guard, audited on the calling Work's log.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use conduit_config::CurrentConfig;
+use conduit_core::canonical::canonical_hash;
+use conduit_core::Event;
+use conduit_egress::{FetchRequest, SafeFetch};
+use conduit_packages::gate::unmet_now;
+use conduit_packages::protocol::{HostFuture, HostMethods, Launch, Peer, RpcError, PROTOCOL};
+use conduit_packages::Manifest;
+use conduit_scheduler::{append_host_record, HostError, HostRecord};
+use conduit_server::now;
+use conduit_store::{new_id, Store};
+use conduit_toolbelt::registry::{Emission, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError};
+use serde_json::{json, Value};
+
+/// How long one operation call may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// The environment a package gets unless it declared `env.read`.
+const SCRUBBED_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// One installed package as this daemon runs it.
+pub struct PackageRuntime {
+    pub manifest: Manifest,
+    /// `<state>/packages/<name>`: the installed copy, the process's working directory.
+    pub dir: PathBuf,
+    /// Where the process's stderr goes.
+    pub log: PathBuf,
+    pub config: CurrentConfig,
+    pub store: Arc<dyn Store>,
+    pub fetch: SafeFetch,
+    peer: tokio::sync::Mutex<Option<Arc<Peer>>>,
+    /// The operation calls in flight, by the `call_id` the package's callbacks name.
+    calls: Mutex<HashMap<String, HandlerCall>>,
+}
+
+impl PackageRuntime {
+    pub fn new(
+        manifest: Manifest,
+        dir: PathBuf,
+        log: PathBuf,
+        config: CurrentConfig,
+        store: Arc<dyn Store>,
+    ) -> Arc<Self> {
+        Arc::new(PackageRuntime {
+            manifest,
+            dir,
+            log,
+            config,
+            store,
+            fetch: SafeFetch::new(conduit_egress::Limits::default()),
+            peer: tokio::sync::Mutex::new(None),
+            calls: Mutex::default(),
+        })
+    }
+
+    /// The handler the toolbelt registers for every operation the package provides.
+    pub fn handler(self: &Arc<Self>) -> Arc<dyn Handler> {
+        Arc::new(Operations(self.clone()))
+    }
+
+    async fn call(self: Arc<Self>, call: HandlerCall) -> Result<HandlerOutput, OperationError> {
+        let config = self.config.get();
+        let unmet = unmet_now(
+            &self.manifest.runtime.requires,
+            &config.package_grant(),
+            config.package_gating(),
+        );
+        if !unmet.is_empty() {
+            return Err(refusal(
+                "pack_runtime_requirement_unmet",
+                format!(
+                    "the host's package grant set no longer covers {} for {}",
+                    unmet.join(", "),
+                    self.manifest.id()
+                ),
+            ));
+        }
+        let peer = self.running().await?;
+        let call_id = new_id();
+        let params = json!({
+            "call_id": call_id,
+            "operation": call.operation,
+            "input": call.input,
+            "authority": {"scope": call.scope, "work_id": call.work_id, "execution_id": call.execution_id,
+                          "epoch": call.epoch, "binding": call.binding},
+            "request_id": call.request_id,
+        });
+        self.in_flight().insert(call_id.clone(), call);
+        let answer = peer.request("operation.call", params, CALL_TIMEOUT).await;
+        self.in_flight().remove(&call_id);
+        let result = answer.map_err(|e| {
+            let code = e.refusal_code().unwrap_or("operation_failed").to_owned();
+            refusal(&code, e.message)
+        })?;
+        let emit: Vec<Emission> =
+            serde_json::from_value(result.get("emit").cloned().unwrap_or(json!([]))).map_err(|_| {
+                refusal(
+                    "operation_failed",
+                    "the package's `emit` is not a list of events".into(),
+                )
+            })?;
+        Ok(HandlerOutput {
+            output: result.get("output").cloned().unwrap_or(Value::Null),
+            emit,
+        })
+    }
+
+    /// The package's process, started (and initialized) if it is not running.
+    async fn running(self: &Arc<Self>) -> Result<Arc<Peer>, OperationError> {
+        let mut slot = self.peer.lock().await;
+        if let Some(peer) = slot.as_ref().filter(|p| p.is_running()) {
+            return Ok(peer.clone());
+        }
+        let failed = |_| {
+            refusal(
+                "operation_failed",
+                format!("the package {} could not start", self.manifest.id()),
+            )
+        };
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map(Stdio::from)
+            .unwrap_or_else(|_| Stdio::null());
+        let launch = Launch {
+            program: &self.dir.join(&self.manifest.runtime.entry),
+            dir: &self.dir,
+            env: self.environment(),
+            stderr,
+        };
+        let peer = Peer::spawn(launch, Arc::new(Callbacks(self.clone()))).map_err(failed)?;
+        let hello = json!({"protocol": PROTOCOL, "package": self.manifest.name, "version": self.manifest.version,
+                           "permissions": self.manifest.permissions});
+        peer.request("initialize", hello, Duration::from_secs(10))
+            .await
+            .map_err(|_| {
+                refusal(
+                    "operation_failed",
+                    format!("the package {} did not initialize", self.manifest.id()),
+                )
+            })?;
+        *slot = Some(peer.clone());
+        Ok(peer)
+    }
+
+    /// A scrubbed environment (a system PATH, a UTF-8 locale, HOME at the package), or, for a
+    /// package that declared `env.read`, the daemon's own without its and executions' variables.
+    fn environment(&self) -> Vec<(String, String)> {
+        if self.manifest.runtime.requires.iter().any(|r| r == "env.read") {
+            return std::env::vars()
+                .filter(|(k, _)| !k.starts_with("OPEN_CONDUIT_") && !k.starts_with("OS_"))
+                .collect();
+        }
+        vec![
+            ("PATH".into(), SCRUBBED_PATH.into()),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("HOME".into(), self.dir.display().to_string()),
+        ]
+    }
+
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<String, HandlerCall>> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `http.safeFetch`: one guarded fetch on behalf of an operation call in flight, with the
+    /// audit pair on that call's Work log whatever the fetch's fate.
+    async fn safe_fetch(self: &Arc<Self>, params: Value) -> Result<Value, RpcError> {
+        if !self.manifest.permissions.iter().any(|p| p == "http.safeFetch") {
+            return Err(RpcError::refusal(
+                "permission_denied",
+                "the package did not ask for the http.safeFetch permission",
+            ));
+        }
+        let call = params["call_id"]
+            .as_str()
+            .and_then(|id| self.in_flight().get(id).cloned())
+            .ok_or_else(|| RpcError::refusal("invalid_params", "`call_id` names no operation call in flight"))?;
+        let request = fetch_request(&params)?;
+        let started = Instant::now();
+        let called = self.audit_called(&call, &params).await?;
+        let fetched = self.fetch.fetch(request).await;
+        let status = if fetched.is_ok() { "ok" } else { "error" };
+        self.audit_returned(&call, &called, status, started.elapsed()).await?;
+        fetched
+            .map(crate::http::output)
+            .map_err(|e| RpcError::refusal(e.code(), e.message()))
+    }
+
+    async fn audit_called(&self, call: &HandlerCall, params: &Value) -> Result<Event, RpcError> {
+        let id = new_id();
+        let data = json!({
+            "agentId": call.execution_id,
+            "toolName": "http.safeFetch",
+            "callId": id,
+            "argsHash": canonical_hash(params),
+            "principal": format!("package:{}", self.manifest.name),
+            "transport": "http",
+        });
+        self.append(
+            call,
+            None,
+            HostRecord {
+                id,
+                event_type: "agent.toolCalled",
+                data,
+                at: now(),
+            },
+        )
+        .await
+    }
+
+    async fn audit_returned(
+        &self,
+        call: &HandlerCall,
+        called: &Event,
+        status: &str,
+        took: Duration,
+    ) -> Result<Event, RpcError> {
+        let data = json!({
+            "agentId": call.execution_id,
+            "toolName": "http.safeFetch",
+            "callId": called.data["callId"],
+            "status": status,
+            "durationMs": took.as_millis() as i64,
+        });
+        let record = HostRecord {
+            id: new_id(),
+            event_type: "agent.toolReturned",
+            data,
+            at: now(),
+        };
+        self.append(call, Some(called.clone()), record).await
+    }
+
+    /// Appends a record to the calling Work's log; without a parent it continues from the event the
+    /// execution's segment continues from.
+    async fn append(
+        &self,
+        call: &HandlerCall,
+        parent: Option<Event>,
+        record: HostRecord<'static>,
+    ) -> Result<Event, RpcError> {
+        let (store, execution_id, scope) = (self.store.clone(), call.execution_id.clone(), call.scope.clone());
+        let written = tokio::task::spawn_blocking(move || {
+            store.write(|tx| -> Result<Event, HostError> {
+                let execution = tx
+                    .get_execution(&execution_id)?
+                    .ok_or_else(|| conduit_core::Refusal::not_found("execution"))?;
+                let parent = match parent {
+                    Some(parent) => Some(parent),
+                    None => tx.get_event(&execution.cause_event)?,
+                };
+                append_host_record(tx, &execution, &scope, parent.as_ref(), record)
+            })
+        })
+        .await;
+        match written {
+            Ok(Ok(event)) => Ok(event),
+            _ => Err(RpcError::refusal("internal", "the call could not be recorded")),
+        }
+    }
+}
+
+/// `init` as the package sends it: `{method?, headers?: {name: value}, body?: text}`.
+fn fetch_request(params: &Value) -> Result<FetchRequest, RpcError> {
+    let invalid = || {
+        RpcError::refusal(
+            "invalid_input",
+            "params are {call_id, url, init?: {method?, headers?, body?}}",
+        )
+    };
+    let url = params["url"].as_str().ok_or_else(invalid)?.to_owned();
+    let init = &params["init"];
+    let headers = match init.get("headers") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Object(map)) => map
+            .iter()
+            .map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+            .collect::<Option<_>>()
+            .ok_or_else(invalid)?,
+        Some(_) => return Err(invalid()),
+    };
+    Ok(FetchRequest {
+        url,
+        method: init.get("method").and_then(Value::as_str).map(str::to_owned),
+        headers,
+        body: init.get("body").and_then(Value::as_str).map(|b| b.as_bytes().to_vec()),
+        authorization: None,
+    })
+}
+
+fn refusal(code: &str, message: String) -> OperationError {
+    OperationError {
+        code: code.to_owned(),
+        message,
+    }
+}
+
+/// The toolbelt's side: each operation call becomes an `operation.call`.
+struct Operations(Arc<PackageRuntime>);
+
+impl Handler for Operations {
+    fn call(&self, call: HandlerCall) -> HandlerFuture {
+        Box::pin(self.0.clone().call(call))
+    }
+}
+
+/// The package's side: the host methods it may call back.
+struct Callbacks(Arc<PackageRuntime>);
+
+impl HostMethods for Callbacks {
+    fn call<'a>(&'a self, method: &'a str, params: Value) -> HostFuture<'a> {
+        Box::pin(async move {
+            match method {
+                "http.safeFetch" => self.0.safe_fetch(params).await,
+                _ => Err(RpcError::new(-32601, "the host has no such method")),
+            }
+        })
+    }
+}
