@@ -59,3 +59,119 @@ fn a_non_loopback_address_is_refused() {
     assert!(stderr.contains("not a loopback address"), "{stderr}");
     assert!(!tmp.path().join("state").exists(), "refused before anything is created");
 }
+
+/// A raw HTTP/1.1 POST of JSON over TCP: the status and the body.
+fn tcp_post(port: u16, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned())
+}
+
+const SAFE_FETCH: &str = "/v1/host/sample/http/safe-fetch";
+
+#[test]
+fn the_conformance_seams_are_off_by_default() {
+    let mut daemon = Daemon::start(None);
+    daemon.stop();
+    let port = free_port();
+    daemon.launch_with_env(&[("OPEN_CONDUIT_LISTEN", &format!("127.0.0.1:{port}"))]);
+    let token = daemon.operator_token();
+    let body = r#"{"url": "http://169.254.169.254/"}"#;
+    assert_eq!(tcp_post(port, SAFE_FETCH, Some(&token), body).0, 404);
+}
+
+#[test]
+fn the_conformance_seams_judge_fetches_and_install_gates_for_authenticated_operators_only() {
+    let mut daemon = Daemon::start(None);
+    daemon.stop();
+    let port = free_port();
+    daemon.launch_with_env(&[
+        ("OPEN_CONDUIT_LISTEN", &format!("127.0.0.1:{port}")),
+        ("OPEN_CONDUIT_CONFORMANCE_SEAMS", "1"),
+    ]);
+    let token = daemon.operator_token();
+    let seam = |body: &str| {
+        let (status, answer) = tcp_post(port, SAFE_FETCH, Some(&token), body);
+        assert_eq!(status, 200, "{answer}");
+        serde_json::from_str::<serde_json::Value>(&answer).unwrap()
+    };
+    assert_eq!(tcp_post(port, SAFE_FETCH, None, "{}").0, 401);
+
+    let upgrade = seam(r#"{"url": "http://169.254.169.254/", "init": {"headers": {"Connection": "Upgrade"}}}"#);
+    assert_eq!(
+        (upgrade["outcome"].as_str(), upgrade["blocked"].as_str()),
+        (Some("blocked"), Some("upgrade")),
+        "upgrade first"
+    );
+    let metadata = seam(r#"{"url": "http://169.254.169.254/latest/meta-data/"}"#);
+    assert_eq!(metadata["blocked"], "ssrf");
+    assert_eq!(metadata["toolCalled"]["transport"], "http");
+    assert_eq!(metadata["toolReturned"]["callId"], metadata["toolCalled"]["callId"]);
+    let rebind = seam(r#"{"url": "http://rebind.example/", "simulateRebindTo": "169.254.169.254"}"#);
+    assert_eq!(
+        (rebind["blocked"].as_str(), rebind["class"].as_str()),
+        (Some("ssrf"), Some("metadata"))
+    );
+
+    let gate = "/v1/host/sample/packs/install-gate";
+    let manifest = r#"{"manifest": {"name": "core.openwop.cron", "version": "1.0.0", "runtime": {"language": "node", "entry": "x.js", "requires": ["subprocess"]}}, "grantSet": ["net.dns"]}"#;
+    let (status, refused) = tcp_post(port, gate, Some(&token), manifest);
+    assert_eq!(status, 400);
+    assert!(
+        refused.starts_with(
+            r#"{"error":"pack_runtime_requirement_unmet","unmet":["subprocess"],"manifest":"core.openwop.cron@1.0.0""#
+        ),
+        "{refused}"
+    );
+    let projected = manifest.replace(r#""grantSet": ["net.dns"]"#, r#""grantSet": [], "gating": false"#);
+    let (status, installed) = tcp_post(port, gate, Some(&token), &projected);
+    assert_eq!(status, 200);
+    assert!(
+        installed.contains(r#""requiresProjected":["subprocess"]"#),
+        "{installed}"
+    );
+    let raw = manifest.replace(r#"["subprocess"]"#, r#"["node:dns/promises"]"#);
+    assert!(tcp_post(port, gate, Some(&token), &raw).1.contains("invalid_manifest"));
+
+    let work = daemon.create_work("setup", "shell");
+    daemon.await_work(&work, "succeeded");
+    let events = tcp_get_body(
+        port,
+        &format!("/v1/host/sample/test/runs/{work}/events?type=demo.hello"),
+        &token,
+    );
+    assert_eq!(events["events"].as_array().unwrap().len(), 1, "{events}");
+    assert_eq!(events["events"][0]["runId"], work.as_str());
+    let none = tcp_get_body(port, "/v1/host/sample/test/runs/unknown/events", &token);
+    assert_eq!(none, serde_json::json!({"events": []}));
+    assert_eq!(tcp_post(port, "/v1/host/sample/test/reset", Some(&token), "{}").0, 200);
+
+    let on_socket = http(
+        &daemon.management_socket(),
+        "POST",
+        SAFE_FETCH,
+        Some(&token),
+        Some(&serde_json::json!({})),
+    );
+    assert_eq!(on_socket.0, 404, "never on the management socket");
+}
+
+fn tcp_get_body(port: u16, path: &str, token: &str) -> serde_json::Value {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {token}\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    serde_json::from_str(response.split("\r\n\r\n").nth(1).unwrap_or("null")).unwrap()
+}

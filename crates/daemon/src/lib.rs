@@ -25,7 +25,9 @@ use conduit_config::secrets::{Resolver, SystemKeyring};
 use conduit_config::{Diagnostic, Snapshot};
 use conduit_core::Duration;
 pub use conduit_server::Checked;
-use conduit_server::{bind_owner_only, management_router, now, serve, ArtifactFiles, Cursors, Management, SystemClock};
+use conduit_server::{
+    bind_owner_only, loopback_router, management_router, now, serve, ArtifactFiles, Cursors, Management, SystemClock,
+};
 use conduit_store::{new_id, SqliteStore, Store};
 use conduit_toolbelt::{Registry, Toolbelt};
 use config_service::ConfigService;
@@ -50,6 +52,8 @@ pub struct DaemonOptions {
     /// A loopback address to serve the management API on over TCP too, for HTTP clients that cannot
     /// dial a Unix socket.
     pub listen: Option<std::net::SocketAddr>,
+    /// Serve OpenWOP's host-sample test seams on the loopback listener (conformance runs only).
+    pub conformance_seams: bool,
 }
 
 /// The extensions this release registers. The configuration may grant what they register.
@@ -153,7 +157,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     let socket_path = state.clear_management_socket()?;
     let listener =
         bind_owner_only(&socket_path).map_err(|e| DaemonError::io("bind the management socket", &socket_path, e))?;
-    let management = management_router(Management {
+    let state_of_api = Management {
         store: store.clone(),
         config: config.clone(),
         instance: instance.clone(),
@@ -170,15 +174,17 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
             config: config.clone(),
             dir: state.root().join("packages"),
         }),
-    });
+    };
+    let management = management_router(state_of_api.clone());
     if let Some(addr) = options.listen {
         // The same router: the same bearer authentication, roles and rules as on the socket.
         let tcp = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| DaemonError::io("listen on", std::path::Path::new(&addr.to_string()), e))?;
-        tracing::info!(%addr, "serving the management API on loopback TCP too");
+        tracing::info!(%addr, seams = options.conformance_seams, "serving the management API on loopback TCP too");
         let mut tcp_shutdown = shutdown.clone();
-        tokio::spawn(serve(tcp, management.clone(), async move {
+        let loopback = loopback_router(state_of_api, options.conformance_seams);
+        tokio::spawn(serve(tcp, loopback, async move {
             let _ = tcp_shutdown.changed().await;
         }));
     }

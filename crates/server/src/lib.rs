@@ -16,6 +16,7 @@ mod idempotency;
 mod listen;
 mod management;
 mod packages;
+mod seams;
 mod trace;
 
 pub use artifacts::ArtifactFiles;
@@ -25,5 +26,5 @@ pub use cursor::{Cursors, Position};
 pub use execution::{execution_router, ExecutionSocket};
 pub use idempotency::KEPT as IDEMPOTENCY_KEPT;
 pub use listen::{bind_owner_only, serve};
-pub use management::{management_router, management_routes, Management, OPENAPI};
+pub use management::{loopback_router, management_router, management_routes, Management, OPENAPI};
 pub use packages::{PackageControl, SharedPackageControl};

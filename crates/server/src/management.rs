@@ -58,7 +58,7 @@ pub struct Management {
 }
 
 /// A route: its path, the methods it answers, and its handlers.
-type Route = (&'static str, &'static [&'static str], MethodRouter<Management>);
+pub(crate) type Route = (&'static str, &'static [&'static str], MethodRouter<Management>);
 
 /// Every route the management socket serves. The OpenAPI document lists exactly these; a test
 /// holds the two together.
@@ -123,7 +123,18 @@ async fn openwop(State(s): State<Management>) -> Answer {
 }
 
 pub fn management_router(state: Management) -> Router {
-    routes()
+    router(state, routes())
+}
+
+/// The loopback listener's router: the management API, plus OpenWOP's host-sample test seams when
+/// `seams` is set (they are never served on the management socket).
+pub fn loopback_router(state: Management, seams: bool) -> Router {
+    let extra = if seams { crate::seams::routes() } else { Vec::new() };
+    router(state, routes().into_iter().chain(extra).collect())
+}
+
+fn router(state: Management, routes: Vec<Route>) -> Router {
+    routes
         .into_iter()
         .fold(Router::new(), |router, (path, _, handlers)| {
             router.route(path, handlers)

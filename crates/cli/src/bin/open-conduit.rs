@@ -113,6 +113,10 @@ struct DaemonArgs {
     /// clients that cannot dial a Unix socket; only 127.0.0.1 or [::1] is accepted
     #[arg(long, env = "OPEN_CONDUIT_LISTEN", value_name = "ADDR:PORT")]
     listen: Option<std::net::SocketAddr>,
+    /// Serve OpenWOP's host-sample test seams (/v1/host/sample/...) on the --listen address, to
+    /// authenticated operators only; for conformance runs, never for everyday use
+    #[arg(long, env = "OPEN_CONDUIT_CONFORMANCE_SEAMS", requires = "listen", value_parser = clap::builder::BoolishValueParser::new())]
+    conformance_seams: bool,
 }
 
 /// A token lifetime: a human duration of at least a minute, so rotation has time to happen.
@@ -640,6 +644,7 @@ fn run_daemon(locations: &Locations, args: DaemonArgs) -> Result<(), Failure> {
         os_dir: None,
         token_lifetime: args.token_lifetime,
         listen: args.listen,
+        conformance_seams: args.conformance_seams,
     };
     init_tracing();
     let runtime = tokio::runtime::Builder::new_multi_thread()

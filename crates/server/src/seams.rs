@@ -1,0 +1,195 @@
+//! OpenWOP's host-sample test seams for RFC 0076 conformance. Off unless the daemon starts with
+//! `OPEN_CONDUIT_CONFORMANCE_SEAMS=1`, served only on the loopback listener (never the management
+//! socket), and only to an authenticated operator with the `operate` role. They keep no state of
+//! their own and reach no network but what a request names.
+
+use std::future::Future;
+use std::io;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use conduit_core::canonical::canonical_hash;
+use conduit_core::requires::{invalid_token, unmet};
+use conduit_core::{ErrorCode, Refusal, Role};
+use conduit_egress::fetch::SystemResolver;
+use conduit_egress::{Blocked, FetchError, FetchRequest, Limits, Resolve, SafeFetch};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::envelope::{blocking, ok, Answer, Failure};
+use crate::management::{operator, Management, Route};
+
+/// The seams' routes, added to the loopback listener's router when they are enabled.
+pub(crate) fn routes() -> Vec<Route> {
+    vec![
+        ("/v1/host/sample/http/safe-fetch", &["post"], post(safe_fetch)),
+        ("/v1/host/sample/packs/install-gate", &["post"], post(install_gate)),
+        ("/v1/host/sample/test/runs/{id}/events", &["get"], get(run_events)),
+        ("/v1/host/sample/test/reset", &["post"], post(reset)),
+    ]
+}
+
+/// Answers the name it is asked about with the simulated rebind address, if the request gave one.
+struct Rebind(Option<IpAddr>);
+
+impl Resolve for Rebind {
+    fn resolve<'a>(
+        &'a self,
+        name: &'a str,
+        port: u16,
+    ) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>> {
+        match self.0 {
+            Some(ip) => Box::pin(async move { Ok(vec![ip]) }),
+            None => SystemResolver.resolve(name, port),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SafeFetchProbe {
+    url: String,
+    #[serde(default)]
+    init: Value,
+    simulate_rebind_to: Option<IpAddr>,
+}
+
+/// `POST /v1/host/sample/http/safe-fetch`: one fetch through the guard, judged in the guard's own
+/// order (a protocol switch first, then the URL's host, then the simulated rebind), echoing the
+/// audit pair it would record.
+async fn safe_fetch(State(s): State<Management>, headers: HeaderMap, body: Bytes) -> Answer {
+    let op = operator(&s, &headers, Role::Operate).await?;
+    let probe: SafeFetchProbe = serde_json::from_slice(&body)
+        .map_err(|_| Failure(Refusal::invalid_input("the body is {url, init?, simulateRebindTo?}")))?;
+    let request = FetchRequest {
+        url: probe.url.clone(),
+        method: probe.init.get("method").and_then(Value::as_str).map(str::to_owned),
+        headers: init_headers(&probe.init),
+        body: probe
+            .init
+            .get("body")
+            .and_then(Value::as_str)
+            .map(|b| b.as_bytes().to_vec()),
+        authorization: None,
+    };
+    let limits = Limits {
+        timeout: Duration::from_secs(5),
+        ..Limits::default()
+    };
+    let fetch = SafeFetch::new(limits).with_resolver(Arc::new(Rebind(probe.simulate_rebind_to)));
+    let call_id = conduit_store::new_id();
+    let called = json!({"agentId": "sample", "toolName": "http.safeFetch", "callId": call_id,
+        "argsHash": canonical_hash(&json!({"url": probe.url, "init": probe.init})),
+        "principal": op.principal(), "transport": "http"});
+    let started = Instant::now();
+    let fetched = fetch.fetch(request).await;
+    let mut answer = match &fetched {
+        Ok(response) => json!({"outcome": "fetched", "status": response.status}),
+        Err(FetchError::Blocked(Blocked::Upgrade)) => json!({"outcome": "blocked", "blocked": "upgrade"}),
+        Err(FetchError::Blocked(class)) => json!({"outcome": "blocked", "blocked": "ssrf", "class": class.as_str()}),
+        Err(FetchError::Invalid(why)) => return Err(Failure(Refusal::invalid_input(*why))),
+        Err(FetchError::Failed(why)) => json!({"outcome": "failed", "error": "fetch_failed", "message": why}),
+    };
+    answer["toolCalled"] = called;
+    answer["toolReturned"] = json!({"agentId": "sample", "toolName": "http.safeFetch", "callId": call_id,
+        "status": if fetched.is_ok() { "ok" } else { "error" }, "durationMs": started.elapsed().as_millis() as u64});
+    ok(StatusCode::OK, &answer)
+}
+
+fn init_headers(init: &Value) -> Vec<(String, String)> {
+    let headers = init.get("headers").and_then(Value::as_object);
+    headers
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+        .collect()
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GateProbe {
+    manifest: Value,
+    grant_set: Option<Vec<String>>,
+    gating: Option<bool>,
+}
+
+/// `POST /v1/host/sample/packs/install-gate`: the RFC 0076 §A gate on a manifest, against the given
+/// grant set (else the configuration's), changing nothing.
+async fn install_gate(State(s): State<Management>, headers: HeaderMap, body: Bytes) -> Answer {
+    operator(&s, &headers, Role::Operate).await?;
+    let probe: GateProbe = serde_json::from_slice(&body)
+        .map_err(|_| Failure(Refusal::invalid_input("the body is {manifest, grantSet?, gating?}")))?;
+    let config = s.config.get();
+    let grant = probe.grant_set.unwrap_or_else(|| config.package_grant());
+    let gating = probe.gating.unwrap_or_else(|| config.package_gating());
+    let requires: Vec<String> = match probe.manifest.pointer("/runtime/requires") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(list) => serde_json::from_value(list.clone())
+            .map_err(|_| invalid_manifest("`runtime.requires` is a list of tokens"))?,
+    };
+    if let Some((_, token)) = invalid_token(&requires) {
+        return Err(invalid_manifest(&format!(
+            "`{token}` is not a runtime primitive, or is listed twice"
+        )));
+    }
+    let id = format!(
+        "{}@{}",
+        probe.manifest["name"].as_str().unwrap_or("unnamed"),
+        probe.manifest["version"].as_str().unwrap_or("0.0.0")
+    );
+    let missing = unmet(&requires, &grant);
+    if gating && !missing.is_empty() {
+        let advice = format!("the grant set does not include {}", missing.join(", "));
+        return Err(Failure(Refusal::requirement_unmet(missing, id, advice)));
+    }
+    let mut answer = json!({"outcome": "installed", "manifest": id});
+    if !gating {
+        answer["requiresProjected"] = json!(requires);
+    }
+    ok(StatusCode::OK, &answer)
+}
+
+fn invalid_manifest(message: &str) -> Failure {
+    Failure(Refusal::new(ErrorCode::InvalidManifest, message))
+}
+
+#[derive(Deserialize)]
+struct TypeFilter {
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+}
+
+/// `GET /v1/host/sample/test/runs/{runId}/events[?type=]`: a run (a Work) and its durable events,
+/// in acceptance order; an unknown run has none.
+async fn run_events(
+    State(s): State<Management>,
+    headers: HeaderMap,
+    Path(run): Path<String>,
+    Query(filter): Query<TypeFilter>,
+) -> Answer {
+    operator(&s, &headers, Role::Operate).await?;
+    let store = s.store.clone();
+    let work = run.clone();
+    let events = blocking(move || Ok(store.read(|tx| tx.list_events(Some(&work), 10_000))?)).await?;
+    let events: Vec<Value> = events
+        .into_iter()
+        .filter(|e| filter.event_type.as_ref().is_none_or(|t| *t == e.event_type))
+        .map(|e| {
+            json!({"eventId": e.id, "runId": run, "type": e.event_type, "payload": e.data,
+                   "timestamp": e.accepted_at, "sequence": e.sequence, "causationId": e.causation.parent})
+        })
+        .collect();
+    ok(StatusCode::OK, &json!({ "events": events }))
+}
+
+/// `POST /v1/host/sample/test/reset`: the seams keep no state, so there is nothing to reset.
+async fn reset(State(s): State<Management>, headers: HeaderMap) -> Answer {
+    operator(&s, &headers, Role::Operate).await?;
+    ok(StatusCode::OK, &json!({"reset": true}))
+}
