@@ -313,7 +313,7 @@ pub fn package_detail(package: &Value) -> String {
 /// An install: the package, and when its operations are served.
 pub fn package_installed(package: &Value) -> String {
     format!(
-        "{}\nrestart the daemon to serve its operations; then grant them (or its toolsets) in a binding",
+        "{}\nits operations are served now: grant them (or its toolsets) to a binding to use them",
         package_detail(package)
     )
 }

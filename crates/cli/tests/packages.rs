@@ -149,6 +149,26 @@ fn a_grant_tightened_after_approval_flags_the_package() {
         .cloned();
     assert_eq!(check.map(|c| c["status"].clone()), Some(json!("fail")), "{doctor}");
 
+    let d = daemon.scratch().display().to_string();
+    let mut config: Value = serde_json::from_str(&shell_config(&format!(
+        "os call notes.view 2> {d}/refused.txt; os outcome succeeded"
+    )))
+    .unwrap();
+    let ops = json!(["read_context", "declare_outcome", "notes.view"]);
+    config["scopes"]["demo"]["authorization"]["operations"] = ops.clone();
+    config["scopes"]["demo"]["bindings"]["shell"]["operations"] = ops;
+    config["packages"] = json!({"grant": ["crypto"]});
+    let file = daemon.scratch().join("tight.json");
+    std::fs::write(&file, config.to_string()).unwrap();
+    daemon.json(&["config", "apply", file.to_str().unwrap()]);
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    let refused = std::fs::read_to_string(daemon.scratch().join("refused.txt")).unwrap();
+    assert!(
+        refused.starts_with("pack_runtime_requirement_unmet:"),
+        "its operations are refused: {refused}"
+    );
+
     daemon.json(&["config", "set", "/packages", r#"{"grant": ["crypto", "clock"]}"#]);
     assert_eq!(daemon.json(&["package", "list"])["items"][0]["status"], "ok");
 }
@@ -199,11 +219,9 @@ fn the_example_package_answers_an_execution_and_fetches_through_the_host() {
     let (port, heads) = test_server();
     let allow = format!("127.0.0.1:{port}");
     let env = [("OPEN_CONDUIT_TEST_FETCH_ALLOW", allow.as_str())];
-    let mut daemon = Daemon::start_with_env(&env, |_| shell_config("true"));
+    let daemon = Daemon::start_with_env(&env, |_| shell_config("true"));
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/packages/notes");
-    assert_eq!(install(&daemon, &example).0, Some(0));
-    daemon.kill();
-    daemon.launch_with_env(&env);
+    assert_eq!(install(&daemon, &example).0, Some(0), "served at once, no restart");
 
     let d = daemon.scratch().display().to_string();
     let script = format!(
@@ -246,6 +264,11 @@ fn the_example_package_answers_an_execution_and_fetches_through_the_host() {
         events.iter().any(|e| e["type"] == "notes.echoed"),
         "the package's emission"
     );
+    let in_use = daemon.json_unchecked(&["package", "remove", "notes"]);
+    assert_eq!(
+        in_use.1["error"], "conflict",
+        "the active configuration grants its toolset"
+    );
     let fetches: Vec<&Value> = events
         .iter()
         .filter(|e| e["data"]["toolName"] == "http.safeFetch")
@@ -274,13 +297,11 @@ fn the_example_package_answers_an_execution_and_fetches_through_the_host() {
 /// and HOME, none of the daemon's variables.
 #[test]
 fn a_package_without_env_read_gets_a_scrubbed_environment() {
-    let mut daemon = Daemon::start_with_env(&[("OPEN_CONDUIT_PLANTED", "daemon-only")], |_| shell_config("true"));
+    let daemon = Daemon::start_with_env(&[("OPEN_CONDUIT_PLANTED", "daemon-only")], |_| shell_config("true"));
     let dir = package(daemon.scratch(), "envcheck", &[], "envcheck.names");
     let entry = "#!/usr/bin/env python3\nimport json, os, sys\nfor line in sys.stdin:\n    m = json.loads(line)\n    result = {\"output\": sorted(os.environ)} if m[\"method\"] == \"operation.call\" else {}\n    print(json.dumps({\"jsonrpc\": \"2.0\", \"id\": m[\"id\"], \"result\": result}), flush=True)\n";
     std::fs::write(dir.join("bin/run"), entry).unwrap();
     assert_eq!(install(&daemon, &dir).0, Some(0));
-    daemon.kill();
-    daemon.launch_with_env(&[("OPEN_CONDUIT_PLANTED", "daemon-only")]);
     let d = daemon.scratch().display().to_string();
     let mut config: Value = serde_json::from_str(&shell_config(&format!(
         "os call envcheck.names > {d}/names.json; os outcome succeeded"

@@ -98,6 +98,23 @@ impl Snapshot {
         self.config.limits
     }
 
+    /// Whether any grant list (a scope's authorization, a binding's operations) names something in
+    /// `namespace`: `ns.op`, `@ns.toolset`, or a denial of either.
+    pub fn names_namespace(&self, namespace: &str) -> bool {
+        let prefix = format!("{namespace}.");
+        let names = |list: &[String]| {
+            list.iter().any(|entry| {
+                entry
+                    .trim_start_matches('!')
+                    .trim_start_matches('@')
+                    .starts_with(&prefix)
+            })
+        };
+        self.config.scopes.values().any(|scope| {
+            names(&scope.authorization.operations) || scope.bindings.values().any(|b| names(&b.operations))
+        })
+    }
+
     /// The primitives installed packages are granted (RFC 0076 §A).
     pub fn package_grant(&self) -> Vec<String> {
         let configured = self.config.packages.as_ref().and_then(|p| p.grant.clone());

@@ -24,7 +24,8 @@ use crate::DaemonError;
 pub struct ConfigService {
     store: Arc<dyn Store>,
     current: CurrentConfig,
-    registry: Registry,
+    /// What configuration may name; replaced when packages are installed or removed.
+    registry: std::sync::RwLock<Registry>,
     /// The configuration file `apply` saves to.
     file: PathBuf,
     /// Where each generation's full text is kept, owner-only.
@@ -80,7 +81,7 @@ impl ConfigService {
         Ok(ConfigService {
             store,
             current: CurrentConfig::new(snapshot),
-            registry,
+            registry: std::sync::RwLock::new(registry),
             file: file.to_owned(),
             generations,
             applying: Mutex::new(()),
@@ -91,6 +92,18 @@ impl ConfigService {
         self.current.clone()
     }
 
+    /// What configuration may name now.
+    fn registry(&self) -> Registry {
+        self.registry.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces what configuration may name (an installed or removed package). Names only join or
+    /// leave with a package, and removal is refused while the active generation names it, so the
+    /// active generation stays valid.
+    pub fn set_registry(&self, registry: Registry) {
+        *self.registry.write().unwrap_or_else(|p| p.into_inner()) = registry;
+    }
+
     /// A committed generation, for what an attempt pinned at claim (`None` if it cannot be restored).
     pub fn generation(&self, generation: i64) -> Option<Snapshot> {
         let active = self.current.get();
@@ -98,11 +111,11 @@ impl ConfigService {
             return Some((*active).clone());
         }
         let hash = self.store.read(|tx| tx.generation_hash(generation)).ok().flatten()?;
-        restore(&self.generations, generation, &hash, &self.registry).ok()
+        restore(&self.generations, generation, &hash, &self.registry()).ok()
     }
 
     fn parse(&self, text: &str) -> Result<Snapshot, Refusal> {
-        parse_with(text.as_bytes(), &self.registry).map_err(|found| {
+        parse_with(text.as_bytes(), &self.registry()).map_err(|found| {
             Refusal::new(ErrorCode::InvalidConfig, "the configuration is not valid")
                 .with_remedy("fix each diagnostic; `open-conduit config check FILE` shows them offline")
                 .with_field("diagnostics", serde_json::to_value(found).unwrap_or_default())
@@ -183,7 +196,7 @@ impl RefusalClassifier for ConfigService {
     fn classify(&self, token: &TokenRecord, operation: &str) -> Option<&'static str> {
         let pinned = self.generation(token.generation)?;
         let playbook = pinned.binding(&token.scope, &token.binding)?.playbook.as_deref()?;
-        let declares = self.registry.playbook(playbook)?.contains(operation);
+        let declares = self.registry().playbook(playbook)?.contains(operation);
         declares.then_some("config_drift")
     }
 }
@@ -200,7 +213,7 @@ impl ConfigControl for ConfigService {
     }
 
     fn check(&self, text: &str) -> Checked {
-        match parse_with(text.as_bytes(), &self.registry) {
+        match parse_with(text.as_bytes(), &self.registry()) {
             Ok(snapshot) => Checked {
                 valid: true,
                 hash: Some(snapshot.hash().to_owned()),

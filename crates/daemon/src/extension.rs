@@ -61,6 +61,14 @@ impl PackageRuntime {
         })
     }
 
+    /// Stops the package's process, if it runs.
+    async fn stop(&self) {
+        let peer = self.peer.lock().await.take();
+        if let Some(peer) = peer {
+            peer.shutdown().await;
+        }
+    }
+
     /// The handler the toolbelt registers for every operation the package provides.
     pub fn handler(self: &Arc<Self>) -> Arc<dyn Handler> {
         Arc::new(Operations(self.clone()))
@@ -267,6 +275,76 @@ impl PackageRuntime {
             Ok(Ok(event)) => Ok(event),
             _ => Err(RpcError::refusal("internal", "the call could not be recorded")),
         }
+    }
+}
+
+/// The packages this daemon serves, and the live registry they are served in: rebuilt whole from
+/// the installed copies after every install and removal, keeping the running process of every
+/// package whose version did not change and stopping the others.
+pub struct PackageHost {
+    pub state_root: PathBuf,
+    pub logs_dir: PathBuf,
+    pub config: CurrentConfig,
+    pub store: Arc<dyn Store>,
+    pub secrets: crate::http::SecretAccess,
+    pub live: Arc<conduit_toolbelt::LiveRegistry>,
+    pub configs: Arc<crate::config_service::ConfigService>,
+    /// The runtime serving each package, by `name@version`.
+    runtimes: Mutex<HashMap<String, Arc<PackageRuntime>>>,
+    /// For stopping replaced processes from whatever thread a reload runs on.
+    tokio: tokio::runtime::Handle,
+}
+
+impl PackageHost {
+    /// The host, with the installed packages loaded. Call from within the daemon's runtime.
+    pub fn start(
+        state_root: PathBuf,
+        logs_dir: PathBuf,
+        config: CurrentConfig,
+        store: Arc<dyn Store>,
+        secrets: crate::http::SecretAccess,
+        live: Arc<conduit_toolbelt::LiveRegistry>,
+        configs: Arc<crate::config_service::ConfigService>,
+    ) -> Arc<PackageHost> {
+        let host = Arc::new(PackageHost {
+            state_root,
+            logs_dir,
+            config,
+            store,
+            secrets,
+            live,
+            configs,
+            runtimes: Mutex::default(),
+            tokio: tokio::runtime::Handle::current(),
+        });
+        host.reload();
+        host
+    }
+
+    /// Serves exactly the installed packages: the toolbelt's registry and what configuration may
+    /// name are replaced together.
+    pub fn reload(&self) {
+        let mut runtimes = self.runtimes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = HashMap::new();
+        for manifest in crate::packages::installed_manifests(&self.state_root.join("packages")) {
+            let id = manifest.id();
+            let runtime = runtimes.remove(&id).unwrap_or_else(|| self.runtime(manifest));
+            next.insert(id, runtime);
+        }
+        for (_, stale) in runtimes.drain() {
+            self.tokio.spawn(async move { stale.stop().await });
+        }
+        let registrations = next.values().map(|r| r.manifest.registration(r.handler())).collect();
+        self.live
+            .replace(crate::registry_with(Some(self.secrets.clone()), registrations));
+        self.configs.set_registry(crate::config_registry(&self.state_root));
+        *runtimes = next;
+    }
+
+    fn runtime(&self, manifest: Manifest) -> Arc<PackageRuntime> {
+        let dir = self.state_root.join("packages").join(&manifest.name);
+        let log = self.logs_dir.join(format!("package-{}.log", manifest.name));
+        PackageRuntime::new(manifest, dir, log, self.config.clone(), self.store.clone())
     }
 }
 

@@ -29,7 +29,7 @@ use conduit_server::{
     bind_owner_only, loopback_router, management_router, now, serve, ArtifactFiles, Cursors, Management, SystemClock,
 };
 use conduit_store::{new_id, SqliteStore, Store};
-use conduit_toolbelt::{Registry, Toolbelt};
+use conduit_toolbelt::{LiveRegistry, Registry, Toolbelt};
 use config_service::ConfigService;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{watch, Notify};
@@ -135,21 +135,20 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     let service = Arc::new(service);
     let resolver = Resolver::new(state.private_dir().join("secrets.json"), Arc::new(SystemKeyring));
     // First-party extensions and installed packages register here; the configuration may grant
-    // what they register.
-    let runtimes = packages::installed_manifests(&state.root().join("packages"))
-        .into_iter()
-        .map(|manifest| {
-            let dir = state.root().join("packages").join(&manifest.name);
-            let log = state.logs_dir().join(format!("package-{}.log", manifest.name));
-            extension::PackageRuntime::new(manifest, dir, log, config.clone(), store.clone())
-        })
-        .map(|runtime| runtime.manifest.registration(runtime.handler()))
-        .collect();
-    let secrets = http::SecretAccess {
-        resolver: resolver.clone(),
-        config: config.clone(),
-    };
-    let registry = Arc::new(registry_with(Some(secrets), runtimes));
+    // what they register. Installing or removing a package replaces the registry whole.
+    let live = LiveRegistry::new(Arc::new(release_registry()));
+    let package_host = extension::PackageHost::start(
+        state.root().to_owned(),
+        state.logs_dir(),
+        config.clone(),
+        store.clone(),
+        http::SecretAccess {
+            resolver: resolver.clone(),
+            config: config.clone(),
+        },
+        live.clone(),
+        service.clone(),
+    );
     let (stop, shutdown) = watch::channel(false);
     let kick = Arc::new(Notify::new());
     let instance = new_id();
@@ -168,11 +167,12 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
             logs: state.logs_dir(),
             declared: state.artifacts_dir(),
         },
-        registry: registry.clone(),
+        registry: live.clone(),
         packages: Arc::new(packages::PackageService {
             store: store.clone(),
             config: config.clone(),
             dir: state.root().join("packages"),
+            host: package_host,
         }),
     };
     let management = management_router(state_of_api.clone());
@@ -198,7 +198,8 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         tracing::warn!(dir = %os_dir.display(), "no `os` binary here; executions will not find it on PATH (build both binaries, e.g. `cargo build --release`)");
     }
     let runtime = runtime::Runtime {
-        toolbelt: Toolbelt::new(store.clone(), config.clone(), Arc::new(SystemClock), registry)
+        toolbelt: Toolbelt::new(store.clone(), config.clone(), Arc::new(SystemClock), live.get())
+            .with_live_registry(live)
             .with_classifier(service.clone()),
         store,
         config,

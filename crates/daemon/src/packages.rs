@@ -28,6 +28,8 @@ pub struct PackageService {
     pub config: CurrentConfig,
     /// `<state>/packages`: each installed package's copy.
     pub dir: PathBuf,
+    /// Serves what is installed: reloaded after every install and removal.
+    pub host: Arc<crate::extension::PackageHost>,
 }
 
 impl PackageControl for PackageService {
@@ -65,14 +67,23 @@ impl PackageControl for PackageService {
             installed_at: now(),
         };
         self.store.write(|tx| tx.put_package(&record)).map_err(internal)?;
+        self.host.reload();
         Ok(self.listing(&record))
     }
 
     fn remove(&self, name: &str) -> Result<Value, Refusal> {
         let record = self.store.read(|tx| tx.get_package(name)).map_err(internal)?;
         let record = record.ok_or_else(|| Refusal::not_found("package"))?;
+        if self.config.get().names_namespace(name) {
+            return Err(Refusal::new(
+                ErrorCode::Conflict,
+                "the active configuration grants this package's operations",
+            )
+            .with_remedy("remove them (and its toolsets) from the configuration first"));
+        }
         self.store.write(|tx| tx.delete_package(name)).map_err(internal)?;
         let _ = fs::remove_dir_all(self.dir.join(name));
+        self.host.reload();
         Ok(json!({"removed": record.name, "version": record.version}))
     }
 }

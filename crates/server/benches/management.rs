@@ -51,7 +51,7 @@ use conduit_toolbelt::registry::{
     Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationSpec, Registration, ToolsetEntry, ToolsetSpec,
 };
 use conduit_toolbelt::token;
-use conduit_toolbelt::Registry;
+use conduit_toolbelt::{LiveRegistry, Registry};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
@@ -119,7 +119,7 @@ fn main() {
                 logs: dir.path().join("logs"),
                 declared: dir.path().join("artifacts"),
             },
-            registry: Arc::new(catalog_registry()),
+            registry: LiveRegistry::new(Arc::new(catalog_registry())),
             packages: Arc::new(NoPackages),
         });
         let listener = bind_owner_only(&sockets.management).expect("bind management.sock");

@@ -26,8 +26,9 @@ pub async fn list(State(s): State<Management>, headers: HeaderMap, Query(q): Que
 /// `GET /v1/tools/{toolId}`: one registered operation's descriptor.
 pub async fn get(State(s): State<Management>, headers: HeaderMap, Path(tool_id): Path<String>) -> Answer {
     operator(&s, &headers, Role::View).await?;
-    let tool = s.registry.catalog().find(&tool_id);
-    ok_json(tool.ok_or_else(|| Failure(Refusal::not_found("tool")))?.to_owned())
+    let registry = s.registry.get();
+    let tool = registry.catalog().find(&tool_id).map(str::to_owned);
+    ok_json(tool.ok_or_else(|| Failure(Refusal::not_found("tool")))?)
 }
 
 /// The catalog's JSON array, narrowed by the query.
@@ -39,7 +40,7 @@ fn visible(s: &Management, q: &ToolsQuery) -> Result<String, Failure> {
         }
     }
     let source = q.source.as_deref().map(parse_source).transpose()?;
-    Ok(s.registry.catalog().select(|t| {
+    Ok(s.registry.get().catalog().select(|t| {
         source.is_none_or(|source| t.source == source)
             && q.scope
                 .as_deref()

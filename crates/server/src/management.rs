@@ -20,7 +20,7 @@ use conduit_scheduler::{
 };
 use conduit_store::{derived_id, Page, Store, Tx, WorkFilter};
 use conduit_toolbelt::token::digest;
-use conduit_toolbelt::Registry;
+use conduit_toolbelt::LiveRegistry;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
@@ -51,8 +51,8 @@ pub struct Management {
     pub cursors: Cursors,
     /// Where execution logs and kept declared files are.
     pub files: ArtifactFiles,
-    /// The operations this release registers, for the tool catalog.
-    pub registry: Arc<Registry>,
+    /// The operations served now (the release's and installed packages'), for the tool catalog.
+    pub registry: Arc<LiveRegistry>,
     /// Installed packages.
     pub packages: SharedPackageControl,
 }
@@ -119,7 +119,7 @@ fn routes() -> Vec<Route> {
 
 /// The capability document: the one route that needs no credential.
 async fn openwop(State(s): State<Management>) -> Answer {
-    crate::discovery::answer(&s.registry)
+    crate::discovery::answer(&s.registry.get())
 }
 
 pub fn management_router(state: Management) -> Router {

@@ -130,17 +130,18 @@ impl Toolbelt {
     /// Authorizes a call, replays a committed result, and runs a builtin in the same transaction; an
     /// extension operation comes back as [`Begun::Extension`].
     pub fn begin(&self, socket_execution: &str, bearer: &str, request: &CallRequest) -> Result<Begun, Refusal> {
+        let registry = self.registry();
         let call = Call {
             socket_execution,
             request,
             input_hash: canonical_hash(&request.input),
             started: self.clock.now(),
-            transport: self.registry.transport(&request.operation),
+            transport: registry.transport(&request.operation),
         };
         let config = self.config.get();
         let begun = self.store.write(|tx| -> Result<Begun, Failed> {
             let token = checks::live_token(tx, socket_execution, bearer, call.started)?;
-            let authority = checks::authorize(tx, &config, &self.registry, token.clone(), request, call.started)
+            let authority = checks::authorize(tx, &config, &registry, token.clone(), request, call.started)
                 .map_err(|error| self.classified(error, &token))?;
             session::check_call_session(tx, &authority, request)?;
             if let Some(replayed) = replay::lookup(tx, &authority, request, &call.input_hash)? {
@@ -155,7 +156,7 @@ impl Toolbelt {
                 )?;
                 return replayed.map(Begun::Answered).map_err(Failed::from);
             }
-            match self.registry.operation(&request.operation) {
+            match registry.operation(&request.operation) {
                 None => self.run_builtin(tx, &config, &call, &authority).map(Begun::Answered),
                 Some(registered) => {
                     validate_input(registered, &request.input)

@@ -34,7 +34,7 @@ pub use builtins::{describe_builtins, OperationDescriptor};
 pub use call::{Begun, Pending};
 pub use catalog::Catalog;
 pub use checks::Authority;
-pub use registry::Registry;
+pub use registry::{LiveRegistry, Registry};
 pub use session::{CloseSession, OpenSession};
 
 /// A toolbelt call as it arrives on an execution's socket.
@@ -73,7 +73,7 @@ pub struct Toolbelt {
     store: Arc<dyn Store>,
     config: CurrentConfig,
     clock: Arc<dyn Clock>,
-    registry: Arc<Registry>,
+    registry: Arc<LiveRegistry>,
     classifier: Option<Arc<dyn RefusalClassifier>>,
 }
 
@@ -93,9 +93,15 @@ impl Toolbelt {
             store,
             config,
             clock,
-            registry,
+            registry: LiveRegistry::new(registry),
             classifier: None,
         }
+    }
+
+    /// The same toolbelt serving `live` (shared with whatever replaces it).
+    pub fn with_live_registry(mut self, live: Arc<LiveRegistry>) -> Toolbelt {
+        self.registry = live;
+        self
     }
 
     /// Classifies refusals with `classifier` (the daemon's: `config_drift`).
@@ -104,14 +110,16 @@ impl Toolbelt {
         self
     }
 
-    pub fn registry(&self) -> &Registry {
-        &self.registry
+    /// The registry served now.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry.get()
     }
 
     /// The agent guidance of the token's granted operations.
     pub fn guidance(&self, socket_execution: &str, bearer: &str) -> Result<Value, Refusal> {
         let token = self.identify(socket_execution, bearer)?;
-        let extensions = self.registry.operations().map(|r| OperationDescriptor {
+        let registry = self.registry.get();
+        let extensions = registry.operations().map(|r| OperationDescriptor {
             name: r.spec.name.clone(),
             summary: r.spec.summary.clone(),
             input_schema: r.spec.input_schema.clone(),
@@ -137,7 +145,7 @@ impl Toolbelt {
     /// active configuration's ceiling still allows, so narrowing the config hides tools at once.
     pub fn tools(&self, socket_execution: &str, bearer: &str) -> Result<String, Refusal> {
         let sees = self.visibility(socket_execution, bearer)?;
-        Ok(self.registry.catalog().select(|t| sees(&t.tool_id)))
+        Ok(self.registry.get().catalog().select(|t| sees(&t.tool_id)))
     }
 
     /// One tool of [`Toolbelt::tools`], as JSON. An unknown id and one the token may not see are the
@@ -145,6 +153,7 @@ impl Toolbelt {
     pub fn tool(&self, socket_execution: &str, bearer: &str, tool_id: &str) -> Result<String, Refusal> {
         let sees = self.visibility(socket_execution, bearer)?;
         self.registry
+            .get()
             .catalog()
             .find(tool_id)
             .filter(|_| sees(tool_id))

@@ -296,6 +296,24 @@ pub fn validate_input(registered: &Registered, input: &Value) -> Result<(), Stri
     }
 }
 
+/// The registry the host serves now. Installing or removing a package replaces it whole; a call
+/// takes one snapshot and keeps it from its checks to its handler.
+pub struct LiveRegistry(std::sync::RwLock<Arc<Registry>>);
+
+impl LiveRegistry {
+    pub fn new(registry: Arc<Registry>) -> Arc<LiveRegistry> {
+        Arc::new(LiveRegistry(std::sync::RwLock::new(registry)))
+    }
+
+    pub fn get(&self) -> Arc<Registry> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn replace(&self, registry: Registry) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(registry);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,7 +39,7 @@ impl Toolbelt {
         let as_call = CallRequest::of(&request.tool_id);
         let opened = self.store.write(|tx| -> Result<ToolSession, HostError> {
             let token = checks::live_token(tx, socket_execution, bearer, now)?;
-            let a = checks::authorize(tx, &config, &self.registry, token, &as_call, now)?;
+            let a = checks::authorize(tx, &config, &self.registry(), token, &as_call, now)?;
             if DECLARATIONS.contains(&request.tool_id.as_str()) {
                 return Err(Refusal::invalid_input(
                     "a declaration ends the execution's authority: call it outside a session",
