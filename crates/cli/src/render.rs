@@ -432,6 +432,23 @@ pub fn audit_table(answer: &Value) -> String {
 }
 
 /// A toolbelt answer's `output.event_id`.
+/// The Work's input, from `read_context`'s output.
+pub fn work_input(answer: &Value) -> String {
+    answer["output"]["work"]["input"].to_string()
+}
+
+pub fn session_id(answer: &Value) -> String {
+    field(answer, "/session_id")
+}
+
+pub fn session_closed(answer: &Value) -> String {
+    format!(
+        "closed {} ({})",
+        field(answer, "/session_id"),
+        field(answer, "/outcome")
+    )
+}
+
 pub fn event_id(answer: &Value) -> String {
     field(answer, "/output/event_id")
 }

@@ -17,6 +17,7 @@ pub const TOKEN_FILE_VAR: &str = "OS_TOKEN_FILE";
 
 const CALL_PATH: &str = "/v1/toolbelt/call";
 const GUIDANCE_PATH: &str = "/v1/toolbelt/guidance";
+const SESSIONS_PATH: &str = "/v1/toolbelt/sessions";
 
 /// The toolbelt connection described by `OS_ENDPOINT` and `OS_TOKEN_FILE`.
 pub fn connection_from_env() -> Result<Connection, Failure> {
@@ -40,13 +41,35 @@ fn connection_from(endpoint: Option<OsString>, token_file: Option<OsString>) -> 
 
 /// Any operation: `{"operation", "input", "request_id"?}`.
 pub fn call(operation: &str, input: Value, request_id: Option<String>) -> Request {
+    call_in(operation, input, request_id, None)
+}
+
+/// Any operation, inside an open tool session when `session` names one.
+pub fn call_in(operation: &str, input: Value, request_id: Option<String>, session: Option<String>) -> Request {
     Request::Post {
         path: CALL_PATH.to_owned(),
         body: object([
             ("operation", Some(operation.into())),
             ("input", Some(input)),
             ("request_id", request_id.map(Value::from)),
+            ("session_id", session.map(Value::from)),
         ]),
+    }
+}
+
+/// `POST /v1/toolbelt/sessions`: a session of `operation`.
+pub fn open_session(operation: &str) -> Request {
+    Request::Post {
+        path: SESSIONS_PATH.to_owned(),
+        body: json!({ "tool_id": operation }),
+    }
+}
+
+/// `POST /v1/toolbelt/sessions/{id}/close`.
+pub fn close_session(id: &str, failed: bool) -> Request {
+    Request::Post {
+        path: format!("{SESSIONS_PATH}/{}/close", conduit_client::percent_encode_segment(id)),
+        body: json!({ "outcome": if failed { "failed" } else { "completed" } }),
     }
 }
 

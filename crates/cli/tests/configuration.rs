@@ -289,7 +289,7 @@ fn the_shipped_examples_validate() {
         );
         checked += 1;
     }
-    assert_eq!(checked, 4, "the four example configurations");
+    assert_eq!(checked, 5, "the four example configurations and the conformance one");
 }
 
 /// A binding whose playbook uses operations it is not granted is a warning at check, and a refused

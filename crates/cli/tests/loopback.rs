@@ -175,3 +175,80 @@ fn tcp_get_body(port: u16, path: &str, token: &str) -> serde_json::Value {
     stream.read_to_string(&mut response).unwrap();
     serde_json::from_str(response.split("\r\n\r\n").nth(1).unwrap_or("null")).unwrap()
 }
+
+/// The run seams start real Work on `examples/conformance.json`'s bindings: a guarded fetch whose
+/// audit pair is durable, and a tool session bracketing its calls.
+#[test]
+fn the_run_seams_drive_real_executions() {
+    let (server_port, _) = test_server();
+    let mut daemon = Daemon::start(None);
+    daemon.stop();
+    let port = free_port();
+    daemon.launch_with_env(&[
+        ("OPEN_CONDUIT_LISTEN", &format!("127.0.0.1:{port}")),
+        ("OPEN_CONDUIT_CONFORMANCE_SEAMS", "1"),
+        ("OPEN_CONDUIT_TEST_FETCH_ALLOW", &format!("127.0.0.1:{server_port}")),
+    ]);
+    let token = daemon.operator_token();
+    let run = |path: &str, body: &str| {
+        let (status, answer) = tcp_post(port, path, Some(&token), body);
+        (status, serde_json::from_str::<serde_json::Value>(&answer).unwrap())
+    };
+    let unconfigured = run("/v1/host/sample/tools/session-run", "{}");
+    assert_eq!(
+        (unconfigured.0, unconfigured.1["error"].as_str()),
+        (422, Some("unknown_binding"))
+    );
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/conformance.json");
+    daemon.json(&["config", "apply", examples.to_str().unwrap()]);
+
+    let fetch = "/v1/host/sample/http/safe-fetch-run";
+    let (_, fetched) = run(fetch, &format!(r#"{{"url": "http://127.0.0.1:{server_port}/run"}}"#));
+    assert_eq!(fetched["outcome"], "fetched", "{fetched}");
+    let (_, blocked) = run(fetch, r#"{"url": "http://169.254.169.254/latest/meta-data/"}"#);
+    assert_eq!(blocked["outcome"], "blocked");
+    let run_id = blocked["runId"].as_str().unwrap();
+    let called = tcp_get_body(
+        port,
+        &format!("/v1/host/sample/test/runs/{run_id}/events?type=agent.toolCalled"),
+        &token,
+    );
+    let called: Vec<&serde_json::Value> = called["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["payload"]["toolName"] == "http.fetch")
+        .collect();
+    assert_eq!(called.len(), 1);
+    assert_eq!(called[0]["payload"]["transport"], "http");
+
+    let (_, session) = run("/v1/host/sample/tools/session-run", "{}");
+    assert_eq!(session["outcome"], "completed", "{session}");
+    let events = tcp_get_body(
+        port,
+        &format!(
+            "/v1/host/sample/test/runs/{}/events",
+            session["runId"].as_str().unwrap()
+        ),
+        &token,
+    );
+    let kinds: Vec<&str> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .filter(|t| t.starts_with("tool.session.") || t.starts_with("agent.tool"))
+        .collect();
+    assert_eq!(kinds.first(), Some(&"tool.session.opened"));
+    assert_eq!(kinds.iter().filter(|t| **t == "tool.session.closed").count(), 1);
+    let closed_at = kinds.iter().position(|t| *t == "tool.session.closed").unwrap();
+    assert_eq!(
+        kinds[1..closed_at],
+        [
+            "agent.toolCalled",
+            "agent.toolReturned",
+            "agent.toolCalled",
+            "agent.toolReturned"
+        ]
+    );
+}

@@ -16,12 +16,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use conduit_core::canonical::canonical_hash;
 use conduit_core::requires::{invalid_token, unmet};
-use conduit_core::{ErrorCode, Refusal, Role};
+use conduit_core::{ErrorCode, Refusal, Role, Source};
 use conduit_egress::fetch::SystemResolver;
 use conduit_egress::{Blocked, FetchError, FetchRequest, Limits, Resolve, SafeFetch};
+use conduit_scheduler::{create_work, NewWork};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::clock::now;
 use crate::envelope::{blocking, ok, Answer, Failure};
 use crate::management::{operator, Management, Route};
 
@@ -29,6 +31,8 @@ use crate::management::{operator, Management, Route};
 pub(crate) fn routes() -> Vec<Route> {
     vec![
         ("/v1/host/sample/http/safe-fetch", &["post"], post(safe_fetch)),
+        ("/v1/host/sample/http/safe-fetch-run", &["post"], post(safe_fetch_run)),
+        ("/v1/host/sample/tools/session-run", &["post"], post(session_run)),
         ("/v1/host/sample/packs/install-gate", &["post"], post(install_gate)),
         ("/v1/host/sample/test/runs/{id}/events", &["get"], get(run_events)),
         ("/v1/host/sample/test/reset", &["post"], post(reset)),
@@ -100,6 +104,88 @@ async fn safe_fetch(State(s): State<Management>, headers: HeaderMap, body: Bytes
     answer["toolReturned"] = json!({"agentId": "sample", "toolName": "http.safeFetch", "callId": call_id,
         "status": if fetched.is_ok() { "ok" } else { "error" }, "durationMs": started.elapsed().as_millis() as u64});
     ok(StatusCode::OK, &answer)
+}
+
+/// The scope the run seams start Work in; `examples/conformance.json` configures it.
+const RUN_SCOPE: &str = "conformance";
+/// How long a run seam waits for its Work to finish.
+const RUN_WAIT: Duration = Duration::from_secs(10);
+
+/// `POST /v1/host/sample/http/safe-fetch-run`: one real `http.fetch` by a real Work's execution
+/// (binding `conformance/safe-fetch`), its audit pair durable on the Work's log. The run id is the
+/// Work's id.
+async fn safe_fetch_run(State(s): State<Management>, headers: HeaderMap, body: Bytes) -> Answer {
+    let op = operator(&s, &headers, Role::Operate).await?;
+    let probe: SafeFetchProbe =
+        serde_json::from_slice(&body).map_err(|_| Failure(Refusal::invalid_input("the body is {url, init?}")))?;
+    let mut input = json!({"url": probe.url});
+    for field in ["method", "headers", "body"] {
+        if let Some(value) = probe.init.get(field).filter(|v| !v.is_null()) {
+            input[field] = value.clone();
+        }
+    }
+    let run = start_run(&s, &op.principal(), "safe-fetch", input).await?;
+    let events = finished_run(&s, &run).await?;
+    let returned = events
+        .iter()
+        .find(|e| e.event_type == "agent.toolReturned" && e.data["toolName"] == "http.fetch");
+    let outcome = match returned.map(|e| e.data["status"].as_str()) {
+        Some(Some("ok")) => "fetched",
+        Some(_) => "blocked",
+        None => "failed",
+    };
+    ok(StatusCode::OK, &json!({"runId": run, "outcome": outcome}))
+}
+
+/// `POST /v1/host/sample/tools/session-run`: a real Work's execution (binding
+/// `conformance/session`) opens a tool session, calls within it twice and closes it.
+async fn session_run(State(s): State<Management>, headers: HeaderMap) -> Answer {
+    let op = operator(&s, &headers, Role::Operate).await?;
+    let run = start_run(&s, &op.principal(), "session", json!({})).await?;
+    let events = finished_run(&s, &run).await?;
+    let closed = events.iter().any(|e| e.event_type == "tool.session.closed");
+    let outcome = if closed { "completed" } else { "failed" };
+    ok(StatusCode::OK, &json!({"runId": run, "outcome": outcome}))
+}
+
+/// Creates the run's Work, as the operator, and wakes the scheduler.
+async fn start_run(s: &Management, principal: &str, binding: &str, input: Value) -> Result<String, Failure> {
+    let config = s.config.get();
+    if config.binding(RUN_SCOPE, binding).is_none() {
+        return Err(Failure(
+            Refusal::new(ErrorCode::UnknownBinding, "the run seams need the conformance scope")
+                .with_remedy("apply examples/conformance.json (open-conduit config apply)"),
+        ));
+    }
+    let new = NewWork {
+        scope: RUN_SCOPE.into(),
+        binding: binding.into(),
+        input,
+        keys: vec![],
+        parent_work: None,
+        source: Source::Manual,
+        actor: Some(principal.to_owned()),
+        id_seed: None,
+    };
+    let store = s.store.clone();
+    let work = blocking(move || Ok(store.write(|tx| create_work(tx, &config, new, None, now()))?)).await?;
+    s.kick.notify_one();
+    Ok(work.0.id)
+}
+
+/// Waits (at most [`RUN_WAIT`]) for the run's Work to finish, then answers its events.
+async fn finished_run(s: &Management, run: &str) -> Result<Vec<conduit_core::Event>, Failure> {
+    let deadline = Instant::now() + RUN_WAIT;
+    loop {
+        let (store, id) = (s.store.clone(), run.to_owned());
+        let work = blocking(move || Ok(store.read(|tx| tx.get_work(&id))?)).await?;
+        if work.is_some_and(|w| w.state.is_terminal()) || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (store, id) = (s.store.clone(), run.to_owned());
+    blocking(move || Ok(store.read(|tx| tx.list_events(Some(&id), 10_000))?)).await
 }
 
 fn init_headers(init: &Value) -> Vec<(String, String)> {

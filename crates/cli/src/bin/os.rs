@@ -59,6 +59,8 @@ enum Command {
     },
     /// Print this execution's context (scope, Work, execution, wake reason, operations) as JSON
     Context,
+    /// Print the input this execution's Work was created with, as JSON
+    Input,
     /// Declare a wait: when this execution ends, its Work sleeps until a matching event or the timeout
     Wait {
         /// Event type to wake on (repeatable; at least one)
@@ -92,9 +94,15 @@ enum Command {
         /// The operation's input, as JSON [default: {}]
         #[arg(long, value_name = "JSON", value_parser = conduit_cli::json::parse)]
         input: Option<Value>,
+        /// The open tool session (of this operation) the call belongs to
+        #[arg(long, value_name = "SESSION_ID")]
+        session: Option<String>,
         #[command(flatten)]
         request_id: RequestId,
     },
+    /// Open or close a tool session: calls of one operation bracketed on the Work's log
+    #[command(subcommand)]
+    Session(SessionCommand),
     /// Print the toolbelt's guidance and the operations this execution may call
     Guidance,
     /// List the tools this execution may call (its RFC 0078 catalog), or show one tool's descriptor
@@ -109,6 +117,23 @@ enum Command {
     /// error starting with its code); the instructions are the binding's playbook, else the
     /// toolbelt's guidance. A tool's calls share one tool session, closed when the client leaves.
     Mcp,
+}
+
+#[derive(Debug, Subcommand)]
+enum SessionCommand {
+    /// Open a session of an operation this execution may call; prints the session's id
+    Open {
+        #[arg(value_name = "OPERATION")]
+        operation: String,
+    },
+    /// Close a session (completed, or failed with --failed)
+    Close {
+        #[arg(value_name = "SESSION_ID")]
+        id: String,
+        /// The session's work failed
+        #[arg(long)]
+        failed: bool,
+    },
 }
 
 /// What a command does: one toolbelt request and how its answer reads, or the MCP server.
@@ -185,6 +210,13 @@ fn plan(command: Command) -> Plan {
             render::declared,
         ),
         Command::Context => Plan::Call(t::read_context(), render::output),
+        Command::Input => Plan::Call(t::read_context(), render::work_input),
+        Command::Session(SessionCommand::Open { operation }) => {
+            Plan::Call(t::open_session(&operation), render::session_id)
+        }
+        Command::Session(SessionCommand::Close { id, failed }) => {
+            Plan::Call(t::close_session(&id, failed), render::session_closed)
+        }
         Command::Wait { types, keys, timeout } => Plan::Call(t::wait(types, keys, timeout), render::declared),
         Command::CreateWork {
             binding,
@@ -195,9 +227,10 @@ fn plan(command: Command) -> Plan {
         Command::Call {
             operation,
             input,
+            session,
             request_id,
         } => Plan::Call(
-            t::call(&operation, input.unwrap_or_else(|| json!({})), request_id.id),
+            t::call_in(&operation, input.unwrap_or_else(|| json!({})), request_id.id, session),
             render::output,
         ),
         Command::Guidance => Plan::Call(t::guidance(), render::guidance),
