@@ -93,13 +93,8 @@ fn an_execution_sees_exactly_its_grant_and_less_once_the_configuration_narrows()
     );
     assert!(!discovery.to_string().contains("demo"), "capability flags only");
 
-    let mut narrowed: Value = serde_json::from_str(&shell_config(&hold)).unwrap();
-    let fewer = json!(["emit", "read_context", "declare_outcome", "wait"]);
-    narrowed["scopes"]["demo"]["authorization"]["operations"] = fewer.clone();
-    narrowed["scopes"]["demo"]["bindings"]["shell"]["operations"] = fewer;
-    let file = tmp.path().join("narrowed.json");
-    std::fs::write(&file, narrowed.to_string()).unwrap();
-    daemon.json(&["config", "apply", file.to_str().unwrap()]);
+    let narrowed = granting(&hold, json!(["emit", "read_context", "declare_outcome", "wait"]));
+    daemon.apply(&narrowed);
 
     let (_, tools) = http(&socket, "GET", "/v1/tools", Some(&token), None);
     assert_eq!(
@@ -154,12 +149,7 @@ fn operators_see_every_registered_tool_narrowed_by_scope_and_source() {
     assert_eq!(get("/v1/tools/nope").0, 404);
     assert_eq!(http(&socket, "GET", "/v1/tools", None, None).0, 401);
 
-    let mut narrowed: Value = serde_json::from_str(&shell_config("true")).unwrap();
-    let fewer = json!(["emit", "read_context"]);
-    narrowed["scopes"]["demo"]["authorization"]["operations"] = fewer.clone();
-    narrowed["scopes"]["demo"]["bindings"]["shell"]["operations"] = fewer;
-    let file = daemon.scratch().join("narrowed.json");
-    std::fs::write(&file, narrowed.to_string()).unwrap();
-    daemon.json(&["config", "apply", file.to_str().unwrap()]);
+    let narrowed = granting("true", json!(["emit", "read_context"]));
+    daemon.apply(&narrowed);
     assert_eq!(ids(&get("/v1/tools?scope=demo").1), ["emit", "read_context"]);
 }

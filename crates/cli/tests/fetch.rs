@@ -8,17 +8,17 @@ use common::*;
 use serde_json::{json, Value};
 
 fn fetch_config(script: &str) -> String {
-    let mut config: Value = serde_json::from_str(&shell_config(script)).unwrap();
-    let ops = json!([
-        "emit",
-        "read_context",
-        "declare_outcome",
-        "wait",
-        "create_work",
-        "http.fetch"
-    ]);
-    config["scopes"]["demo"]["authorization"]["operations"] = ops.clone();
-    config["scopes"]["demo"]["bindings"]["shell"]["operations"] = ops;
+    let mut config = granting(
+        script,
+        json!([
+            "emit",
+            "read_context",
+            "declare_outcome",
+            "wait",
+            "create_work",
+            "http.fetch"
+        ]),
+    );
     config["scopes"]["demo"]["bindings"]["shell"]["secrets"] = json!(["api"]);
     config["secrets"] = json!({"api": "cmd:printf planted-fetch-secret"});
     config.to_string()

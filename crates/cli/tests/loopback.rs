@@ -28,12 +28,21 @@ fn free_port() -> u16 {
         .port()
 }
 
-#[test]
-fn the_management_api_is_served_on_loopback_with_the_same_authentication() {
+/// A daemon that also listens on a free loopback port, with `env` besides.
+fn on_loopback(env: &[(&str, &str)]) -> (Daemon, u16) {
     let mut daemon = Daemon::start(None);
     daemon.stop();
     let port = free_port();
-    daemon.launch_with_env(&[("OPEN_CONDUIT_LISTEN", &format!("127.0.0.1:{port}"))]);
+    let listen = format!("127.0.0.1:{port}");
+    let mut all = vec![("OPEN_CONDUIT_LISTEN", listen.as_str())];
+    all.extend_from_slice(env);
+    daemon.launch_with_env(&all);
+    (daemon, port)
+}
+
+#[test]
+fn the_management_api_is_served_on_loopback_with_the_same_authentication() {
+    let (daemon, port) = on_loopback(&[]);
     let token = daemon.operator_token();
     assert_eq!(tcp_get(port, "/v1/health", Some(&token)), 200);
     assert_eq!(tcp_get(port, "/v1/tools", Some(&token)), 200);
@@ -81,10 +90,7 @@ const SAFE_FETCH: &str = "/v1/host/sample/http/safe-fetch";
 
 #[test]
 fn the_conformance_seams_are_off_by_default() {
-    let mut daemon = Daemon::start(None);
-    daemon.stop();
-    let port = free_port();
-    daemon.launch_with_env(&[("OPEN_CONDUIT_LISTEN", &format!("127.0.0.1:{port}"))]);
+    let (daemon, port) = on_loopback(&[]);
     let token = daemon.operator_token();
     let body = r#"{"url": "http://169.254.169.254/"}"#;
     assert_eq!(tcp_post(port, SAFE_FETCH, Some(&token), body).0, 404);
@@ -92,13 +98,7 @@ fn the_conformance_seams_are_off_by_default() {
 
 #[test]
 fn the_conformance_seams_judge_fetches_and_install_gates_for_authenticated_operators_only() {
-    let mut daemon = Daemon::start(None);
-    daemon.stop();
-    let port = free_port();
-    daemon.launch_with_env(&[
-        ("OPEN_CONDUIT_LISTEN", &format!("127.0.0.1:{port}")),
-        ("OPEN_CONDUIT_CONFORMANCE_SEAMS", "1"),
-    ]);
+    let (daemon, port) = on_loopback(&[("OPEN_CONDUIT_CONFORMANCE_SEAMS", "1")]);
     let token = daemon.operator_token();
     let seam = |body: &str| {
         let (status, answer) = tcp_post(port, SAFE_FETCH, Some(&token), body);
@@ -181,11 +181,7 @@ fn tcp_get_body(port: u16, path: &str, token: &str) -> serde_json::Value {
 #[test]
 fn the_run_seams_drive_real_executions() {
     let (server_port, _) = test_server();
-    let mut daemon = Daemon::start(None);
-    daemon.stop();
-    let port = free_port();
-    daemon.launch_with_env(&[
-        ("OPEN_CONDUIT_LISTEN", &format!("127.0.0.1:{port}")),
+    let (daemon, port) = on_loopback(&[
         ("OPEN_CONDUIT_CONFORMANCE_SEAMS", "1"),
         ("OPEN_CONDUIT_TEST_FETCH_ALLOW", &format!("127.0.0.1:{server_port}")),
     ]);

@@ -150,17 +150,12 @@ fn a_grant_tightened_after_approval_flags_the_package() {
     assert_eq!(check.map(|c| c["status"].clone()), Some(json!("fail")), "{doctor}");
 
     let d = daemon.scratch().display().to_string();
-    let mut config: Value = serde_json::from_str(&shell_config(&format!(
-        "os call notes.view 2> {d}/refused.txt; os outcome succeeded"
-    )))
-    .unwrap();
-    let ops = json!(["read_context", "declare_outcome", "notes.view"]);
-    config["scopes"]["demo"]["authorization"]["operations"] = ops.clone();
-    config["scopes"]["demo"]["bindings"]["shell"]["operations"] = ops;
+    let mut config = granting(
+        &format!("os call notes.view 2> {d}/refused.txt; os outcome succeeded"),
+        json!(["read_context", "declare_outcome", "notes.view"]),
+    );
     config["packages"] = json!({"grant": ["crypto"]});
-    let file = daemon.scratch().join("tight.json");
-    std::fs::write(&file, config.to_string()).unwrap();
-    daemon.json(&["config", "apply", file.to_str().unwrap()]);
+    daemon.apply(&config);
     let work = daemon.create_work("demo", "shell");
     daemon.await_work(&work, "succeeded");
     let refused = std::fs::read_to_string(daemon.scratch().join("refused.txt")).unwrap();
@@ -230,20 +225,18 @@ fn the_example_package_answers_an_execution_and_fetches_through_the_host() {
          os call notes.fetch --input '{{\"url\":\"http://169.254.169.254/\"}}' 2> {d}/blocked.txt; \
          os outcome succeeded"
     );
-    let mut config: Value = serde_json::from_str(&shell_config(&script)).unwrap();
-    let ops = json!([
-        "emit",
-        "read_context",
-        "declare_outcome",
-        "wait",
-        "create_work",
-        "@notes.reader"
-    ]);
-    config["scopes"]["demo"]["authorization"]["operations"] = ops.clone();
-    config["scopes"]["demo"]["bindings"]["shell"]["operations"] = ops;
-    let file = daemon.scratch().join("with-notes.json");
-    std::fs::write(&file, config.to_string()).unwrap();
-    daemon.json(&["config", "apply", file.to_str().unwrap()]);
+    let config = granting(
+        &script,
+        json!([
+            "emit",
+            "read_context",
+            "declare_outcome",
+            "wait",
+            "create_work",
+            "@notes.reader"
+        ]),
+    );
+    daemon.apply(&config);
 
     let work = daemon.create_work("demo", "shell");
     daemon.await_work(&work, "succeeded");
@@ -303,16 +296,11 @@ fn a_package_without_env_read_gets_a_scrubbed_environment() {
     std::fs::write(dir.join("bin/run"), entry).unwrap();
     assert_eq!(install(&daemon, &dir).0, Some(0));
     let d = daemon.scratch().display().to_string();
-    let mut config: Value = serde_json::from_str(&shell_config(&format!(
-        "os call envcheck.names > {d}/names.json; os outcome succeeded"
-    )))
-    .unwrap();
-    let ops = json!(["read_context", "declare_outcome", "envcheck.names"]);
-    config["scopes"]["demo"]["authorization"]["operations"] = ops.clone();
-    config["scopes"]["demo"]["bindings"]["shell"]["operations"] = ops;
-    let file = daemon.scratch().join("with-envcheck.json");
-    std::fs::write(&file, config.to_string()).unwrap();
-    daemon.json(&["config", "apply", file.to_str().unwrap()]);
+    let config = granting(
+        &format!("os call envcheck.names > {d}/names.json; os outcome succeeded"),
+        json!(["read_context", "declare_outcome", "envcheck.names"]),
+    );
+    daemon.apply(&config);
     let work = daemon.create_work("demo", "shell");
     daemon.await_work(&work, "succeeded");
     let names: Value =

@@ -202,6 +202,13 @@ impl Daemon {
             .to_owned()
     }
 
+    /// Applies `config` through the CLI (from a file in the scratch directory).
+    pub fn apply(&self, config: &Value) -> Value {
+        let file = self.scratch().join(format!("applied-{}.json", uuid::Uuid::now_v7()));
+        std::fs::write(&file, config.to_string()).unwrap();
+        self.json(&["config", "apply", file.to_str().unwrap()])
+    }
+
     pub fn events(&self, work: &str) -> Vec<Value> {
         self.json(&["events", "list", "--work", work])["items"]
             .as_array()
@@ -296,6 +303,14 @@ pub fn shell_config(script: &str) -> String {
 /// Shell lines that publish this attempt's endpoint and token-file paths into a fresh `run.*`
 /// directory under `dir`, then hold until `dir/release` exists, or `dir` is gone (so no attempt
 /// outlives its test).
+/// `shell_config(script)` with `operations` as both the demo scope's ceiling and its binding's grant.
+pub fn granting(script: &str, operations: Value) -> Value {
+    let mut config: Value = serde_json::from_str(&shell_config(script)).unwrap();
+    config["scopes"]["demo"]["authorization"]["operations"] = operations.clone();
+    config["scopes"]["demo"]["bindings"]["shell"]["operations"] = operations;
+    config
+}
+
 pub fn publish_and_hold(dir: &Path) -> String {
     let d = dir.display();
     format!(
