@@ -8,8 +8,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::Router;
+use conduit_toolbelt::gate::Verdict;
 use conduit_toolbelt::registry::{HandlerOutput, OperationError};
-use conduit_toolbelt::{Begun, CallRequest, CloseSession, OpenSession, Pending, Toolbelt};
+use conduit_toolbelt::{Begun, CallRequest, CloseSession, OpenSession, Pending, Ran, Toolbelt};
 use serde::Deserialize;
 use tokio::sync::Notify;
 
@@ -49,9 +50,12 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Bytes)
     let answer = match begun {
         Begun::Answered(answer) => answer,
         Begun::Extension(pending) => {
-            let result = run_handler(&pending).await;
+            let ran = match pending.decide().await {
+                Verdict::Run => Ran::Handled(run_handler(&pending).await),
+                Verdict::Stop(stopped) => Ran::Stopped(stopped),
+            };
             let toolbelt = s.toolbelt.clone();
-            blocking(move || Ok(toolbelt.finish(*pending, result)?)).await?
+            blocking(move || Ok(toolbelt.finish(*pending, ran)?)).await?
         }
     };
     s.kick.notify_one();

@@ -21,6 +21,14 @@ pub struct Call<'a> {
     pub transport: &'static str,
 }
 
+/// A record's optional attributes: `toolbelt.refusal` (why a genuine token was refused) and
+/// `toolbelt.gate` (the gate that parked or refused the call).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Marks<'a> {
+    pub refusal: Option<&'a str>,
+    pub gate: Option<&'a str>,
+}
+
 /// Writes the call's audit record.
 pub fn record(
     tx: &mut dyn Tx,
@@ -28,7 +36,7 @@ pub fn record(
     authority: Option<&Authority>,
     kind: AuditKind,
     result: &str,
-    refusal: Option<&str>,
+    marks: Marks<'_>,
     now: Timestamp,
 ) -> Result<(), HostError> {
     tx.insert_audit(&AuditRecord {
@@ -40,8 +48,8 @@ pub fn record(
         scope: authority.map(|a| a.work.scope.clone()),
         request_id: call.request.request_id.clone(),
         result: result.to_owned(),
-        gate: None,
-        refusal: refusal.map(str::to_owned),
+        gate: marks.gate.map(str::to_owned),
+        refusal: marks.refusal.map(str::to_owned),
         input_hash: call.input_hash.clone(),
         duration_ms: now.0 - call.started.0,
         at: now,

@@ -330,7 +330,12 @@ fn parse_timeout(text: &str) -> Result<Duration, Refusal> {
 }
 
 /// Records the segment's one declaration under the fence; the lease guard already ensured none exists.
-fn declare(tx: &mut dyn Tx, a: &Authority, declaration: Declaration, now: Timestamp) -> Result<(), HostError> {
+pub(crate) fn declare(
+    tx: &mut dyn Tx,
+    a: &Authority,
+    declaration: Declaration,
+    now: Timestamp,
+) -> Result<(), HostError> {
     let mut execution = a.execution.clone();
     execution.declaration = Some(declaration);
     tx.update_execution(&execution)?;

@@ -10,13 +10,15 @@ use std::sync::Arc;
 
 use conduit_config::Snapshot;
 use conduit_core::canonical::canonical_hash;
-use conduit_core::{AuditKind, ErrorCode, Event, Refusal, Timestamp, TokenRecord};
+use conduit_core::names::is_type_pattern;
+use conduit_core::{AuditKind, Declaration, ErrorCode, Event, Refusal, Timestamp, TokenRecord};
 use conduit_scheduler::HostError;
 use conduit_store::{StoreError, Tx};
 use serde_json::{json, Value};
 
-use crate::audit::{self, Call};
+use crate::audit::{self, Call, Marks};
 use crate::checks::{self, Authority};
+use crate::gate::{self, Gate, GateCall, Stopped, Verdict, WaitPlan};
 use crate::registry::{validate_input, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError};
 use crate::{builtins, replay, session, CallRequest, Toolbelt};
 
@@ -38,9 +40,33 @@ pub struct Pending {
     authority: Authority,
     called: Event,
     handler: Arc<dyn Handler>,
+    /// The gates asked before the handler runs, in order.
+    gates: Vec<(String, Arc<dyn Gate>)>,
+}
+
+/// What became of an authorized extension call: its handler ran, or a gate stopped it.
+pub enum Ran {
+    Handled(Result<HandlerOutput, OperationError>),
+    Stopped(Stopped),
 }
 
 impl Pending {
+    /// Asks the call's gates, in registration-name order.
+    pub async fn decide(&self) -> Verdict {
+        let a = &self.authority;
+        let call = GateCall {
+            operation: self.request.operation.clone(),
+            scope: a.work.scope.clone(),
+            work_id: a.work.id.clone(),
+            execution_id: a.execution.id.clone(),
+            binding: a.work.binding.clone(),
+            input: self.request.input.clone(),
+            input_hash: self.input_hash.clone(),
+            request_id: self.request.request_id.clone(),
+        };
+        gate::decide(&self.gates, &call).await
+    }
+
     /// Starts the handler with the validated authority (never the token).
     pub fn run(&self) -> HandlerFuture {
         let a = &self.authority;
@@ -121,8 +147,11 @@ impl Toolbelt {
         match self.begin(socket_execution, bearer, request)? {
             Begun::Answered(answer) => Ok(answer),
             Begun::Extension(pending) => {
-                let result = pending.run().await;
-                self.finish(*pending, result)
+                let ran = match pending.decide().await {
+                    Verdict::Run => Ran::Handled(pending.run().await),
+                    Verdict::Stop(stopped) => Ran::Stopped(stopped),
+                };
+                self.finish(*pending, ran)
             }
         }
     }
@@ -151,7 +180,7 @@ impl Toolbelt {
                     Some(&authority),
                     AuditKind::Called,
                     "replayed",
-                    None,
+                    Marks::default(),
                     self.clock.now(),
                 )?;
                 return replayed.map(Begun::Answered).map_err(Failed::from);
@@ -171,6 +200,7 @@ impl Toolbelt {
                         authority,
                         called,
                         handler: registered.spec.handler.clone(),
+                        gates: registry.gates_for(&request.operation),
                     })))
                 }
             }
@@ -189,7 +219,12 @@ impl Toolbelt {
     /// Commits an extension handler's result after passing the lease guard again: its translated
     /// emissions, `agent.toolReturned`, the replay record and the audit record. A handler's refusal is
     /// committed too (and replayed to a retry), then answered `422` with its code and message.
-    pub fn finish(&self, pending: Pending, result: Result<HandlerOutput, OperationError>) -> Result<Value, Refusal> {
+    pub fn finish(&self, pending: Pending, ran: Ran) -> Result<Value, Refusal> {
+        let result = match ran {
+            Ran::Handled(result) => result,
+            Ran::Stopped(Stopped::Park { gate, plan }) => return self.park(pending, &gate, plan),
+            Ran::Stopped(Stopped::Refuse { gate, error }) => return self.refuse_gated(pending, &gate, error),
+        };
         let call = pending.call();
         let config = self.config.get();
         let finished = self.store.write(|tx| -> Result<Result<Value, Refusal>, Failed> {
@@ -201,7 +236,15 @@ impl Toolbelt {
             let a = checks::lease_guard(tx, pending.authority.token.clone(), now).map_err(fenced)?;
             // A concurrent call with the same request id may have committed first: its result stands.
             if let Some(replayed) = replay::lookup(tx, &a, call.request, &call.input_hash)? {
-                audit::record(tx, &call, Some(&a), AuditKind::Called, "replayed", None, now)?;
+                audit::record(
+                    tx,
+                    &call,
+                    Some(&a),
+                    AuditKind::Called,
+                    "replayed",
+                    Marks::default(),
+                    now,
+                )?;
                 return Ok(replayed);
             }
             let answer = match result {
@@ -224,6 +267,65 @@ impl Toolbelt {
         finished.map_err(|failed| self.reject(&call, failed))?
     }
 
+    /// A gate parked the call: under the lease guard, the plan's wait is declared (releasing
+    /// authority, as `wait` does) and the caller gets the plan's output and the wait. Nothing is
+    /// kept for replay: once resumed, the caller makes the call again and the gates decide again.
+    fn park(&self, pending: Pending, gate: &str, plan: WaitPlan) -> Result<Value, Refusal> {
+        let call = pending.call();
+        if plan.types.is_empty() || !plan.types.iter().all(|t| is_type_pattern(t)) {
+            let error = OperationError {
+                code: "gate_failed".into(),
+                message: format!("the gate `{gate}` parked the call on no valid event type; the call is refused"),
+            };
+            return self.refuse_gated(pending, gate, error);
+        }
+        let parked = self.store.write(|tx| -> Result<Value, Failed> {
+            let now = self.clock.now();
+            let fenced = |e: HostError| Failed {
+                called: Some(Box::new(pending.called.clone())),
+                ..Failed::reached(e, &pending.authority)
+            };
+            let a = checks::lease_guard(tx, pending.authority.token.clone(), now).map_err(fenced)?;
+            let wait = Declaration::Wait {
+                types: plan.types.clone(),
+                keys: plan.keys.clone(),
+                timeout: plan.timeout,
+            };
+            builtins::declare(tx, &a, wait, now).map_err(fenced)?;
+            audit::tool_returned(tx, &call, &a, &pending.called, "parked", now)?;
+            let marks = Marks {
+                refusal: None,
+                gate: Some(gate),
+            };
+            audit::record(tx, &call, Some(&a), AuditKind::Called, "parked", marks, now)?;
+            Ok(json!({
+                "operation": call.request.operation,
+                "output": plan.output,
+                "parked": {"gate": gate, "wait": {"types": plan.types, "keys": plan.keys, "timeout": plan.timeout}},
+            }))
+        });
+        parked.map_err(|failed| self.reject(&call, failed))
+    }
+
+    /// A gate refused the call: its error, naming the gate, answered `422`. Authority is kept; the
+    /// refusal is not kept for replay, so the same request may be decided again.
+    fn refuse_gated(&self, pending: Pending, gate: &str, error: OperationError) -> Result<Value, Refusal> {
+        let call = pending.call();
+        let refusal = Refusal::operation(&error.code, error.message).with_field("gate", gate.into());
+        let written = self.store.write(|tx| -> Result<(), HostError> {
+            let now = self.clock.now();
+            audit::tool_returned(tx, &call, &pending.authority, &pending.called, "error", now)?;
+            let marks = Marks {
+                refusal: None,
+                gate: Some(gate),
+            };
+            let a = Some(&pending.authority);
+            audit::record(tx, &call, a, AuditKind::Rejected, "gate_refused", marks, now)?;
+            Ok(())
+        });
+        Err(written.map(|()| refusal).unwrap_or_else(|_| Refusal::internal()))
+    }
+
     /// The records of a call that reached its operation, in the transaction of its effect.
     fn commit_result(
         &self,
@@ -240,7 +342,7 @@ impl Toolbelt {
         };
         audit::tool_returned(tx, call, a, called, status, now)?;
         replay::store(tx, a, call.request, &call.input_hash, answer, now)?;
-        audit::record(tx, call, Some(a), kind, result, None, now)?;
+        audit::record(tx, call, Some(a), kind, result, Marks::default(), now)?;
         Ok(())
     }
 
@@ -279,7 +381,11 @@ impl Toolbelt {
                 audit::tool_returned(tx, call, authority, &called, "error", now)?;
             }
             let reached = failed.reached.as_deref();
-            audit::record(tx, call, reached, AuditKind::Rejected, refusal.wire_code(), class, now)?;
+            let marks = Marks {
+                refusal: class,
+                gate: None,
+            };
+            audit::record(tx, call, reached, AuditKind::Rejected, refusal.wire_code(), marks, now)?;
             Ok(())
         });
         match written {

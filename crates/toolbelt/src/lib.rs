@@ -15,6 +15,7 @@ pub mod builtins;
 mod call;
 pub mod catalog;
 pub mod checks;
+pub mod gate;
 pub mod registry;
 pub mod replay;
 pub mod session;
@@ -31,7 +32,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 pub use builtins::{describe_builtins, OperationDescriptor};
-pub use call::{Begun, Pending};
+pub use call::{Begun, Pending, Ran};
 pub use catalog::Catalog;
 pub use checks::Authority;
 pub use registry::{LiveRegistry, Registry};

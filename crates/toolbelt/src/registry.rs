@@ -134,6 +134,8 @@ pub struct Registry {
     toolsets: BTreeMap<String, ToolsetSpec>,
     /// Built on first use; a registration clears it.
     catalog: OnceLock<Catalog>,
+    /// Each gating registration's gate, by registration name (the order gates are asked in).
+    gates: BTreeMap<String, Arc<dyn crate::gate::Gate>>,
 }
 
 impl Registry {
@@ -189,7 +191,32 @@ impl Registry {
         Ok(())
     }
 
-    /// Every published toolset, sorted by name.
+    /// Gives a registered registration a gate over every other registration's operations.
+    pub fn set_gate(&mut self, registration: &str, gate: Arc<dyn crate::gate::Gate>) -> Result<(), RegistrationError> {
+        if !self.registrations.contains_key(registration) {
+            return Err(RegistrationError {
+                code: "invalid",
+                operation: registration.to_owned(),
+                reason: "a gate belongs to a registered registration".into(),
+            });
+        }
+        self.gates.insert(registration.to_owned(), gate);
+        Ok(())
+    }
+
+    /// The gates asked about `operation`, in registration-name order: every gate but its own
+    /// registration's. A builtin has none.
+    pub fn gates_for(&self, operation: &str) -> Vec<(String, Arc<dyn crate::gate::Gate>)> {
+        let Some(own) = self.operations.get(operation).map(|r| r.registration.as_str()) else {
+            return Vec::new();
+        };
+        self.gates
+            .iter()
+            .filter(|(name, _)| name.as_str() != own)
+            .map(|(name, gate)| (name.clone(), gate.clone()))
+            .collect()
+    }
+
     /// The catalog of every operation, builtins included.
     pub fn catalog(&self) -> &Catalog {
         self.catalog.get_or_init(|| Catalog::of(self))

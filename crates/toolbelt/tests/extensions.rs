@@ -13,7 +13,7 @@ use conduit_core::{ErrorCode, Source};
 use conduit_toolbelt::registry::{
     Emission, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError, OperationSpec, Registration,
 };
-use conduit_toolbelt::{Begun, CallRequest, Registry};
+use conduit_toolbelt::{Begun, CallRequest, Ran, Registry};
 use serde_json::{json, Value};
 
 /// The `notes` test extension: `notes.add` counts its runs and emits `notes.added`; `notes.fail`
@@ -190,7 +190,7 @@ fn results_commit_only_under_the_fence() {
     h.call(&claim, &token, "declare_outcome", json!({"status": "succeeded"}))
         .unwrap();
     let result = block_on(pending.run());
-    let refusal = h.toolbelt.finish(*pending, result).unwrap_err();
+    let refusal = h.toolbelt.finish(*pending, Ran::Handled(result)).unwrap_err();
     assert_eq!(refusal.code, ErrorCode::AuthorityReleased);
     let events = h.store.read(|tx| tx.list_events(Some(&claim.work.id), 100)).unwrap();
     assert!(
@@ -354,8 +354,8 @@ fn two_calls_in_flight_with_one_request_id_answer_the_first_commit() {
     };
     let (first, second) = (begin(), begin());
     let (r1, r2) = (block_on(first.run()), block_on(second.run()));
-    let a = h.toolbelt.finish(*first, r1).unwrap();
-    let b = h.toolbelt.finish(*second, r2).unwrap();
+    let a = h.toolbelt.finish(*first, Ran::Handled(r1)).unwrap();
+    let b = h.toolbelt.finish(*second, Ran::Handled(r2)).unwrap();
     assert_eq!(a, b, "the second is answered the first's committed result");
     assert_eq!(
         notes.runs.load(Ordering::SeqCst),

@@ -1,0 +1,224 @@
+//! Gates in the call path: the order they are asked in, what they never see, parking (the wait is
+//! declared and authority released), refusing (naming the gate, authority kept), failing closed,
+//! and the audit record of each.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use conduit_config::default_config_json;
+use conduit_core::tool::CatalogFields;
+use conduit_core::{AuditKind, Declaration, ErrorCode, Refusal};
+use conduit_scheduler::Claim;
+use conduit_toolbelt::gate::{Gate, GateAnswer, GateCall, GateFuture, WaitPlan};
+use conduit_toolbelt::registry::{OperationError, OperationSpec, Registration};
+use conduit_toolbelt::{CallRequest, Registry};
+use serde_json::{json, Value};
+
+/// A gate that records every call it is asked about and answers as told.
+struct Recording {
+    name: &'static str,
+    asked: Arc<Mutex<Vec<String>>>,
+    answer: GateAnswer,
+}
+
+impl Gate for Recording {
+    fn ask(&self, call: GateCall) -> GateFuture {
+        self.asked
+            .lock()
+            .unwrap()
+            .push(format!("{}:{}", self.name, call.operation));
+        let answer = self.answer.clone();
+        Box::pin(async move { answer })
+    }
+}
+
+struct Panicking;
+
+impl Gate for Panicking {
+    fn ask(&self, _: GateCall) -> GateFuture {
+        Box::pin(async { panic!("a gate bug") })
+    }
+}
+
+fn registration(name: &str) -> Registration {
+    Registration {
+        name: name.into(),
+        source: conduit_core::tool::ToolSource::HostExtension,
+        operations: vec![OperationSpec {
+            name: format!("{name}.op"),
+            title: None,
+            summary: "for tests".into(),
+            input_schema: json!({"type": "object"}),
+            output_schema: json!({"type": "object"}),
+            catalog: CatalogFields::write(),
+            handler: Arc::new(Noop),
+        }],
+        toolsets: vec![],
+    }
+}
+
+/// Registrations `gamma`, `alpha`, `beta` (registered out of order) with gates answering as given,
+/// and `notes` without one. Every `*.op` is granted.
+fn harness(answers: [(&'static str, Option<Arc<dyn Gate>>); 3]) -> Harness {
+    let mut registry = Registry::default();
+    registry.register(registration("notes")).unwrap();
+    for (name, gate) in answers {
+        registry.register(registration(name)).unwrap();
+        if let Some(gate) = gate {
+            registry.set_gate(name, gate).unwrap();
+        }
+    }
+    let ops = r#"["emit", "read_context", "declare_outcome", "wait", "create_work", "notes.op", "alpha.op", "beta.op", "gamma.op"]"#;
+    let config = default_config_json().replace(
+        r#"["emit", "read_context", "declare_outcome", "wait", "create_work"]"#,
+        ops,
+    );
+    Harness::with_registry(&config, registry)
+}
+
+fn recording(name: &'static str, asked: &Arc<Mutex<Vec<String>>>, answer: GateAnswer) -> Option<Arc<dyn Gate>> {
+    Some(Arc::new(Recording {
+        name,
+        asked: asked.clone(),
+        answer,
+    }))
+}
+
+fn call(h: &Harness, claim: &Claim, token: &str, operation: &str) -> Result<Value, Refusal> {
+    let request: CallRequest = serde_json::from_value(json!({"operation": operation, "input": {}})).unwrap();
+    block_on(h.toolbelt.call(&claim.execution.id, token, &request))
+}
+
+fn passing(asked: &Arc<Mutex<Vec<String>>>) -> [(&'static str, Option<Arc<dyn Gate>>); 3] {
+    [
+        ("gamma", recording("gamma", asked, GateAnswer::Pass)),
+        ("alpha", recording("alpha", asked, GateAnswer::Pass)),
+        ("beta", recording("beta", asked, GateAnswer::Pass)),
+    ]
+}
+
+#[test]
+fn gates_are_asked_in_name_order_never_about_their_own_operations_nor_builtins() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let h = harness(passing(&asked));
+    let (claim, token) = h.attempt();
+    call(&h, &claim, &token, "notes.op").unwrap();
+    assert_eq!(
+        *asked.lock().unwrap(),
+        ["alpha:notes.op", "beta:notes.op", "gamma:notes.op"]
+    );
+    asked.lock().unwrap().clear();
+    call(&h, &claim, &token, "beta.op").unwrap();
+    assert_eq!(
+        *asked.lock().unwrap(),
+        ["alpha:beta.op", "gamma:beta.op"],
+        "beta never sees its own"
+    );
+    asked.lock().unwrap().clear();
+    h.call(&claim, &token, "emit", json!({"type": "demo.step"})).unwrap();
+    h.call(&claim, &token, "read_context", json!({})).unwrap();
+    assert!(asked.lock().unwrap().is_empty(), "builtins pass no gate");
+}
+
+#[test]
+fn a_parking_gate_declares_its_wait_releases_authority_and_stops_the_gates_after_it() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let plan = WaitPlan {
+        output: json!({"awaiting": "approval"}),
+        types: vec!["approval.decided".into()],
+        keys: vec![],
+        timeout: None,
+    };
+    let h = harness([
+        ("gamma", recording("gamma", &asked, GateAnswer::Pass)),
+        ("alpha", recording("alpha", &asked, GateAnswer::Pass)),
+        ("beta", recording("beta", &asked, GateAnswer::Park(plan))),
+    ]);
+    let (claim, token) = h.attempt();
+    let parked = call(&h, &claim, &token, "notes.op").unwrap();
+    assert_eq!(parked["output"], json!({"awaiting": "approval"}));
+    assert_eq!(parked["parked"]["gate"], "beta");
+    assert_eq!(parked["parked"]["wait"]["types"], json!(["approval.decided"]));
+    assert_eq!(
+        *asked.lock().unwrap(),
+        ["alpha:notes.op", "beta:notes.op"],
+        "gamma is not asked"
+    );
+
+    let execution = h
+        .store
+        .read(|tx| tx.get_execution(&claim.execution.id))
+        .unwrap()
+        .unwrap();
+    assert!(matches!(execution.declaration, Some(Declaration::Wait { .. })));
+    assert_eq!(
+        call(&h, &claim, &token, "notes.op").unwrap_err().code,
+        ErrorCode::AuthorityReleased
+    );
+    let audit = h
+        .store
+        .read(|tx| tx.list_audit(Some(&claim.execution.id), 100))
+        .unwrap();
+    let record = audit.iter().find(|r| r.result == "parked").expect("a parked record");
+    assert_eq!((record.kind, record.gate.as_deref()), (AuditKind::Called, Some("beta")));
+}
+
+#[test]
+fn a_refusing_gate_names_itself_and_keeps_authority() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let refusal = OperationError {
+        code: "change_frozen".into(),
+        message: "changes are frozen this week".into(),
+    };
+    let h = harness([
+        ("gamma", recording("gamma", &asked, GateAnswer::Refuse(refusal))),
+        ("alpha", recording("alpha", &asked, GateAnswer::Pass)),
+        ("beta", recording("beta", &asked, GateAnswer::Pass)),
+    ]);
+    let (claim, token) = h.attempt();
+    let refused = call(&h, &claim, &token, "notes.op").unwrap_err();
+    assert_eq!(refused.wire_code(), "change_frozen");
+    assert_eq!(
+        refused.message, "changes are frozen this week",
+        "the gate's error, verbatim"
+    );
+    assert_eq!(refused.fields["gate"], "gamma");
+    assert!(
+        h.call(&claim, &token, "emit", json!({"type": "demo.step"})).is_ok(),
+        "authority is kept"
+    );
+    let audit = h
+        .store
+        .read(|tx| tx.list_audit(Some(&claim.execution.id), 100))
+        .unwrap();
+    let record = audit
+        .iter()
+        .find(|r| r.result == "gate_refused")
+        .expect("a refused record");
+    assert_eq!(
+        (record.kind, record.gate.as_deref()),
+        (AuditKind::Rejected, Some("gamma"))
+    );
+}
+
+#[test]
+fn a_panicking_gate_fails_closed() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let h = harness([
+        ("gamma", recording("gamma", &asked, GateAnswer::Pass)),
+        ("alpha", Some(Arc::new(Panicking))),
+        ("beta", recording("beta", &asked, GateAnswer::Pass)),
+    ]);
+    let (claim, token) = h.attempt();
+    let refused = call(&h, &claim, &token, "notes.op").unwrap_err();
+    assert_eq!(
+        (refused.wire_code(), refused.fields["gate"].as_str()),
+        ("gate_failed", Some("alpha"))
+    );
+    assert!(
+        asked.lock().unwrap().is_empty(),
+        "no later gate is asked and the operation never runs"
+    );
+}
