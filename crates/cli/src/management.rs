@@ -286,6 +286,29 @@ pub fn list_audit(execution: Option<&str>) -> Request {
     get_with_query("/v1/audit", &[("execution", execution)])
 }
 
+/// `GET /v1/approvals[?state=]`.
+pub fn list_approvals(state: Option<&str>) -> Request {
+    get_with_query("/v1/approvals", &[("state", state)])
+}
+
+/// `GET /v1/approvals/{id}`.
+pub fn approval(id: &str) -> Request {
+    Request::Get(format!("/v1/approvals/{}", encode(id)))
+}
+
+/// `POST /v1/approvals/{id}/approve`.
+pub fn approve(id: &str) -> Request {
+    post(&format!("/v1/approvals/{}/approve", encode(id)), serde_json::json!({}))
+}
+
+/// `POST /v1/approvals/{id}/deny`.
+pub fn deny(id: &str, reason: &str) -> Request {
+    post(
+        &format!("/v1/approvals/{}/deny", encode(id)),
+        serde_json::json!({ "reason": reason }),
+    )
+}
+
 /// `GET /v1/packages`: installed packages and their status.
 pub fn list_packages() -> Request {
     Request::Get("/v1/packages".to_owned())

@@ -267,6 +267,36 @@ pub fn artifact_table(answer: &Value) -> String {
     list(answer, &ARTIFACT_COLUMNS)
 }
 
+const APPROVAL_COLUMNS: [(&str, &str); 5] = [
+    ("ID", "/id"),
+    ("STATE", "/state"),
+    ("OPERATION", "/operation"),
+    ("WORK", "/work_id"),
+    ("EXPIRES", "/expires_at"),
+];
+
+pub fn approval_table(answer: &Value) -> String {
+    list(answer, &APPROVAL_COLUMNS)
+}
+
+pub fn approval_detail(answer: &Value) -> String {
+    pretty(answer)
+}
+
+/// A decision: the approval's new state and whether it woke its Work.
+pub fn decided(answer: &Value) -> String {
+    let woke = if answer["woke"] == Value::Bool(true) {
+        "; its Work resumes"
+    } else {
+        ""
+    };
+    format!(
+        "{} {}{woke}",
+        field(answer, "/approval/state"),
+        field(answer, "/approval/id")
+    )
+}
+
 const PACKAGE_COLUMNS: [(&str, &str); 4] = [
     ("NAME", "/name"),
     ("VERSION", "/version"),

@@ -21,7 +21,7 @@ mod validate;
 pub use default::default_config_json;
 pub use diagnostic::{Diagnostic, Severity};
 pub use grants::{ExecutorCapabilities, Registry};
-pub use model::{BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
+pub use model::{ApprovalRule, BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
 pub use rules::{secret_env_name, secret_scheme, SECRET_SCHEMES};
 pub use snapshot::{CurrentConfig, Snapshot};
 /// Reads JSON refusing duplicate keys and nulls at any depth (each reported with its pointer).

@@ -48,6 +48,22 @@ pub struct ScopeConfig {
     pub bindings: BTreeMap<String, BindingConfig>,
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
+    /// Calls that wait for a person's decision (the human extension's gate).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<ApprovalRule>,
+}
+
+/// A rule of the human extension: calls of these operations (names or `@toolset`s; builtins pass
+/// no gate) wait for an approval, decided by one of `approvers` (anyone with `operate` if none),
+/// and expire after `timeout`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRule {
+    pub operations: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
 }
 
 fn enabled_by_default() -> bool {

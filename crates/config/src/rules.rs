@@ -110,6 +110,53 @@ impl Checker<'_> {
         }
     }
 
+    /// An approval rule names gateable operations (extension operations or toolsets; a builtin
+    /// passes no gate, so naming one would promise an approval that never happens), operator
+    /// names, and a positive timeout.
+    fn approval_rule(&mut self, pointer: &str, rule: &crate::model::ApprovalRule) {
+        for (i, entry) in rule.operations.iter().enumerate() {
+            let at = format!("{pointer}/operations/{i}");
+            match entry.strip_prefix('@') {
+                Some(toolset) if self.registry.toolset(toolset).is_some() => {}
+                None if conduit_core::names::BUILTIN_OPERATIONS.contains(&entry.as_str()) => self.report(
+                    at,
+                    "operation_not_gateable",
+                    "builtins pass no gate, so no approval can hold this operation",
+                    "name extension operations or toolsets",
+                ),
+                None if self.registry.knows(entry) => {}
+                _ => self.report(
+                    at,
+                    "unknown_reference",
+                    "no registered operation or toolset has this name",
+                    "check the spelling",
+                ),
+            }
+        }
+        for (i, name) in rule.approvers.iter().enumerate() {
+            if !conduit_core::credential::is_operator_name(name) && name != conduit_core::credential::OWNER {
+                self.report(
+                    format!("{pointer}/approvers/{i}"),
+                    "invalid_name",
+                    "an approver is an operator name ([a-z][a-z0-9-]{0,31}) or `local`",
+                    "use the name the operator was issued with",
+                );
+            }
+        }
+        let timeout_ok = rule
+            .timeout
+            .as_deref()
+            .is_none_or(|t| Duration::parse(t).is_some_and(|d| d.0 > 0));
+        if !timeout_ok {
+            self.report(
+                format!("{pointer}/timeout"),
+                "invalid_value",
+                "the timeout is a positive duration",
+                "write it like `1h` or `30m`",
+            );
+        }
+    }
+
     /// The package grant set names vocabulary tokens, each once.
     fn packages(&mut self) {
         let grant = self
@@ -253,6 +300,9 @@ impl Checker<'_> {
                 denied,
             );
             grants.insert(name.clone(), grant);
+        }
+        for (i, rule) in scope.approvals.iter().enumerate() {
+            self.approval_rule(&format!("{pointer}/approvals/{i}"), rule);
         }
         for (i, route) in scope.routes.iter().enumerate() {
             let route_pointer = format!("{pointer}/routes/{i}");

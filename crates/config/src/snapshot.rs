@@ -115,6 +115,22 @@ impl Snapshot {
         })
     }
 
+    /// The first approval rule of `scope` that covers `operation` (by name, or through a toolset
+    /// `toolset_holds` says holds it).
+    pub fn approval_rule(
+        &self,
+        scope: &str,
+        operation: &str,
+        toolset_holds: impl Fn(&str, &str) -> bool,
+    ) -> Option<&crate::model::ApprovalRule> {
+        self.config.scopes.get(scope)?.approvals.iter().find(|rule| {
+            rule.operations.iter().any(|entry| match entry.strip_prefix('@') {
+                Some(toolset) => toolset_holds(toolset, operation),
+                None => entry == operation,
+            })
+        })
+    }
+
     /// The primitives installed packages are granted (RFC 0076 §A).
     pub fn package_grant(&self) -> Vec<String> {
         let configured = self.config.packages.as_ref().and_then(|p| p.grant.clone());

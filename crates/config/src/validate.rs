@@ -221,6 +221,20 @@ mod tests {
     }
 
     #[test]
+    fn approval_rules_name_gateable_operations_operators_and_a_positive_timeout() {
+        let scope = r#"{"approvals": [{"operations": ["emit", "nope.op"], "approvers": ["Alice"], "timeout": "0s"}]}"#;
+        assert_eq!(
+            codes(&with_scope(scope)),
+            vec![
+                ("/scopes/s/approvals/0/approvers/0".into(), "invalid_name"),
+                ("/scopes/s/approvals/0/operations/0".into(), "operation_not_gateable"),
+                ("/scopes/s/approvals/0/operations/1".into(), "unknown_reference"),
+                ("/scopes/s/approvals/0/timeout".into(), "invalid_value"),
+            ]
+        );
+    }
+
+    #[test]
     fn child_ceiling_within_parent() {
         let text = r#"{"version":1,"scopes":{
             "p":{"authorization":{"operations":["emit"]}},

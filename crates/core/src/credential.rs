@@ -69,6 +69,16 @@ impl Role {
 /// The owner's operator name: the credential in the state directory.
 pub const OWNER: &str = "local";
 
+/// A named operator's name: `[a-z][a-z0-9-]{0,31}`, and not the owner's.
+pub fn is_operator_name(name: &str) -> bool {
+    name.len() <= 32
+        && name != OWNER
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OperatorRecord {
     pub id: String,

@@ -4,6 +4,7 @@
 //! as a [`Timestamp`] argument, so every rule here is a plain function of its inputs.
 #![forbid(unsafe_code)]
 
+pub mod approval;
 pub mod artifact;
 pub mod audit;
 pub mod canonical;

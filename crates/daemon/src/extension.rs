@@ -335,8 +335,13 @@ impl PackageHost {
             self.tokio.spawn(async move { stale.stop().await });
         }
         let registrations = next.values().map(|r| r.manifest.registration(r.handler())).collect();
-        self.live
-            .replace(crate::registry_with(Some(self.secrets.clone()), registrations));
+        let approvals = crate::human::HumanGate {
+            store: self.store.clone(),
+            config: self.config.clone(),
+            live: self.live.clone(),
+        };
+        let registry = crate::registry_with(Some(self.secrets.clone()), Some(Arc::new(approvals)), registrations);
+        self.live.replace(registry);
         self.configs.set_registry(crate::config_registry(&self.state_root));
         *runtimes = next;
     }

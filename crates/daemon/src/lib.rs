@@ -9,6 +9,7 @@ mod error;
 mod extension;
 mod failpoint;
 mod http;
+mod human;
 mod operator;
 mod packages;
 mod playbooks;
@@ -58,7 +59,7 @@ pub struct DaemonOptions {
 
 /// The extensions this release registers. The configuration may grant what they register.
 pub fn release_registry() -> Registry {
-    registry_with(None, Vec::new())
+    registry_with(None, None, Vec::new())
 }
 
 /// The release's extensions (`http.fetch` reaching the bindings' secrets through `secrets`), then
@@ -66,13 +67,20 @@ pub fn release_registry() -> Registry {
 /// took one) is left out and logged, never fatal.
 pub(crate) fn registry_with(
     secrets: Option<http::SecretAccess>,
+    approvals: Option<Arc<dyn conduit_toolbelt::gate::Gate>>,
     packages: Vec<conduit_toolbelt::registry::Registration>,
 ) -> Registry {
     let mut registry = Registry::default();
     let fetch = Arc::new(http::HttpFetch::new(secrets));
     registry
         .register(http::registration(fetch))
+        .and_then(|()| registry.register(human::registration()))
         .expect("the release's own registrations are valid");
+    if let Some(gate) = approvals {
+        registry
+            .set_gate(human::NAME, gate)
+            .expect("the human registration is registered");
+    }
     for package in packages {
         let name = package.name.clone();
         if let Err(e) = registry.register(package) {
@@ -90,7 +98,7 @@ pub fn config_registry(state_dir: &std::path::Path) -> conduit_config::Registry 
         .map(packages::names_only)
         .collect();
     playbooks::register(
-        registry_with(None, named).config_registry(),
+        registry_with(None, None, named).config_registry(),
         &state_dir.join("playbooks"),
     )
 }

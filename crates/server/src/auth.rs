@@ -4,7 +4,7 @@
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
-use conduit_core::credential::OWNER;
+use conduit_core::credential::{is_operator_name, OWNER};
 use conduit_core::{ErrorCode, OperatorRecord, Refusal, Role};
 use conduit_store::new_id;
 use conduit_toolbelt::token::{digest, generate};
@@ -14,16 +14,6 @@ use serde_json::{json, Value};
 use crate::clock::now;
 use crate::envelope::{blocking, check_mutation, ok, parse_body, read_body, Answer, Failure};
 use crate::management::{operator, read, Management};
-
-/// `[a-z][a-z0-9-]{0,31}`, and not the owner's name.
-fn is_operator_name(name: &str) -> bool {
-    name.len() <= 32
-        && name != OWNER
-        && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-}
 
 fn shown(op: &OperatorRecord) -> Value {
     json!({"id": op.id, "name": op.name, "role": op.role, "created_at": op.created_at})

@@ -40,12 +40,21 @@ fn visible(s: &Management, q: &ToolsQuery) -> Result<String, Failure> {
         }
     }
     let source = q.source.as_deref().map(parse_source).transpose()?;
-    Ok(s.registry.get().catalog().select(|t| {
+    let registry = s.registry.get();
+    let gated = |tool_id: &str| {
+        q.scope.as_deref().is_some_and(|scope| {
+            config
+                .approval_rule(scope, tool_id, |t, o| registry.toolset_holds(t, o))
+                .is_some()
+        })
+    };
+    let keep = |t: &conduit_core::tool::ToolDescriptor| {
         source.is_none_or(|source| t.source == source)
             && q.scope
                 .as_deref()
                 .is_none_or(|scope| config.authorize_operation(scope, &t.tool_id))
-    }))
+    };
+    Ok(registry.catalog().select_gated(keep, gated))
 }
 
 fn parse_source(text: &str) -> Result<ToolSource, Failure> {

@@ -3,6 +3,7 @@
 //! `toolbelt` on a blocking thread; the answer is JSON or the flat error envelope.
 #![forbid(unsafe_code)]
 
+mod approvals;
 mod artifacts;
 mod auth;
 mod catalog;

@@ -21,10 +21,12 @@ use conduit_scheduler::{
 use conduit_store::{derived_id, Page, Store, Tx, WorkFilter};
 use conduit_toolbelt::token::digest;
 use conduit_toolbelt::LiveRegistry;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
+use crate::approvals;
 use crate::artifacts::{self, ArtifactFiles};
 use crate::auth;
 use crate::catalog;
@@ -91,6 +93,10 @@ fn routes() -> Vec<Route> {
         ("/v1/scopes/{id}/route/trace", &["post"], post(trace::trace)),
         ("/v1/scopes/{id}/route/samples", &["get"], get(trace::samples)),
         ("/v1/waits", &["get"], get(list_waits)),
+        ("/v1/approvals", &["get"], get(approvals::list)),
+        ("/v1/approvals/{id}", &["get"], get(approvals::show)),
+        ("/v1/approvals/{id}/approve", &["post"], post(approvals::approve)),
+        ("/v1/approvals/{id}/deny", &["post"], post(approvals::deny)),
         (
             "/v1/packages",
             &["get", "post"],
@@ -328,10 +334,25 @@ async fn control(
     body: Body,
     run: impl FnOnce(&mut dyn Tx, &conduit_config::Snapshot, &Operator<'_>) -> Result<Value, Failure> + Send + 'static,
 ) -> Answer {
+    control_with(s, headers, uri, body, move |tx, config, by, _: Cancel| {
+        run(tx, config, by)
+    })
+    .await
+}
+
+/// An operator control with a body of its own: the `operate` role, a strict body, an
+/// Idempotency-Key, one transaction, and the principal as the actor of what it records.
+pub(crate) async fn control_with<B: DeserializeOwned + Send + 'static>(
+    s: Management,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Body,
+    run: impl FnOnce(&mut dyn Tx, &conduit_config::Snapshot, &Operator<'_>, B) -> Result<Value, Failure> + Send + 'static,
+) -> Answer {
     let op = operator(&s, &headers, Role::Operate).await?;
     check_mutation(&headers, &uri)?;
     let body = read_body(body).await?;
-    let _: Cancel = parse_body(&body)?;
+    let request: B = parse_body(&body)?;
     let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
     let config = s.config.get();
     let answer = once(s.store.clone(), keyed, move |tx, seed| {
@@ -339,7 +360,7 @@ async fn control(
             actor: &op.principal(),
             seed,
         };
-        Ok((StatusCode::OK, run(tx, &config, &by)?))
+        Ok((StatusCode::OK, run(tx, &config, &by, request)?))
     })
     .await?;
     s.kick.notify_one();

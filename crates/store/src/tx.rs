@@ -1,5 +1,6 @@
 //! The transaction API.
 
+use conduit_core::approval::{Approval, ApprovalState};
 use conduit_core::{
     ArtifactRecord, AuditRecord, CausalPin, Event, Execution, ExecutionState, NewEvent, OperatorRecord, RequestRecord,
     SessionOutcome, Timestamp, TokenRecord, ToolSession, Wait, Work, WorkState,
@@ -185,6 +186,15 @@ pub trait Tx {
     fn list_packages(&mut self) -> Result<Vec<PackageRecord>>;
     /// Removes a package's record; `false` when there was none.
     fn delete_package(&mut self, name: &str) -> Result<bool>;
+
+    // Human approvals.
+    /// Records a new approval, or its new state.
+    fn put_approval(&mut self, approval: &Approval) -> Result<()>;
+    fn get_approval(&mut self, id: &str) -> Result<Option<Approval>>;
+    /// The latest approval bound to one call (Work, operation, input hash).
+    fn approval_for(&mut self, work_id: &str, operation: &str, input_hash: &str) -> Result<Option<Approval>>;
+    /// Approvals, optionally in one state, oldest first.
+    fn list_approvals(&mut self, state: Option<ApprovalState>) -> Result<Vec<Approval>>;
 
     // Tool sessions.
     fn insert_tool_session(&mut self, session: &ToolSession) -> Result<()>;

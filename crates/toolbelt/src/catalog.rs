@@ -48,13 +48,28 @@ impl Catalog {
 
     /// A bare JSON array of the tools `keep` keeps, in `toolId` order.
     pub fn select(&self, keep: impl Fn(&ToolDescriptor) -> bool) -> String {
-        let kept: Vec<&str> = self
+        self.select_gated(keep, |_| false)
+    }
+
+    /// [`Catalog::select`], with `approval: "always"` on the tools `gated` says an approval rule
+    /// covers for this reader.
+    pub fn select_gated(&self, keep: impl Fn(&ToolDescriptor) -> bool, gated: impl Fn(&str) -> bool) -> String {
+        let kept: Vec<String> = self
             .entries
             .iter()
             .filter(|e| keep(&e.descriptor))
-            .map(|e| e.json.as_str())
+            .map(|e| approved_as(&e.json, gated(&e.descriptor.tool_id)))
             .collect();
         format!("[{}]", kept.join(","))
+    }
+}
+
+/// A descriptor's cached JSON, its `approval` turned to `always` when a rule covers it.
+pub fn approved_as(json: &str, gated: bool) -> String {
+    if gated {
+        json.replacen(r#""approval":"never""#, r#""approval":"always""#, 1)
+    } else {
+        json.to_owned()
     }
 }
 

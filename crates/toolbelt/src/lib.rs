@@ -145,30 +145,44 @@ impl Toolbelt {
     /// The catalog an execution sees, as a bare JSON array: its token's granted operations that the
     /// active configuration's ceiling still allows, so narrowing the config hides tools at once.
     pub fn tools(&self, socket_execution: &str, bearer: &str) -> Result<String, Refusal> {
-        let sees = self.visibility(socket_execution, bearer)?;
-        Ok(self.registry.get().catalog().select(|t| sees(&t.tool_id)))
+        let (sees, gated) = self.visibility(socket_execution, bearer)?;
+        Ok(self.registry.get().catalog().select_gated(|t| sees(&t.tool_id), gated))
     }
 
     /// One tool of [`Toolbelt::tools`], as JSON. An unknown id and one the token may not see are the
     /// same `404`, so the answer discloses nothing about tools outside the grant.
     pub fn tool(&self, socket_execution: &str, bearer: &str, tool_id: &str) -> Result<String, Refusal> {
-        let sees = self.visibility(socket_execution, bearer)?;
+        let (sees, gated) = self.visibility(socket_execution, bearer)?;
         self.registry
             .get()
             .catalog()
             .find(tool_id)
             .filter(|_| sees(tool_id))
-            .map(str::to_owned)
+            .map(|json| catalog::approved_as(json, gated(tool_id)))
             .ok_or_else(|| Refusal::not_found("tool"))
     }
 
-    /// Whether the caller's live token may see a tool: granted, and within the current ceiling.
-    fn visibility(&self, socket_execution: &str, bearer: &str) -> Result<impl Fn(&str) -> bool, Refusal> {
+    /// Whether the caller's live token may see a tool (granted, and within the current ceiling),
+    /// and whether an approval rule of its scope covers it.
+    #[allow(clippy::type_complexity)]
+    fn visibility(
+        &self,
+        socket_execution: &str,
+        bearer: &str,
+    ) -> Result<(impl Fn(&str) -> bool, impl Fn(&str) -> bool), Refusal> {
         let token = self.identify(socket_execution, bearer)?;
-        let config = self.config.get();
-        Ok(move |tool_id: &str| {
+        let (config, registry) = (self.config.get(), self.registry.get());
+        let scope = token.scope.clone();
+        let gating = config.clone();
+        let sees = move |tool_id: &str| {
             token.operations.iter().any(|op| op == tool_id) && config.authorize_operation(&token.scope, tool_id)
-        })
+        };
+        let gated = move |tool_id: &str| {
+            gating
+                .approval_rule(&scope, tool_id, |t, o| registry.toolset_holds(t, o))
+                .is_some()
+        };
+        Ok((sees, gated))
     }
 
     /// Which of the token's granted operations serve `capability`. No builtin serves one; extension

@@ -204,6 +204,13 @@ impl Registry {
         Ok(())
     }
 
+    /// Whether `toolset` (published by an extension) holds `operation`.
+    pub fn toolset_holds(&self, toolset: &str, operation: &str) -> bool {
+        self.toolsets
+            .get(toolset)
+            .is_some_and(|t| t.operations.iter().any(|e| e.operation == operation))
+    }
+
     /// The gates asked about `operation`, in registration-name order: every gate but its own
     /// registration's. A builtin has none.
     pub fn gates_for(&self, operation: &str) -> Vec<(String, Arc<dyn crate::gate::Gate>)> {

@@ -84,6 +84,9 @@ enum Command {
     /// List what executions left behind (their logs and declared files), or print one
     #[command(subcommand)]
     Artifacts(ArtifactsCommand),
+    /// List, show and decide human approvals of parked calls
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
     /// Install, list, show or remove extension packages (admin to change them)
     #[command(subcommand)]
     Package(PackageCommand),
@@ -281,6 +284,34 @@ enum ArtifactsCommand {
 }
 
 #[derive(Debug, Subcommand)]
+enum ApprovalsCommand {
+    /// List approvals (oldest first), optionally in one state
+    List {
+        /// pending, approved, denied, expired or used
+        #[arg(long = "in-state", value_name = "STATE")]
+        in_state: Option<String>,
+    },
+    /// Show one approval: the Work, the operation, the approvers, its state
+    Show {
+        #[arg(value_name = "ID")]
+        id: String,
+    },
+    /// Approve a pending call: its Work resumes and its repeated call goes through, once
+    Approve {
+        #[arg(value_name = "ID")]
+        id: String,
+    },
+    /// Deny a pending call: its Work resumes and its repeated call is refused with the reason
+    Deny {
+        #[arg(value_name = "ID")]
+        id: String,
+        /// Why, shown to the agent
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum PackageCommand {
     /// Install the package in DIR (its open-conduit.json): prints what it requires and the
     /// permissions it asks for; refused when the host's package grant set lacks a requirement
@@ -445,6 +476,18 @@ fn main() -> ExitCode {
     }
 }
 
+fn approvals_plan(command: ApprovalsCommand) -> Plan {
+    use management as m;
+    match command {
+        ApprovalsCommand::List { in_state } => {
+            Plan::Call(m::list_approvals(in_state.as_deref()), render::approval_table)
+        }
+        ApprovalsCommand::Show { id } => Plan::Call(m::approval(&id), render::approval_detail),
+        ApprovalsCommand::Approve { id } => Plan::Call(m::approve(&id), render::decided),
+        ApprovalsCommand::Deny { id, reason } => Plan::Call(m::deny(&id, &reason), render::decided),
+    }
+}
+
 fn package_plan(command: PackageCommand) -> Plan {
     use management as m;
     match command {
@@ -565,6 +608,7 @@ fn plan(command: Command, state_dir: Option<&std::path::Path>) -> Plan {
         }
         Command::Artifacts(ArtifactsCommand::Cat { id }) => Plan::Cat(id),
         Command::Package(command) => package_plan(command),
+        Command::Approvals(command) => approvals_plan(command),
         Command::Scopes => Plan::Call(m::scopes(), render::scope_table),
         Command::Doctor => Plan::Doctor,
         Command::Runs(command) => Plan::Runs(command),

@@ -221,6 +221,24 @@ CREATE TABLE packages (
     installed_at INTEGER NOT NULL
 );
 "#,
+    r#"
+CREATE TABLE approvals (
+    id TEXT PRIMARY KEY,
+    work_id TEXT NOT NULL,
+    execution_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    input_hash TEXT NOT NULL,
+    approvers TEXT NOT NULL,
+    state TEXT NOT NULL,
+    reason TEXT,
+    decided_by TEXT,
+    requested_at INTEGER NOT NULL,
+    expires_at INTEGER,
+    decided_at INTEGER
+);
+CREATE INDEX approvals_by_call ON approvals (work_id, operation, input_hash, requested_at);
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

@@ -1,5 +1,6 @@
 //! [`Tx`] over a SQLite transaction: statements and row mapping.
 
+use conduit_core::approval::{Approval, ApprovalState};
 use conduit_core::{
     ArtifactRecord, ArtifactRefusal, AuditKind, AuditRecord, CausalPin, Causation, Event, Execution, ExecutionState,
     NewEvent, OperatorRecord, RequestRecord, Role, SessionOutcome, Source, Timestamp, TokenRecord, ToolSession, Wait,
@@ -272,6 +273,32 @@ fn session_row(r: &Row) -> rusqlite::Result<Result<ToolSession>> {
         })
     };
     Ok(closed.and_then(build))
+}
+
+const APPROVAL_COLUMNS: &str = "id, work_id, execution_id, scope, operation, input_hash, approvers, state, reason, \
+     decided_by, requested_at, expires_at, decided_at";
+
+fn approval_row(r: &Row) -> rusqlite::Result<Result<Approval>> {
+    let approvers: String = r.get(6)?;
+    let state: String = r.get(7)?;
+    let build = |approvers| -> Result<Approval> {
+        Ok(Approval {
+            id: r.get(0)?,
+            work_id: r.get(1)?,
+            execution_id: r.get(2)?,
+            scope: r.get(3)?,
+            operation: r.get(4)?,
+            input_hash: r.get(5)?,
+            approvers,
+            state: ApprovalState::parse(&state).ok_or_else(|| corrupt("approval state"))?,
+            reason: r.get(8)?,
+            decided_by: r.get(9)?,
+            requested_at: Timestamp(r.get(10)?),
+            expires_at: r.get::<_, Option<i64>>(11)?.map(Timestamp),
+            decided_at: r.get::<_, Option<i64>>(12)?.map(Timestamp),
+        })
+    };
+    Ok(from_json(&approvers).and_then(build))
 }
 
 const PACKAGE_COLUMNS: &str = "name, version, manifest, approved_grant, approved_gating, installed_at";
@@ -950,6 +977,51 @@ impl Tx for SqliteTx<'_> {
             "SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE (?1 IS NULL OR execution_id = ?1) ORDER BY execution_id, idx"
         );
         self.query_all(&sql, params![execution], artifact_row)
+    }
+
+    fn put_approval(&mut self, a: &Approval) -> Result<()> {
+        self.exec(
+            &format!(
+                "INSERT OR REPLACE INTO approvals ({APPROVAL_COLUMNS}) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+            ),
+            params![
+                a.id,
+                a.work_id,
+                a.execution_id,
+                a.scope,
+                a.operation,
+                a.input_hash,
+                to_json(&a.approvers)?,
+                a.state.as_str(),
+                a.reason,
+                a.decided_by,
+                a.requested_at.0,
+                a.expires_at.map(|t| t.0),
+                a.decided_at.map(|t| t.0)
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn get_approval(&mut self, id: &str) -> Result<Option<Approval>> {
+        let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1");
+        self.query_one(&sql, [id], approval_row)
+    }
+
+    fn approval_for(&mut self, work_id: &str, operation: &str, input_hash: &str) -> Result<Option<Approval>> {
+        let sql = format!(
+            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE work_id = ?1 AND operation = ?2 AND input_hash = ?3 \
+             ORDER BY requested_at DESC, id DESC LIMIT 1"
+        );
+        self.query_one(&sql, params![work_id, operation, input_hash], approval_row)
+    }
+
+    fn list_approvals(&mut self, state: Option<ApprovalState>) -> Result<Vec<Approval>> {
+        let sql = format!(
+            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE (?1 IS NULL OR state = ?1) ORDER BY requested_at, id"
+        );
+        self.query_all(&sql, params![state.map(ApprovalState::as_str)], approval_row)
     }
 
     fn put_package(&mut self, p: &PackageRecord) -> Result<()> {

@@ -1,0 +1,194 @@
+//! Human approvals through the real daemon and CLI: a covered call parks its Work, a named
+//! approver's decision (an event stamped with the operator) wakes it, and the repeated call passes
+//! once; a denial and a timeout refuse the repeated call; another approver, and an operator
+//! without `operate`, cannot decide.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+/// Each attempt calls `http.fetch` (kept per attempt) and succeeds once the call answered.
+fn approving_config(scratch: &std::path::Path, port: u16, timeout: Option<&str>) -> Value {
+    let d = scratch.display();
+    let script = format!(
+        "os call http.fetch --input '{{\"url\":\"http://127.0.0.1:{port}/deploy\"}}' > {d}/call-$$.json 2> {d}/err-$$.txt \
+         && grep -q '\"status\"' {d}/call-$$.json && os outcome succeeded"
+    );
+    let mut config = granting(
+        &script,
+        json!(["read_context", "declare_outcome", "wait", "http.fetch"]),
+    );
+    let mut rule = json!({"operations": ["http.fetch"], "approvers": ["alice"]});
+    if let Some(timeout) = timeout {
+        rule["timeout"] = json!(timeout);
+    }
+    config["scopes"]["demo"]["approvals"] = json!([rule]);
+    config
+}
+
+fn start(timeout: Option<&str>) -> (Daemon, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let (port, heads) = test_server();
+    let allow = format!("127.0.0.1:{port}");
+    let daemon = Daemon::start_with_env(&[("OPEN_CONDUIT_TEST_FETCH_ALLOW", &allow)], |scratch| {
+        approving_config(scratch, port, timeout).to_string()
+    });
+    (daemon, heads)
+}
+
+/// Writes `token` where the CLI can be pointed at it with `--token-file`.
+fn token_file(daemon: &Daemon, name: &str, role: &str) -> String {
+    let issued = daemon.json(&["auth", "operators", "add", name, "--role", role]);
+    let file = daemon.scratch().join(format!("{name}.token"));
+    std::fs::write(&file, issued["token"].as_str().unwrap()).unwrap();
+    file.display().to_string()
+}
+
+fn pending(daemon: &Daemon) -> Value {
+    let listed = daemon.json(&["approvals", "list", "--in-state", "pending"]);
+    listed["items"][0].clone()
+}
+
+fn stderr_of_attempts(daemon: &Daemon) -> String {
+    std::fs::read_dir(daemon.scratch())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("err-"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_covered_call_waits_for_its_named_approver_then_passes_once() {
+    let (daemon, heads) = start(None);
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+    assert!(heads.lock().unwrap().is_empty(), "the operation did not run");
+    let approval = pending(&daemon);
+    assert_eq!(
+        (approval["operation"].as_str(), approval["work_id"].as_str()),
+        (Some("http.fetch"), Some(work.as_str()))
+    );
+    let id = approval["id"].as_str().unwrap().to_owned();
+
+    let (status, refused) = daemon.json_unchecked(&["approvals", "approve", &id]);
+    assert_eq!(
+        (status, refused["error"].as_str()),
+        (Some(1), Some("forbidden")),
+        "the owner is not alice"
+    );
+    let viewer = token_file(&daemon, "alice-viewer", "view");
+    let (_, no_role) = daemon.json_unchecked(&["--token-file", &viewer, "approvals", "approve", &id]);
+    assert_eq!(no_role["error"], "forbidden_role");
+    let alice = token_file(&daemon, "alice", "operate");
+    let decided = daemon.json(&["--token-file", &alice, "approvals", "approve", &id]);
+    assert_eq!(
+        (decided["approval"]["state"].as_str(), decided["woke"].as_bool()),
+        (Some("approved"), Some(true))
+    );
+    assert_eq!(decided["event"]["actor"], "operator:alice");
+
+    daemon.await_work(&work, "succeeded");
+    assert_eq!(heads.lock().unwrap().len(), 1, "the repeated call ran once");
+    assert_eq!(daemon.json(&["approvals", "show", &id])["state"], "used", "single use");
+    let events = daemon.events(&work);
+    let decided_event = events.iter().find(|e| e["type"] == "approval.decided").unwrap();
+    assert_eq!(decided_event["actor"], "operator:alice");
+    let (again, _) = daemon.json_unchecked(&["--token-file", &alice, "approvals", "approve", &id]);
+    assert_eq!(again, Some(1), "a decided approval is not decided twice");
+
+    let token = daemon.operator_token();
+    let socket = daemon.management_socket();
+    let approval_of = |path: &str| http(&socket, "GET", path, Some(&token), None).1["approval"].clone();
+    assert_eq!(approval_of("/v1/tools/http.fetch"), "never", "no scope, no rule");
+    let scoped = http(&socket, "GET", "/v1/tools?scope=demo", Some(&token), None).1;
+    let fetch = scoped
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["toolId"] == "http.fetch")
+        .unwrap()
+        .clone();
+    assert_eq!(fetch["approval"], "always", "a rule of the scope covers it");
+    let emit = scoped
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["toolId"] == "read_context")
+        .unwrap()
+        .clone();
+    assert_eq!(emit["approval"], "never");
+}
+
+#[test]
+fn a_denied_call_is_refused_with_the_reason() {
+    let (daemon, heads) = start(None);
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+    let id = pending(&daemon)["id"].as_str().unwrap().to_owned();
+    let alice = token_file(&daemon, "alice", "operate");
+    daemon.json(&[
+        "--token-file",
+        &alice,
+        "approvals",
+        "deny",
+        &id,
+        "--reason",
+        "not on a Friday",
+    ]);
+    daemon.await_work(&work, "failed");
+    let stderr = stderr_of_attempts(&daemon);
+    assert!(
+        stderr.contains("approval_denied: a person denied this call: not on a Friday"),
+        "{stderr}"
+    );
+    assert!(heads.lock().unwrap().is_empty());
+}
+
+#[test]
+fn an_undecided_call_expires_at_its_timeout() {
+    let (daemon, heads) = start(Some("1s"));
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "failed");
+    assert!(stderr_of_attempts(&daemon).contains("approval_expired"));
+    assert!(heads.lock().unwrap().is_empty());
+    let listed = daemon.json(&["approvals", "list", "--in-state", "expired"]);
+    assert_eq!(listed["items"].as_array().unwrap().len(), 1);
+}
+
+/// An approval is bound to the call's input: approving a call with one input lets no call with
+/// another input through.
+#[test]
+fn an_approval_for_one_input_does_not_pass_another() {
+    let (port, heads) = test_server();
+    let allow = format!("127.0.0.1:{port}");
+    let daemon = Daemon::start_with_env(&[("OPEN_CONDUIT_TEST_FETCH_ALLOW", &allow)], |scratch| {
+        let d = scratch.display();
+        // The first attempt asks for /a, every later one for /b.
+        let script = format!(
+            "p=b; [ -f {d}/first ] || {{ p=a; touch {d}/first; }}; \
+             os call http.fetch --input \"{{\\\"url\\\":\\\"http://127.0.0.1:{port}/$p\\\"}}\" > /dev/null"
+        );
+        let mut config = granting(
+            &script,
+            json!(["read_context", "declare_outcome", "wait", "http.fetch"]),
+        );
+        config["scopes"]["demo"]["approvals"] = json!([{"operations": ["http.fetch"]}]);
+        config.to_string()
+    });
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+    let first = pending(&daemon)["id"].as_str().unwrap().to_owned();
+    daemon.json(&["approvals", "approve", &first]);
+    wait_until("the call with the other input to park again", || {
+        daemon.json(&["approvals", "list", "--in-state", "pending"])["items"]
+            .as_array()
+            .is_some_and(|items| items.len() == 1 && items[0]["id"] != first.as_str())
+    });
+    assert_eq!(
+        daemon.json(&["approvals", "show", &first])["state"],
+        "approved",
+        "still unused"
+    );
+    assert!(heads.lock().unwrap().is_empty(), "neither call ran");
+}

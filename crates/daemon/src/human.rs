@@ -1,0 +1,143 @@
+//! The human extension: its gate parks a call an approval rule covers (in the caller's scope) until
+//! a person decides. The approval is bound to the Work, the operation and the SHA-256 of the
+//! canonical input, and lets one call through; a denial refuses the repeated call
+//! `approval_denied` with the reason, and a timeout `approval_expired`.
+
+use std::sync::Arc;
+
+use conduit_config::{ApprovalRule, CurrentConfig};
+use conduit_core::approval::{judge, Approval, ApprovalState, Judgement};
+use conduit_core::tool::ToolSource;
+use conduit_core::{Duration, Timestamp};
+use conduit_server::now;
+use conduit_store::{new_id, Store, StoreError, Tx};
+use conduit_toolbelt::gate::{Gate, GateAnswer, GateCall, GateFuture, WaitPlan};
+use conduit_toolbelt::registry::{OperationError, Registration};
+use conduit_toolbelt::LiveRegistry;
+use serde_json::json;
+
+/// The registration that owns the approvals gate (and the name a package cannot take).
+pub const NAME: &str = "human";
+
+/// The event a decision records on the Work's own key, which wakes the parked Work.
+pub const DECIDED: &str = "approval.decided";
+
+pub fn registration() -> Registration {
+    Registration {
+        name: NAME.into(),
+        source: ToolSource::HostExtension,
+        operations: vec![],
+        toolsets: vec![],
+    }
+}
+
+#[derive(Clone)]
+pub struct HumanGate {
+    pub store: Arc<dyn Store>,
+    pub config: CurrentConfig,
+    /// For the toolsets a rule names.
+    pub live: Arc<LiveRegistry>,
+}
+
+impl Gate for HumanGate {
+    fn ask(&self, call: GateCall) -> GateFuture {
+        Box::pin(self.clone().decide(call))
+    }
+}
+
+impl HumanGate {
+    async fn decide(self, call: GateCall) -> GateAnswer {
+        let Some(rule) = self.rule_for(&call) else {
+            return GateAnswer::Pass;
+        };
+        let store = self.store.clone();
+        let judged = tokio::task::spawn_blocking(move || store.write(|tx| judge_and_record(tx, &call, &rule, now())));
+        match judged.await {
+            Ok(Ok(answer)) => answer,
+            _ => GateAnswer::Refuse(error("gate_failed", "the approvals could not be read".into())),
+        }
+    }
+
+    /// The first rule of the caller's scope that covers the operation, by name or toolset.
+    fn rule_for(&self, call: &GateCall) -> Option<ApprovalRule> {
+        let registry = self.live.get();
+        let holds = |toolset: &str, operation: &str| registry.toolset_holds(toolset, operation);
+        self.config
+            .get()
+            .approval_rule(&call.scope, &call.operation, holds)
+            .cloned()
+    }
+}
+
+/// The rule of `conduit_core::approval::judge`, with its records: a used or expired approval is
+/// written back, a new one is requested.
+fn judge_and_record(
+    tx: &mut dyn Tx,
+    call: &GateCall,
+    rule: &ApprovalRule,
+    at: Timestamp,
+) -> Result<GateAnswer, StoreError> {
+    let existing = tx.approval_for(&call.work_id, &call.operation, &call.input_hash)?;
+    let answer = match (judge(existing.as_ref(), at), existing) {
+        (Judgement::Pass, Some(mut approval)) => {
+            approval.state = ApprovalState::Used;
+            tx.put_approval(&approval)?;
+            GateAnswer::Pass
+        }
+        (Judgement::Denied(reason), _) => {
+            let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
+            GateAnswer::Refuse(error("approval_denied", format!("a person denied this call{why}")))
+        }
+        (Judgement::Expired, existing) => {
+            if let Some(mut approval) = existing.filter(|a| a.state == ApprovalState::Pending) {
+                approval.state = ApprovalState::Expired;
+                tx.put_approval(&approval)?;
+            }
+            GateAnswer::Refuse(error("approval_expired", "no one decided on this call in time".into()))
+        }
+        (Judgement::Waiting, Some(approval)) => park(&approval, at),
+        _ => {
+            let approval = request(call, rule, at);
+            tx.put_approval(&approval)?;
+            park(&approval, at)
+        }
+    };
+    Ok(answer)
+}
+
+fn request(call: &GateCall, rule: &ApprovalRule, at: Timestamp) -> Approval {
+    let timeout = rule.timeout.as_deref().and_then(Duration::parse);
+    Approval {
+        id: new_id(),
+        work_id: call.work_id.clone(),
+        execution_id: call.execution_id.clone(),
+        scope: call.scope.clone(),
+        operation: call.operation.clone(),
+        input_hash: call.input_hash.clone(),
+        approvers: rule.approvers.clone(),
+        state: ApprovalState::Pending,
+        reason: None,
+        decided_by: None,
+        requested_at: at,
+        expires_at: timeout.map(|d| Timestamp(at.0 + d.0)),
+        decided_at: None,
+    }
+}
+
+/// Parks the caller until the decision (an `approval.decided` on its Work's key) or the deadline.
+fn park(approval: &Approval, at: Timestamp) -> GateAnswer {
+    GateAnswer::Park(WaitPlan {
+        output: json!({"approval_id": approval.id, "awaiting": "a person's approval", "operation": approval.operation,
+                       "approvers": approval.approvers, "expires_at": approval.expires_at}),
+        types: vec![DECIDED.into()],
+        keys: vec![],
+        timeout: approval.expires_at.map(|due| Duration((due.0 - at.0).max(1))),
+    })
+}
+
+fn error(code: &str, message: String) -> OperationError {
+    OperationError {
+        code: code.into(),
+        message,
+    }
+}

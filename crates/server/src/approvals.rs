@@ -1,0 +1,135 @@
+//! `/v1/approvals`: the human extension's pending decisions. Reading takes `view`; deciding takes
+//! `operate` and, where the rule names approvers, being one of them. A decision is an event on the
+//! Work's own key (`approval.decided`), stamped with the deciding operator as actor, so it wakes
+//! the parked Work; the resumed caller's repeated call then passes (approved) or is refused.
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, Uri};
+use conduit_core::approval::{may_decide, Approval, ApprovalState};
+use conduit_core::{ErrorCode, Refusal, Timestamp};
+use conduit_scheduler::{wake_work, Operator};
+use conduit_store::Tx;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::clock::now;
+use crate::envelope::{Answer, Failure};
+use crate::management::{control_with, read, Management};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ByState {
+    state: Option<String>,
+}
+
+pub async fn list(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ByState>) -> Answer {
+    let state = match q.state.as_deref() {
+        None => None,
+        Some(text) => Some(ApprovalState::parse(text).ok_or_else(|| {
+            Failure(Refusal::invalid_input(
+                "`state` is pending, approved, denied, expired or used",
+            ))
+        })?),
+    };
+    read(&s, &headers, move |tx| {
+        Ok::<_, Failure>(json!({"items": tx.list_approvals(state)?}))
+    })
+    .await
+}
+
+pub async fn show(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
+    read(&s, &headers, move |tx| {
+        tx.get_approval(&id)?
+            .ok_or_else(|| Failure(Refusal::not_found("approval")))
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Approve {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Deny {
+    reason: String,
+}
+
+pub async fn approve(
+    State(s): State<Management>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+    body: Body,
+) -> Answer {
+    control_with(s, headers, uri, body, move |tx, config, by, _: Approve| {
+        decide(tx, config, by, &id, ApprovalState::Approved, None)
+    })
+    .await
+}
+
+pub async fn deny(
+    State(s): State<Management>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+    body: Body,
+) -> Answer {
+    control_with(s, headers, uri, body, move |tx, config, by, deny: Deny| {
+        decide(tx, config, by, &id, ApprovalState::Denied, Some(deny.reason))
+    })
+    .await
+}
+
+/// Records a decision on a pending approval and wakes its Work, in one transaction.
+fn decide(
+    tx: &mut dyn Tx,
+    config: &conduit_config::Snapshot,
+    by: &Operator<'_>,
+    id: &str,
+    decision: ApprovalState,
+    reason: Option<String>,
+) -> Result<Value, Failure> {
+    let mut approval = tx
+        .get_approval(id)?
+        .ok_or_else(|| Failure(Refusal::not_found("approval")))?;
+    if !may_decide(&approval, by.actor) {
+        return Err(Failure(Refusal::new(
+            ErrorCode::Forbidden,
+            "this rule names other approvers",
+        )));
+    }
+    let at = now();
+    ensure_pending(&mut approval, tx, at)?;
+    approval.state = decision;
+    approval.reason = reason.clone();
+    approval.decided_by = Some(by.actor.to_owned());
+    approval.decided_at = Some(at);
+    tx.put_approval(&approval)?;
+    let mut data = json!({"approvalId": approval.id, "operation": approval.operation, "decision": decision.as_str()});
+    if let Some(reason) = reason {
+        data["reason"] = json!(reason);
+    }
+    let (event, woke) = wake_work(tx, config, &approval.work_id, "approval.decided", data, by, at)?;
+    Ok(json!({"approval": approval, "event": event, "woke": woke}))
+}
+
+/// Only a pending approval that has not run out of time can be decided.
+fn ensure_pending(approval: &mut Approval, tx: &mut dyn Tx, at: Timestamp) -> Result<(), Failure> {
+    if approval.state != ApprovalState::Pending {
+        return Err(Failure(Refusal::new(
+            ErrorCode::Conflict,
+            "the approval was already decided",
+        )));
+    }
+    if approval.expires_at.is_some_and(|due| at.0 >= due.0) {
+        approval.state = ApprovalState::Expired;
+        tx.put_approval(approval)?;
+        return Err(Failure(Refusal::new(
+            ErrorCode::Conflict,
+            "the approval expired before it was decided",
+        )));
+    }
+    Ok(())
+}
