@@ -178,7 +178,11 @@ impl ServerHandler for Bridge {
     ) -> Result<CallToolResponse, ErrorData> {
         let input = Value::Object(request.arguments.unwrap_or_default());
         let result = match self.call(&request.name, input).await {
-            Ok(answer) => succeeded(answer["output"].clone()),
+            Ok(answer) => match crate::toolbelt::parked_message(&answer) {
+                // Not an error: the agent should stop and will be resumed.
+                Some(message) => CallToolResult::success(vec![ContentBlock::text(message)]),
+                None => succeeded(answer["output"].clone()),
+            },
             Err(failure) => CallToolResult::error(vec![ContentBlock::text(failure_text(&failure))]),
         };
         Ok(result.into())

@@ -39,6 +39,25 @@ fn connection_from(endpoint: Option<OsString>, token_file: Option<OsString>) -> 
     ))
 }
 
+/// The exit status of `os` when a gate parked the call (the segment should end now).
+pub const PARKED_EXIT: u8 = 3;
+
+/// What to tell an agent whose call a gate parked: what is awaited, the approval (if a person's),
+/// and that it is resumed later and should then make the same call again. `None` for any other
+/// answer.
+pub fn parked_message(answer: &Value) -> Option<String> {
+    let parked = answer.get("parked")?;
+    let gate = parked["gate"].as_str().unwrap_or("a");
+    let awaited = match answer["output"]["approval_id"].as_str() {
+        Some(id) => format!("a person's approval (approval {id})"),
+        None => format!("an event of type {}", parked["wait"]["types"]),
+    };
+    Some(format!(
+        "parked by the `{gate}` gate: {awaited} is awaited. This segment's authority is released, so end it now; \
+         the execution is resumed when the wait ends, and should then make the same call again."
+    ))
+}
+
 /// Any operation: `{"operation", "input", "request_id"?}`.
 pub fn call(operation: &str, input: Value, request_id: Option<String>) -> Request {
     call_in(operation, input, request_id, None)

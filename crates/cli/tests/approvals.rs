@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 fn approving_config(scratch: &std::path::Path, port: u16, timeout: Option<&str>) -> Value {
     let d = scratch.display();
     let script = format!(
-        "os call http.fetch --input '{{\"url\":\"http://127.0.0.1:{port}/deploy\"}}' > {d}/call-$$.json 2> {d}/err-$$.txt \
-         && grep -q '\"status\"' {d}/call-$$.json && os outcome succeeded"
+        "os call http.fetch --input '{{\"url\":\"http://127.0.0.1:{port}/deploy\"}}' > {d}/call-$$.json 2> {d}/err-$$.txt; \
+         s=$?; echo \"exit=$s\" >> {d}/err-$$.txt; [ $s -eq 0 ] && os outcome succeeded"
     );
     let mut config = granting(
         &script,
@@ -64,6 +64,12 @@ fn a_covered_call_waits_for_its_named_approver_then_passes_once() {
     let work = daemon.create_work("demo", "shell");
     daemon.await_work(&work, "waiting");
     assert!(heads.lock().unwrap().is_empty(), "the operation did not run");
+    let told = stderr_of_attempts(&daemon);
+    assert!(
+        told.contains("parked by the `human` gate: a person's approval"),
+        "{told}"
+    );
+    assert!(told.contains("exit=3"), "a distinct status so the script stops: {told}");
     let approval = pending(&daemon);
     assert_eq!(
         (approval["operation"].as_str(), approval["work_id"].as_str()),

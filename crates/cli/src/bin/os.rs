@@ -18,7 +18,8 @@ use serde_json::{json, Value};
 /// authenticates with the token in the file named by OS_TOKEN_FILE, re-read on every call.
 ///
 /// Exit status: 0 ok, 1 refused by the host (stderr's first line is `<code>: <message>`),
-/// 2 usage error, missing environment or toolbelt unreachable.
+/// 2 usage error, missing environment or toolbelt unreachable, 3 a gate parked the call (such as
+/// a person's approval): end the segment; it is resumed later and should make the same call again.
 #[derive(Debug, Parser)]
 #[command(name = "os", version)]
 struct Cli {
@@ -169,7 +170,18 @@ fn main() -> ExitCode {
     let reporter = Reporter::execution(cli.json);
     let connection = toolbelt::connection_from_env();
     match plan(cli.command) {
-        Plan::Call(request, human) => reporter.finish(connection.and_then(|c| c.send(&request)), human),
+        Plan::Call(request, human) => {
+            let answer = connection.and_then(|c| c.send(&request));
+            let parked = answer.as_ref().ok().and_then(toolbelt::parked_message);
+            let code = reporter.finish(answer, human);
+            match parked {
+                Some(message) => {
+                    eprintln!("{message}");
+                    ExitCode::from(toolbelt::PARKED_EXIT)
+                }
+                None => code,
+            }
+        }
         Plan::Mcp => match connection.and_then(serve_mcp) {
             Ok(()) => ExitCode::SUCCESS,
             Err(failure) => reporter.fail(failure),
