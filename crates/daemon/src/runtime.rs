@@ -10,10 +10,12 @@ use conduit_config::{CurrentConfig, Snapshot};
 use conduit_core::execution::SegmentEnd;
 use conduit_core::{ArtifactRecord, Declaration, Duration, Execution, ExecutionState, Timestamp};
 use conduit_scheduler::{
-    adopt, claim_next, complete, fire_due_timers, record_pid, renew_lease, Claim, HostError, LEASE,
+    adopt, claim_next, complete, fire_due_timers, first_to_start, record_pid, renew_lease, settle_unstarted, Claim,
+    HostError, LEASE,
 };
 use conduit_server::{bind_owner_only, execution_router, now, serve, ExecutionSocket, IDEMPOTENCY_KEPT};
 use conduit_store::{Store, Tx};
+use conduit_toolbelt::gate::{decide_start, StartCall, Verdict};
 use conduit_toolbelt::sweep::sweep;
 use conduit_toolbelt::{token, Toolbelt};
 use tokio::sync::{watch, Notify};
@@ -132,6 +134,9 @@ impl Runtime {
         self.db(move |s| s.write(|tx| fire_due_timers(tx, &config, now())))
             .await?;
         while let Some((claim, token)) = self.claim().await? {
+            if self.stopped_by_start_gate(&claim).await? {
+                continue;
+            }
             let Some((shell, _)) = self.config.get().shell(&claim.work.scope, &claim.work.binding) else {
                 continue;
             };
@@ -142,6 +147,36 @@ impl Runtime {
             );
         }
         Ok(())
+    }
+
+    /// Asks the start gates about a Work's first attempt before its process starts. When one parks
+    /// or refuses, the attempt is settled (the Work waits on the plan, or fails with the gate's
+    /// code) and `true` is answered.
+    async fn stopped_by_start_gate(&self, claim: &Claim) -> Result<bool, HostError> {
+        let gates = self.toolbelt.registry().start_gates();
+        if gates.is_empty() {
+            return Ok(false);
+        }
+        let x = claim.execution.clone();
+        if !self.db(move |s| s.read(|tx| first_to_start(tx, &x))).await? {
+            return Ok(false);
+        }
+        let call = StartCall {
+            scope: claim.work.scope.clone(),
+            work_id: claim.work.id.clone(),
+            binding: claim.work.binding.clone(),
+            input: claim.work.input.clone(),
+        };
+        let Verdict::Stop(stopped) = decide_start(&gates, &call).await else {
+            return Ok(false);
+        };
+        tracing::info!(work = %call.work_id, "a start gate stopped the Work's first attempt");
+        let declaration = stopped.into_declaration();
+        let id = claim.execution.id.clone();
+        self.db(move |s| s.write(|tx| settle_unstarted(tx, &id, declaration, now())))
+            .await?;
+        self.kick.notify_one();
+        Ok(true)
     }
 
     /// Signals every supervised attempt the store no longer has running (an operator cancelled its

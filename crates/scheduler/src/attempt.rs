@@ -2,7 +2,7 @@
 
 use conduit_config::Snapshot;
 use conduit_core::execution::{settle, SegmentEnd, Settlement};
-use conduit_core::{Duration, Execution, ExecutionState, OutcomeStatus, Timestamp, Work, WorkState};
+use conduit_core::{Declaration, Duration, Execution, ExecutionState, OutcomeStatus, Timestamp, Work, WorkState};
 use conduit_store::{new_id, Tx};
 
 use crate::waits::register;
@@ -161,6 +161,33 @@ pub fn complete(
     tx.revoke_execution_tokens(&x.id, now)?;
     crate::close_open_sessions(tx, &x.id, now)?;
     Ok(Some(x))
+}
+
+/// Whether `execution` is its Work's first attempt to start a process: no earlier attempt of the
+/// Work ever ran one (a start gate that parked the Work keeps its next attempt "first").
+pub fn first_to_start(tx: &mut dyn Tx, execution: &Execution) -> Result<bool, HostError> {
+    let earlier = tx.list_executions(Some(&execution.work_id))?;
+    Ok(earlier.iter().all(|x| x.id == execution.id || x.pid.is_none()))
+}
+
+/// Settles an attempt a start gate stopped before its process started: `declaration` (the gate's
+/// wait, or a failed outcome carrying the gate's refusal) is applied as if the segment had declared
+/// it and ended, so the Work waits or fails and the attempt's token is revoked.
+pub fn settle_unstarted(
+    tx: &mut dyn Tx,
+    execution_id: &str,
+    declaration: Declaration,
+    now: Timestamp,
+) -> Result<Option<Execution>, HostError> {
+    let Some(mut x) = tx.get_execution(execution_id)? else {
+        return Ok(None);
+    };
+    if x.state != ExecutionState::Running || x.declaration.is_some() {
+        return Ok(None);
+    }
+    x.declaration = Some(declaration);
+    tx.update_execution(&x)?;
+    complete(tx, execution_id, SegmentEnd::Exited(0), now)
 }
 
 /// Adopts a running attempt left by an earlier daemon instance: the next epoch, this owner, a fresh

@@ -17,7 +17,9 @@ mod waits;
 mod work;
 
 pub use accept::{accept, record};
-pub use attempt::{adopt, claim_next, complete, record_pid, renew_lease, Claim, LEASE};
+pub use attempt::{
+    adopt, claim_next, complete, first_to_start, record_pid, renew_lease, settle_unstarted, Claim, LEASE,
+};
 pub use control::{
     cancel_execution, cancel_work, confirm_stopped, retry_work, wake_work, Operator, OPERATOR_CANCELLED,
 };

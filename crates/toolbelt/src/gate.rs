@@ -9,7 +9,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use conduit_core::Duration;
+use conduit_core::{Declaration, Duration, OutcomeStatus};
 use serde_json::Value;
 
 use crate::registry::OperationError;
@@ -51,6 +51,53 @@ pub trait Gate: Send + Sync {
     fn ask(&self, call: GateCall) -> GateFuture;
 }
 
+/// What a start gate is asked about: Work whose first attempt is about to start.
+#[derive(Debug, Clone)]
+pub struct StartCall {
+    pub scope: String,
+    pub work_id: String,
+    pub binding: String,
+    pub input: Value,
+}
+
+/// A registration's start gate, asked by the scheduler before a Work's first attempt starts. A
+/// park holds the Work waiting on the plan; a refusal fails it with the gate's code.
+pub trait StartGate: Send + Sync {
+    fn ask(&self, call: StartCall) -> GateFuture;
+}
+
+/// Asks `gates` about starting `call`'s Work, in order, until one parks or refuses.
+pub async fn decide_start(gates: &[(String, Arc<dyn StartGate>)], call: &StartCall) -> Verdict {
+    for (name, gate) in gates {
+        match asked(name, gate.ask(call.clone())).await {
+            GateAnswer::Pass => continue,
+            GateAnswer::Park(plan) => {
+                return Verdict::Stop(Stopped::Park {
+                    gate: name.clone(),
+                    plan,
+                })
+            }
+            GateAnswer::Refuse(error) => {
+                return Verdict::Stop(Stopped::Refuse {
+                    gate: name.clone(),
+                    error,
+                })
+            }
+        }
+    }
+    Verdict::Run
+}
+
+/// A gate's answer, on its own task: a panic is `gate_failed`.
+async fn asked(name: &str, answer: GateFuture) -> GateAnswer {
+    tokio::spawn(answer).await.unwrap_or_else(|_| {
+        GateAnswer::Refuse(OperationError {
+            code: "gate_failed".into(),
+            message: format!("the gate `{name}` failed; the call is refused"),
+        })
+    })
+}
+
 /// How the gates decided a call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
@@ -66,17 +113,30 @@ pub enum Stopped {
     Refuse { gate: String, error: OperationError },
 }
 
+impl Stopped {
+    /// What a start gate's answer makes of the unstarted attempt: the plan's wait, or a failed
+    /// outcome whose summary carries the gate's code and message.
+    pub fn into_declaration(self) -> Declaration {
+        match self {
+            Stopped::Park { plan, .. } => Declaration::Wait {
+                types: plan.types,
+                keys: plan.keys,
+                timeout: plan.timeout,
+            },
+            Stopped::Refuse { gate, error } => Declaration::Outcome {
+                status: OutcomeStatus::Failed,
+                summary: Some(format!("{}: {} (start gate `{gate}`)", error.code, error.message)),
+                artifacts: Vec::new(),
+            },
+        }
+    }
+}
+
 /// Asks `gates` in order until one parks or refuses. Each gate runs on its own task, so a panic
 /// is a refusal (`gate_failed`), not a dead server.
 pub async fn decide(gates: &[(String, Arc<dyn Gate>)], call: &GateCall) -> Verdict {
     for (name, gate) in gates {
-        let answer = tokio::spawn(gate.ask(call.clone())).await.unwrap_or_else(|_| {
-            GateAnswer::Refuse(OperationError {
-                code: "gate_failed".into(),
-                message: format!("the gate `{name}` failed; the call is refused"),
-            })
-        });
-        match answer {
+        match asked(name, gate.ask(call.clone())).await {
             GateAnswer::Pass => continue,
             GateAnswer::Park(plan) => {
                 return Verdict::Stop(Stopped::Park {

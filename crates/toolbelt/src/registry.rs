@@ -136,6 +136,8 @@ pub struct Registry {
     catalog: OnceLock<Catalog>,
     /// Each gating registration's gate, by registration name (the order gates are asked in).
     gates: BTreeMap<String, Arc<dyn crate::gate::Gate>>,
+    /// Each registration's start gate, by registration name.
+    start_gates: BTreeMap<String, Arc<dyn crate::gate::StartGate>>,
 }
 
 impl Registry {
@@ -202,6 +204,28 @@ impl Registry {
         }
         self.gates.insert(registration.to_owned(), gate);
         Ok(())
+    }
+
+    /// Gives a registered registration a start gate over every Work's first attempt.
+    pub fn set_start_gate(
+        &mut self,
+        registration: &str,
+        gate: Arc<dyn crate::gate::StartGate>,
+    ) -> Result<(), RegistrationError> {
+        if !self.registrations.contains_key(registration) {
+            return Err(RegistrationError {
+                code: "invalid",
+                operation: registration.to_owned(),
+                reason: "a start gate belongs to a registered registration".into(),
+            });
+        }
+        self.start_gates.insert(registration.to_owned(), gate);
+        Ok(())
+    }
+
+    /// Every start gate, in registration-name order.
+    pub fn start_gates(&self) -> Vec<(String, Arc<dyn crate::gate::StartGate>)> {
+        self.start_gates.iter().map(|(n, g)| (n.clone(), g.clone())).collect()
     }
 
     /// Whether `toolset` (published by an extension) holds `operation`.

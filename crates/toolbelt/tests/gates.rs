@@ -222,3 +222,63 @@ fn a_panicking_gate_fails_closed() {
         "no later gate is asked and the operation never runs"
     );
 }
+
+/// A start gate answering as told.
+struct Starting(GateAnswer);
+
+impl conduit_toolbelt::gate::StartGate for Starting {
+    fn ask(&self, _: conduit_toolbelt::gate::StartCall) -> GateFuture {
+        let answer = self.0.clone();
+        Box::pin(async move { answer })
+    }
+}
+
+/// What the daemon does with a claimed first attempt: ask the start gates, and settle the attempt
+/// when one stops it (park: the Work waits; refuse: it fails with the gate's code).
+fn start(h: &Harness, answer: GateAnswer) -> conduit_core::Work {
+    use conduit_toolbelt::gate::{decide_start, StartCall, StartGate, Verdict};
+    let (claim, _) = h.attempt();
+    assert!(h
+        .store
+        .read(|tx| conduit_scheduler::first_to_start(tx, &claim.execution))
+        .unwrap());
+    let gates: Vec<(String, Arc<dyn StartGate>)> = vec![("hold".into(), Arc::new(Starting(answer)))];
+    let call = StartCall {
+        scope: claim.work.scope.clone(),
+        work_id: claim.work.id.clone(),
+        binding: claim.work.binding.clone(),
+        input: claim.work.input.clone(),
+    };
+    let Verdict::Stop(stopped) = block_on(decide_start(&gates, &call)) else {
+        panic!("the gate stops it")
+    };
+    h.store
+        .write(|tx| conduit_scheduler::settle_unstarted(tx, &claim.execution.id, stopped.into_declaration(), T0))
+        .unwrap();
+    h.store.read(|tx| tx.get_work(&claim.work.id)).unwrap().unwrap()
+}
+
+#[test]
+fn a_start_gate_parks_or_fails_a_works_first_attempt() {
+    let plan = WaitPlan {
+        output: json!({}),
+        types: vec!["change.window.opened".into()],
+        keys: vec![],
+        timeout: None,
+    };
+    let held = start(&default_harness(), GateAnswer::Park(plan));
+    assert_eq!(
+        held.state,
+        conduit_core::WorkState::Waiting,
+        "a park holds the Work waiting"
+    );
+
+    let refusal = OperationError {
+        code: "change_frozen".into(),
+        message: "no changes this week".into(),
+    };
+    let failed = start(&default_harness(), GateAnswer::Refuse(refusal));
+    assert_eq!(failed.state, conduit_core::WorkState::Failed);
+    let summary = failed.outcome.unwrap().summary.unwrap();
+    assert!(summary.starts_with("change_frozen: no changes this week"), "{summary}");
+}
