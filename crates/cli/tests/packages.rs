@@ -307,3 +307,65 @@ fn a_package_without_env_read_gets_a_scrubbed_environment() {
         serde_json::from_str(&std::fs::read_to_string(daemon.scratch().join("names.json")).unwrap()).unwrap();
     assert_eq!(names, json!(["HOME", "LANG", "PATH"]));
 }
+
+/// An installed gate over the example package's operation: it is asked only in the scopes the
+/// configuration lists, its refusal reaches the caller, and a garbage answer, a crash or a hang
+/// fails closed. A package without the `operation.gate` permission gets no gate.
+#[test]
+fn an_installed_gate_decides_and_fails_closed() {
+    let daemon = Daemon::start(None);
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/packages/notes");
+    assert_eq!(install(&daemon, &example).0, Some(0));
+    let guard = "#!/usr/bin/env python3\nimport json, sys, time\nfor line in sys.stdin:\n    m = json.loads(line)\n    answer = {\"jsonrpc\": \"2.0\", \"id\": m[\"id\"], \"result\": {}}\n    if m[\"method\"] == \"operation.gate\":\n        mode = m[\"params\"][\"input\"][\"text\"]\n        if mode == \"crash\":\n            sys.exit(1)\n        if mode == \"hang\":\n            time.sleep(60)\n        answer[\"result\"] = {\"decision\": \"pass\" if mode == \"pass\" else \"maybe\"}\n        if mode == \"refuse\":\n            answer = {\"jsonrpc\": \"2.0\", \"id\": m[\"id\"], \"error\": {\"code\": -32000, \"message\": \"not today\", \"data\": {\"code\": \"guard_refused\"}}}\n    print(json.dumps(answer), flush=True)\n";
+    // `lax` would refuse every call, but without the permission its gate is never installed.
+    let refuse_all = "#!/usr/bin/env python3\nimport json, sys\nfor line in sys.stdin:\n    m = json.loads(line)\n    print(json.dumps({\"jsonrpc\": \"2.0\", \"id\": m[\"id\"], \"error\": {\"code\": -32000, \"message\": \"never\", \"data\": {\"code\": \"lax_refused\"}}}), flush=True)\n";
+    for (name, permissions, entry) in [
+        ("guard", json!(["operation.gate"]), guard),
+        ("lax", json!([]), refuse_all),
+    ] {
+        let dir = package(daemon.scratch(), name, &[], &format!("{name}.op"));
+        let mut manifest: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("open-conduit.json")).unwrap()).unwrap();
+        manifest["provides"]["operation_gate"] = json!(true);
+        manifest["permissions"] = permissions;
+        std::fs::write(dir.join("open-conduit.json"), manifest.to_string()).unwrap();
+        std::fs::write(dir.join("bin/run"), entry).unwrap();
+        let (status, listing) = install(&daemon, &dir);
+        assert_eq!(status, Some(0), "{listing}");
+    }
+    assert_eq!(daemon.json(&["package", "show", "guard"])["gate"], "installed");
+    assert!(daemon.json(&["package", "show", "lax"])["gate"]
+        .as_str()
+        .unwrap()
+        .starts_with("not installed"));
+
+    let d = daemon.scratch().display().to_string();
+    let script = format!(
+        "for m in pass refuse garbage crash hang; do \
+         os call notes.echo --input \"{{\\\"text\\\":\\\"$m\\\"}}\" > {d}/out-$m.json 2> {d}/err-$m.txt; done; \
+         os outcome succeeded"
+    );
+    let mut config = granting(&script, json!(["read_context", "declare_outcome", "notes.echo"]));
+    config["packages"] = json!({"gates": {"guard": ["demo"], "lax": ["demo"]}});
+    daemon.apply(&config);
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    let read = |name: &str| std::fs::read_to_string(daemon.scratch().join(name)).unwrap();
+    assert!(
+        read("out-pass.json").contains("\"text\": \"pass\""),
+        "{}",
+        read("err-pass.txt")
+    );
+    assert!(
+        read("err-refuse.txt").starts_with("guard_refused: not today"),
+        "{}",
+        read("err-refuse.txt")
+    );
+    for mode in ["garbage", "crash", "hang"] {
+        assert!(
+            read(&format!("err-{mode}.txt")).starts_with("gate_failed:"),
+            "{mode}: {}",
+            read(&format!("err-{mode}.txt"))
+        );
+    }
+}

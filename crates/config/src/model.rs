@@ -33,6 +33,9 @@ pub struct PackagesConfig {
     /// Whether installs are refused for requirements outside the grant (default `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gating: Option<bool>,
+    /// The scopes each installed package's gate is asked about (none: the gate is never asked).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gates: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

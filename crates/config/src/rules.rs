@@ -157,8 +157,21 @@ impl Checker<'_> {
         }
     }
 
-    /// The package grant set names vocabulary tokens, each once.
+    /// The package grant set names vocabulary tokens, each once; package gates name scopes.
     fn packages(&mut self) {
+        let gates = self.config.packages.as_ref().map(|p| &p.gates);
+        for (package, scopes) in gates.into_iter().flatten() {
+            for (i, scope) in scopes.iter().enumerate() {
+                if !self.config.scopes.contains_key(scope) {
+                    self.report(
+                        format!("{}/{i}", push_pointer("/packages/gates", package)),
+                        "unknown_reference",
+                        "no scope has this id",
+                        "name a scope of this configuration",
+                    );
+                }
+            }
+        }
         let grant = self
             .config
             .packages

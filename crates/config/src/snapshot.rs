@@ -137,6 +137,12 @@ impl Snapshot {
         configured.unwrap_or_else(|| conduit_core::requires::DEFAULT_GRANT.map(str::to_owned).to_vec())
     }
 
+    /// Whether an installed package's gate is asked about calls in `scope`.
+    pub fn package_gates_scope(&self, package: &str, scope: &str) -> bool {
+        let gates = self.config.packages.as_ref().and_then(|p| p.gates.get(package));
+        gates.is_some_and(|scopes| scopes.iter().any(|s| s == scope))
+    }
+
     /// Whether installs are gated on the grant.
     pub fn package_gating(&self) -> bool {
         self.config.packages.as_ref().and_then(|p| p.gating).unwrap_or(true)

@@ -18,6 +18,7 @@ use conduit_packages::Manifest;
 use conduit_scheduler::{append_host_record, HostError, HostRecord};
 use conduit_server::now;
 use conduit_store::{new_id, Store};
+use conduit_toolbelt::gate::{Gate, GateAnswer, GateCall, GateFuture, WaitPlan};
 use conduit_toolbelt::registry::{Emission, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError};
 use serde_json::{json, Value};
 
@@ -340,7 +341,13 @@ impl PackageHost {
             config: self.config.clone(),
             live: self.live.clone(),
         };
-        let registry = crate::registry_with(Some(self.secrets.clone()), Some(Arc::new(approvals)), registrations);
+        let mut registry = crate::registry_with(Some(self.secrets.clone()), Some(Arc::new(approvals)), registrations);
+        for runtime in next.values().filter(|r| r.manifest.gates()) {
+            let gate = Arc::new(PackageGate(runtime.clone()));
+            if let Err(e) = registry.set_gate(&runtime.manifest.name, gate) {
+                tracing::warn!(package = %runtime.manifest.name, error = %e, "a package's gate was not installed");
+            }
+        }
         self.live.replace(registry);
         self.configs.set_registry(crate::config_registry(&self.state_root));
         *runtimes = next;
@@ -386,6 +393,84 @@ fn refusal(code: &str, message: String) -> OperationError {
         code: code.to_owned(),
         message,
     }
+}
+
+/// How long a package's gate may take to answer before the call is refused `gate_failed`.
+const GATE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A package's gate (`provides.operation_gate`, installed only with the `operation.gate`
+/// permission): asked over `operation.gate` about calls in the scopes `packages.gates.<name>`
+/// lists. A hang, a crash or any answer but a decision or an operation error fails closed.
+struct PackageGate(Arc<PackageRuntime>);
+
+impl Gate for PackageGate {
+    fn ask(&self, call: GateCall) -> GateFuture {
+        Box::pin(self.0.clone().gate(call))
+    }
+}
+
+impl PackageRuntime {
+    async fn gate(self: Arc<Self>, call: GateCall) -> GateAnswer {
+        if !self.config.get().package_gates_scope(&self.manifest.name, &call.scope) {
+            return GateAnswer::Pass;
+        }
+        let name = self.manifest.name.clone();
+        let failed = || {
+            GateAnswer::Refuse(refusal(
+                "gate_failed",
+                format!("the gate `{name}` failed; the call is refused"),
+            ))
+        };
+        let Ok(peer) = self.running().await else {
+            return failed();
+        };
+        let params = json!({
+            "operation": call.operation,
+            "input": call.input,
+            "input_hash": call.input_hash,
+            "authority": {"scope": call.scope, "work_id": call.work_id, "execution_id": call.execution_id,
+                          "binding": call.binding},
+            "request_id": call.request_id,
+        });
+        match peer.request("operation.gate", params, GATE_TIMEOUT).await {
+            Ok(answer) => gate_answer(&answer).unwrap_or_else(failed),
+            Err(e) => match e.refusal_code().filter(|c| is_snake_case(c)) {
+                Some(code) => GateAnswer::Refuse(refusal(code, e.message.clone())),
+                None => failed(),
+            },
+        }
+    }
+}
+
+/// A gate's result: `{"decision": "pass"}` or `{"decision": "park", "output"?, "wait": {"types",
+/// "keys"?, "timeout"?}}`; anything else is `None`.
+fn gate_answer(answer: &Value) -> Option<GateAnswer> {
+    match answer.get("decision")?.as_str()? {
+        "pass" => Some(GateAnswer::Pass),
+        "park" => {
+            let wait = answer.get("wait")?;
+            let strings =
+                |v: Option<&Value>| serde_json::from_value::<Vec<String>>(v.cloned().unwrap_or(json!([]))).ok();
+            let timeout = match wait.get("timeout") {
+                None | Some(Value::Null) => None,
+                Some(text) => Some(conduit_core::Duration::parse(text.as_str()?)?),
+            };
+            Some(GateAnswer::Park(WaitPlan {
+                output: answer.get("output").cloned().unwrap_or(Value::Null),
+                types: strings(wait.get("types"))?,
+                keys: strings(wait.get("keys"))?,
+                timeout,
+            }))
+        }
+        _ => None,
+    }
+}
+
+fn is_snake_case(code: &str) -> bool {
+    code.starts_with(|c: char| c.is_ascii_lowercase())
+        && code
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// The toolbelt's side: each operation call becomes an `operation.call`.

@@ -108,6 +108,11 @@ impl PackageService {
             "operations": names(manifest.as_ref().map(|m| m.provides.operations.iter().map(|o| o.name.clone()).collect()).unwrap_or_default()),
             "toolsets": names(manifest.as_ref().map(|m| m.provides.toolsets.iter().map(|t| t.name.clone()).collect()).unwrap_or_default()),
             "approved": {"grant": record.approved_grant, "gating": record.approved_gating},
+            "gate": match manifest.as_ref().map(|m| (m.provides.operation_gate, m.gates())) {
+                Some((true, true)) => json!("installed"),
+                Some((true, false)) => json!("not installed: the manifest does not ask for the operation.gate permission"),
+                _ => Value::Null,
+            },
             "status": if unmet.is_empty() { "ok" } else { "requirement_unmet" },
             "unmet": unmet,
             "installed_at": record.installed_at,

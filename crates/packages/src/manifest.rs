@@ -134,6 +134,12 @@ impl Manifest {
         Ok(manifest)
     }
 
+    /// Whether the host installs the package's gate: it provides one and the operator granted
+    /// the `operation.gate` permission by installing a manifest that asks for it.
+    pub fn gates(&self) -> bool {
+        self.provides.operation_gate && self.permissions.iter().any(|p| p == "operation.gate")
+    }
+
     /// `name@version`, as refusals name the manifest.
     pub fn id(&self) -> String {
         format!("{}@{}", self.name, self.version)
@@ -188,12 +194,6 @@ impl Manifest {
     fn validate_provides(&self) -> Result<(), Invalid> {
         if !self.provides.executors.is_empty() {
             return Err(invalid("/provides/executors", "this host runs no package executors"));
-        }
-        if self.provides.operation_gate {
-            return Err(invalid(
-                "/provides/operation_gate",
-                "this host does not run package gates yet",
-            ));
         }
         for (i, op) in self.provides.operations.iter().enumerate() {
             if !op.input_schema.is_object() {
@@ -341,10 +341,6 @@ mod tests {
             (
                 |m| m["provides"]["executors"] = json!([{"kind": "x"}]),
                 "/provides/executors",
-            ),
-            (
-                |m| m["provides"]["operation_gate"] = json!(true),
-                "/provides/operation_gate",
             ),
             (
                 |m| m["provides"]["toolsets"][0]["operations"][0]["since"] = json!("soon"),
