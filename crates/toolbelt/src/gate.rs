@@ -68,24 +68,7 @@ pub trait StartGate: Send + Sync {
 
 /// Asks `gates` about starting `call`'s Work, in order, until one parks or refuses.
 pub async fn decide_start(gates: &[(String, Arc<dyn StartGate>)], call: &StartCall) -> Verdict {
-    for (name, gate) in gates {
-        match asked(name, gate.ask(call.clone())).await {
-            GateAnswer::Pass => continue,
-            GateAnswer::Park(plan) => {
-                return Verdict::Stop(Stopped::Park {
-                    gate: name.clone(),
-                    plan,
-                })
-            }
-            GateAnswer::Refuse(error) => {
-                return Verdict::Stop(Stopped::Refuse {
-                    gate: name.clone(),
-                    error,
-                })
-            }
-        }
-    }
-    Verdict::Run
+    first_stop(gates.iter().map(|(name, gate)| (name, gate.ask(call.clone())))).await
 }
 
 /// A gate's answer, on its own task: a panic is `gate_failed`.
@@ -135,8 +118,13 @@ impl Stopped {
 /// Asks `gates` in order until one parks or refuses. Each gate runs on its own task, so a panic
 /// is a refusal (`gate_failed`), not a dead server.
 pub async fn decide(gates: &[(String, Arc<dyn Gate>)], call: &GateCall) -> Verdict {
-    for (name, gate) in gates {
-        match asked(name, gate.ask(call.clone())).await {
+    first_stop(gates.iter().map(|(name, gate)| (name, gate.ask(call.clone())))).await
+}
+
+/// Awaits each gate's answer in turn (each asked only when its turn comes) until one stops.
+async fn first_stop<'a>(answers: impl Iterator<Item = (&'a String, GateFuture)>) -> Verdict {
+    for (name, answer) in answers {
+        match asked(name, answer).await {
             GateAnswer::Pass => continue,
             GateAnswer::Park(plan) => {
                 return Verdict::Stop(Stopped::Park {
