@@ -369,3 +369,51 @@ fn an_installed_gate_decides_and_fails_closed() {
         );
     }
 }
+
+/// On a machine with user namespaces, a package that declared no network primitive runs without a
+/// network: its own connection to a local server fails, while a package granted `net.outbound`
+/// reaches it. (Elsewhere the primitive is declaration only, and this test says so.)
+#[test]
+fn a_package_without_a_network_primitive_has_no_network() {
+    let isolated = std::process::Command::new("unshare")
+        .args(["--user", "--net", "--map-current-user", "--", "/bin/true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !isolated {
+        eprintln!("skipped: no user and network namespaces on this machine");
+        return;
+    }
+    let (port, heads) = test_server();
+    let daemon = Daemon::start(None);
+    daemon.json(&[
+        "config",
+        "set",
+        "/packages",
+        r#"{"grant": ["net.outbound", "crypto", "clock"]}"#,
+    ]);
+    let dial = format!("#!/usr/bin/env python3\nimport json, socket, sys\nfor line in sys.stdin:\n    m = json.loads(line)\n    result = {{}}\n    if m[\"method\"] == \"operation.call\":\n        try:\n            socket.create_connection((\"127.0.0.1\", {port}), timeout=2).close()\n            result = {{\"output\": \"connected\"}}\n        except OSError:\n            result = {{\"output\": \"no network\"}}\n    print(json.dumps({{\"jsonrpc\": \"2.0\", \"id\": m[\"id\"], \"result\": result}}), flush=True)\n");
+    for (name, requires) in [("sealed", vec![]), ("open", vec!["net.outbound"])] {
+        let dir = package(daemon.scratch(), name, &requires, &format!("{name}.dial"));
+        std::fs::write(dir.join("bin/run"), &dial).unwrap();
+        assert_eq!(install(&daemon, &dir).0, Some(0));
+    }
+    let d = daemon.scratch().display().to_string();
+    let script =
+        format!("os call sealed.dial > {d}/sealed.json; os call open.dial > {d}/open.json; os outcome succeeded");
+    let mut config = granting(
+        &script,
+        json!(["read_context", "declare_outcome", "sealed.dial", "open.dial"]),
+    );
+    config["packages"] = json!({"grant": ["net.outbound", "crypto", "clock"]});
+    daemon.apply(&config);
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    let read = |name: &str| std::fs::read_to_string(daemon.scratch().join(name)).unwrap();
+    assert_eq!(read("sealed.json").trim(), "\"no network\"");
+    assert_eq!(read("open.json").trim(), "\"connected\"");
+    assert_eq!(
+        heads.lock().unwrap().len(),
+        1,
+        "only the package granted the network connected"
+    );
+}

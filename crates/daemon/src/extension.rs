@@ -3,7 +3,7 @@
 //! package's `http.safeFetch` callbacks through the egress guard, audited on the calling Work's log.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -38,6 +38,8 @@ pub struct PackageRuntime {
     pub store: Arc<dyn Store>,
     pub fetch: SafeFetch,
     peer: tokio::sync::Mutex<Option<Arc<Peer>>>,
+    /// `unshare`, when this machine can run a process in its own user and network namespaces.
+    isolation: Option<&'static Path>,
     /// The operation calls in flight, by the `call_id` the package's callbacks name.
     calls: Mutex<HashMap<String, HandlerCall>>,
 }
@@ -58,6 +60,7 @@ impl PackageRuntime {
             store,
             fetch: SafeFetch::new(conduit_egress::Limits::default()),
             peer: tokio::sync::Mutex::new(None),
+            isolation: network_isolation(),
             calls: Mutex::default(),
         })
     }
@@ -140,8 +143,15 @@ impl PackageRuntime {
             .open(&self.log)
             .map(Stdio::from)
             .unwrap_or_else(|_| Stdio::null());
+        let entry = self.dir.join(&self.manifest.runtime.entry);
+        let (program, args) = match self.isolation.filter(|_| !self.needs_network()) {
+            // No network primitive declared: a fresh network namespace with only a down loopback.
+            Some(unshare) => (unshare, isolated(&entry)),
+            None => (entry.as_path(), Vec::new()),
+        };
         let launch = Launch {
-            program: &self.dir.join(&self.manifest.runtime.entry),
+            program,
+            args,
             dir: &self.dir,
             env: self.environment(),
             stderr,
@@ -159,6 +169,11 @@ impl PackageRuntime {
             })?;
         *slot = Some(peer.clone());
         Ok(peer)
+    }
+
+    /// Whether the package declared a network primitive (`net.dns` or `net.outbound`).
+    fn needs_network(&self) -> bool {
+        self.manifest.runtime.requires.iter().any(|r| r.starts_with("net."))
     }
 
     /// A scrubbed environment (a system PATH, a UTF-8 locale, HOME at the package), or, for a
@@ -358,6 +373,36 @@ impl PackageHost {
         let log = self.logs_dir.join(format!("package-{}.log", manifest.name));
         PackageRuntime::new(manifest, dir, log, self.config.clone(), self.store.clone())
     }
+}
+
+/// `unshare` (util-linux), if it can start a process in new user and network namespaces here:
+/// checked once, by doing it. Without it, network primitives are declaration only (logged).
+fn network_isolation() -> Option<&'static Path> {
+    static ISOLATION: std::sync::OnceLock<Option<&'static Path>> = std::sync::OnceLock::new();
+    *ISOLATION.get_or_init(|| {
+        let found = ["/usr/bin/unshare", "/bin/unshare"]
+            .into_iter()
+            .map(Path::new)
+            .find(|path| {
+                std::process::Command::new(path)
+                    .args(["--user", "--net", "--map-current-user", "--", "/bin/true"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            });
+        if found.is_none() {
+            tracing::warn!("no user and network namespaces here: packages' network primitives are declaration only");
+        }
+        found
+    })
+}
+
+/// `unshare`'s arguments that run `entry` with no network.
+fn isolated(entry: &Path) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = ["--user", "--net", "--map-current-user", "--"].map(Into::into).to_vec();
+    args.push(entry.as_os_str().to_owned());
+    args
 }
 
 /// `init` as the package sends it: `{method?, headers?: {name: value}, body?: text}`.

@@ -76,6 +76,8 @@ pub struct Peer {
 /// How to start a package's process.
 pub struct Launch<'a> {
     pub program: &'a Path,
+    /// Arguments to `program`: none for the entry itself, or a wrapper's (`unshare ... -- entry`).
+    pub args: Vec<std::ffi::OsString>,
     pub dir: &'a Path,
     /// The whole environment the process gets (the caller decides what is scrubbed).
     pub env: Vec<(String, String)>,
@@ -86,6 +88,7 @@ impl Peer {
     /// Starts the process in its own process group, with exactly `launch.env`.
     pub fn spawn(launch: Launch<'_>, host: Arc<dyn HostMethods>) -> std::io::Result<Arc<Peer>> {
         let mut child = Command::new(launch.program)
+            .args(launch.args)
             .current_dir(launch.dir)
             .env_clear()
             .envs(launch.env)
