@@ -5,6 +5,7 @@
 //! it is flagged `requirement_unmet`.
 
 use std::fs;
+use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use conduit_packages::{Manifest, MANIFEST_FILE};
 use conduit_server::{now, PackageControl};
 use conduit_store::{PackageRecord, Store};
 use conduit_toolbelt::registry::{Handler, HandlerCall, HandlerFuture, OperationError};
+use rustix::fs::{Mode, OFlags};
 use serde_json::{json, Value};
 
 use crate::state::create_private_dir;
@@ -52,25 +54,14 @@ impl PackageControl for PackageService {
                 "`dir` is an absolute path to the package directory",
             ));
         }
-        let manifest = read_manifest(source)?;
-        let config = self.config.get();
-        let approval = gate::check(&manifest, &config.package_grant(), config.package_gating())?;
-        self.check_names(&manifest)?;
-        check_entry(source, &manifest)?;
-        self.copy_in(source, &manifest.name)?;
-        let record = PackageRecord {
-            name: manifest.name.clone(),
-            version: manifest.version.clone(),
-            manifest: serde_json::to_string(&manifest).map_err(|_| Refusal::internal())?,
-            approved_grant: approval.grant,
-            approved_gating: approval.gating,
-            installed_at: now(),
-        };
-        self.store.write(|tx| tx.put_package(&record)).map_err(internal)?;
-        self.host.reload();
-        Ok(self.listing(&record))
+        create_private_dir(&self.dir).map_err(|_| Refusal::internal())?;
+        let staging = self.dir.join(format!(".staging.{}", uuid::Uuid::now_v7()));
+        let installed = self.install_staged(source, &staging);
+        if installed.is_err() {
+            let _ = fs::remove_dir_all(&staging);
+        }
+        installed
     }
-
     fn remove(&self, name: &str) -> Result<Value, Refusal> {
         let record = self.store.read(|tx| tx.get_package(name)).map_err(internal)?;
         let record = record.ok_or_else(|| Refusal::not_found("package"))?;
@@ -138,20 +129,30 @@ impl PackageService {
         })
     }
 
-    /// Copies the package into `<state>/packages/<name>/` (owner-only), replacing an earlier copy
-    /// only once the new one is whole.
-    fn copy_in(&self, source: &Path, name: &str) -> Result<(), Refusal> {
-        create_private_dir(&self.dir).map_err(|_| Refusal::internal())?;
-        let staging = self.dir.join(format!(".{name}.{}", uuid::Uuid::now_v7()));
-        let target = self.dir.join(name);
-        let copied = copy_tree(source, &staging).and_then(|()| {
-            let _ = fs::remove_dir_all(&target);
-            fs::rename(&staging, &target).map_err(|_| Refusal::internal())
-        });
-        if copied.is_err() {
-            let _ = fs::remove_dir_all(&staging);
-        }
-        copied
+    /// Copies the package (owner-only) into `staging` first and checks the copy, so what is
+    /// approved is exactly what runs; then it replaces `<state>/packages/<name>/` whole.
+    fn install_staged(&self, source: &Path, staging: &Path) -> Result<Value, Refusal> {
+        fs::read_dir(source).map_err(|_| invalid("the package directory cannot be read"))?;
+        copy_tree(source, staging)?;
+        let manifest = read_manifest(staging)?;
+        let config = self.config.get();
+        let approval = gate::check(&manifest, &config.package_grant(), config.package_gating())?;
+        self.check_names(&manifest)?;
+        check_entry(staging, &manifest)?;
+        let target = self.dir.join(&manifest.name);
+        let _ = fs::remove_dir_all(&target);
+        fs::rename(staging, &target).map_err(|_| Refusal::internal())?;
+        let record = PackageRecord {
+            name: manifest.name.clone(),
+            version: manifest.version.clone(),
+            manifest: serde_json::to_string(&manifest).map_err(|_| Refusal::internal())?,
+            approved_grant: approval.grant,
+            approved_gating: approval.gating,
+            installed_at: now(),
+        };
+        self.store.write(|tx| tx.put_package(&record)).map_err(internal)?;
+        self.host.reload();
+        Ok(self.listing(&record))
     }
 }
 
@@ -176,17 +177,38 @@ pub fn names_only(manifest: &Manifest) -> conduit_toolbelt::registry::Registrati
 }
 
 fn read_manifest(dir: &Path) -> Result<Manifest, Refusal> {
-    let path = dir.join(MANIFEST_FILE);
-    let too_large = fs::metadata(&path).map(|m| m.len() > MAX_MANIFEST).unwrap_or(false);
-    let bytes = fs::read(&path).ok().filter(|_| !too_large).ok_or_else(|| {
-        Refusal::new(
-            ErrorCode::InvalidManifest,
-            format!("no readable {MANIFEST_FILE} (at most 1 MiB) in the directory"),
-        )
-    })?;
+    let unreadable = || {
+        invalid(&format!(
+            "no readable {MANIFEST_FILE} (a regular file of at most 1 MiB) in the directory"
+        ))
+    };
+    let mut bytes = Vec::new();
+    let file = open_regular(&dir.join(MANIFEST_FILE)).map_err(|_| unreadable())?;
+    file.take(MAX_MANIFEST + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|_| unreadable())?;
+    if bytes.len() as u64 > MAX_MANIFEST {
+        return Err(unreadable());
+    }
     Manifest::parse(&bytes).map_err(|invalid| {
         Refusal::new(ErrorCode::InvalidManifest, invalid.message).with_field("pointer", invalid.pointer.into())
     })
+}
+
+/// Opens a regular file without following a symbolic link (and without blocking on a FIFO),
+/// judging the type from the open handle, so nothing can be swapped in between.
+fn open_regular(path: &Path) -> std::io::Result<fs::File> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = fs::File::from(rustix::fs::open(path, flags, Mode::empty())?);
+    if file.metadata()?.is_file() {
+        Ok(file)
+    } else {
+        Err(std::io::ErrorKind::InvalidInput.into())
+    }
+}
+
+fn invalid(message: &str) -> Refusal {
+    Refusal::new(ErrorCode::InvalidManifest, message)
 }
 
 /// The entry must be an executable regular file inside the package.
@@ -220,15 +242,17 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), Refusal> {
                 .mode(mode)
                 .open(&target)
                 .map_err(failed)?;
-            std::io::copy(&mut fs::File::open(entry.path()).map_err(failed)?, &mut out).map_err(failed)?;
+            let mut from = open_regular(&entry.path()).map_err(|_| special())?;
+            std::io::copy(&mut from, &mut out).map_err(failed)?;
         } else {
-            return Err(Refusal::new(
-                ErrorCode::InvalidManifest,
-                "the package directory holds a symbolic link or a special file; packages hold regular files only",
-            ));
+            return Err(special());
         }
     }
     Ok(())
+}
+
+fn special() -> Refusal {
+    invalid("the package directory holds a symbolic link or a special file; packages hold regular files only")
 }
 
 fn internal(e: conduit_store::StoreError) -> Refusal {

@@ -1,7 +1,8 @@
 //! The test-only allowance: loopback socket addresses a test server listens on, which the guard
-//! then treats as public. It exists only in builds with the `test-allowance` feature, which only
-//! test builds turn on (through dev-dependencies); a release build has no code that reads it, so no
-//! configuration or environment can open the guard there.
+//! then treats as public. It permits anything only with the `test-allowance` feature, which only
+//! dev-dependencies turn on, and the environment is read only in debug builds as well: Cargo can
+//! unify a dev-dependency's feature into a release binary built beside benches or tests
+//! (`cargo build --release --all-targets`), so the feature alone is not enough.
 
 use std::net::SocketAddr;
 
@@ -14,7 +15,7 @@ pub struct Allowance(Vec<SocketAddr>);
 impl Allowance {
     /// The addresses the environment names, loopback ones only; none without the feature.
     pub fn from_env() -> Allowance {
-        if !cfg!(feature = "test-allowance") {
+        if !cfg!(all(feature = "test-allowance", debug_assertions)) {
             return Allowance::default();
         }
         let listed = std::env::var(ALLOW_VAR).unwrap_or_default();

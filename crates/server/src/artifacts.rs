@@ -7,11 +7,13 @@ use std::path::PathBuf;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use conduit_core::artifact::parse_file_id;
 use conduit_core::{ArtifactRecord, ErrorCode, Execution, Refusal, Role};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tokio_util::io::ReaderStream;
 
 use crate::envelope::{blocking, Answer, Failure};
 use crate::management::{operator, read, Management};
@@ -102,24 +104,41 @@ pub async fn content(State(s): State<Management>, headers: HeaderMap, Path(id): 
         })
     })
     .await?;
-    let bytes = tokio::fs::read(path).await.map_err(|_| not_found())?;
+    let file = tokio::fs::File::open(path).await.map_err(|_| not_found())?;
+    let size = file.metadata().await.map_err(|_| not_found())?.len();
     let range = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
-    Ok(ranged(bytes, range))
+    ranged(file, size, range).await
 }
 
 fn not_found() -> Failure {
     Failure(Refusal::not_found("artifact"))
 }
 
-fn ranged(bytes: Vec<u8>, range: Option<&str>) -> Response {
-    let size = bytes.len() as u64;
+/// The content streamed from the file (never read whole into memory: a log can be large), all of
+/// it or one range.
+async fn ranged(mut file: tokio::fs::File, size: u64, range: Option<&str>) -> Answer {
     let Some(spec) = range else {
-        return (StatusCode::OK, [(header::ACCEPT_RANGES, "bytes")], bytes).into_response();
+        let body = Body::from_stream(ReaderStream::new(file));
+        let length = size.to_string();
+        let headers = [
+            (header::ACCEPT_RANGES, "bytes"),
+            (header::CONTENT_LENGTH, length.as_str()),
+        ];
+        return Ok((StatusCode::OK, headers, body).into_response());
     };
-    match parse_range(spec, size) {
+    Ok(match parse_range(spec, size) {
         Some((start, end)) => {
-            let slice = bytes[start as usize..=end as usize].to_vec();
-            let mut response = (StatusCode::PARTIAL_CONTENT, Body::from(slice)).into_response();
+            file.seek(std::io::SeekFrom::Start(start))
+                .await
+                .map_err(|_| not_found())?;
+            let body = Body::from_stream(ReaderStream::new(file.take(end - start + 1)));
+            let length = (end - start + 1).to_string();
+            let mut response = (
+                StatusCode::PARTIAL_CONTENT,
+                [(header::CONTENT_LENGTH, length.as_str())],
+                body,
+            )
+                .into_response();
             let value = format!("bytes {start}-{end}/{size}");
             response.headers_mut().insert(
                 header::CONTENT_RANGE,
@@ -136,7 +155,7 @@ fn ranged(bytes: Vec<u8>, range: Option<&str>) -> Response {
             }
             response
         }
-    }
+    })
 }
 
 /// One range of `bytes=a-b`, `bytes=a-` or `bytes=-n`, as inclusive offsets within `size`.
