@@ -54,6 +54,9 @@ pub struct Approval {
     pub requested_at: Timestamp,
     pub expires_at: Option<Timestamp>,
     pub decided_at: Option<Timestamp>,
+    /// The call that used it (`<execution>/<request id>`), so a retry of that same request is
+    /// let through again rather than asking a person twice.
+    pub used_by: Option<String>,
 }
 
 /// What the gate does with a covered call, given the approval already bound to it (if any).
@@ -69,11 +72,13 @@ pub enum Judgement {
     Request,
 }
 
-pub fn judge(existing: Option<&Approval>, now: Timestamp) -> Judgement {
+/// `caller` is `<execution>/<request id>` when the call carries a request id.
+pub fn judge(existing: Option<&Approval>, now: Timestamp, caller: Option<&str>) -> Judgement {
     let Some(approval) = existing else {
         return Judgement::Request;
     };
     match approval.state {
+        ApprovalState::Used if caller.is_some() && approval.used_by.as_deref() == caller => Judgement::Pass,
         ApprovalState::Approved => Judgement::Pass,
         ApprovalState::Denied => Judgement::Denied(approval.reason.clone()),
         ApprovalState::Expired => Judgement::Expired,
@@ -108,6 +113,7 @@ mod tests {
             requested_at: Timestamp(0),
             expires_at: expires_at.map(Timestamp),
             decided_at: None,
+            used_by: Some("x/r1".into()),
         }
     }
 
@@ -115,19 +121,20 @@ mod tests {
     fn each_state_judges_the_repeated_call() {
         use ApprovalState::*;
         let now = Timestamp(100);
-        assert_eq!(judge(None, now), Judgement::Request);
-        assert_eq!(judge(Some(&approval(Approved, None)), now), Judgement::Pass);
+        let judged = |state, expires_at| judge(Some(&approval(state, expires_at)), now, None);
+        assert_eq!(judge(None, now, None), Judgement::Request);
+        assert_eq!(judged(Approved, None), Judgement::Pass);
+        assert_eq!(judged(Denied, None), Judgement::Denied(Some("no".into())));
+        assert_eq!(judged(Pending, Some(200)), Judgement::Waiting);
+        assert_eq!(judged(Pending, Some(100)), Judgement::Expired, "due at its deadline");
+        assert_eq!(judged(Used, None), Judgement::Request, "used once");
+        let used = approval(Used, None);
         assert_eq!(
-            judge(Some(&approval(Denied, None)), now),
-            Judgement::Denied(Some("no".into()))
+            judge(Some(&used), now, Some("x/r1")),
+            Judgement::Pass,
+            "a retry of the call that used it"
         );
-        assert_eq!(judge(Some(&approval(Pending, Some(200))), now), Judgement::Waiting);
-        assert_eq!(
-            judge(Some(&approval(Pending, Some(100))), now),
-            Judgement::Expired,
-            "due at its deadline"
-        );
-        assert_eq!(judge(Some(&approval(Used, None)), now), Judgement::Request, "used once");
+        assert_eq!(judge(Some(&used), now, Some("y/r1")), Judgement::Request);
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub struct PackageRuntime {
     peer: tokio::sync::Mutex<Option<Arc<Peer>>>,
     /// `unshare`, when this machine can run a process in its own user and network namespaces.
     isolation: Option<&'static Path>,
+    /// Set when the package is removed or replaced: no process starts for it again.
+    stopped: std::sync::atomic::AtomicBool,
     /// The operation calls in flight, by the `call_id` the package's callbacks name.
     calls: Mutex<HashMap<String, HandlerCall>>,
 }
@@ -61,12 +63,14 @@ impl PackageRuntime {
             fetch: SafeFetch::new(conduit_egress::Limits::default()),
             peer: tokio::sync::Mutex::new(None),
             isolation: network_isolation(),
+            stopped: std::sync::atomic::AtomicBool::new(false),
             calls: Mutex::default(),
         })
     }
 
     /// Stops the package's process, if it runs.
     async fn stop(&self) {
+        self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
         let peer = self.peer.lock().await.take();
         if let Some(peer) = peer {
             peer.shutdown().await;
@@ -128,6 +132,12 @@ impl PackageRuntime {
     /// The package's process, started (and initialized) if it is not running.
     async fn running(self: &Arc<Self>) -> Result<Arc<Peer>, OperationError> {
         let mut slot = self.peer.lock().await;
+        if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(refusal(
+                "operation_failed",
+                format!("the package {} was removed or replaced", self.manifest.id()),
+            ));
+        }
         if let Some(peer) = slot.as_ref().filter(|p| p.is_running()) {
             return Ok(peer.clone());
         }
@@ -159,14 +169,15 @@ impl PackageRuntime {
         let peer = Peer::spawn(launch, Arc::new(Callbacks(self.clone()))).map_err(failed)?;
         let hello = json!({"protocol": PROTOCOL, "package": self.manifest.name, "version": self.manifest.version,
                            "permissions": self.manifest.permissions});
-        peer.request("initialize", hello, Duration::from_secs(10))
+        if peer
+            .request("initialize", hello, Duration::from_secs(10))
             .await
-            .map_err(|_| {
-                refusal(
-                    "operation_failed",
-                    format!("the package {} did not initialize", self.manifest.id()),
-                )
-            })?;
+            .is_err()
+        {
+            peer.shutdown().await;
+            let message = format!("the package {} did not initialize", self.manifest.id());
+            return Err(refusal("operation_failed", message));
+        }
         *slot = Some(peer.clone());
         Ok(peer)
     }
@@ -340,7 +351,25 @@ impl PackageHost {
     /// Serves exactly the installed packages: the toolbelt's registry and what configuration may
     /// name are replaced together.
     pub fn reload(&self) {
+        self.reload_replacing(None);
+    }
+
+    /// [`PackageHost::reload`], starting `replaced` afresh even if its version did not change
+    /// (a reinstall copies new files under the same version).
+    pub fn reload_replacing(&self, replaced: Option<&str>) {
         let mut runtimes = self.runtimes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(name) = replaced {
+            let stale: Vec<String> = runtimes
+                .keys()
+                .filter(|id| id.starts_with(&format!("{name}@")))
+                .cloned()
+                .collect();
+            for id in stale {
+                if let Some(runtime) = runtimes.remove(&id) {
+                    self.tokio.spawn(async move { runtime.stop().await });
+                }
+            }
+        }
         let mut next = HashMap::new();
         for manifest in crate::packages::installed_manifests(&self.state_root.join("packages")) {
             let id = manifest.id();

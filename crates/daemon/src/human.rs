@@ -1,7 +1,8 @@
 //! The human extension: its gate parks a call an approval rule covers (in the caller's scope) until
 //! a person decides. The approval is bound to the Work, the operation and the SHA-256 of the
 //! canonical input, and lets one call through; a denial refuses the repeated call
-//! `approval_denied` with the reason, and a timeout `approval_expired`.
+//! `approval_denied` with the reason, and a timeout `approval_expired`. The approval is used up only
+//! when every gate let the call through (`Gate::passed`).
 
 use std::sync::Arc;
 
@@ -43,6 +44,17 @@ impl Gate for HumanGate {
     fn ask(&self, call: GateCall) -> GateFuture {
         Box::pin(self.clone().decide(call))
     }
+
+    /// Uses the approval up once every gate let the call through: it runs now.
+    fn passed(&self, call: GateCall) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        let store = self.store.clone();
+        Box::pin(async move {
+            let used = tokio::task::spawn_blocking(move || store.write(|tx| use_up(tx, &call)));
+            if !matches!(used.await, Ok(Ok(()))) {
+                tracing::error!("an approval could not be marked used");
+            }
+        })
+    }
 }
 
 impl HumanGate {
@@ -78,12 +90,8 @@ fn judge_and_record(
     at: Timestamp,
 ) -> Result<GateAnswer, StoreError> {
     let existing = tx.approval_for(&call.work_id, &call.operation, &call.input_hash)?;
-    let answer = match (judge(existing.as_ref(), at), existing) {
-        (Judgement::Pass, Some(mut approval)) => {
-            approval.state = ApprovalState::Used;
-            tx.put_approval(&approval)?;
-            GateAnswer::Pass
-        }
+    let answer = match (judge(existing.as_ref(), at, caller(call).as_deref()), existing) {
+        (Judgement::Pass, _) => GateAnswer::Pass,
         (Judgement::Denied(reason), _) => {
             let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
             GateAnswer::Refuse(error("approval_denied", format!("a person denied this call{why}")))
@@ -105,6 +113,22 @@ fn judge_and_record(
     Ok(answer)
 }
 
+/// The call as an approval records who used it: `<execution>/<request id>`, when it has one.
+fn caller(call: &GateCall) -> Option<String> {
+    call.request_id.as_ref().map(|r| format!("{}/{r}", call.execution_id))
+}
+
+/// Marks the call's approved approval used, by this call.
+fn use_up(tx: &mut dyn Tx, call: &GateCall) -> Result<(), StoreError> {
+    let approval = tx.approval_for(&call.work_id, &call.operation, &call.input_hash)?;
+    if let Some(mut approval) = approval.filter(|a| a.state == ApprovalState::Approved) {
+        approval.state = ApprovalState::Used;
+        approval.used_by = caller(call);
+        tx.put_approval(&approval)?;
+    }
+    Ok(())
+}
+
 fn request(call: &GateCall, rule: &ApprovalRule, at: Timestamp) -> Approval {
     let timeout = rule.timeout.as_deref().and_then(Duration::parse);
     Approval {
@@ -121,6 +145,7 @@ fn request(call: &GateCall, rule: &ApprovalRule, at: Timestamp) -> Approval {
         requested_at: at,
         expires_at: timeout.map(|d| Timestamp(at.0 + d.0)),
         decided_at: None,
+        used_by: None,
     }
 }
 

@@ -151,7 +151,7 @@ impl PackageService {
             installed_at: now(),
         };
         self.store.write(|tx| tx.put_package(&record)).map_err(internal)?;
-        self.host.reload();
+        self.host.reload_replacing(Some(&record.name));
         Ok(self.listing(&record))
     }
 }

@@ -101,7 +101,7 @@ fn decide(
         )));
     }
     let at = now();
-    ensure_pending(&mut approval, tx, at)?;
+    ensure_pending(&approval, tx, at)?;
     approval.state = decision;
     approval.reason = reason.clone();
     approval.decided_by = Some(by.actor.to_owned());
@@ -115,21 +115,17 @@ fn decide(
     Ok(json!({"approval": approval, "event": event, "woke": woke}))
 }
 
-/// Only a pending approval that has not run out of time can be decided.
-fn ensure_pending(approval: &mut Approval, tx: &mut dyn Tx, at: Timestamp) -> Result<(), Failure> {
+/// Only a pending approval that has not run out of time, of Work still going, can be decided.
+fn ensure_pending(approval: &Approval, tx: &mut dyn Tx, at: Timestamp) -> Result<(), Failure> {
+    let conflict = |why: &str| Err(Failure(Refusal::new(ErrorCode::Conflict, why)));
     if approval.state != ApprovalState::Pending {
-        return Err(Failure(Refusal::new(
-            ErrorCode::Conflict,
-            "the approval was already decided",
-        )));
+        return conflict("the approval was already decided");
     }
     if approval.expires_at.is_some_and(|due| at.0 >= due.0) {
-        approval.state = ApprovalState::Expired;
-        tx.put_approval(approval)?;
-        return Err(Failure(Refusal::new(
-            ErrorCode::Conflict,
-            "the approval expired before it was decided",
-        )));
+        return conflict("the approval expired before it was decided");
+    }
+    if tx.get_work(&approval.work_id)?.is_none_or(|w| w.state.is_terminal()) {
+        return conflict("the approval's Work has finished");
     }
     Ok(())
 }

@@ -8,13 +8,14 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::Router;
+use conduit_core::Refusal;
 use conduit_toolbelt::gate::Verdict;
 use conduit_toolbelt::registry::{HandlerOutput, OperationError};
 use conduit_toolbelt::{Begun, CallRequest, CloseSession, OpenSession, Pending, Ran, Toolbelt};
 use serde::Deserialize;
 use tokio::sync::Notify;
 
-use crate::envelope::{bearer, blocking, not_found, ok, ok_json, parse_body, Answer};
+use crate::envelope::{bearer, blocking, not_found, ok, ok_json, parse_body, Answer, Failure};
 
 /// One execution's socket: the toolbelt, and the execution the socket itself asserts.
 #[derive(Clone)]
@@ -50,12 +51,17 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Bytes)
     let answer = match begun {
         Begun::Answered(answer) => answer,
         Begun::Extension(pending) => {
-            let ran = match pending.decide().await {
-                Verdict::Run => Ran::Handled(run_handler(&pending).await),
-                Verdict::Stop(stopped) => Ran::Stopped(stopped),
-            };
+            // On a task of its own: a client that hangs up mid-call must not leave the call
+            // begun but never finished (its records, its replay, a gate's wait).
             let toolbelt = s.toolbelt.clone();
-            blocking(move || Ok(toolbelt.finish(*pending, ran)?)).await?
+            let finished = tokio::spawn(async move {
+                let ran = match pending.decide().await {
+                    Verdict::Run => Ran::Handled(run_handler(&pending).await),
+                    Verdict::Stop(stopped) => Ran::Stopped(stopped),
+                };
+                blocking(move || Ok(toolbelt.finish(*pending, ran)?)).await
+            });
+            finished.await.unwrap_or_else(|_| Err(Failure(Refusal::internal())))?
         }
     };
     s.kick.notify_one();

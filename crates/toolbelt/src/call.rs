@@ -236,15 +236,10 @@ impl Toolbelt {
             let a = checks::lease_guard(tx, pending.authority.token.clone(), now).map_err(fenced)?;
             // A concurrent call with the same request id may have committed first: its result stands.
             if let Some(replayed) = replay::lookup(tx, &a, call.request, &call.input_hash)? {
-                audit::record(
-                    tx,
-                    &call,
-                    Some(&a),
-                    AuditKind::Called,
-                    "replayed",
-                    Marks::default(),
-                    now,
-                )?;
+                let status = if replayed.is_ok() { "ok" } else { "error" };
+                audit::tool_returned(tx, &call, &a, &pending.called, status, now)?;
+                let marks = Marks::default();
+                audit::record(tx, &call, Some(&a), AuditKind::Called, "replayed", marks, now)?;
                 return Ok(replayed);
             }
             let answer = match result {
@@ -272,10 +267,11 @@ impl Toolbelt {
     /// kept for replay: once resumed, the caller makes the call again and the gates decide again.
     fn park(&self, pending: Pending, gate: &str, plan: WaitPlan) -> Result<Value, Refusal> {
         let call = pending.call();
-        if plan.types.is_empty() || !plan.types.iter().all(|t| is_type_pattern(t)) {
+        let invalid_timeout = plan.timeout.is_some_and(|d| d.0 <= 0);
+        if plan.types.is_empty() || !plan.types.iter().all(|t| is_type_pattern(t)) || invalid_timeout {
             let error = OperationError {
                 code: "gate_failed".into(),
-                message: format!("the gate `{gate}` parked the call on no valid event type; the call is refused"),
+                message: format!("the gate `{gate}` parked the call on no valid wait; the call is refused"),
             };
             return self.refuse_gated(pending, gate, error);
         }

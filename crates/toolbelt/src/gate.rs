@@ -49,6 +49,13 @@ pub type GateFuture = Pin<Box<dyn Future<Output = GateAnswer> + Send>>;
 /// A registration's gate.
 pub trait Gate: Send + Sync {
     fn ask(&self, call: GateCall) -> GateFuture;
+
+    /// Told that every gate let `call` through and its operation runs now: what a gate grants
+    /// once (an approval) is used up here, not when it answers, so a later gate that parks or
+    /// refuses leaves it unused.
+    fn passed(&self, _call: GateCall) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(async {})
+    }
 }
 
 /// What a start gate is asked about: Work whose first attempt is about to start.
@@ -118,7 +125,13 @@ impl Stopped {
 /// Asks `gates` in order until one parks or refuses. Each gate runs on its own task, so a panic
 /// is a refusal (`gate_failed`), not a dead server.
 pub async fn decide(gates: &[(String, Arc<dyn Gate>)], call: &GateCall) -> Verdict {
-    first_stop(gates.iter().map(|(name, gate)| (name, gate.ask(call.clone())))).await
+    let verdict = first_stop(gates.iter().map(|(name, gate)| (name, gate.ask(call.clone())))).await;
+    if verdict == Verdict::Run {
+        for (_, gate) in gates {
+            gate.passed(call.clone()).await;
+        }
+    }
+    verdict
 }
 
 /// Awaits each gate's answer in turn (each asked only when its turn comes) until one stops.

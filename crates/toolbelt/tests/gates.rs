@@ -32,6 +32,11 @@ impl Gate for Recording {
         let answer = self.answer.clone();
         Box::pin(async move { answer })
     }
+
+    fn passed(&self, _: GateCall) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        self.asked.lock().unwrap().push(format!("{} passed", self.name));
+        Box::pin(async {})
+    }
 }
 
 struct Panicking;
@@ -107,13 +112,21 @@ fn gates_are_asked_in_name_order_never_about_their_own_operations_nor_builtins()
     call(&h, &claim, &token, "notes.op").unwrap();
     assert_eq!(
         *asked.lock().unwrap(),
-        ["alpha:notes.op", "beta:notes.op", "gamma:notes.op"]
+        [
+            "alpha:notes.op",
+            "beta:notes.op",
+            "gamma:notes.op",
+            "alpha passed",
+            "beta passed",
+            "gamma passed"
+        ],
+        "asked in name order; told once all let the call through"
     );
     asked.lock().unwrap().clear();
     call(&h, &claim, &token, "beta.op").unwrap();
     assert_eq!(
         *asked.lock().unwrap(),
-        ["alpha:beta.op", "gamma:beta.op"],
+        ["alpha:beta.op", "gamma:beta.op", "alpha passed", "gamma passed"],
         "beta never sees its own"
     );
     asked.lock().unwrap().clear();
@@ -144,7 +157,7 @@ fn a_parking_gate_declares_its_wait_releases_authority_and_stops_the_gates_after
     assert_eq!(
         *asked.lock().unwrap(),
         ["alpha:notes.op", "beta:notes.op"],
-        "gamma is not asked"
+        "gamma is not asked, and alpha is not told the call passed (nothing it granted is used up)"
     );
 
     let execution = h

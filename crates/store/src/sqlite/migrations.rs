@@ -239,6 +239,9 @@ CREATE TABLE approvals (
 );
 CREATE INDEX approvals_by_call ON approvals (work_id, operation, input_hash, requested_at);
 "#,
+    r#"
+ALTER TABLE approvals ADD COLUMN used_by TEXT;
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

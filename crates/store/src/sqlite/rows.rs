@@ -276,7 +276,7 @@ fn session_row(r: &Row) -> rusqlite::Result<Result<ToolSession>> {
 }
 
 const APPROVAL_COLUMNS: &str = "id, work_id, execution_id, scope, operation, input_hash, approvers, state, reason, \
-     decided_by, requested_at, expires_at, decided_at";
+     decided_by, requested_at, expires_at, decided_at, used_by";
 
 fn approval_row(r: &Row) -> rusqlite::Result<Result<Approval>> {
     let approvers: String = r.get(6)?;
@@ -296,6 +296,7 @@ fn approval_row(r: &Row) -> rusqlite::Result<Result<Approval>> {
             requested_at: Timestamp(r.get(10)?),
             expires_at: r.get::<_, Option<i64>>(11)?.map(Timestamp),
             decided_at: r.get::<_, Option<i64>>(12)?.map(Timestamp),
+            used_by: r.get(13)?,
         })
     };
     Ok(from_json(&approvers).and_then(build))
@@ -983,7 +984,7 @@ impl Tx for SqliteTx<'_> {
         self.exec(
             &format!(
                 "INSERT OR REPLACE INTO approvals ({APPROVAL_COLUMNS}) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
             ),
             params![
                 a.id,
@@ -998,7 +999,8 @@ impl Tx for SqliteTx<'_> {
                 a.decided_by,
                 a.requested_at.0,
                 a.expires_at.map(|t| t.0),
-                a.decided_at.map(|t| t.0)
+                a.decided_at.map(|t| t.0),
+                a.used_by
             ],
         )?;
         Ok(())
