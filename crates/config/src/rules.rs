@@ -110,20 +110,23 @@ impl Checker<'_> {
         }
     }
 
-    /// An approval rule names gateable operations (extension operations or toolsets; a builtin
-    /// passes no gate, so naming one would promise an approval that never happens), operator
-    /// names, and a positive timeout.
+    /// An approval rule names known operations or toolsets (a builtin passes no gate, so naming
+    /// one is a warning: it would promise an approval that never happens), operator names, and a
+    /// positive timeout.
     fn approval_rule(&mut self, pointer: &str, rule: &crate::model::ApprovalRule) {
         for (i, entry) in rule.operations.iter().enumerate() {
             let at = format!("{pointer}/operations/{i}");
             match entry.strip_prefix('@') {
                 Some(toolset) if self.registry.toolset(toolset).is_some() => {}
-                None if conduit_core::names::BUILTIN_OPERATIONS.contains(&entry.as_str()) => self.report(
-                    at,
-                    "operation_not_gateable",
-                    "builtins pass no gate, so no approval can hold this operation",
-                    "name extension operations or toolsets",
-                ),
+                // A warning, not an error: the rule is valid, this entry just never applies.
+                None if conduit_core::names::BUILTIN_OPERATIONS.contains(&entry.as_str()) => {
+                    self.found.push(Diagnostic::warning(
+                        at,
+                        "operation_not_gateable",
+                        "builtins pass no gate, so no approval holds this operation",
+                        "name extension operations or toolsets; this entry has no effect".into(),
+                    ))
+                }
                 None if self.registry.knows(entry) => {}
                 _ => self.report(
                     at,

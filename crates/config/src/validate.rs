@@ -221,7 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn approval_rules_name_gateable_operations_operators_and_a_positive_timeout() {
+    fn approval_rules_name_known_operations_operators_and_a_positive_timeout() {
         let scope = r#"{"approvals": [{"operations": ["emit", "nope.op"], "approvers": ["Alice"], "timeout": "0s"}]}"#;
         assert_eq!(
             codes(&with_scope(scope)),
@@ -232,6 +232,11 @@ mod tests {
                 ("/scopes/s/approvals/0/timeout".into(), "invalid_value"),
             ]
         );
+        // The issue's own example names `emit`: valid, with a warning that the entry never applies.
+        let warned =
+            parse(with_scope(r#"{"approvals": [{"operations": ["emit"], "timeout": "1h"}]}"#).as_bytes()).unwrap();
+        let codes: Vec<&str> = warned.warnings().iter().map(|d| d.code).collect();
+        assert_eq!(codes, ["operation_not_gateable"]);
     }
 
     #[test]
