@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use conduit_client::Client;
+use conduit_core::names::DECLARING_OPERATIONS;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
@@ -27,9 +28,6 @@ use serde_json::{json, Value};
 
 use crate::connection::read_token;
 use crate::report::Failure;
-
-/// The operations that end the segment's authority; they are never made inside a session.
-const DECLARATIONS: [&str; 2] = ["wait", "declare_outcome"];
 
 /// The bridge between one MCP client and one execution's toolbelt.
 #[derive(Clone)]
@@ -84,7 +82,7 @@ impl Bridge {
 
     /// One toolbelt call, in the tool's session unless it is a declaration.
     async fn call(&self, operation: &str, input: Value) -> Result<Value, Failure> {
-        if DECLARATIONS.contains(&operation) {
+        if DECLARING_OPERATIONS.contains(&operation) {
             self.close_sessions().await;
             return self.post_call(operation, &input, None).await;
         }

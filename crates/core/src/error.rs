@@ -242,7 +242,8 @@ impl Refusal {
     }
 }
 
-fn is_snake_case(code: &str) -> bool {
+/// A wire code's grammar: lower-case snake_case, at most 64 bytes.
+pub fn is_snake_case(code: &str) -> bool {
     code.len() <= 64
         && code.starts_with(|c: char| c.is_ascii_lowercase())
         && code

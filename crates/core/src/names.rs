@@ -6,6 +6,9 @@ pub const RESERVED_FAMILIES: [&str; 4] = ["core", "agent", "tool", "toolbelt"];
 /// The host's builtin toolbelt operations; they belong to no registration and pass no gate.
 pub const BUILTIN_OPERATIONS: [&str; 5] = ["create_work", "declare_outcome", "emit", "read_context", "wait"];
 
+/// The builtins that declare, ending the segment's authority: never made inside a tool session.
+pub const DECLARING_OPERATIONS: [&str; 2] = ["wait", "declare_outcome"];
+
 /// The host's toolsets of builtins, granted as `@core.worker`.
 pub const BUILTIN_TOOLSETS: [(&str, &[&str]); 1] = [("core.worker", &BUILTIN_OPERATIONS)];
 

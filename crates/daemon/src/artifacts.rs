@@ -18,17 +18,18 @@ use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 
+use conduit_server::ArtifactFiles;
+
 use crate::state::create_private_dir;
 
 /// Keeps each declared file, in declaration order, until the execution's total budget is spent.
 pub fn keep(
     workdir: &Path,
-    artifacts_dir: &Path,
+    files: &ArtifactFiles,
     execution_id: &str,
     names: &[String],
     at: Timestamp,
 ) -> Vec<ArtifactRecord> {
-    let dir = artifacts_dir.join(execution_id);
     let mut budget = MAX_TOTAL_BYTES;
     names
         .iter()
@@ -37,19 +38,13 @@ pub fn keep(
             execution_id: execution_id.to_owned(),
             index,
             name: name.clone(),
-            kept: keep_one(workdir, &dir, index, name, &mut budget),
+            kept: keep_one(workdir, &files.declared_file(execution_id, index), name, &mut budget),
             created_at: at,
         })
         .collect()
 }
 
-fn keep_one(
-    workdir: &Path,
-    dir: &Path,
-    index: u32,
-    name: &str,
-    budget: &mut u64,
-) -> Result<(u64, String), ArtifactRefusal> {
+fn keep_one(workdir: &Path, target: &Path, name: &str, budget: &mut u64) -> Result<(u64, String), ArtifactRefusal> {
     let mut file = open_beneath(workdir, name)?;
     let meta = file.metadata().map_err(|_| ArtifactRefusal::Unreadable)?;
     if !meta.is_file() {
@@ -59,16 +54,17 @@ fn keep_one(
     if meta.len() > limit {
         return Err(ArtifactRefusal::TooLarge);
     }
+    let dir = target.parent().ok_or(ArtifactRefusal::Unreadable)?;
     create_private_dir(dir).map_err(|_| ArtifactRefusal::Unreadable)?;
-    let (size, sha256) = copy_bounded(&mut file, dir, index, limit)?;
+    let (size, sha256) = copy_bounded(&mut file, target, limit)?;
     *budget -= size;
     Ok((size, sha256))
 }
 
 /// Copies at most `limit` bytes (a file that grew past it is refused whole) into an owner-only file,
 /// synced before the record that names it is committed.
-fn copy_bounded(file: &mut File, dir: &Path, index: u32, limit: u64) -> Result<(u64, String), ArtifactRefusal> {
-    let tmp = dir.join(format!("{index}.tmp"));
+fn copy_bounded(file: &mut File, target: &Path, limit: u64) -> Result<(u64, String), ArtifactRefusal> {
+    let tmp = target.with_extension("tmp");
     let mut copy = || -> io::Result<(u64, String)> {
         let mut out = fs::OpenOptions::new()
             .create(true)
@@ -94,7 +90,7 @@ fn copy_bounded(file: &mut File, dir: &Path, index: u32, limit: u64) -> Result<(
     };
     match copy() {
         Ok((size, sha256)) if size <= limit => {
-            fs::rename(&tmp, dir.join(index.to_string())).map_err(|_| ArtifactRefusal::Unreadable)?;
+            fs::rename(&tmp, target).map_err(|_| ArtifactRefusal::Unreadable)?;
             Ok((size, sha256))
         }
         outcome => {
@@ -144,9 +140,12 @@ mod tests {
     use super::*;
 
     fn kept(workdir: &Path, names: &[&str]) -> Vec<Result<(u64, String), ArtifactRefusal>> {
-        let dest = workdir.parent().unwrap().join("artifacts");
+        let files = ArtifactFiles {
+            logs: workdir.parent().unwrap().join("logs"),
+            declared: workdir.parent().unwrap().join("artifacts"),
+        };
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        keep(workdir, &dest, "x1", &names, Timestamp(0))
+        keep(workdir, &files, "x1", &names, Timestamp(0))
             .into_iter()
             .map(|r| r.kept)
             .collect()

@@ -392,8 +392,11 @@ impl PackageHost {
                 tracing::warn!(package = %runtime.manifest.name, error = %e, "a package's gate was not installed");
             }
         }
+        // What configuration may name is this registry's names (and the playbooks): no second scan.
+        let playbooks = self.state_root.join("playbooks");
+        self.configs
+            .set_registry(crate::playbooks::register(registry.config_registry(), &playbooks));
         self.live.replace(registry);
-        self.configs.set_registry(crate::config_registry(&self.state_root));
         *runtimes = next;
     }
 
@@ -508,7 +511,7 @@ impl PackageRuntime {
         });
         match peer.request("operation.gate", params, GATE_TIMEOUT).await {
             Ok(answer) => gate_answer(&answer).unwrap_or_else(failed),
-            Err(e) => match e.refusal_code().filter(|c| is_snake_case(c)) {
+            Err(e) => match e.refusal_code().filter(|c| conduit_core::error::is_snake_case(c)) {
                 Some(code) => GateAnswer::Refuse(refusal(code, e.message.clone())),
                 None => failed(),
             },
@@ -538,13 +541,6 @@ fn gate_answer(answer: &Value) -> Option<GateAnswer> {
         }
         _ => None,
     }
-}
-
-fn is_snake_case(code: &str) -> bool {
-    code.starts_with(|c: char| c.is_ascii_lowercase())
-        && code
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// The toolbelt's side: each operation call becomes an `operation.call`.

@@ -47,6 +47,10 @@ impl Gate for HumanGate {
 
     /// Uses the approval up once every gate let the call through: it runs now.
     fn passed(&self, call: GateCall) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        if self.rule_for(&call).is_none() {
+            // No rule covers the call, so no approval was used: no store round trip.
+            return Box::pin(async {});
+        }
         let store = self.store.clone();
         Box::pin(async move {
             let used = tokio::task::spawn_blocking(move || store.write(|tx| use_up(tx, &call)));

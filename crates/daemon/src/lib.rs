@@ -161,6 +161,10 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     let kick = Arc::new(Notify::new());
     let instance = new_id();
 
+    let files = ArtifactFiles {
+        logs: state.logs_dir(),
+        declared: state.artifacts_dir(),
+    };
     let socket_path = state.clear_management_socket()?;
     let listener =
         bind_owner_only(&socket_path).map_err(|e| DaemonError::io("bind the management socket", &socket_path, e))?;
@@ -171,10 +175,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         kick: kick.clone(),
         control: service.clone(),
         cursors: Cursors::new(operator::cursor_key(&state)?),
-        files: ArtifactFiles {
-            logs: state.logs_dir(),
-            declared: state.artifacts_dir(),
-        },
+        files: files.clone(),
         registry: live.clone(),
         packages: Arc::new(packages::PackageService {
             store: store.clone(),
@@ -215,8 +216,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         resolver,
         instance,
         runs_dir: state.runs_dir(),
-        logs_dir: state.logs_dir(),
-        artifacts_dir: state.artifacts_dir(),
+        files,
         playbook_dir: state.root().join("playbooks"),
         os_dir,
         token_lifetime: options.token_lifetime,

@@ -13,7 +13,7 @@ use conduit_scheduler::{
     adopt, claim_next, complete, fire_due_timers, first_to_start, record_pid, renew_lease, settle_unstarted, Claim,
     HostError, LEASE,
 };
-use conduit_server::{bind_owner_only, execution_router, now, serve, ExecutionSocket, IDEMPOTENCY_KEPT};
+use conduit_server::{bind_owner_only, execution_router, now, serve, ArtifactFiles, ExecutionSocket, IDEMPOTENCY_KEPT};
 use conduit_store::{Store, Tx};
 use conduit_toolbelt::gate::{decide_start, StartCall, Verdict};
 use conduit_toolbelt::sweep::sweep;
@@ -46,8 +46,8 @@ pub struct Runtime {
     pub toolbelt: Toolbelt,
     pub instance: String,
     pub runs_dir: PathBuf,
-    pub logs_dir: PathBuf,
-    pub artifacts_dir: PathBuf,
+    /// Where execution logs and kept declared files go (the layout the server reads them from).
+    pub files: ArtifactFiles,
     pub playbook_dir: PathBuf,
     pub os_dir: PathBuf,
     /// A token lifetime shorter than the attempt deadline; tokens are then rotated while it runs.
@@ -318,7 +318,7 @@ impl Runtime {
                     Err((name, code)) => {
                         tracing::warn!(execution = %execution.id, secret = %name, code, "a secret could not be resolved");
                         let line = format!("open-conduit: the secret `{name}` could not be resolved ({code}); the process was not started");
-                        shell::append_log(&shell::log_path(&self.logs_dir, &execution.id), &line);
+                        shell::append_log(&self.files.log(&execution.id), &line);
                         return Some(SegmentEnd::SecretUnavailable);
                     }
                     Ok(secrets) => match self.spawn(execution, run, &argv, &secrets) {
@@ -398,7 +398,7 @@ impl Runtime {
             endpoint: &run.socket,
             token_file: &run.token_file,
             os_dir: &self.os_dir,
-            log: &shell::log_path(&self.logs_dir, &execution.id),
+            log: &self.files.log(&execution.id),
             secrets,
             playbook_dir: &self.playbook_dir,
         })
@@ -491,8 +491,8 @@ impl Runtime {
         let Some(Declaration::Outcome { artifacts: names, .. }) = execution.and_then(|x| x.declaration) else {
             return Ok(Vec::new());
         };
-        let (dir, id) = (self.artifacts_dir.clone(), execution_id.to_owned());
-        let keep = move || artifacts::keep(&workdir, &dir, &id, &names, now());
+        let (files, id) = (self.files.clone(), execution_id.to_owned());
+        let keep = move || artifacts::keep(&workdir, &files, &id, &names, now());
         Ok(tokio::task::spawn_blocking(keep).await.unwrap_or_default())
     }
 }

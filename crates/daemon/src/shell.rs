@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
 use conduit_config::secrets::Secret;
@@ -109,11 +109,6 @@ pub fn append_log(log: &Path, line: &str) {
     if let Ok(mut file) = file {
         let _ = writeln!(file, "{line}");
     }
-}
-
-/// The execution log of an attempt.
-pub fn log_path(logs: &Path, execution_id: &str) -> PathBuf {
-    logs.join(format!("{execution_id}.log"))
 }
 
 #[cfg(test)]

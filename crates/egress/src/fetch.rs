@@ -104,18 +104,10 @@ struct Hop<'a> {
 
 impl SafeFetch {
     pub fn new(limits: Limits) -> SafeFetch {
-        let roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default TLS versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
         SafeFetch {
             resolver: Arc::new(SystemResolver),
             limits,
-            tls: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            tls: tokio_rustls::TlsConnector::from(tls_config()),
             allowance: crate::allowance::Allowance::from_env(),
         }
     }
@@ -260,6 +252,25 @@ impl SafeFetch {
             url: hop.target.url.to_string(),
         })
     }
+}
+
+/// The TLS client configuration (ring, the webpki roots), built once per process.
+fn tls_config() -> Arc<rustls::ClientConfig> {
+    static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            };
+            let config =
+                rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                    .with_safe_default_protocol_versions()
+                    .expect("ring supports the default TLS versions")
+                    .with_root_certificates(roots)
+                    .with_no_client_auth();
+            Arc::new(config)
+        })
+        .clone()
 }
 
 /// The request on the wire: origin-form path, `Host` from the URL, the caller's checked headers,

@@ -232,16 +232,7 @@ mod tests {
     }
 
     fn manual_work(store: &dyn Store, config: &Snapshot) -> Work {
-        let new = NewWork {
-            scope: "setup".into(),
-            binding: "shell".into(),
-            input: json!({}),
-            keys: vec![],
-            parent_work: None,
-            source: Source::Manual,
-            actor: Some("operator:local".into()),
-            id_seed: None,
-        };
+        let new = NewWork::manual("setup", "shell", json!({}), Some("operator:local".into()));
         store.write(|tx| create_work(tx, config, new, None, T0)).unwrap().0
     }
 

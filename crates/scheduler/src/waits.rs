@@ -12,6 +12,10 @@ use crate::HostError;
 /// Wakes every armed wait `event` satisfies: the wait is satisfied and its Work is ready to resume,
 /// continuing from `event`.
 pub(crate) fn wake_waits(tx: &mut dyn Tx, event: &Event, now: Timestamp) -> Result<(), HostError> {
+    // A wait matches on a correlation key: an event without one wakes nothing, so skip the scan.
+    if event.correlation_key.is_none() {
+        return Ok(());
+    }
     for wait in tx.armed_waits()?.into_iter().filter(|w| w.matches(event)) {
         resolve(tx, wait, WaitState::Satisfied, &event.id, now)?;
     }

@@ -25,6 +25,23 @@ pub struct NewWork {
     pub id_seed: Option<String>,
 }
 
+impl NewWork {
+    /// Work an operator (or a test) creates by hand: `core.manual`, no parent, no extra keys, fresh
+    /// ids. Callers set the rest with struct update syntax.
+    pub fn manual(scope: &str, binding: &str, input: Value, actor: Option<String>) -> NewWork {
+        NewWork {
+            scope: scope.to_owned(),
+            binding: binding.to_owned(),
+            input,
+            keys: Vec::new(),
+            parent_work: None,
+            source: Source::Manual,
+            actor,
+            id_seed: None,
+        }
+    }
+}
+
 /// Creates ready Work and its `core.work.created` event (derived from `cause`, or a new root).
 pub fn create_work(
     tx: &mut dyn Tx,

@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use conduit_config::{default_config_json, parse, CurrentConfig, Snapshot};
-use conduit_core::{Execution, Source};
+use conduit_core::Execution;
 use conduit_scheduler::{claim_next, create_work, renew_lease, HostError, NewWork, LEASE};
 use conduit_server::{bind_owner_only, execution_router, now, serve, ExecutionSocket};
 use conduit_store::{SqliteStore, Store};
@@ -379,16 +379,7 @@ impl Bed {
 fn claim(store: &dyn Store, config: &Snapshot) -> Result<(Execution, String), HostError> {
     store.write(|tx| {
         let at = now();
-        let work = NewWork {
-            scope: "setup".into(),
-            binding: "shell".into(),
-            input: json!({}),
-            keys: vec![],
-            parent_work: None,
-            source: Source::Manual,
-            actor: Some("operator:local".into()),
-            id_seed: None,
-        };
+        let work = NewWork::manual("setup", "shell", json!({}), Some("operator:local".into()));
         create_work(tx, config, work, None, at)?;
         let claim = claim_next(tx, config, OWNER, at)?.expect("the Work just created is ready");
         let ops = config.granted_operations(&claim.work.scope, &claim.work.binding);

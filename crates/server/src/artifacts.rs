@@ -27,15 +27,21 @@ pub struct ArtifactFiles {
     pub declared: PathBuf,
 }
 
+/// The one place the layout is written down: the daemon writes where these say, and reads serve
+/// from the same paths.
 impl ArtifactFiles {
-    fn log(&self, execution: &str) -> PathBuf {
+    /// An execution's log.
+    pub fn log(&self, execution: &str) -> PathBuf {
         self.logs.join(format!("{execution}.log"))
     }
 
+    /// A declared file an execution's outcome named, kept at its index.
+    pub fn declared_file(&self, execution: &str, index: u32) -> PathBuf {
+        self.declared.join(execution).join(index.to_string())
+    }
+
     fn declared(&self, artifact: &ArtifactRecord) -> PathBuf {
-        self.declared
-            .join(&artifact.execution_id)
-            .join(artifact.index.to_string())
+        self.declared_file(&artifact.execution_id, artifact.index)
     }
 }
 

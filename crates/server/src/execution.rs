@@ -9,9 +9,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::Router;
 use conduit_core::Refusal;
-use conduit_toolbelt::gate::Verdict;
-use conduit_toolbelt::registry::{HandlerOutput, OperationError};
-use conduit_toolbelt::{Begun, CallRequest, CloseSession, OpenSession, Pending, Ran, Toolbelt};
+use conduit_toolbelt::{Begun, CallRequest, CloseSession, OpenSession, Toolbelt};
 use serde::Deserialize;
 use tokio::sync::Notify;
 
@@ -55,10 +53,7 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Bytes)
             // begun but never finished (its records, its replay, a gate's wait).
             let toolbelt = s.toolbelt.clone();
             let finished = tokio::spawn(async move {
-                let ran = match pending.decide().await {
-                    Verdict::Run => Ran::Handled(run_handler(&pending).await),
-                    Verdict::Stop(stopped) => Ran::Stopped(stopped),
-                };
+                let ran = pending.ran().await;
                 blocking(move || Ok(toolbelt.finish(*pending, ran)?)).await
             });
             finished.await.unwrap_or_else(|_| Err(Failure(Refusal::internal())))?
@@ -98,16 +93,6 @@ fn idempotency_key(headers: &HeaderMap) -> Option<String> {
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
-}
-
-/// Runs an extension's handler on its own task, so a panic in it is a refusal, not a dead server.
-async fn run_handler(pending: &Pending) -> Result<HandlerOutput, OperationError> {
-    tokio::spawn(pending.run()).await.unwrap_or_else(|_| {
-        Err(OperationError {
-            code: "operation_failed".into(),
-            message: "the operation's handler failed".into(),
-        })
-    })
 }
 
 async fn guidance(State(s): State<ExecutionSocket>, headers: HeaderMap) -> Answer {

@@ -245,14 +245,9 @@ async fn create(State(s): State<Management>, headers: HeaderMap, uri: Uri, body:
     let config = s.config.get();
     let answer = once(s.store.clone(), keyed, move |tx, seed| {
         let new = NewWork {
-            scope: req.scope,
-            binding: req.binding,
-            input: req.input,
             keys: req.keys,
-            parent_work: None,
-            source: Source::Manual,
-            actor: Some(op.principal()),
             id_seed: Some(format!("operator/{seed}")),
+            ..NewWork::manual(&req.scope, &req.binding, req.input, Some(op.principal()))
         };
         let (work, _) = create_work(tx, &config, new, None, now())?;
         Ok((StatusCode::CREATED, serde_json::to_value(work).unwrap_or_default()))

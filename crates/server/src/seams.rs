@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use conduit_core::canonical::canonical_hash;
 use conduit_core::requires::{invalid_token, unmet};
-use conduit_core::{ErrorCode, Refusal, Role, Source};
+use conduit_core::{ErrorCode, Refusal, Role};
 use conduit_egress::fetch::SystemResolver;
 use conduit_egress::{Blocked, FetchError, FetchRequest, Limits, Resolve, SafeFetch};
 use conduit_scheduler::{create_work, NewWork};
@@ -157,16 +157,7 @@ async fn start_run(s: &Management, principal: &str, binding: &str, input: Value)
                 .with_remedy("apply examples/conformance.json (open-conduit config apply)"),
         ));
     }
-    let new = NewWork {
-        scope: RUN_SCOPE.into(),
-        binding: binding.into(),
-        input,
-        keys: vec![],
-        parent_work: None,
-        source: Source::Manual,
-        actor: Some(principal.to_owned()),
-        id_seed: None,
-    };
+    let new = NewWork::manual(RUN_SCOPE, binding, input, Some(principal.to_owned()));
     let store = s.store.clone();
     let work = blocking(move || Ok(store.write(|tx| create_work(tx, &config, new, None, now()))?)).await?;
     s.kick.notify_one();

@@ -51,6 +51,20 @@ pub enum Ran {
 }
 
 impl Pending {
+    /// Asks the gates, then, when every one lets the call through, runs the handler on its own
+    /// task (a panicking handler is a refusal, not a dead caller).
+    pub async fn ran(&self) -> Ran {
+        match self.decide().await {
+            Verdict::Run => Ran::Handled(tokio::spawn(self.run()).await.unwrap_or_else(|_| {
+                Err(OperationError {
+                    code: "operation_failed".into(),
+                    message: "the operation's handler failed".into(),
+                })
+            })),
+            Verdict::Stop(stopped) => Ran::Stopped(stopped),
+        }
+    }
+
     /// Asks the call's gates, in registration-name order.
     pub async fn decide(&self) -> Verdict {
         let a = &self.authority;
@@ -147,10 +161,7 @@ impl Toolbelt {
         match self.begin(socket_execution, bearer, request)? {
             Begun::Answered(answer) => Ok(answer),
             Begun::Extension(pending) => {
-                let ran = match pending.decide().await {
-                    Verdict::Run => Ran::Handled(pending.run().await),
-                    Verdict::Stop(stopped) => Ran::Stopped(stopped),
-                };
+                let ran = pending.ran().await;
                 self.finish(*pending, ran)
             }
         }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use conduit_core::names::BUILTIN_TOOLSETS;
-use conduit_core::tool::ToolDescriptor;
+use conduit_core::tool::{Approval, ToolDescriptor};
 
 use crate::builtins::builtin_tools;
 use crate::registry::{Registered, Registry};
@@ -19,15 +19,34 @@ pub struct Catalog {
 pub struct CatalogEntry {
     pub descriptor: ToolDescriptor,
     json: String,
+    /// The same descriptor with `approval: "always"`, for readers an approval rule covers it for.
+    gated_json: String,
+}
+
+impl CatalogEntry {
+    fn json(&self, gated: bool) -> &str {
+        if gated {
+            &self.gated_json
+        } else {
+            &self.json
+        }
+    }
 }
 
 impl Catalog {
     pub fn of(registry: &Registry) -> Catalog {
         let entries = descriptors(registry)
             .into_iter()
-            .map(|descriptor| CatalogEntry {
-                json: serde_json::to_string(&descriptor).unwrap_or_default(),
-                descriptor,
+            .map(|descriptor| {
+                let gated = ToolDescriptor {
+                    approval: Some(Approval::Always),
+                    ..descriptor.clone()
+                };
+                CatalogEntry {
+                    json: serde_json::to_string(&descriptor).unwrap_or_default(),
+                    gated_json: serde_json::to_string(&gated).unwrap_or_default(),
+                    descriptor,
+                }
             })
             .collect();
         Catalog { entries }
@@ -39,11 +58,16 @@ impl Catalog {
 
     /// The JSON of one tool.
     pub fn find(&self, tool_id: &str) -> Option<&str> {
+        self.find_gated(tool_id, false)
+    }
+
+    /// The JSON of one tool, with `approval: "always"` when `gated`.
+    pub fn find_gated(&self, tool_id: &str, gated: bool) -> Option<&str> {
         let at = self
             .entries
             .binary_search_by(|e| e.descriptor.tool_id.as_str().cmp(tool_id))
             .ok()?;
-        Some(&self.entries[at].json)
+        Some(self.entries[at].json(gated))
     }
 
     /// A bare JSON array of the tools `keep` keeps, in `toolId` order.
@@ -54,22 +78,13 @@ impl Catalog {
     /// [`Catalog::select`], with `approval: "always"` on the tools `gated` says an approval rule
     /// covers for this reader.
     pub fn select_gated(&self, keep: impl Fn(&ToolDescriptor) -> bool, gated: impl Fn(&str) -> bool) -> String {
-        let kept: Vec<String> = self
+        let kept: Vec<&str> = self
             .entries
             .iter()
             .filter(|e| keep(&e.descriptor))
-            .map(|e| approved_as(&e.json, gated(&e.descriptor.tool_id)))
+            .map(|e| e.json(gated(&e.descriptor.tool_id)))
             .collect();
         format!("[{}]", kept.join(","))
-    }
-}
-
-/// A descriptor's cached JSON, its `approval` turned to `always` when a rule covers it.
-pub fn approved_as(json: &str, gated: bool) -> String {
-    if gated {
-        json.replacen(r#""approval":"never""#, r#""approval":"always""#, 1)
-    } else {
-        json.to_owned()
     }
 }
 

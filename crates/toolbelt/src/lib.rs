@@ -156,9 +156,9 @@ impl Toolbelt {
         self.registry
             .get()
             .catalog()
-            .find(tool_id)
+            .find_gated(tool_id, gated(tool_id))
             .filter(|_| sees(tool_id))
-            .map(|json| catalog::approved_as(json, gated(tool_id)))
+            .map(str::to_owned)
             .ok_or_else(|| Refusal::not_found("tool"))
     }
 

@@ -2,6 +2,7 @@
 //! operations, tags calls with its `session_id`, and closes it. Opening and closing pass the same
 //! ordered checks as a call of that operation; the records are content-free events on the Work's log.
 
+use conduit_core::names::DECLARING_OPERATIONS;
 use conduit_core::{ErrorCode, Refusal, SessionOutcome, ToolSession};
 use conduit_scheduler::{close_session, open_session, HostError};
 use conduit_store::{derived_id, new_id, Tx};
@@ -10,10 +11,6 @@ use serde_json::{json, Value};
 
 use crate::checks::{self, Authority};
 use crate::{CallRequest, Toolbelt};
-
-/// The operations that end the segment's authority: a session cannot bracket them, since the host
-/// closes every open session as they land.
-const DECLARATIONS: [&str; 2] = ["wait", "declare_outcome"];
 
 /// `POST /v1/toolbelt/sessions`.
 #[derive(Debug, Clone, Deserialize)]
@@ -40,7 +37,7 @@ impl Toolbelt {
         let opened = self.store.write(|tx| -> Result<ToolSession, HostError> {
             let token = checks::live_token(tx, socket_execution, bearer, now)?;
             let a = checks::authorize(tx, &config, &self.registry(), token, &as_call, now)?;
-            if DECLARATIONS.contains(&request.tool_id.as_str()) {
+            if DECLARING_OPERATIONS.contains(&request.tool_id.as_str()) {
                 return Err(Refusal::invalid_input(
                     "a declaration ends the execution's authority: call it outside a session",
                 )
@@ -94,7 +91,7 @@ pub fn check_call_session(tx: &mut dyn Tx, a: &Authority, request: &CallRequest)
     if !session.is_open() {
         return Err(not_open().into());
     }
-    if session.tool_id != request.operation || DECLARATIONS.contains(&request.operation.as_str()) {
+    if session.tool_id != request.operation || DECLARING_OPERATIONS.contains(&request.operation.as_str()) {
         return Err(Refusal::invalid_input("`session_id` names a session of another operation").into());
     }
     Ok(())

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use conduit_config::{parse, CurrentConfig};
-use conduit_core::{Clock, OperatorRecord, Role, Source, Timestamp};
+use conduit_core::{Clock, OperatorRecord, Role, Timestamp};
 use conduit_scheduler::{adopt, claim_next, create_work, NewWork};
 use conduit_server::SystemClock;
 use conduit_store::{new_id, SqliteStore, Store};
@@ -66,16 +66,7 @@ impl Target for InProcess {
         let (claim, token) = self
             .store
             .write(|tx| {
-                let new = NewWork {
-                    scope: "suite".into(),
-                    binding: binding.into(),
-                    input: json!({}),
-                    keys: vec![],
-                    parent_work: None,
-                    source: Source::Manual,
-                    actor: None,
-                    id_seed: None,
-                };
+                let new = NewWork::manual("suite", binding, json!({}), None);
                 create_work(tx, &config, new, None, now())?;
                 let claim = claim_next(tx, &config, "in-process", now())?.unwrap();
                 let ops = config.granted_operations("suite", binding);

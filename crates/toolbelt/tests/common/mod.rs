@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use conduit_config::{default_config_json, parse_with, CurrentConfig, Snapshot};
-use conduit_core::{Clock, ErrorCode, Refusal, Source, Timestamp};
+use conduit_core::{Clock, ErrorCode, Refusal, Timestamp};
 use conduit_scheduler::{claim_next, create_work, Claim, NewWork};
 use conduit_store::{SqliteStore, Store};
 use conduit_toolbelt::token::issue;
@@ -69,16 +69,7 @@ impl Harness {
         let config = self.config.get();
         self.store
             .write(|tx| {
-                let new = NewWork {
-                    scope: "setup".into(),
-                    binding: "shell".into(),
-                    input: json!({"x": 1}),
-                    keys: vec![],
-                    parent_work: None,
-                    source: Source::Manual,
-                    actor: None,
-                    id_seed: None,
-                };
+                let new = NewWork::manual("setup", "shell", json!({"x": 1}), None);
                 create_work(tx, &config, new, None, T0)?;
                 let claim = claim_next(tx, &config, "owner", T0)?.unwrap();
                 let ops = config.granted_operations("setup", "shell");
