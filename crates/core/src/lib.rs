@@ -14,6 +14,7 @@ pub mod event;
 pub mod execution;
 pub mod names;
 pub mod requires;
+pub mod sandbox;
 pub mod session;
 pub mod time;
 pub mod tool;
