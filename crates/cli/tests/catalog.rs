@@ -32,7 +32,7 @@ fn status_and_body(socket: &std::path::Path, path: &str, token: &str) -> (String
 
 #[test]
 fn an_execution_sees_exactly_its_grant_and_less_once_the_configuration_narrows() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let hold = publish_and_hold(tmp.path());
     let daemon = Daemon::start(Some(&shell_config(&hold)));
     let (_, socket, token_file) = hold_one(&daemon, tmp.path());

@@ -61,7 +61,7 @@ fn config_check_reports_every_diagnostic_offline_without_echoing_values() {
 
 #[test]
 fn apply_narrows_a_live_token_at_once_and_survives_a_restart_despite_a_disk_edit() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let hold = publish_and_hold(tmp.path());
     let mut daemon = Daemon::start(Some(&config_with(&ALL, &hold)));
     let (_, socket, token_file) = hold_one(&daemon, tmp.path());
@@ -112,7 +112,7 @@ fn apply_narrows_a_live_token_at_once_and_survives_a_restart_despite_a_disk_edit
 
 #[test]
 fn removing_a_scope_with_unfinished_work_is_scope_in_use() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let daemon = Daemon::start(Some(&config_with(&ALL, &publish_and_hold(tmp.path()))));
     daemon.create_work("demo", "shell");
     let other = json!({"version": 1, "scopes": {"other": {}}}).to_string();
@@ -296,7 +296,7 @@ fn the_shipped_examples_validate() {
 /// call of one of them is recorded as `config_drift`.
 #[test]
 fn playbooks_warn_of_missing_grants_and_refusals_record_config_drift() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let hold = publish_and_hold(tmp.path());
     let daemon = Daemon::start_with(|scratch| {
         plant_playbook(

@@ -8,7 +8,7 @@ use serde_json::json;
 
 #[test]
 fn cancel_fences_the_running_attempt_at_once_and_stops_it() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
     let (work, socket, token_file) = hold_one(&daemon, tmp.path());
     let token = read_token(&token_file);
@@ -49,7 +49,7 @@ fn wake_reports_whether_it_woke_the_work() {
 
 #[test]
 fn execution_cancel_holds_the_work_until_a_manual_retry() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
     let (work, socket, token_file) = hold_one(&daemon, tmp.path());
     let token = read_token(&token_file);
@@ -201,7 +201,7 @@ fn declared_artifacts_are_kept_and_links_refused() {
 /// recovery copies them before it removes the run directory.
 #[test]
 fn artifacts_of_an_attempt_that_ended_during_a_restart_are_kept() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let d = tmp.path().display();
     let script = format!(
         "printf kept > a.txt && os outcome succeeded --artifact a.txt > /dev/null && {}; touch {d}/exited",

@@ -21,7 +21,7 @@ fn add_operator(daemon: &Daemon, name: &str, role: &str) -> String {
 
 #[test]
 fn each_route_needs_its_role_and_the_right_credential_class() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
     let (viewer, operator, admin) = (
         add_operator(&daemon, "viewer", "view"),
@@ -280,7 +280,7 @@ fn rotation_revocation_and_recovery() {
 
 #[test]
 fn an_execution_token_is_revoked_by_its_id() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
     let (work, socket, token_file) = hold_one(&daemon, tmp.path());
     let token = read_token(&token_file);

@@ -42,7 +42,7 @@ fn text(result: &CallToolResult) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn os_mcp_serves_the_catalog_calls_refusals_and_survives_rotation() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let mut daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
     let (work, socket, token_file) = hold_one(&daemon, tmp.path());
     let client = mount(&socket, &token_file).await;
@@ -122,7 +122,7 @@ async fn os_mcp_serves_the_catalog_calls_refusals_and_survives_rotation() {
 /// sessions closed `completed`.
 #[tokio::test(flavor = "multi_thread")]
 async fn os_mcp_instructs_with_the_playbook_and_closes_sessions_on_disconnect() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let hold = publish_and_hold(tmp.path());
     let daemon = Daemon::start_with(|scratch| {
         plant_playbook(scratch, "triage", "---\noperations: [emit]\n---\nTriage the ticket.\n");
@@ -158,7 +158,7 @@ fn an_independent_python_client_mounts_os_mcp() {
         eprintln!("skipped: OPEN_CONDUIT_PYTHON is not set (see .ci/run)");
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
     let (_, socket, token_file) = hold_one(&daemon, tmp.path());
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/python_client.py");

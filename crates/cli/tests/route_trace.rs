@@ -62,7 +62,7 @@ fn a_trace_explains_start_unmatched_wake_and_queue_and_records_nothing() {
 
 #[test]
 fn a_trace_on_running_work_injects_and_on_finished_work_drops() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
     let (work, _, _) = hold_one(&daemon, tmp.path());
     let inject = trace(&daemon, &["demo.note", "--work", &work]);

@@ -101,7 +101,7 @@ fn a_routed_event_starts_work_and_the_chain_reaches_the_operators_root() {
 
 #[test]
 fn a_declared_wait_resumes_in_a_new_attempt_with_a_new_token() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let dir = tmp.path().display().to_string();
     // First segment: keep the token, wait for demo.go. Second: publish its endpoint and hold.
     let script = format!(
@@ -155,7 +155,7 @@ fn a_declared_wait_resumes_in_a_new_attempt_with_a_new_token() {
 
 #[test]
 fn a_call_after_the_outcome_is_authority_released() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let dir = tmp.path().display();
     let script = format!(
         "os outcome succeeded --summary early; os emit demo.after 2> {dir}/after.err; echo $? > {dir}/after.code"
@@ -174,7 +174,7 @@ fn a_call_after_the_outcome_is_authority_released() {
 
 #[test]
 fn each_socket_accepts_only_its_own_credential_class_and_execution() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
     daemon.create_work("demo", "shell");
     daemon.create_work("demo", "shell");
@@ -231,7 +231,7 @@ fn each_socket_accepts_only_its_own_credential_class_and_execution() {
 
 #[test]
 fn sockets_and_private_files_are_owner_only() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
     daemon.create_work("demo", "shell");
     wait_until("a held attempt", || {
@@ -334,7 +334,7 @@ fn sigterm_stops_the_daemon_cleanly() {
 
 #[test]
 fn a_running_attempt_survives_a_daemon_kill_with_a_rotated_token() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let script = format!(
         "{}; os outcome succeeded --summary survived",
         publish_and_hold(tmp.path())

@@ -43,6 +43,8 @@ pub struct Registry {
     playbooks: BTreeMap<String, BTreeSet<String>>,
     /// Executors besides the shell, which every release has.
     executors: BTreeMap<String, ExecutorCapabilities>,
+    /// The daemon's state directory, which no sandbox path may reach into (unknown offline).
+    state_dir: Option<String>,
 }
 
 impl Registry {
@@ -71,6 +73,16 @@ impl Registry {
     pub fn with_executor(mut self, name: &str, capabilities: ExecutorCapabilities) -> Registry {
         self.executors.insert(name.to_owned(), capabilities);
         self
+    }
+
+    /// Names the state directory sandbox paths are checked against.
+    pub fn with_state_dir(mut self, dir: &str) -> Registry {
+        self.state_dir = Some(dir.to_owned());
+        self
+    }
+
+    pub fn state_dir(&self) -> Option<&str> {
+        self.state_dir.as_deref()
     }
 
     /// A registered executor's capabilities.

@@ -13,6 +13,7 @@ mod diagnostic;
 mod grants;
 mod model;
 mod rules;
+mod sandbox;
 pub mod secrets;
 mod snapshot;
 mod strict;

@@ -100,6 +100,10 @@ pub struct BindingConfig {
     /// Names of secrets (from the top-level `secrets`) its executions receive as environment variables.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
+    /// How its executions are confined: `"off"` or `{network, read, write}`; absent, the default
+    /// confinement (see `conduit_core::sandbox`). Checked by [`crate::sandbox::setting`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Value>,
 }
 
 /// The `shell` executor's configuration.

@@ -462,6 +462,9 @@ impl Checker<'_> {
                 self.found.push(d);
             }
         }
+        let state_dir = self.registry.state_dir();
+        self.found
+            .extend(crate::sandbox::setting(pointer, binding.sandbox.as_ref(), state_dir).1);
         self.capabilities(pointer, binding, capabilities);
     }
 

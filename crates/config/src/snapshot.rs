@@ -201,6 +201,12 @@ impl Snapshot {
         Some((shell, timeout))
     }
 
+    /// How the binding's executions are confined (validation has checked the setting).
+    pub fn sandbox(&self, scope: &str, binding: &str) -> Option<conduit_core::sandbox::Sandbox> {
+        let binding = self.binding(scope, binding)?;
+        Some(crate::sandbox::setting("", binding.sandbox.as_ref(), None).0)
+    }
+
     /// A scope and its ancestors, nearest first. Validation guarantees the chain ends.
     fn lineage<'a>(&'a self, id: &str) -> impl Iterator<Item = &'a ScopeConfig> + 'a {
         let mut next = self.scope(id);

@@ -121,6 +121,8 @@ pub enum SegmentEnd {
     FailedToStart,
     /// A secret the binding receives could not be resolved, so the process was not started.
     SecretUnavailable,
+    /// The kernel cannot enforce the binding's sandbox, so the process was not started.
+    SandboxUnavailable,
 }
 
 /// What the host does with a finished segment.
@@ -165,6 +167,10 @@ fn exit_outcome(end: SegmentEnd) -> Outcome {
         SegmentEnd::SecretUnavailable => (
             OutcomeStatus::Failed,
             "a secret it receives could not be resolved; see its log".to_owned(),
+        ),
+        SegmentEnd::SandboxUnavailable => (
+            OutcomeStatus::Failed,
+            "sandbox_unavailable: this kernel cannot enforce the binding's sandbox; see its log".to_owned(),
         ),
     };
     Outcome {

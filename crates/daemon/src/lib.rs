@@ -5,6 +5,7 @@
 
 mod artifacts;
 mod config_service;
+mod confine;
 mod error;
 mod extension;
 mod failpoint;
@@ -97,10 +98,12 @@ pub fn config_registry(state_dir: &std::path::Path) -> conduit_config::Registry 
         .iter()
         .map(packages::names_only)
         .collect();
+    let state = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_owned());
     playbooks::register(
         registry_with(None, None, named).config_registry(),
         &state_dir.join("playbooks"),
     )
+    .with_state_dir(&state.to_string_lossy())
 }
 
 /// Validates configuration text offline against this release (and the state directory's
@@ -125,6 +128,10 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         return Err(DaemonError::NotLoopback(addr));
     }
     let state = StateDir::lock(&options.state_dir)?;
+    // No process of the daemon's user may read its memory or its /proc files (ptrace-guarded).
+    if let Err(e) = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable) {
+        tracing::warn!(error = %e, "could not make the daemon non-dumpable");
+    }
     // Before anything is served: a signal that arrives once clients can see the daemon stops it cleanly.
     let signals = Signals::install(&state)?;
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state.store_path())?);
@@ -219,6 +226,10 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         files,
         playbook_dir: state.root().join("playbooks"),
         os_dir,
+        hidden: confine::Hidden {
+            state_dir: std::fs::canonicalize(state.root()).unwrap_or_else(|_| state.root().to_owned()),
+            private_files: vec![config_file.clone()],
+        },
         token_lifetime: options.token_lifetime,
         kick,
         shutdown,

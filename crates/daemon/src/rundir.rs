@@ -17,6 +17,8 @@ pub struct RunDir {
     pub socket: PathBuf,
     pub token_file: PathBuf,
     pub workdir: PathBuf,
+    /// The attempt's private temporary directory (its `TMPDIR`).
+    pub tmpdir: PathBuf,
 }
 
 pub fn run_key(execution_id: &str) -> String {
@@ -51,11 +53,14 @@ impl RunDir {
         create_private_dir(&token_dir)?;
         let workdir = RunDir::workdir_of(runs, execution_id);
         create_private_dir(&workdir)?;
+        let tmpdir = dir.join("tmp");
+        create_private_dir(&tmpdir)?;
         let socket = socket_path(&dir, &key, &fallback_base())?;
         Ok(RunDir {
             socket,
             token_file: token_dir.join("token"),
             workdir,
+            tmpdir,
             dir,
         })
     }
@@ -123,6 +128,7 @@ pub fn remove_stale_runs(runs: &Path, live: &[String]) {
                     .unwrap_or_else(|_| entry.path().join("toolbelt.sock")),
                 token_file: PathBuf::new(),
                 workdir: PathBuf::new(),
+                tmpdir: PathBuf::new(),
                 dir: entry.path(),
             };
             tracing::debug!(execution = execution.trim(), "removing a stale run directory");

@@ -22,6 +22,7 @@ use tokio::sync::{watch, Notify};
 
 use crate::artifacts;
 use crate::config_service::ConfigService;
+use crate::confine;
 use crate::rundir::{remove_stale_runs, RunDir};
 use crate::secrets::resolve_for;
 use crate::shell::{self, is_alive, kill_group, Launch};
@@ -50,6 +51,8 @@ pub struct Runtime {
     pub files: ArtifactFiles,
     pub playbook_dir: PathBuf,
     pub os_dir: PathBuf,
+    /// What no attempt's sandbox reaches: the state directory and the configuration file.
+    pub hidden: confine::Hidden,
     /// A token lifetime shorter than the attempt deadline; tokens are then rotated while it runs.
     pub token_lifetime: Option<Duration>,
     pub kick: Arc<Notify>,
@@ -321,7 +324,7 @@ impl Runtime {
                         shell::append_log(&self.files.log(&execution.id), &line);
                         return Some(SegmentEnd::SecretUnavailable);
                     }
-                    Ok(secrets) => match self.spawn(execution, run, &argv, &secrets) {
+                    Ok(secrets) => match self.spawn(execution, run, &argv, &secrets).await {
                         Ok(c) => {
                             let pid = c.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
                             child = Some(c);
@@ -329,10 +332,7 @@ impl Runtime {
                             let _ = self.db(move |s| s.write(|tx| record_pid(tx, &id, pid))).await;
                             pid
                         }
-                        Err(e) => {
-                            tracing::warn!(execution = %execution.id, error = %e, "could not start the process");
-                            return Some(SegmentEnd::FailedToStart);
-                        }
+                        Err(end) => return Some(end),
                     },
                 }
             }
@@ -385,22 +385,47 @@ impl Runtime {
         }
     }
 
-    fn spawn(
+    /// Starts the attempt's process under its binding's sandbox; how the segment ends when it
+    /// cannot (`SandboxUnavailable`, said in the attempt's log, or `FailedToStart`).
+    async fn spawn(
         &self,
         execution: &Execution,
         run: &RunDir,
         argv: &[String],
         secrets: &[(String, Secret)],
-    ) -> std::io::Result<tokio::process::Child> {
-        shell::spawn(&Launch {
+    ) -> Result<tokio::process::Child, SegmentEnd> {
+        let setting = self
+            .config
+            .get()
+            .sandbox(&execution.scope, &execution.binding)
+            .unwrap_or_default();
+        let prepared = confine::prepare(
+            setting,
+            &self.hidden,
+            run,
+            self.playbook_dir.clone(),
+            self.os_dir.clone(),
+        );
+        let confinement = prepared.await.map_err(|unavailable| {
+            tracing::warn!(execution = %execution.id, %unavailable, "the sandbox cannot be enforced; the process was not started");
+            let line = format!("open-conduit: sandbox_unavailable: {unavailable}; the process was not started");
+            shell::append_log(&self.files.log(&execution.id), &line);
+            SegmentEnd::SandboxUnavailable
+        })?;
+        let launch = Launch {
             argv,
             workdir: &run.workdir,
+            tmpdir: &run.tmpdir,
             endpoint: &run.socket,
             token_file: &run.token_file,
             os_dir: &self.os_dir,
             log: &self.files.log(&execution.id),
             secrets,
             playbook_dir: &self.playbook_dir,
+        };
+        shell::spawn(&launch, confinement).map_err(|e| {
+            tracing::warn!(execution = %execution.id, error = %e, "could not start the process");
+            SegmentEnd::FailedToStart
         })
     }
 

@@ -8,17 +8,20 @@ use std::path::Path;
 use std::process::Stdio;
 
 use conduit_config::secrets::Secret;
+use conduit_sandbox::Confinement;
 use rustix::process::{kill_process_group, test_kill_process, Pid, Signal};
 use tokio::process::{Child, Command};
 
 /// Variables of the daemon's own environment that an execution may inherit.
-const INHERITED: [&str; 8] = ["HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TERM", "TMPDIR"];
+const INHERITED: [&str; 7] = ["HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TERM"];
 const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// What the shell executor needs to start one attempt.
 pub struct Launch<'a> {
     pub argv: &'a [String],
     pub workdir: &'a Path,
+    /// The attempt's private temporary directory, its `TMPDIR`.
+    pub tmpdir: &'a Path,
     pub endpoint: &'a Path,
     pub token_file: &'a Path,
     /// The directory holding the host's `os` binary; first on the child's PATH.
@@ -42,6 +45,7 @@ pub fn environment(launch: &Launch<'_>, inherit: impl Fn(&str) -> Option<OsStrin
         ("OS_TOKEN_FILE".to_owned(), launch.token_file.as_os_str().to_owned()),
         ("PATH".to_owned(), path),
         ("OS_PLAYBOOK_DIR".to_owned(), launch.playbook_dir.as_os_str().to_owned()),
+        ("TMPDIR".to_owned(), launch.tmpdir.as_os_str().to_owned()),
     ];
     env.extend(
         INHERITED
@@ -57,15 +61,20 @@ pub fn environment(launch: &Launch<'_>, inherit: impl Fn(&str) -> Option<OsStrin
     env
 }
 
-/// Starts the process with stdout and stderr appended to the execution's log.
-pub fn spawn(launch: &Launch<'_>) -> std::io::Result<Child> {
+/// Starts the process with stdout and stderr appended to the execution's log, confined unless the
+/// binding's sandbox is off.
+pub fn spawn(launch: &Launch<'_>, confinement: Option<Confinement>) -> std::io::Result<Child> {
     let log = OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
         .open(launch.log)?;
     let (program, args) = launch.argv.split_first().ok_or(std::io::ErrorKind::InvalidInput)?;
-    Command::new(program)
+    let mut command = Command::new(program);
+    if let Some(confinement) = confinement {
+        confinement.install(&mut command);
+    }
+    command
         .args(args)
         .current_dir(launch.workdir)
         .env_clear()
@@ -134,6 +143,7 @@ mod tests {
         let launch = Launch {
             argv: &[],
             workdir: Path::new("/w"),
+            tmpdir: Path::new("/r/tmp"),
             endpoint: Path::new("/r/toolbelt.sock"),
             token_file: Path::new("/r/token/token"),
             os_dir: Path::new("/opt/oc/bin"),
@@ -153,6 +163,7 @@ mod tests {
                 "OS_TOKEN_FILE",
                 "PATH",
                 "OS_PLAYBOOK_DIR",
+                "TMPDIR",
                 "HOME",
                 "GITHUB_TOKEN"
             ]

@@ -125,7 +125,11 @@ pub fn complete(
     };
     x.exit_code = match end {
         SegmentEnd::Exited(code) => Some(code),
-        SegmentEnd::Killed | SegmentEnd::Lost | SegmentEnd::FailedToStart | SegmentEnd::SecretUnavailable => None,
+        SegmentEnd::Killed
+        | SegmentEnd::Lost
+        | SegmentEnd::FailedToStart
+        | SegmentEnd::SecretUnavailable
+        | SegmentEnd::SandboxUnavailable => None,
     };
     x.ended_at = Some(now);
     work.updated_at = now;

@@ -19,6 +19,7 @@ pub const OPEN_CONDUIT: &str = env!("CARGO_BIN_EXE_open-conduit");
 pub struct Daemon {
     pub tmp: tempfile::TempDir,
     pub state: PathBuf,
+    scratch: PathBuf,
     config: Option<PathBuf>,
     child: Option<Child>,
 }
@@ -43,7 +44,8 @@ impl Daemon {
     pub fn start_with_env(env: &[(&str, &str)], config: impl FnOnce(&Path) -> String) -> Daemon {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("config.json");
-        std::fs::write(&path, config(tmp.path())).unwrap();
+        let scratch = scratch_of(tmp.path());
+        std::fs::write(&path, writing_scratch(&config(&scratch), &scratch)).unwrap();
         let mut daemon = Daemon::unlaunched(tmp, Some(path));
         daemon.launch_with_env(env);
         daemon
@@ -58,6 +60,7 @@ impl Daemon {
     fn unlaunched(tmp: tempfile::TempDir, config: Option<PathBuf>) -> Daemon {
         let state = tmp.path().join("state");
         Daemon {
+            scratch: scratch_of(tmp.path()),
             tmp,
             state,
             config,
@@ -65,9 +68,10 @@ impl Daemon {
         }
     }
 
-    /// The scratch directory tests share with their shell commands.
+    /// The scratch directory tests share with their shell commands (beside the state directory,
+    /// not around it, so a sandbox can let commands write it).
     pub fn scratch(&self) -> &Path {
-        self.tmp.path()
+        &self.scratch
     }
 
     pub fn launch(&mut self) {
@@ -205,7 +209,7 @@ impl Daemon {
     /// Applies `config` through the CLI (from a file in the scratch directory).
     pub fn apply(&self, config: &Value) -> Value {
         let file = self.scratch().join(format!("applied-{}.json", uuid::Uuid::now_v7()));
-        std::fs::write(&file, config.to_string()).unwrap();
+        std::fs::write(&file, writing_scratch(&config.to_string(), self.scratch())).unwrap();
         self.json(&["config", "apply", file.to_str().unwrap()])
     }
 
@@ -221,8 +225,55 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.kill();
         // Attempts run in their own process groups; end any a test left holding.
-        let _ = std::fs::write(self.tmp.path().join("release"), "");
+        let _ = std::fs::write(self.scratch.join("release"), "");
     }
+}
+
+/// `<tmp>/scratch`, created.
+fn scratch_of(tmp: &Path) -> PathBuf {
+    let scratch = tmp.join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    scratch
+}
+
+/// A directory a test shares with its daemon's commands, outside every state directory: the
+/// harness's configurations let commands write beneath [`meeting_base`].
+pub fn meeting() -> tempfile::TempDir {
+    tempfile::tempdir_in(meeting_base()).unwrap()
+}
+
+/// Where this test process's meeting directories are made.
+fn meeting_base() -> PathBuf {
+    let base = std::env::temp_dir().join(format!("oc-meet-{}", std::process::id()));
+    std::fs::create_dir_all(&base).unwrap();
+    base
+}
+
+/// The state directory of a daemon whose scratch directory is `scratch`.
+pub fn state_beside(scratch: &Path) -> PathBuf {
+    scratch.parent().unwrap().join("state")
+}
+
+/// Configuration text whose bindings without a `sandbox` of their own may also write `scratch` and
+/// the meeting directories (where tests and their commands meet); text that is not a JSON object is left as it is.
+pub fn writing_scratch(text: &str, scratch: &Path) -> String {
+    let Ok(mut config) = serde_json::from_str::<Value>(text) else {
+        return text.to_owned();
+    };
+    let bindings = config["scopes"]
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|scopes| scopes.values_mut())
+        .filter_map(|scope| scope.get_mut("bindings").and_then(Value::as_object_mut))
+        .flat_map(|bindings| bindings.values_mut())
+        .filter_map(Value::as_object_mut);
+    for binding in bindings.filter(|b| !b.contains_key("sandbox")) {
+        binding.insert(
+            "sandbox".into(),
+            serde_json::json!({"write": [scratch, meeting_base()]}),
+        );
+    }
+    config.to_string()
 }
 
 /// Polls `done` every 50 ms for up to 20 s.
@@ -386,9 +437,9 @@ pub fn hold_one(daemon: &Daemon, scratch: &Path) -> (String, PathBuf, PathBuf) {
 /// creating the state directory owner-only first.
 pub fn plant_playbook(scratch: &Path, name: &str, text: &str) {
     use std::os::unix::fs::PermissionsExt;
-    let skill = scratch.join("state/playbooks/skills").join(name);
+    let skill = state_beside(scratch).join("playbooks/skills").join(name);
     std::fs::create_dir_all(&skill).unwrap();
-    std::fs::set_permissions(scratch.join("state"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::set_permissions(state_beside(scratch), std::fs::Permissions::from_mode(0o700)).unwrap();
     std::fs::write(skill.join("SKILL.md"), text).unwrap();
 }
 
@@ -396,9 +447,9 @@ pub fn plant_playbook(scratch: &Path, name: &str, text: &str) {
 /// use, creating that directory (and `private/`) owner-only first.
 pub fn plant_secrets(scratch: &Path, secrets: Value) {
     use std::os::unix::fs::PermissionsExt;
-    let private = scratch.join("state/private");
+    let private = state_beside(scratch).join("private");
     std::fs::create_dir_all(&private).unwrap();
-    for dir in [scratch.join("state"), private.clone()] {
+    for dir in [state_beside(scratch), private.clone()] {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     }
     let file = private.join("secrets.json");
