@@ -57,6 +57,9 @@ pub enum ArtifactRefusal {
     TooLarge,
     /// The file could not be read or kept.
     Unreadable,
+    /// A regular file the execution did not make alone: one with other hard links (a way to name a
+    /// file it could never read, such as the operator's token), or owned by another user.
+    Refused,
 }
 
 impl ArtifactRefusal {
@@ -66,6 +69,7 @@ impl ArtifactRefusal {
             ArtifactRefusal::NotRegularFile => "artifact_not_regular_file",
             ArtifactRefusal::TooLarge => "artifact_too_large",
             ArtifactRefusal::Unreadable => "artifact_unreadable",
+            ArtifactRefusal::Refused => "artifact_refused",
         }
     }
 
@@ -75,6 +79,7 @@ impl ArtifactRefusal {
             ArtifactRefusal::NotRegularFile,
             ArtifactRefusal::TooLarge,
             ArtifactRefusal::Unreadable,
+            ArtifactRefusal::Refused,
         ]
         .into_iter()
         .find(|r| r.as_str() == code)

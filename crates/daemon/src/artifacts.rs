@@ -9,7 +9,7 @@
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use conduit_core::artifact::{MAX_FILE_BYTES, MAX_TOTAL_BYTES};
@@ -49,6 +49,9 @@ fn keep_one(workdir: &Path, target: &Path, name: &str, budget: &mut u64) -> Resu
     let meta = file.metadata().map_err(|_| ArtifactRefusal::Unreadable)?;
     if !meta.is_file() {
         return Err(ArtifactRefusal::NotRegularFile);
+    }
+    if meta.nlink() > 1 || meta.uid() != rustix::process::geteuid().as_raw() {
+        return Err(ArtifactRefusal::Refused);
     }
     let limit = MAX_FILE_BYTES.min(*budget);
     if meta.len() > limit {
@@ -182,6 +185,21 @@ mod tests {
                 Err(Missing)
             ]
         );
+        assert!(!tmp.path().join("artifacts/x1/0").exists());
+    }
+
+    #[test]
+    fn a_hard_link_is_refused_and_a_lone_file_is_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().join("work");
+        fs::create_dir_all(&work).unwrap();
+        fs::write(tmp.path().join("operator.token"), b"admin").unwrap();
+        fs::hard_link(tmp.path().join("operator.token"), work.join("linked")).unwrap();
+        fs::write(work.join("lone"), b"mine").unwrap();
+        let got = kept(&work, &["linked", "lone"]);
+        assert_eq!(got[0], Err(ArtifactRefusal::Refused));
+        assert!(got[1].is_ok(), "control: the same kind of file with one link is kept");
+        assert_eq!(ArtifactRefusal::Refused.as_str(), "artifact_refused");
         assert!(!tmp.path().join("artifacts/x1/0").exists());
     }
 

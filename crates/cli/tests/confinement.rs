@@ -1,0 +1,180 @@
+//! The toolbelt is the only way out: a real execution under the default sandbox, through the real
+//! daemon, tries what an agent with a shell could (read the operator's token, the secrets, another
+//! execution's token, the store and the daemon's memory; write the state directory; signal the
+//! daemon; hand out the operator's token as a hard-linked artifact) and is refused each time, while
+//! it still emits, reads its context, writes its working directory and declares its outcome. The
+//! same script with `"sandbox": "off"` is the negative control: there the attacks succeed.
+
+mod common;
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use common::*;
+
+/// Each attack as a shell command run by the attacker's own shell (`$PPID` is the daemon).
+fn attacks(state: &Path, victim_token: &Path) -> Vec<(&'static str, String)> {
+    let s = state.display();
+    vec![
+        ("operator_token", format!("cat {s}/private/operator.token")),
+        ("secrets_file", format!("cat {s}/private/secrets.json")),
+        ("other_token", format!("cat {}", victim_token.display())),
+        ("store", format!("head -c 16 {s}/store.db")),
+        ("daemon_environ", "head -c 1 /proc/$PPID/environ".into()),
+        (
+            "daemon_mem",
+            "a=$(head -1 /proc/$PPID/maps | cut -d- -f1) && dd if=/proc/$PPID/mem bs=1 count=1 skip=$((0x$a))".into(),
+        ),
+        ("write_state", format!("echo x > {s}/planted")),
+        ("signal_daemon", "kill -0 $PPID".into()),
+        ("hard_link", format!("ln {s}/private/operator.token linked")),
+    ]
+}
+
+/// The attacker's script: every attack, then what it may still do, reported as one event.
+fn attacker(state: &Path, victim_token: &Path) -> String {
+    let mut script = String::from(
+        "r=''; try() { n=$1; shift; if (eval \"$*\") >/dev/null 2>&1; then v=reached; else v=refused; fi; \
+         r=\"$r\\\"$n\\\":\\\"$v\\\",\"; }; ",
+    );
+    for (name, command) in attacks(state, victim_token) {
+        script.push_str(&format!("try {name} '{command}'; "));
+    }
+    script.push_str(
+        "try context 'os context > context.json && grep -q execution context.json'; \
+         try workdir 'echo mine > mine && cat mine'; \
+         os emit attack.report --data \"{${r}\\\"done\\\":true}\" > /dev/null && \
+         os outcome succeeded --artifact linked --artifact mine > /dev/null",
+    );
+    script
+}
+
+/// Runs the attacker under `sandbox` beside a held victim; its report and its declared artifacts.
+fn attack(sandbox: Value) -> (Value, Vec<Value>) {
+    let meeting = meeting();
+    let daemon = Daemon::start_with(|scratch| {
+        plant_secrets(scratch, json!({"api": "planted-secret"}));
+        shell_config(&publish_and_hold(meeting.path()))
+    });
+    let (_, _, victim_token) = hold_one(&daemon, meeting.path());
+    let mut config: Value = serde_json::from_str(&shell_config("true")).unwrap();
+    config["scopes"]["demo"]["bindings"]["attacker"] = json!({
+        "executor": "shell",
+        "config": {"command": ["/bin/sh", "-c", attacker(&daemon.state, &victim_token)]},
+        "operations": ["emit", "read_context", "declare_outcome"],
+        "sandbox": sandbox,
+    });
+    daemon.apply(&config);
+    let work = daemon.create_work("demo", "attacker");
+    daemon.await_work(&work, "succeeded");
+    let report = daemon
+        .events(&work)
+        .into_iter()
+        .find(|e| e["type"] == "attack.report")
+        .expect("the attacker reported")["data"]
+        .clone();
+    let execution = daemon.first_execution(&work);
+    let listed = daemon.json(&["artifacts", "list", "--execution", &execution])["items"].clone();
+    let declared = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "declared")
+        .cloned()
+        .collect();
+    assert_eq!(
+        daemon.state.join("planted").exists(),
+        report["write_state"] == "reached"
+    );
+    (report, declared)
+}
+
+fn attack_names() -> Vec<&'static str> {
+    attacks(Path::new("/s"), Path::new("/t"))
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
+}
+
+#[test]
+fn under_the_default_sandbox_every_attack_is_refused_and_the_toolbelt_still_works() {
+    let (report, declared) = attack(json!({}));
+    for name in attack_names() {
+        assert_eq!(report[name], "refused", "{name}: {report}");
+    }
+    assert_eq!(
+        (report["context"].as_str(), report["workdir"].as_str()),
+        (Some("reached"), Some("reached"))
+    );
+    assert_eq!(declared[0]["refused"], "artifact_missing", "the link was never made");
+    assert_eq!(
+        (declared[1]["name"].as_str(), declared[1]["size"].as_u64()),
+        (Some("mine"), Some(5))
+    );
+}
+
+#[test]
+fn negative_control_with_the_sandbox_off_the_same_attacks_succeed() {
+    let (report, declared) = attack(json!("off"));
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0);
+    for name in attack_names() {
+        // A non-root daemon is non-dumpable, so even unconfined its /proc files stay closed to it.
+        let expected = if name.starts_with("daemon_") && !root {
+            "refused"
+        } else {
+            "reached"
+        };
+        assert_eq!(report[name], expected, "{name}: {report}");
+    }
+    assert_eq!(
+        declared[0]["refused"], "artifact_refused",
+        "a hard link is refused as an artifact even unconfined"
+    );
+    assert_eq!(declared[1]["size"], 5);
+}
+
+#[test]
+fn with_no_network_a_loopback_listener_sees_no_connection_while_the_toolbelt_answers() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!(
+        "if bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' 2>/dev/null; then v=reached; else v=refused; fi; \
+         os emit net.report --data \"{{\\\"tcp\\\":\\\"$v\\\"}}\" > /dev/null && os outcome succeeded > /dev/null"
+    );
+    let run = |network: &str| {
+        let mut config: Value = serde_json::from_str(&shell_config(&script)).unwrap();
+        config["scopes"]["demo"]["bindings"]["shell"]["sandbox"] = json!({"network": network});
+        let daemon = Daemon::start(Some(&config.to_string()));
+        let work = daemon.create_work("demo", "shell");
+        daemon.await_work(&work, "succeeded");
+        let report = daemon.events(&work).into_iter().find(|e| e["type"] == "net.report");
+        report.expect("the toolbelt answered the report")["data"]["tcp"].clone()
+    };
+    assert_eq!(run("none"), "refused");
+    assert!(listener.accept().is_err(), "the listener saw no connection");
+    assert_eq!(run("host"), "reached", "control: the host network connects");
+    assert!(listener.accept().is_ok());
+}
+
+#[test]
+fn a_kernel_that_cannot_enforce_the_sandbox_fails_the_attempt_and_says_what_is_missing() {
+    let mut config: Value = serde_json::from_str(&shell_config("os outcome succeeded")).unwrap();
+    config["scopes"]["demo"]["bindings"]["unconfined"] = config["scopes"]["demo"]["bindings"]["shell"].clone();
+    config["scopes"]["demo"]["bindings"]["unconfined"]["sandbox"] = json!("off");
+    let daemon = Daemon::start_with_env(&[("OPEN_CONDUIT_TEST_LANDLOCK_ABI", "5")], |_| config.to_string());
+    let work = daemon.create_work("demo", "shell");
+    let failed = daemon.await_work(&work, "failed");
+    let summary = failed["outcome"]["summary"].as_str().unwrap();
+    assert!(summary.starts_with("sandbox_unavailable"), "{summary}");
+    let execution = daemon.first_execution(&work);
+    let log = daemon.cli(&["artifacts", "cat", &format!("log:{execution}")]);
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(
+        log.contains("Landlock ABI 6") && log.contains("offers Landlock ABI 5"),
+        "{log}"
+    );
+    let control = daemon.create_work("demo", "unconfined");
+    daemon.await_work(&control, "succeeded");
+}
