@@ -305,7 +305,7 @@ fn a_package_without_env_read_gets_a_scrubbed_environment() {
     daemon.await_work(&work, "succeeded");
     let names: Value =
         serde_json::from_str(&std::fs::read_to_string(daemon.scratch().join("names.json")).unwrap()).unwrap();
-    assert_eq!(names, json!(["HOME", "LANG", "PATH"]));
+    assert_eq!(names, json!(["HOME", "LANG", "PATH", "TMPDIR"]));
 }
 
 /// An installed gate over the example package's operation: it is asked only in the scopes the
@@ -370,50 +370,114 @@ fn an_installed_gate_decides_and_fails_closed() {
     }
 }
 
-/// On a machine with user namespaces, a package that declared no network primitive runs without a
-/// network: its own connection to a local server fails, while a package granted `net.outbound`
-/// reaches it. (Elsewhere the primitive is declaration only, and this test says so.)
+/// A package probe: for `{"probe": ...}` it tries one primitive and answers `allowed` or `refused`.
+fn probe_entry(outside: &Path, port: u16) -> String {
+    let outside = outside.display();
+    format!(
+        r#"#!/usr/bin/env python3
+import json, os, socket, subprocess, sys
+def attempt(probe):
+    if probe == "read":
+        open("{outside}/readable").read()
+    elif probe == "write":
+        open("{outside}/written-%d" % os.getpid(), "w").write("x")
+    elif probe == "exec":
+        subprocess.run(["/bin/sh", "-c", "true"], check=True)
+    elif probe == "tcp":
+        socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
+for line in sys.stdin:
+    m = json.loads(line)
+    result = {{}}
+    if m["method"] == "operation.call":
+        try:
+            attempt(m["params"]["input"]["probe"])
+            result = {{"output": "allowed"}}
+        except Exception:
+            result = {{"output": "refused"}}
+    print(json.dumps({{"jsonrpc": "2.0", "id": m["id"], "result": result}}), flush=True)
+"#
+    )
+}
+
+/// Each `runtime.requires` token is enforced: the primitive is refused to a package that did not
+/// declare it and allowed to one that did (reading a file outside the package, writing one,
+/// running `/bin/sh`, opening a TCP connection); `net.dns` alone opens no TCP connection but to
+/// port 53.
 #[test]
-fn a_package_without_a_network_primitive_has_no_network() {
-    let isolated = std::process::Command::new("unshare")
-        .args(["--user", "--net", "--map-current-user", "--", "/bin/true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !isolated {
-        eprintln!("skipped: no user and network namespaces on this machine");
-        return;
-    }
+fn each_runtime_requirement_is_enforced_refused_without_it_and_allowed_with_it() {
     let (port, heads) = test_server();
-    let daemon = Daemon::start(None);
-    daemon.json(&[
-        "config",
-        "set",
-        "/packages",
-        r#"{"grant": ["net.outbound", "crypto", "clock"]}"#,
+    let grant = json!([
+        "net.outbound",
+        "net.dns",
+        "fs.read",
+        "fs.write",
+        "subprocess",
+        "crypto",
+        "clock"
     ]);
-    let dial = format!("#!/usr/bin/env python3\nimport json, socket, sys\nfor line in sys.stdin:\n    m = json.loads(line)\n    result = {{}}\n    if m[\"method\"] == \"operation.call\":\n        try:\n            socket.create_connection((\"127.0.0.1\", {port}), timeout=2).close()\n            result = {{\"output\": \"connected\"}}\n        except OSError:\n            result = {{\"output\": \"no network\"}}\n    print(json.dumps({{\"jsonrpc\": \"2.0\", \"id\": m[\"id\"], \"result\": result}}), flush=True)\n");
-    for (name, requires) in [("sealed", vec![]), ("open", vec!["net.outbound"])] {
-        let dir = package(daemon.scratch(), name, &requires, &format!("{name}.dial"));
-        std::fs::write(dir.join("bin/run"), &dial).unwrap();
-        assert_eq!(install(&daemon, &dir).0, Some(0));
+    let daemon = Daemon::start(None);
+    daemon.json(&["config", "set", "/packages", &json!({"grant": grant}).to_string()]);
+    let outside = daemon.scratch().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("readable"), "text").unwrap();
+    let packages = [
+        ("bare", vec![]),
+        ("reader", vec!["fs.read"]),
+        ("writer", vec!["fs.write"]),
+        ("spawner", vec!["subprocess"]),
+        ("dialer", vec!["net.outbound"]),
+        ("resolver", vec!["net.dns"]),
+    ];
+    for (name, requires) in &packages {
+        let dir = package(daemon.scratch(), name, requires, &format!("{name}.probe"));
+        std::fs::write(dir.join("bin/run"), probe_entry(&outside, port)).unwrap();
+        assert_eq!(install(&daemon, &dir).0, Some(0), "{name}");
     }
+    let rows = [
+        ("read", "bare", "reader"),
+        ("write", "bare", "writer"),
+        ("exec", "bare", "spawner"),
+        ("tcp", "bare", "dialer"),
+        ("tcp", "resolver", "dialer"),
+    ];
     let d = daemon.scratch().display().to_string();
-    let script =
-        format!("os call sealed.dial > {d}/sealed.json; os call open.dial > {d}/open.json; os outcome succeeded");
-    let mut config = granting(
-        &script,
-        json!(["read_context", "declare_outcome", "sealed.dial", "open.dial"]),
-    );
-    config["packages"] = json!({"grant": ["net.outbound", "crypto", "clock"]});
+    let mut script = String::new();
+    for (probe, without, with) in rows {
+        for name in [without, with] {
+            let input = json!({"probe": probe}).to_string();
+            script.push_str(&format!(
+                "os call {name}.probe --input '{input}' > {d}/{probe}-{name}.json; "
+            ));
+        }
+    }
+    script.push_str("os outcome succeeded");
+    let operations: Vec<String> = packages.iter().map(|(name, _)| format!("{name}.probe")).collect();
+    let mut config = granting(&script, json!(["read_context", "declare_outcome"]));
+    for op in &operations {
+        config["scopes"]["demo"]["authorization"]["operations"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!(op));
+        config["scopes"]["demo"]["bindings"]["shell"]["operations"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!(op));
+    }
+    config["packages"] = json!({"grant": grant});
     daemon.apply(&config);
     let work = daemon.create_work("demo", "shell");
     daemon.await_work(&work, "succeeded");
-    let read = |name: &str| std::fs::read_to_string(daemon.scratch().join(name)).unwrap();
-    assert_eq!(read("sealed.json").trim(), "\"no network\"");
-    assert_eq!(read("open.json").trim(), "\"connected\"");
+    let answer = |probe: &str, name: &str| {
+        let text = std::fs::read_to_string(daemon.scratch().join(format!("{probe}-{name}.json"))).unwrap();
+        text.trim().trim_matches('"').to_owned()
+    };
+    for (probe, without, with) in rows {
+        assert_eq!(answer(probe, without), "refused", "{probe} without: {without}");
+        assert_eq!(answer(probe, with), "allowed", "{probe} with: {with}");
+    }
     assert_eq!(
         heads.lock().unwrap().len(),
-        1,
-        "only the package granted the network connected"
+        2,
+        "only the package granted net.outbound connected"
     );
 }

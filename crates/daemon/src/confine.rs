@@ -2,10 +2,11 @@
 //! attempt's own paths, made ready (the Landlock ruleset built, off the async runtime) before its
 //! process starts.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use conduit_core::sandbox::Sandbox;
-use conduit_sandbox::{kernel, Confinement, ExecutionPaths, Policy, Unavailable};
+use conduit_sandbox::programs::programs_of;
+use conduit_sandbox::{kernel, Confinement, ExecutionPaths, PackagePaths, Policy, Unavailable};
 
 use crate::rundir::RunDir;
 
@@ -38,7 +39,44 @@ pub async fn prepare(
     let Some(policy) = Policy::for_execution(&setting, &paths) else {
         return Ok(None);
     };
-    let build = move || Confinement::prepare(&policy, &kernel::probe()).map(Some);
+    enforce(policy).await.map(Some)
+}
+
+/// Where a package's process is started, and how.
+pub struct PackageLaunch<'a> {
+    pub requires: &'a [String],
+    pub state_dir: &'a Path,
+    pub package_dir: &'a Path,
+    pub entry: &'a Path,
+    /// The PATH its environment gives, which its `#!/usr/bin/env` line searches.
+    pub path: &'a str,
+    /// Its private temporary directory, created owner-only if need be.
+    pub tmpdir: &'a Path,
+}
+
+/// A package's confinement, from the primitives its manifest declares.
+pub async fn for_package(launch: PackageLaunch<'_>) -> Result<Confinement, Unavailable> {
+    let state_dir = std::fs::canonicalize(launch.state_dir).unwrap_or_else(|_| launch.state_dir.to_owned());
+    if crate::state::create_private_dir(launch.tmpdir).is_err() {
+        return Err(Unavailable {
+            missing: vec!["a private temporary directory for the package".into()],
+        });
+    }
+    let found = programs_of(launch.entry, launch.path);
+    let paths = PackagePaths {
+        state_dir,
+        package_dir: launch.package_dir.to_owned(),
+        tmpdir: launch.tmpdir.to_owned(),
+        programs: found.programs,
+        program_trees: found.trees,
+        private_files: Vec::new(),
+    };
+    enforce(Policy::for_package(launch.requires, &paths)).await
+}
+
+/// Builds the policy's ruleset off the async runtime (it lists and opens directories).
+async fn enforce(policy: Policy) -> Result<Confinement, Unavailable> {
+    let build = move || Confinement::prepare(&policy, &kernel::probe());
     tokio::task::spawn_blocking(build).await.unwrap_or_else(|_| {
         Err(Unavailable {
             missing: vec!["a ruleset (its preparation failed)".into()],

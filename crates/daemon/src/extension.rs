@@ -3,7 +3,7 @@
 //! package's `http.safeFetch` callbacks through the egress guard, audited on the calling Work's log.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -38,8 +38,8 @@ pub struct PackageRuntime {
     pub store: Arc<dyn Store>,
     pub fetch: SafeFetch,
     peer: tokio::sync::Mutex<Option<Arc<Peer>>>,
-    /// `unshare`, when this machine can run a process in its own user and network namespaces.
-    isolation: Option<&'static Path>,
+    /// The daemon's state directory, which the package's sandbox hides (but its own directory).
+    state_dir: PathBuf,
     /// Set when the package is removed or replaced: no process starts for it again.
     stopped: std::sync::atomic::AtomicBool,
     /// The operation calls in flight, by the `call_id` the package's callbacks name.
@@ -49,6 +49,7 @@ pub struct PackageRuntime {
 impl PackageRuntime {
     pub fn new(
         manifest: Manifest,
+        state_dir: PathBuf,
         dir: PathBuf,
         log: PathBuf,
         config: CurrentConfig,
@@ -62,7 +63,7 @@ impl PackageRuntime {
             store,
             fetch: SafeFetch::new(conduit_egress::Limits::default()),
             peer: tokio::sync::Mutex::new(None),
-            isolation: network_isolation(),
+            state_dir,
             stopped: std::sync::atomic::AtomicBool::new(false),
             calls: Mutex::default(),
         })
@@ -154,16 +155,32 @@ impl PackageRuntime {
             .map(Stdio::from)
             .unwrap_or_else(|_| Stdio::null());
         let entry = self.dir.join(&self.manifest.runtime.entry);
-        let (program, args) = match self.isolation.filter(|_| !self.needs_network()) {
-            // No network primitive declared: a fresh network namespace with only a down loopback.
-            Some(unshare) => (unshare, isolated(&entry)),
-            None => (entry.as_path(), Vec::new()),
-        };
+        let env = self.environment();
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or(SCRUBBED_PATH, |(_, v)| v.as_str());
+        let confinement = crate::confine::for_package(crate::confine::PackageLaunch {
+            requires: &self.manifest.runtime.requires,
+            state_dir: &self.state_dir,
+            package_dir: &self.dir,
+            entry: &entry,
+            path,
+            tmpdir: &self.tmpdir(),
+        })
+        .await
+        .map_err(|unavailable| {
+            tracing::warn!(package = %self.manifest.id(), %unavailable, "the package's sandbox cannot be enforced");
+            refusal(
+                "sandbox_unavailable",
+                format!("the package {} cannot be confined on this kernel", self.manifest.id()),
+            )
+        })?;
         let launch = Launch {
-            program,
-            args,
+            program: &entry,
+            confinement,
             dir: &self.dir,
-            env: self.environment(),
+            env,
             stderr,
         };
         let peer = Peer::spawn(launch, Arc::new(Callbacks(self.clone()))).map_err(failed)?;
@@ -182,23 +199,28 @@ impl PackageRuntime {
         Ok(peer)
     }
 
-    /// Whether the package declared a network primitive (`net.dns` or `net.outbound`).
-    fn needs_network(&self) -> bool {
-        self.manifest.runtime.requires.iter().any(|r| r.starts_with("net."))
+    /// `<state>/tmp/package-<name>`: the one place a package without `fs.write` may write.
+    fn tmpdir(&self) -> PathBuf {
+        self.state_dir
+            .join("tmp")
+            .join(format!("package-{}", self.manifest.name))
     }
 
     /// A scrubbed environment (a system PATH, a UTF-8 locale, HOME at the package), or, for a
     /// package that declared `env.read`, the daemon's own without its and executions' variables.
     fn environment(&self) -> Vec<(String, String)> {
+        let tmpdir = ("TMPDIR".into(), self.tmpdir().display().to_string());
         if self.manifest.runtime.requires.iter().any(|r| r == "env.read") {
             return std::env::vars()
-                .filter(|(k, _)| !k.starts_with("OPEN_CONDUIT_") && !k.starts_with("OS_"))
+                .filter(|(k, _)| !k.starts_with("OPEN_CONDUIT_") && !k.starts_with("OS_") && k != "TMPDIR")
+                .chain([tmpdir])
                 .collect();
         }
         vec![
             ("PATH".into(), SCRUBBED_PATH.into()),
             ("LANG".into(), "C.UTF-8".into()),
             ("HOME".into(), self.dir.display().to_string()),
+            tmpdir,
         ]
     }
 
@@ -403,38 +425,15 @@ impl PackageHost {
     fn runtime(&self, manifest: Manifest) -> Arc<PackageRuntime> {
         let dir = self.state_root.join("packages").join(&manifest.name);
         let log = self.logs_dir.join(format!("package-{}.log", manifest.name));
-        PackageRuntime::new(manifest, dir, log, self.config.clone(), self.store.clone())
+        PackageRuntime::new(
+            manifest,
+            self.state_root.clone(),
+            dir,
+            log,
+            self.config.clone(),
+            self.store.clone(),
+        )
     }
-}
-
-/// `unshare` (util-linux), if it can start a process in new user and network namespaces here:
-/// checked once, by doing it. Without it, network primitives are declaration only (logged).
-fn network_isolation() -> Option<&'static Path> {
-    static ISOLATION: std::sync::OnceLock<Option<&'static Path>> = std::sync::OnceLock::new();
-    *ISOLATION.get_or_init(|| {
-        let found = ["/usr/bin/unshare", "/bin/unshare"]
-            .into_iter()
-            .map(Path::new)
-            .find(|path| {
-                std::process::Command::new(path)
-                    .args(["--user", "--net", "--map-current-user", "--", "/bin/true"])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status()
-                    .is_ok_and(|s| s.success())
-            });
-        if found.is_none() {
-            tracing::warn!("no user and network namespaces here: packages' network primitives are declaration only");
-        }
-        found
-    })
-}
-
-/// `unshare`'s arguments that run `entry` with no network.
-fn isolated(entry: &Path) -> Vec<std::ffi::OsString> {
-    let mut args: Vec<std::ffi::OsString> = ["--user", "--net", "--map-current-user", "--"].map(Into::into).to_vec();
-    args.push(entry.as_os_str().to_owned());
-    args
 }
 
 /// `init` as the package sends it: `{method?, headers?: {name: value}, body?: text}`.

@@ -76,8 +76,8 @@ pub struct Peer {
 /// How to start a package's process.
 pub struct Launch<'a> {
     pub program: &'a Path,
-    /// Arguments to `program`: none for the entry itself, or a wrapper's (`unshare ... -- entry`).
-    pub args: Vec<std::ffi::OsString>,
+    /// The confinement the process starts under (its package's `runtime.requires`).
+    pub confinement: conduit_sandbox::Confinement,
     pub dir: &'a Path,
     /// The whole environment the process gets (the caller decides what is scrubbed).
     pub env: Vec<(String, String)>,
@@ -87,8 +87,9 @@ pub struct Launch<'a> {
 impl Peer {
     /// Starts the process in its own process group, with exactly `launch.env`.
     pub fn spawn(launch: Launch<'_>, host: Arc<dyn HostMethods>) -> std::io::Result<Arc<Peer>> {
-        let mut child = Command::new(launch.program)
-            .args(launch.args)
+        let mut command = Command::new(launch.program);
+        launch.confinement.install(&mut command);
+        let mut child = command
             .current_dir(launch.dir)
             .env_clear()
             .envs(launch.env)
