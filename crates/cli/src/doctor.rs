@@ -22,11 +22,13 @@ pub fn run(locations: &Locations) -> Value {
             let daemon = daemon_health(locations);
             let up = daemon["status"] == "ok";
             checks.push(daemon);
-            checks.push(if up {
+            let (config_check, config) = if up {
                 live_config(locations)
             } else {
                 offline_config(&state)
-            });
+            };
+            checks.push(config_check);
+            checks.push(sandbox(&config, &conduit_sandbox::kernel::probe()));
             if up {
                 checks.push(packages(locations));
             }
@@ -94,41 +96,112 @@ fn daemon_health(locations: &Locations) -> Value {
     }
 }
 
-fn live_config(locations: &Locations) -> Value {
+/// The configuration check, and the configuration the daemon runs (redacted).
+fn live_config(locations: &Locations) -> (Value, Value) {
     let shown = locations
         .connection()
         .and_then(|c| management::send(&c, &management::config_show()));
     match shown {
-        Ok(view) => grants(
-            "the active configuration",
-            view["warnings"].as_array().map_or(0, Vec::len),
+        Ok(view) => (
+            grants(
+                "the active configuration",
+                view["warnings"].as_array().map_or(0, Vec::len),
+            ),
+            view["config"].clone(),
         ),
-        Err(_) => check("configuration", "warn", "the daemon did not show its configuration"),
+        Err(_) => (
+            check("configuration", "warn", "the daemon did not show its configuration"),
+            Value::Null,
+        ),
     }
 }
 
-fn offline_config(state: &Path) -> Value {
+fn offline_config(state: &Path) -> (Value, Value) {
     let file = state.join("config.json");
     let Ok(bytes) = std::fs::read(&file) else {
-        return check(
-            "configuration",
-            "ok",
-            "no config file: the daemon runs the default configuration",
+        let default = conduit_daemon::check_config(conduit_config::default_config_json().as_bytes(), None)
+            .map(|s| serde_json::from_str(&s.redacted_json()).unwrap_or_default())
+            .unwrap_or_default();
+        return (
+            check(
+                "configuration",
+                "ok",
+                "no config file: the daemon runs the default configuration",
+            ),
+            default,
         );
     };
     match conduit_daemon::check_config(&bytes, Some(state)) {
-        Ok(snapshot) => grants(&format!("{}", file.display()), snapshot.warnings().len()),
-        Err(found) => check(
-            "configuration",
-            "fail",
-            format!(
-                "{} has {} diagnostics; run `open-conduit config check {}`",
-                file.display(),
-                found.len(),
-                file.display()
+        Ok(snapshot) => (
+            grants(&format!("{}", file.display()), snapshot.warnings().len()),
+            serde_json::from_str(&snapshot.redacted_json()).unwrap_or_default(),
+        ),
+        Err(found) => (
+            check(
+                "configuration",
+                "fail",
+                format!(
+                    "{} has {} diagnostics; run `open-conduit config check {}`",
+                    file.display(),
+                    found.len(),
+                    file.display()
+                ),
             ),
+            Value::Null,
         ),
     }
+}
+
+/// What this kernel can enforce, the bindings that run unconfined (`"sandbox": "off"`), and the
+/// bindings whose sandbox this kernel cannot enforce (their attempts fail `sandbox_unavailable`).
+fn sandbox(config: &Value, kernel: &conduit_sandbox::Kernel) -> Value {
+    let can = format!(
+        "this kernel offers Landlock ABI {} and {}network namespaces",
+        kernel.landlock_abi,
+        if kernel.network_namespaces { "" } else { "no " }
+    );
+    let (mut off, mut unenforceable) = (Vec::new(), Vec::new());
+    for (scope, binding, value) in bindings(config) {
+        let setting = conduit_config::sandbox_setting("", value, None).0;
+        match conduit_sandbox::Policy::unmet_for(&setting, kernel) {
+            None => off.push(format!("{scope}/{binding}")),
+            Some(unmet) if !unmet.is_empty() => {
+                unenforceable.push(format!("{scope}/{binding} (needs {})", unmet.join("; ")))
+            }
+            Some(_) => {}
+        }
+    }
+    let mut findings = vec![can];
+    if !off.is_empty() {
+        findings.push(format!("unconfined (\"sandbox\": \"off\"): {}", off.join(", ")));
+    }
+    if !unenforceable.is_empty() {
+        findings.push(format!(
+            "cannot be enforced here, so their attempts fail sandbox_unavailable: {}",
+            unenforceable.join(", ")
+        ));
+    }
+    let status = match (unenforceable.is_empty(), off.is_empty()) {
+        (false, _) => "fail",
+        (true, false) => "warn",
+        (true, true) => "ok",
+    };
+    check("sandbox", status, findings.join("; "))
+}
+
+/// Every binding of a configuration's JSON: scope, binding, and its `sandbox` value.
+fn bindings(config: &Value) -> impl Iterator<Item = (&str, &str, Option<&Value>)> {
+    config["scopes"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .flat_map(|(scope, s)| {
+            s["bindings"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(move |(binding, b)| (scope.as_str(), binding.as_str(), b.get("sandbox")))
+        })
 }
 
 fn grants(what: &str, warnings: usize) -> Value {

@@ -178,3 +178,43 @@ fn a_kernel_that_cannot_enforce_the_sandbox_fails_the_attempt_and_says_what_is_m
     let control = daemon.create_work("demo", "unconfined");
     daemon.await_work(&control, "succeeded");
 }
+
+#[test]
+fn doctor_reports_what_the_kernel_enforces_unconfined_bindings_and_unenforceable_ones() {
+    let mut config: Value = serde_json::from_str(&shell_config("true")).unwrap();
+    let bindings = &mut config["scopes"]["demo"]["bindings"];
+    bindings["loose"] = bindings["shell"].clone();
+    bindings["loose"]["sandbox"] = json!("off");
+    bindings["sealed"] = bindings["shell"].clone();
+    bindings["sealed"]["sandbox"] = json!({"network": "none"});
+    let daemon = Daemon::start(Some(&config.to_string()));
+    let doctor = |env: &[(&str, &str)]| {
+        let out = std::process::Command::new(OPEN_CONDUIT)
+            .args(["--json", "--state"])
+            .arg(&daemon.state)
+            .arg("doctor")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let found = report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == "sandbox");
+        found.expect("a sandbox check").clone()
+    };
+    let here = doctor(&[]);
+    assert_eq!(here["status"], "warn", "{here}");
+    let detail = here["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("Landlock ABI") && detail.contains("demo/loose"),
+        "{detail}"
+    );
+    assert!(!detail.contains("demo/sealed"), "enforceable here: {detail}");
+
+    let old = doctor(&[("OPEN_CONDUIT_TEST_NETNS", "0")]);
+    assert_eq!(old["status"], "fail", "{old}");
+    let detail = old["detail"].as_str().unwrap();
+    assert!(detail.contains("demo/sealed (needs network namespaces"), "{detail}");
+}

@@ -24,6 +24,7 @@ pub use diagnostic::{Diagnostic, Severity};
 pub use grants::{ExecutorCapabilities, Registry};
 pub use model::{ApprovalRule, BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
 pub use rules::{secret_env_name, secret_scheme, SECRET_SCHEMES};
+pub use sandbox::setting as sandbox_setting;
 pub use snapshot::{CurrentConfig, Snapshot};
 /// Reads JSON refusing duplicate keys and nulls at any depth (each reported with its pointer).
 pub use strict::read as read_strict_json;

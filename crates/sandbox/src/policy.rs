@@ -116,6 +116,13 @@ pub struct PackagePaths {
     pub private_files: Vec<PathBuf>,
 }
 
+fn net_of(network: Network) -> Net {
+    match network {
+        Network::Host => Net::Host,
+        Network::None => Net::None,
+    }
+}
+
 fn grants(paths: impl IntoIterator<Item = impl Into<PathBuf>>, access: Access) -> impl Iterator<Item = Grant> {
     paths.into_iter().map(move |p| Grant { path: p.into(), access })
 }
@@ -149,11 +156,20 @@ impl Policy {
         Some(Policy {
             grants,
             hidden: hidden(&paths.state_dir, &paths.private_files),
-            network: match spec.network {
-                Network::Host => Net::Host,
-                Network::None => Net::None,
-            },
+            network: net_of(spec.network),
         })
+    }
+
+    /// What `kernel` lacks to enforce an execution under `setting` (`None` when it is off): what
+    /// `doctor` reports for each binding.
+    pub fn unmet_for(setting: &Sandbox, kernel: &Kernel) -> Option<Vec<String>> {
+        let Sandbox::Confined(spec) = setting else { return None };
+        let needs = Policy {
+            grants: Vec::new(),
+            hidden: Vec::new(),
+            network: net_of(spec.network),
+        };
+        Some(needs.unmet(kernel))
     }
 
     /// The policy of a package's process from the primitives it declared (RFC 0076 §A): without
