@@ -26,7 +26,7 @@ fn main() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(300);
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = meeting();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
     let (_, socket, token_file) = hold_one(&daemon, tmp.path());
     let echo = tmp.path().join("echo.sock");

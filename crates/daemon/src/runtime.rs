@@ -9,6 +9,7 @@ use conduit_config::secrets::{Resolver, Secret};
 use conduit_config::{CurrentConfig, Snapshot};
 use conduit_core::execution::SegmentEnd;
 use conduit_core::{ArtifactRecord, Declaration, Duration, Execution, ExecutionState, Timestamp};
+use conduit_sandbox::Confinement;
 use conduit_scheduler::{
     adopt, claim_next, complete, fire_due_timers, first_to_start, record_pid, renew_lease, settle_unstarted, Claim,
     HostError, LEASE,
@@ -317,14 +318,17 @@ impl Runtime {
         let pid = match process {
             Process::Adopted(pid) => pid,
             Process::Spawn(argv) => {
-                match self.secrets_for(execution).await {
+                // The sandbox's ruleset is built while the secrets resolve: both are blocking work.
+                let (secrets, confinement) =
+                    tokio::join!(self.secrets_for(execution), self.confinement_for(execution, run));
+                match secrets {
                     Err((name, code)) => {
                         tracing::warn!(execution = %execution.id, secret = %name, code, "a secret could not be resolved");
                         let line = format!("open-conduit: the secret `{name}` could not be resolved ({code}); the process was not started");
                         shell::append_log(&self.files.log(&execution.id), &line);
                         return Some(SegmentEnd::SecretUnavailable);
                     }
-                    Ok(secrets) => match self.spawn(execution, run, &argv, &secrets).await {
+                    Ok(secrets) => match confinement.and_then(|c| self.spawn(execution, run, &argv, &secrets, c)) {
                         Ok(c) => {
                             let pid = c.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
                             child = Some(c);
@@ -385,15 +389,9 @@ impl Runtime {
         }
     }
 
-    /// Starts the attempt's process under its binding's sandbox; how the segment ends when it
-    /// cannot (`SandboxUnavailable`, said in the attempt's log, or `FailedToStart`).
-    async fn spawn(
-        &self,
-        execution: &Execution,
-        run: &RunDir,
-        argv: &[String],
-        secrets: &[(String, Secret)],
-    ) -> Result<tokio::process::Child, SegmentEnd> {
+    /// The attempt's confinement under its binding's sandbox (`None` when it is off); when the
+    /// kernel cannot enforce it, the segment ends `SandboxUnavailable`, said in the attempt's log.
+    async fn confinement_for(&self, execution: &Execution, run: &RunDir) -> Result<Option<Confinement>, SegmentEnd> {
         let setting = self
             .config
             .get()
@@ -406,12 +404,23 @@ impl Runtime {
             self.playbook_dir.clone(),
             self.os_dir.clone(),
         );
-        let confinement = prepared.await.map_err(|unavailable| {
+        prepared.await.map_err(|unavailable| {
             tracing::warn!(execution = %execution.id, %unavailable, "the sandbox cannot be enforced; the process was not started");
             let line = format!("open-conduit: sandbox_unavailable: {unavailable}; the process was not started");
             shell::append_log(&self.files.log(&execution.id), &line);
             SegmentEnd::SandboxUnavailable
-        })?;
+        })
+    }
+
+    /// Starts the attempt's process (`FailedToStart` when it cannot be).
+    fn spawn(
+        &self,
+        execution: &Execution,
+        run: &RunDir,
+        argv: &[String],
+        secrets: &[(String, Secret)],
+        confinement: Option<Confinement>,
+    ) -> Result<tokio::process::Child, SegmentEnd> {
         let launch = Launch {
             argv,
             workdir: &run.workdir,

@@ -3,47 +3,14 @@
 //! allows it) so a case cannot pass because the command fails for another reason.
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
 use conduit_core::sandbox::{Network, Sandbox, SandboxSpec};
-use conduit_sandbox::{kernel, Confinement, ExecutionPaths, Policy};
+use conduit_sandbox::{kernel, Confinement, Policy};
 
-struct Layout {
-    _tmp: tempfile::TempDir,
-    paths: ExecutionPaths,
-    outside: PathBuf,
-}
-
-fn layout() -> Layout {
-    let tmp = tempfile::tempdir().unwrap();
-    let state = tmp.path().join("state");
-    let run = state.join("runs/k");
-    for dir in [
-        run.join("work"),
-        run.join("tmp"),
-        state.join("private"),
-        tmp.path().join("outside"),
-    ] {
-        std::fs::create_dir_all(dir).unwrap();
-    }
-    std::fs::write(state.join("private/operator.token"), "secret-token").unwrap();
-    std::fs::write(run.join("token"), "own-token").unwrap();
-    std::fs::write(tmp.path().join("outside/readable"), "hello").unwrap();
-    Layout {
-        paths: ExecutionPaths {
-            state_dir: state.clone(),
-            workdir: run.join("work"),
-            tmpdir: run.join("tmp"),
-            run_dir: run,
-            playbooks: state.join("playbooks"),
-            os_dir: PathBuf::from("/usr/bin"),
-            private_files: vec![],
-        },
-        outside: tmp.path().join("outside"),
-        _tmp: tmp,
-    }
-}
+mod common;
+use common::{layout, Layout};
 
 /// Runs `script` with `/bin/sh -c` under `setting` (or unconfined with `None`); its exit status.
 fn run(layout: &Layout, setting: Option<&Sandbox>, script: &str) -> bool {

@@ -1,0 +1,80 @@
+//! What confinement adds to starting a process (`cargo bench -p conduit-sandbox --bench spawn`;
+//! `BENCH_SPAWNS`, default 300 each), in one run: a plain spawn of `/bin/sh -c 'cat /etc/hostname'`
+//! (the floor: std spawns it without a fork of the caller), the same with an empty pre-exec hook
+//! (which makes std fork), the ruleset's preparation alone, and the confined spawn whole.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use conduit_core::sandbox::Sandbox;
+use conduit_sandbox::{kernel, Confinement, Policy};
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+fn main() {
+    let spawns: usize = std::env::var("BENCH_SPAWNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(300);
+    let layout = common::layout();
+    let paths = &layout.paths;
+    let policy = Policy::for_execution(&Sandbox::default(), paths).unwrap();
+    let kernel = kernel::probe();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let spawn = |confinement: Option<Confinement>, hook: bool| {
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        cmd.args(["-c", "cat /etc/hostname"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if hook {
+            // SAFETY: an empty hook.
+            #[allow(unsafe_code)]
+            unsafe {
+                cmd.pre_exec(|| Ok(()));
+            }
+        }
+        if let Some(c) = confinement {
+            c.install(&mut cmd);
+        }
+        runtime.block_on(async { cmd.status().await.unwrap() });
+    };
+    let rows = [
+        ("plain spawn (floor)", time(spawns, || spawn(None, false))),
+        ("spawn with an empty pre-exec hook", time(spawns, || spawn(None, true))),
+        (
+            "ruleset preparation alone",
+            time(spawns, || drop(Confinement::prepare(&policy, &kernel).unwrap())),
+        ),
+        (
+            "confined spawn (preparation included)",
+            time(spawns, || {
+                spawn(Some(Confinement::prepare(&policy, &kernel).unwrap()), false)
+            }),
+        ),
+    ];
+    let floor = rows[0].1;
+    println!("{:<40} {:>10} {:>8}", "case", "p50", "ratio");
+    for (name, p50) in rows {
+        println!(
+            "{name:<40} {:>8.0}µs {:>7.2}x",
+            p50.as_secs_f64() * 1e6,
+            p50.as_secs_f64() / floor.as_secs_f64()
+        );
+    }
+}
+
+fn time(n: usize, mut f: impl FnMut()) -> Duration {
+    let mut samples: Vec<Duration> = (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect();
+    samples.sort();
+    samples[n / 2]
+}
