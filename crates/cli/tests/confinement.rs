@@ -218,3 +218,23 @@ fn doctor_reports_what_the_kernel_enforces_unconfined_bindings_and_unenforceable
     let detail = old["detail"].as_str().unwrap();
     assert!(detail.contains("demo/sealed (needs network namespaces"), "{detail}");
 }
+
+#[test]
+fn sandbox_off_is_a_warning_in_check_validate_and_apply() {
+    let daemon = Daemon::start(Some(&shell_config("true")));
+    let mut config: Value = serde_json::from_str(&shell_config("true")).unwrap();
+    config["scopes"]["demo"]["bindings"]["shell"]["sandbox"] = json!("off");
+    let file = daemon.scratch().join("off.json");
+    std::fs::write(&file, config.to_string()).unwrap();
+    let file = file.to_str().unwrap();
+    for command in ["check", "validate", "apply"] {
+        let answer = daemon.json(&["config", command, file]);
+        let codes: Vec<&str> = answer["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|d| d["code"].as_str())
+            .collect();
+        assert_eq!(codes, ["sandbox_disabled"], "config {command}: {answer}");
+    }
+}

@@ -217,7 +217,7 @@ impl ConfigControl for ConfigService {
             Ok(snapshot) => Checked {
                 valid: true,
                 hash: Some(snapshot.hash().to_owned()),
-                diagnostics: vec![],
+                diagnostics: snapshot.warnings().to_vec(),
             },
             Err(diagnostics) => Checked {
                 valid: false,
@@ -245,7 +245,8 @@ fn applied(snapshot: &Snapshot, changed: bool) -> Applied {
         generation: snapshot.generation(),
         hash: snapshot.hash().to_owned(),
         changed,
-        diagnostics: vec![],
+        // A valid configuration's warnings (`sandbox_disabled`, unused grants) say what it allows.
+        diagnostics: snapshot.warnings().to_vec(),
     }
 }
 
