@@ -13,7 +13,8 @@ use crate::rundir::RunDir;
 /// What every attempt's policy hides besides its own paths.
 #[derive(Debug, Clone)]
 pub struct Hidden {
-    /// The state directory, resolved through links.
+    /// The state directory, spelled as the run directories beneath it are (the sandbox resolves
+    /// links itself; a resolved spelling here would hide the run directory from its own attempt).
     pub state_dir: PathBuf,
     /// The configuration file, when it lives outside the state directory.
     pub private_files: Vec<PathBuf>,
@@ -56,7 +57,6 @@ pub struct PackageLaunch<'a> {
 
 /// A package's confinement, from the primitives its manifest declares.
 pub async fn for_package(launch: PackageLaunch<'_>) -> Result<Confinement, Unavailable> {
-    let state_dir = std::fs::canonicalize(launch.state_dir).unwrap_or_else(|_| launch.state_dir.to_owned());
     if crate::state::create_private_dir(launch.tmpdir).is_err() {
         return Err(Unavailable {
             missing: vec!["a private temporary directory for the package".into()],
@@ -64,7 +64,7 @@ pub async fn for_package(launch: PackageLaunch<'_>) -> Result<Confinement, Unava
     }
     let found = programs_of(launch.entry, launch.path);
     let paths = PackagePaths {
-        state_dir,
+        state_dir: launch.state_dir.to_owned(),
         package_dir: launch.package_dir.to_owned(),
         tmpdir: launch.tmpdir.to_owned(),
         programs: found.programs,

@@ -227,7 +227,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         playbook_dir: state.root().join("playbooks"),
         os_dir,
         hidden: confine::Hidden {
-            state_dir: std::fs::canonicalize(state.root()).unwrap_or_else(|_| state.root().to_owned()),
+            state_dir: state.root().to_owned(),
             private_files: vec![config_file.clone()],
         },
         token_lifetime: options.token_lifetime,

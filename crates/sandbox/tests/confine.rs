@@ -170,3 +170,39 @@ fn an_older_kernel_refuses_the_policy_naming_what_is_missing() {
     assert!(refused.to_string().contains("Landlock ABI 3"), "{refused}");
     assert!(Path::new("/bin/sh").exists());
 }
+
+/// A state directory named through a symbolic link, with its run directory spelled the same way
+/// (the contract the daemon keeps: it once resolved only the hidden tree, which hid the attempt's
+/// own token): the run directory stays reachable, the rest hidden under either spelling.
+#[test]
+fn a_state_directory_reached_through_a_link_is_hidden_but_its_run_directory() {
+    let l = layout();
+    let real = l.paths.state_dir.parent().unwrap().to_owned();
+    let links = tempfile::tempdir().unwrap();
+    let via = links.path().join("via");
+    std::os::unix::fs::symlink(&real, &via).unwrap();
+    let respell = |p: &Path| via.join(p.strip_prefix(&real).unwrap());
+    let mut linked = layout();
+    linked.paths.state_dir = respell(&l.paths.state_dir);
+    linked.paths.run_dir = respell(&l.paths.run_dir);
+    linked.paths.workdir = respell(&l.paths.workdir);
+    linked.paths.tmpdir = respell(&l.paths.tmpdir);
+    let state = linked.paths.state_dir.display().to_string();
+    assert_eq!(
+        both(&linked, &format!("cat {state}/runs/k/token")),
+        (true, true),
+        "its own token"
+    );
+    assert_eq!(
+        both(&linked, &format!("cat {state}/private/operator.token")),
+        (true, false)
+    );
+    assert_eq!(
+        both(
+            &linked,
+            &format!("cat {}/private/operator.token", l.paths.state_dir.display())
+        ),
+        (true, false),
+        "nor through the resolved spelling"
+    );
+}
