@@ -140,7 +140,7 @@ fn an_executions_log_is_an_artifact_read_whole_or_by_range() {
 }
 
 /// A declared outcome names files in the working directory; the daemon keeps regular files and
-/// refuses links, absent files and paths that leave the directory.
+/// refuses links, FIFOs, absent files and paths that leave the directory.
 #[test]
 fn declared_artifacts_are_kept_and_links_refused() {
     let daemon = Daemon::start_with(|scratch| {
@@ -148,7 +148,8 @@ fn declared_artifacts_are_kept_and_links_refused() {
         shell_config(&format!(
             "mkdir out && printf report > out/report.md && ln -s {}/outside link; \
              os outcome succeeded --artifact ../outside 2>/dev/null || echo escape-refused=$?; \
-             os outcome succeeded --artifact out/report.md --artifact link --artifact absent > /dev/null",
+             mkfifo pipe; \
+             os outcome succeeded --artifact out/report.md --artifact link --artifact absent --artifact pipe > /dev/null",
             scratch.display()
         ))
     });
@@ -170,6 +171,7 @@ fn declared_artifacts_are_kept_and_links_refused() {
         (declared[1]["refused"].as_str(), declared[2]["refused"].as_str()),
         (Some("artifact_not_regular_file"), Some("artifact_missing"))
     );
+    assert_eq!(declared[3]["refused"], "artifact_refused", "a FIFO");
 
     let cat = daemon.cli(&["artifacts", "cat", &report]);
     assert_eq!(String::from_utf8_lossy(&cat.stdout), "report");

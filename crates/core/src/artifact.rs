@@ -51,14 +51,15 @@ fn is_plain_relative(path: &str) -> bool {
 pub enum ArtifactRefusal {
     /// Nothing is at the path.
     Missing,
-    /// The path is, or passes through, a symbolic link, or does not end at a regular file.
+    /// The path is, or passes through, a symbolic link, or ends at a directory.
     NotRegularFile,
     /// The file, or the execution's total, is over the limit.
     TooLarge,
     /// The file could not be read or kept.
     Unreadable,
-    /// A regular file the execution did not make alone: one with other hard links (a way to name a
-    /// file it could never read, such as the operator's token), or owned by another user.
+    /// Not a file the execution made alone: one with other hard links (a way to name a file it
+    /// could never read, such as the operator's token), one owned by another user, or a device,
+    /// FIFO or socket (which name something other than content of its own).
     Refused,
 }
 

@@ -47,10 +47,10 @@ pub fn keep(
 fn keep_one(workdir: &Path, target: &Path, name: &str, budget: &mut u64) -> Result<(u64, String), ArtifactRefusal> {
     let mut file = open_beneath(workdir, name)?;
     let meta = file.metadata().map_err(|_| ArtifactRefusal::Unreadable)?;
-    if !meta.is_file() {
+    if meta.is_dir() {
         return Err(ArtifactRefusal::NotRegularFile);
     }
-    if meta.nlink() > 1 || meta.uid() != rustix::process::geteuid().as_raw() {
+    if !meta.is_file() || meta.nlink() > 1 || meta.uid() != rustix::process::geteuid().as_raw() {
         return Err(ArtifactRefusal::Refused);
     }
     let limit = MAX_FILE_BYTES.min(*budget);
@@ -196,8 +196,21 @@ mod tests {
         fs::write(tmp.path().join("operator.token"), b"admin").unwrap();
         fs::hard_link(tmp.path().join("operator.token"), work.join("linked")).unwrap();
         fs::write(work.join("lone"), b"mine").unwrap();
-        let got = kept(&work, &["linked", "lone"]);
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            work.join("fifo"),
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let got = kept(&work, &["linked", "lone", "fifo"]);
         assert_eq!(got[0], Err(ArtifactRefusal::Refused));
+        assert_eq!(
+            got[2],
+            Err(ArtifactRefusal::Refused),
+            "a FIFO names no content of its own"
+        );
         assert!(got[1].is_ok(), "control: the same kind of file with one link is kept");
         assert_eq!(ArtifactRefusal::Refused.as_str(), "artifact_refused");
         assert!(!tmp.path().join("artifacts/x1/0").exists());
