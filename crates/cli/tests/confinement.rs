@@ -1,6 +1,7 @@
 //! The toolbelt is the only way out: a real execution under the default sandbox, through the real
 //! daemon, tries what an agent with a shell could (read the operator's token, the secrets, another
-//! execution's token, the store and the daemon's memory; write the state directory; signal the
+//! execution's token, the store, the configuration file and the one it replaced, and the daemon's
+//! memory; write the state directory; signal the
 //! daemon; hand out the operator's token as a hard-linked artifact) and is refused each time, while
 //! it still emits, reads its context, writes its working directory and declares its outcome. The
 //! same script with `"sandbox": "off"` is the negative control: there the attacks succeed.
@@ -14,9 +15,11 @@ use serde_json::{json, Value};
 use common::*;
 
 /// Each attack as a shell command run by the attacker's own shell (`$PPID` is the daemon).
-fn attacks(state: &Path, victim_token: &Path) -> Vec<(&'static str, String)> {
-    let s = state.display();
+fn attacks(state: &Path, victim_token: &Path, config: &Path) -> Vec<(&'static str, String)> {
+    let (s, c) = (state.display(), config.display());
     vec![
+        ("config_file", format!("cat {c}")),
+        ("last_good_config", format!("cat {c}.last-good")),
         ("operator_token", format!("cat {s}/private/operator.token")),
         ("secrets_file", format!("cat {s}/private/secrets.json")),
         ("other_token", format!("cat {}", victim_token.display())),
@@ -33,12 +36,12 @@ fn attacks(state: &Path, victim_token: &Path) -> Vec<(&'static str, String)> {
 }
 
 /// The attacker's script: every attack, then what it may still do, reported as one event.
-fn attacker(state: &Path, victim_token: &Path) -> String {
+fn attacker(state: &Path, victim_token: &Path, config: &Path) -> String {
     let mut script = String::from(
         "r=''; try() { n=$1; shift; if (eval \"$*\") >/dev/null 2>&1; then v=reached; else v=refused; fi; \
          r=\"$r\\\"$n\\\":\\\"$v\\\",\"; }; ",
     );
-    for (name, command) in attacks(state, victim_token) {
+    for (name, command) in attacks(state, victim_token, config) {
         script.push_str(&format!("try {name} '{command}'; "));
     }
     script.push_str(
@@ -61,7 +64,7 @@ fn attack(sandbox: Value) -> (Value, Vec<Value>) {
     let mut config: Value = serde_json::from_str(&shell_config("true")).unwrap();
     config["scopes"]["demo"]["bindings"]["attacker"] = json!({
         "executor": "shell",
-        "config": {"command": ["/bin/sh", "-c", attacker(&daemon.state, &victim_token)]},
+        "config": {"command": ["/bin/sh", "-c", attacker(&daemon.state, &victim_token, &daemon.config_file())]},
         "operations": ["emit", "read_context", "declare_outcome"],
         "sandbox": sandbox,
     });
@@ -91,7 +94,7 @@ fn attack(sandbox: Value) -> (Value, Vec<Value>) {
 }
 
 fn attack_names() -> Vec<&'static str> {
-    attacks(Path::new("/s"), Path::new("/t"))
+    attacks(Path::new("/s"), Path::new("/t"), Path::new("/c"))
         .into_iter()
         .map(|(name, _)| name)
         .collect()

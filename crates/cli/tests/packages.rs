@@ -371,14 +371,16 @@ fn an_installed_gate_decides_and_fails_closed() {
 }
 
 /// A package probe: for `{"probe": ...}` it tries one primitive and answers `allowed` or `refused`.
-fn probe_entry(outside: &Path, port: u16) -> String {
-    let outside = outside.display();
+fn probe_entry(outside: &Path, config: &Path, port: u16) -> String {
+    let (outside, config) = (outside.display(), config.display());
     format!(
         r#"#!/usr/bin/env python3
 import json, os, socket, subprocess, sys
 def attempt(probe):
     if probe == "read":
         open("{outside}/readable").read()
+    elif probe == "config":
+        open("{config}").read()
     elif probe == "write":
         open("{outside}/written-%d" % os.getpid(), "w").write("x")
     elif probe == "exec":
@@ -402,7 +404,7 @@ for line in sys.stdin:
 /// Each `runtime.requires` token is enforced: the primitive is refused to a package that did not
 /// declare it and allowed to one that did (reading a file outside the package, writing one,
 /// running `/bin/sh`, opening a TCP connection); `net.dns` alone opens no TCP connection but to
-/// port 53.
+/// port 53. `fs.read` still does not reach the daemon's configuration file.
 #[test]
 fn each_runtime_requirement_is_enforced_refused_without_it_and_allowed_with_it() {
     let (port, heads) = test_server();
@@ -415,7 +417,8 @@ fn each_runtime_requirement_is_enforced_refused_without_it_and_allowed_with_it()
         "crypto",
         "clock"
     ]);
-    let daemon = Daemon::start(None);
+    // A configuration file of its own, outside the state directory, for the `config` probe.
+    let daemon = Daemon::start(Some(&shell_config("true")));
     daemon.json(&["config", "set", "/packages", &json!({"grant": grant}).to_string()]);
     let outside = daemon.scratch().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
@@ -430,7 +433,7 @@ fn each_runtime_requirement_is_enforced_refused_without_it_and_allowed_with_it()
     ];
     for (name, requires) in &packages {
         let dir = package(daemon.scratch(), name, requires, &format!("{name}.probe"));
-        std::fs::write(dir.join("bin/run"), probe_entry(&outside, port)).unwrap();
+        std::fs::write(dir.join("bin/run"), probe_entry(&outside, &daemon.config_file(), port)).unwrap();
         assert_eq!(install(&daemon, &dir).0, Some(0), "{name}");
     }
     let rows = [
@@ -441,7 +444,7 @@ fn each_runtime_requirement_is_enforced_refused_without_it_and_allowed_with_it()
         ("tcp", "resolver", "dialer"),
     ];
     let d = daemon.scratch().display().to_string();
-    let mut script = String::new();
+    let mut script = format!("os call reader.probe --input '{{\"probe\": \"config\"}}' > {d}/config-reader.json; ");
     for (probe, without, with) in rows {
         for name in [without, with] {
             let input = json!({"probe": probe}).to_string();
@@ -475,6 +478,7 @@ fn each_runtime_requirement_is_enforced_refused_without_it_and_allowed_with_it()
         assert_eq!(answer(probe, without), "refused", "{probe} without: {without}");
         assert_eq!(answer(probe, with), "allowed", "{probe} with: {with}");
     }
+    assert_eq!(answer("config", "reader"), "refused", "the configuration file");
     assert_eq!(
         heads.lock().unwrap().len(),
         2,

@@ -341,7 +341,8 @@ fn save_config_file(file: &Path, text: &str) -> Result<(), DaemonError> {
     write_private_file(file, text.as_bytes())
 }
 
-fn last_good(file: &Path) -> PathBuf {
+/// Where the file a configuration save replaces is kept.
+pub fn last_good(file: &Path) -> PathBuf {
     let mut name = file.file_name().unwrap_or_default().to_owned();
     name.push(".last-good");
     file.with_file_name(name)

@@ -22,6 +22,8 @@ use conduit_toolbelt::gate::{Gate, GateAnswer, GateCall, GateFuture, WaitPlan};
 use conduit_toolbelt::registry::{Emission, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError};
 use serde_json::{json, Value};
 
+use crate::confine::Hidden;
+
 /// How long one operation call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// The environment a package gets unless it declared `env.read`.
@@ -38,8 +40,9 @@ pub struct PackageRuntime {
     pub store: Arc<dyn Store>,
     pub fetch: SafeFetch,
     peer: tokio::sync::Mutex<Option<Arc<Peer>>>,
-    /// The daemon's state directory, which the package's sandbox hides (but its own directory).
-    state_dir: PathBuf,
+    /// What the package's sandbox hides: the state directory (but its own directory) and the
+    /// configuration file.
+    hidden: Hidden,
     /// Set when the package is removed or replaced: no process starts for it again.
     stopped: std::sync::atomic::AtomicBool,
     /// The operation calls in flight, by the `call_id` the package's callbacks name.
@@ -49,7 +52,7 @@ pub struct PackageRuntime {
 impl PackageRuntime {
     pub fn new(
         manifest: Manifest,
-        state_dir: PathBuf,
+        hidden: Hidden,
         dir: PathBuf,
         log: PathBuf,
         config: CurrentConfig,
@@ -63,7 +66,7 @@ impl PackageRuntime {
             store,
             fetch: SafeFetch::new(conduit_egress::Limits::default()),
             peer: tokio::sync::Mutex::new(None),
-            state_dir,
+            hidden,
             stopped: std::sync::atomic::AtomicBool::new(false),
             calls: Mutex::default(),
         })
@@ -162,7 +165,7 @@ impl PackageRuntime {
             .map_or(SCRUBBED_PATH, |(_, v)| v.as_str());
         let confinement = crate::confine::for_package(crate::confine::PackageLaunch {
             requires: &self.manifest.runtime.requires,
-            state_dir: &self.state_dir,
+            hidden: &self.hidden,
             package_dir: &self.dir,
             entry: &entry,
             path,
@@ -201,7 +204,8 @@ impl PackageRuntime {
 
     /// `<state>/tmp/package-<name>`: the one place a package without `fs.write` may write.
     fn tmpdir(&self) -> PathBuf {
-        self.state_dir
+        self.hidden
+            .state_dir
             .join("tmp")
             .join(format!("package-{}", self.manifest.name))
     }
@@ -331,7 +335,9 @@ impl PackageRuntime {
 /// the installed copies after every install and removal, keeping the running process of every
 /// package whose version did not change and stopping the others.
 pub struct PackageHost {
-    pub state_root: PathBuf,
+    /// The state directory (`hidden.state_dir`), hidden from every package with the configuration
+    /// file.
+    pub hidden: Hidden,
     pub logs_dir: PathBuf,
     pub config: CurrentConfig,
     pub store: Arc<dyn Store>,
@@ -347,7 +353,7 @@ pub struct PackageHost {
 impl PackageHost {
     /// The host, with the installed packages loaded. Call from within the daemon's runtime.
     pub fn start(
-        state_root: PathBuf,
+        hidden: Hidden,
         logs_dir: PathBuf,
         config: CurrentConfig,
         store: Arc<dyn Store>,
@@ -356,7 +362,7 @@ impl PackageHost {
         configs: Arc<crate::config_service::ConfigService>,
     ) -> Arc<PackageHost> {
         let host = Arc::new(PackageHost {
-            state_root,
+            hidden,
             logs_dir,
             config,
             store,
@@ -393,7 +399,7 @@ impl PackageHost {
             }
         }
         let mut next = HashMap::new();
-        for manifest in crate::packages::installed_manifests(&self.state_root.join("packages")) {
+        for manifest in crate::packages::installed_manifests(&self.hidden.state_dir.join("packages")) {
             let id = manifest.id();
             let runtime = runtimes.remove(&id).unwrap_or_else(|| self.runtime(manifest));
             next.insert(id, runtime);
@@ -415,7 +421,7 @@ impl PackageHost {
             }
         }
         // What configuration may name is this registry's names (and the playbooks): no second scan.
-        let playbooks = self.state_root.join("playbooks");
+        let playbooks = self.hidden.state_dir.join("playbooks");
         self.configs
             .set_registry(crate::playbooks::register(registry.config_registry(), &playbooks));
         self.live.replace(registry);
@@ -423,11 +429,11 @@ impl PackageHost {
     }
 
     fn runtime(&self, manifest: Manifest) -> Arc<PackageRuntime> {
-        let dir = self.state_root.join("packages").join(&manifest.name);
+        let dir = self.hidden.state_dir.join("packages").join(&manifest.name);
         let log = self.logs_dir.join(format!("package-{}.log", manifest.name));
         PackageRuntime::new(
             manifest,
-            self.state_root.clone(),
+            self.hidden.clone(),
             dir,
             log,
             self.config.clone(),

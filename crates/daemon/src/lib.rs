@@ -129,9 +129,8 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     }
     let state = StateDir::lock(&options.state_dir)?;
     // No process of the daemon's user may read its memory or its /proc files (ptrace-guarded).
-    if let Err(e) = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable) {
-        tracing::warn!(error = %e, "could not make the daemon non-dumpable");
-    }
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(|e| DaemonError::io("make the daemon non-dumpable (prctl) for", state.root(), e.into()))?;
     // Before anything is served: a signal that arrives once clients can see the daemon stops it cleanly.
     let signals = Signals::install(&state)?;
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state.store_path())?);
@@ -152,8 +151,12 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     // First-party extensions and installed packages register here; the configuration may grant
     // what they register. Installing or removing a package replaces the registry whole.
     let live = LiveRegistry::new(Arc::new(release_registry()));
+    let hidden = confine::Hidden {
+        state_dir: state.root().to_owned(),
+        private_files: vec![config_file.clone(), config_service::last_good(&config_file)],
+    };
     let package_host = extension::PackageHost::start(
-        state.root().to_owned(),
+        hidden.clone(),
         state.logs_dir(),
         config.clone(),
         store.clone(),
@@ -226,10 +229,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         files,
         playbook_dir: state.root().join("playbooks"),
         os_dir,
-        hidden: confine::Hidden {
-            state_dir: state.root().to_owned(),
-            private_files: vec![config_file.clone()],
-        },
+        hidden,
         token_lifetime: options.token_lifetime,
         kick,
         shutdown,

@@ -9,7 +9,6 @@ use conduit_config::secrets::{Resolver, Secret};
 use conduit_config::{CurrentConfig, Snapshot};
 use conduit_core::execution::SegmentEnd;
 use conduit_core::{ArtifactRecord, Declaration, Duration, Execution, ExecutionState, Timestamp};
-use conduit_sandbox::Confinement;
 use conduit_scheduler::{
     adopt, claim_next, complete, fire_due_timers, first_to_start, record_pid, renew_lease, settle_unstarted, Claim,
     HostError, LEASE,
@@ -23,7 +22,7 @@ use tokio::sync::{watch, Notify};
 
 use crate::artifacts;
 use crate::config_service::ConfigService;
-use crate::confine;
+use crate::confine::{self, Prepared};
 use crate::rundir::{remove_stale_runs, RunDir};
 use crate::secrets::resolve_for;
 use crate::shell::{self, is_alive, kill_group, Launch};
@@ -391,7 +390,7 @@ impl Runtime {
 
     /// The attempt's confinement under its binding's sandbox (`None` when it is off); when the
     /// kernel cannot enforce it, the segment ends `SandboxUnavailable`, said in the attempt's log.
-    async fn confinement_for(&self, execution: &Execution, run: &RunDir) -> Result<Option<Confinement>, SegmentEnd> {
+    async fn confinement_for(&self, execution: &Execution, run: &RunDir) -> Result<Option<Prepared>, SegmentEnd> {
         let setting = self
             .config
             .get()
@@ -419,7 +418,7 @@ impl Runtime {
         run: &RunDir,
         argv: &[String],
         secrets: &[(String, Secret)],
-        confinement: Option<Confinement>,
+        confinement: Option<Prepared>,
     ) -> Result<tokio::process::Child, SegmentEnd> {
         let launch = Launch {
             argv,
@@ -432,7 +431,11 @@ impl Runtime {
             secrets,
             playbook_dir: &self.playbook_dir,
         };
-        shell::spawn(&launch, confinement).map_err(|e| {
+        let started = match confinement {
+            Some(prepared) => prepared.start(|c| shell::spawn(&launch, Some(c))),
+            None => shell::spawn(&launch, None),
+        };
+        started.map_err(|e| {
             tracing::warn!(execution = %execution.id, error = %e, "could not start the process");
             SegmentEnd::FailedToStart
         })

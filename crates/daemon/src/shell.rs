@@ -71,9 +71,6 @@ pub fn spawn(launch: &Launch<'_>, confinement: Option<Confinement>) -> std::io::
         .open(launch.log)?;
     let (program, args) = launch.argv.split_first().ok_or(std::io::ErrorKind::InvalidInput)?;
     let mut command = Command::new(program);
-    if let Some(confinement) = confinement {
-        confinement.install(&mut command);
-    }
     command
         .args(args)
         .current_dir(launch.workdir)
@@ -83,8 +80,11 @@ pub fn spawn(launch: &Launch<'_>, confinement: Option<Confinement>) -> std::io::
         .stdout(log.try_clone()?)
         .stderr(log)
         .process_group(0)
-        .kill_on_drop(false)
-        .spawn()
+        .kill_on_drop(false);
+    match confinement {
+        Some(confinement) => confinement.spawn(&mut command),
+        None => command.spawn(),
+    }
 }
 
 /// Kills the whole process group led by `pid` (the executor puts each attempt in its own group).

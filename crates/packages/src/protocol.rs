@@ -88,8 +88,7 @@ impl Peer {
     /// Starts the process in its own process group, with exactly `launch.env`.
     pub fn spawn(launch: Launch<'_>, host: Arc<dyn HostMethods>) -> std::io::Result<Arc<Peer>> {
         let mut command = Command::new(launch.program);
-        launch.confinement.install(&mut command);
-        let mut child = command
+        command
             .current_dir(launch.dir)
             .env_clear()
             .envs(launch.env)
@@ -97,8 +96,8 @@ impl Peer {
             .stdout(Stdio::piped())
             .stderr(launch.stderr)
             .process_group(0)
-            .kill_on_drop(true)
-            .spawn()?;
+            .kill_on_drop(true);
+        let mut child = launch.confinement.spawn(&mut command)?;
         let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
         let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
             return Err(std::io::ErrorKind::BrokenPipe.into());

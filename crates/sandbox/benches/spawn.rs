@@ -1,13 +1,14 @@
 //! What confinement adds to starting a process (`cargo bench -p conduit-sandbox --bench spawn`;
 //! `BENCH_SPAWNS`, default 300 each), in one run: a plain spawn of `/bin/sh -c 'cat /etc/hostname'`
 //! (the floor: std spawns it without a fork of the caller), the same with an empty pre-exec hook
-//! (which makes std fork), the ruleset's preparation alone, and the confined spawn whole.
+//! (which makes std fork), the ruleset's preparation alone (built whole, from kept cuts, and from a
+//! base made ahead as the daemon does), and the confined spawn whole.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use conduit_core::sandbox::Sandbox;
-use conduit_sandbox::{kernel, Confinement, Policy};
+use conduit_sandbox::{kernel, Confinement, Policy, Rulesets};
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -21,6 +22,10 @@ fn main() {
     let paths = &layout.paths;
     let policy = Policy::for_execution(&Sandbox::default(), paths).unwrap();
     let kernel = kernel::probe();
+    let kept = Rulesets::new();
+    let prepare = |rulesets: &Rulesets| Confinement::prepare(&policy, &kernel, rulesets).unwrap();
+    // The layout was just made: let its directories settle so their listing is kept.
+    std::thread::sleep(std::time::Duration::from_millis(2200));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -37,22 +42,37 @@ fn main() {
                 cmd.pre_exec(|| Ok(()));
             }
         }
-        if let Some(c) = confinement {
-            c.install(&mut cmd);
-        }
-        runtime.block_on(async { cmd.status().await.unwrap() });
+        runtime.block_on(async {
+            let mut child = match confinement {
+                Some(c) => c.spawn(&mut cmd).unwrap(),
+                None => cmd.spawn().unwrap(),
+            };
+            child.wait().await.unwrap()
+        });
     };
     let rows = [
         ("plain spawn (floor)", time(spawns, || spawn(None, false))),
         ("spawn with an empty pre-exec hook", time(spawns, || spawn(None, true))),
         (
-            "ruleset preparation alone",
-            time(spawns, || drop(Confinement::prepare(&policy, &kernel).unwrap())),
+            "ruleset preparation, built whole",
+            time(spawns, || drop(prepare(&Rulesets::new()))),
         ),
+        ("ruleset preparation, cuts kept", time(spawns, || drop(prepare(&kept)))),
+        ("ruleset preparation, base made ahead", {
+            timed(spawns, || {
+                kept.make_ready(&policy);
+                let start = Instant::now();
+                drop(prepare(&kept));
+                start.elapsed()
+            })
+        }),
         (
-            "confined spawn (preparation included)",
-            time(spawns, || {
-                spawn(Some(Confinement::prepare(&policy, &kernel).unwrap()), false)
+            "confined spawn (base made ahead)",
+            timed(spawns, || {
+                kept.make_ready(&policy);
+                let start = Instant::now();
+                spawn(Some(prepare(&kept)), false);
+                start.elapsed()
             }),
         ),
     ];
@@ -68,13 +88,16 @@ fn main() {
 }
 
 fn time(n: usize, mut f: impl FnMut()) -> Duration {
-    let mut samples: Vec<Duration> = (0..n)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed()
-        })
-        .collect();
+    timed(n, || {
+        let start = Instant::now();
+        f();
+        start.elapsed()
+    })
+}
+
+/// The median of what `f` measures itself (leaving out work it does first, off the start's path).
+fn timed(n: usize, mut f: impl FnMut() -> Duration) -> Duration {
+    let mut samples: Vec<Duration> = (0..n).map(|_| f()).collect();
     samples.sort();
     samples[n / 2]
 }

@@ -1,20 +1,20 @@
-//! Applying a [`Policy`] to a child process: the Landlock ruleset is built in the parent (every path
-//! opened, every rule added), and only system calls that allocate nothing run between fork and exec:
+//! Applying a [`Policy`] to a child process: the Landlock ruleset is built beforehand (every path
+//! opened, every rule added), and only system calls on what was prepared run between fork and exec:
 //! a new network namespace where the policy has no network, every capability dropped (with an empty
 //! bounding set), `no_new_privs`, and the ruleset's restriction.
+//!
+//! The confinement is entered in the forked child itself, never in a thread of the daemon that then
+//! starts the child with `posix_spawn` (which would spare copying the daemon's page tables): the
+//! child would share that thread's Landlock domain, and a domain may signal its own members, so the
+//! child could kill the daemon through the thread before it exits.
 
-use std::fs;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsRawFd, OwnedFd};
 
-use landlock::{
-    Access as _, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, Scope, ABI,
-};
 use rustix::fs::{Mode, OFlags};
 use rustix::thread::{CapabilitySet, CapabilitySets, UnshareFlags};
 
-use crate::policy::{carve, Access, Entry, Kernel, Net, Policy};
+use crate::policy::{Kernel, Net, Policy};
+use crate::rulesets::Rulesets;
 
 /// The kernel cannot enforce what the policy needs: the attempt is not started.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,12 +32,10 @@ pub struct Confinement {
     id_maps: Option<(String, String)>,
 }
 
-/// The ABI whose access rights the rulesets handle: file access with truncation (ABI 3).
-const FS_ABI: ABI = ABI::V3;
-
 impl Confinement {
-    /// Builds the ruleset for `policy`, refusing (never weakening) a policy `kernel` cannot enforce.
-    pub fn prepare(policy: &Policy, kernel: &Kernel) -> Result<Confinement, Unavailable> {
+    /// Builds the ruleset for `policy` (from what `rulesets` keeps), refusing (never weakening) a
+    /// policy `kernel` cannot enforce.
+    pub fn prepare(policy: &Policy, kernel: &Kernel, rulesets: &Rulesets) -> Result<Confinement, Unavailable> {
         let missing = policy.unmet(kernel);
         if !missing.is_empty() {
             return Err(Unavailable { missing });
@@ -45,7 +43,8 @@ impl Confinement {
         let refused = |why: String| Unavailable {
             missing: vec![format!("a Landlock ruleset the kernel accepts ({why})")],
         };
-        let ruleset = ruleset(policy)
+        let ruleset = rulesets
+            .ruleset(policy)
             .map_err(|e| refused(e.to_string()))?
             .ok_or_else(|| refused("Landlock is not enabled".into()))?;
         let root = rustix::process::geteuid().is_root();
@@ -60,8 +59,8 @@ impl Confinement {
         })
     }
 
-    /// Makes `cmd` confine the child it starts.
-    pub fn install(self, cmd: &mut tokio::process::Command) {
+    /// Starts `cmd` with the confinement entered in its forked child, between fork and exec.
+    pub fn spawn(self, cmd: &mut tokio::process::Command) -> std::io::Result<tokio::process::Child> {
         let mut confinement = Some(self);
         // SAFETY: the hook runs in the forked child before exec. It only makes system calls on
         // values prepared before the fork (no allocation, no locks).
@@ -72,6 +71,7 @@ impl Confinement {
                 None => Err(std::io::ErrorKind::AlreadyExists.into()),
             });
         }
+        cmd.spawn()
     }
 
     /// In the child: the network namespace, then capabilities, then Landlock.
@@ -143,98 +143,4 @@ fn restrict_self(ruleset: &OwnedFd) -> std::io::Result<()> {
     } else {
         Err(std::io::Error::last_os_error())
     }
-}
-
-/// Every grant of `policy` as Landlock rules: a grant inside a hidden tree as it is (the daemon
-/// placed it there), any other carved around the hidden trees, reading directories everywhere it
-/// reads.
-fn ruleset(policy: &Policy) -> Result<Option<OwnedFd>, landlock::RulesetError> {
-    let hidden: Vec<PathBuf> = policy.hidden.iter().map(|h| canonical(h)).collect();
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(AccessFs::from_all(FS_ABI))?
-        .scope(Scope::Signal | Scope::AbstractUnixSocket)?;
-    if policy.network == Net::DnsOnly {
-        ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
-    }
-    let mut created = ruleset.create()?;
-    for grant in &policy.grants {
-        let rights = rights(grant.access);
-        if policy.is_hidden(&grant.path) {
-            created = add(created, &grant.path, rights)?;
-            continue;
-        }
-        let root = canonical(&grant.path);
-        if hidden.iter().any(|h| root.starts_with(h)) {
-            continue;
-        }
-        let carved = carve(&root, &hidden, &mut list_dir);
-        if carved.first() != Some(&root) && grant.access.read {
-            created = add(created, &root, AccessFs::ReadDir.into())?;
-        }
-        for path in carved {
-            created = add(created, &path, rights)?;
-        }
-    }
-    if policy.network == Net::DnsOnly {
-        created = created.add_rule(NetPort::new(53, AccessNet::ConnectTcp))?;
-    }
-    Ok(created.into())
-}
-
-fn rights(access: Access) -> BitFlags<AccessFs> {
-    let mut rights = BitFlags::empty();
-    if access.read {
-        rights |= AccessFs::ReadFile | AccessFs::ReadDir;
-    }
-    if access.execute {
-        rights |= AccessFs::Execute;
-    }
-    if access.write {
-        rights |= AccessFs::from_write(FS_ABI);
-    }
-    rights
-}
-
-/// Adds a rule for `path` (opened without following a final symbolic link), with the rights its
-/// kind of file can carry. A path that does not exist, or is a link, is skipped.
-fn add(
-    created: landlock::RulesetCreated,
-    path: &Path,
-    rights: BitFlags<AccessFs>,
-) -> Result<landlock::RulesetCreated, landlock::RulesetError> {
-    let Ok(fd) = rustix::fs::open(path, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()) else {
-        return Ok(created);
-    };
-    let Ok(stat) = rustix::fs::fstat(fd.as_fd()) else {
-        return Ok(created);
-    };
-    let kind = rustix::fs::FileType::from_raw_mode(stat.st_mode);
-    let rights = match kind {
-        rustix::fs::FileType::Directory => rights,
-        rustix::fs::FileType::Symlink => return Ok(created),
-        _ => rights & AccessFs::from_file(FS_ABI),
-    };
-    if rights.is_empty() {
-        return Ok(created);
-    }
-    created.add_rule(PathBeneath::new(fd, rights))
-}
-
-fn list_dir(dir: &Path) -> Vec<Entry> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .map(|e| Entry {
-            is_symlink: e.file_type().map(|t| t.is_symlink()).unwrap_or(true),
-            path: e.path(),
-        })
-        .collect()
-}
-
-/// The path with every link resolved, or as given when it does not exist.
-fn canonical(path: &Path) -> PathBuf {
-    fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
 }

@@ -7,10 +7,13 @@ use std::path::Path;
 use std::process::Stdio;
 
 use conduit_core::sandbox::{Network, Sandbox, SandboxSpec};
-use conduit_sandbox::{kernel, Confinement, Policy};
+use conduit_sandbox::{kernel, Confinement, Policy, Rulesets};
 
 mod common;
 use common::{layout, Layout};
+
+/// Shared by every case, as a daemon shares its rulesets between attempts.
+static RULESETS: Rulesets = Rulesets::new();
 
 /// Runs `script` with `/bin/sh -c` under `setting` (or unconfined with `None`); its exit status.
 fn run(layout: &Layout, setting: Option<&Sandbox>, script: &str) -> bool {
@@ -26,13 +29,14 @@ fn run(layout: &Layout, setting: Option<&Sandbox>, script: &str) -> bool {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        if let Some(setting) = setting {
-            let policy = Policy::for_execution(setting, &layout.paths).unwrap();
-            Confinement::prepare(&policy, &kernel::probe())
-                .unwrap()
-                .install(&mut cmd);
-        }
-        cmd.status().await.unwrap().success()
+        let Some(setting) = setting else {
+            return cmd.status().await.unwrap().success();
+        };
+        let policy = Policy::for_execution(setting, &layout.paths).unwrap();
+        let confinement = Confinement::prepare(&policy, &kernel::probe(), &RULESETS).unwrap();
+        let mut child = confinement.spawn(&mut cmd).unwrap();
+        RULESETS.make_ready(&policy);
+        child.wait().await.unwrap().success()
     })
 }
 
@@ -88,6 +92,24 @@ fn the_default_hides_the_state_directory_but_the_run_directory() {
 }
 
 #[test]
+fn a_ruleset_made_ahead_hides_as_one_built_at_start() {
+    let l = layout();
+    // Old enough for the first listing to be kept, so later rulesets are made from it ahead.
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    let state = l.paths.state_dir.display();
+    for attempt in 0..3 {
+        let token = format!("cat {state}/private/operator.token");
+        assert!(!run(&l, Some(&Sandbox::default()), &token), "attempt {attempt}");
+        let own = format!("cat {state}/runs/k/token");
+        assert!(run(&l, Some(&Sandbox::default()), &own), "attempt {attempt}");
+        assert!(
+            run(&l, Some(&Sandbox::default()), "echo hi > here"),
+            "attempt {attempt}"
+        );
+    }
+}
+
+#[test]
 fn signals_and_traces_stop_at_the_sandbox() {
     let l = layout();
     let pid = std::process::id();
@@ -107,6 +129,8 @@ fn signals_and_traces_stop_at_the_sandbox() {
         "public /proc files"
     );
     assert_eq!(both(&l, "sleep 5 & kill $!"), (true, true), "its own children");
+    let threads = format!("for t in /proc/{pid}/task/*; do kill -0 ${{t##*/}} && exit 0; done; exit 1");
+    assert_eq!(both(&l, &threads), (true, false), "any thread of the parent");
 }
 
 #[test]
@@ -166,7 +190,7 @@ fn an_older_kernel_refuses_the_policy_naming_what_is_missing() {
         landlock_abi: 2,
         network_namespaces: true,
     };
-    let refused = Confinement::prepare(&policy, &old).err().unwrap();
+    let refused = Confinement::prepare(&policy, &old, &RULESETS).err().unwrap();
     assert!(refused.to_string().contains("Landlock ABI 3"), "{refused}");
     assert!(Path::new("/bin/sh").exists());
 }
