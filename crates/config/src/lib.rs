@@ -3,18 +3,17 @@
 //!
 //! Architecture invariant: parsing and validation do no I/O. Callers hand them bytes and get back
 //! either a [`Snapshot`] or every independent [`Diagnostic`]; a diagnostic names a JSON pointer and a
-//! code and never echoes a value from the file. The one edge is [`secrets`], the resolver of secret
-//! references, which reads the keyring, a file, the environment or a command's output: call it on a
-//! blocking thread, outside any transaction.
+//! code and never echoes a value from the file. Secret references are parsed here ([`Reference`]);
+//! resolving them is the daemon's (it reads the keyring, files and commands).
 #![forbid(unsafe_code)]
 
 mod default;
 mod diagnostic;
 mod grants;
 mod model;
+mod reference;
 mod rules;
 mod sandbox;
-pub mod secrets;
 mod snapshot;
 mod strict;
 mod validate;
@@ -23,7 +22,8 @@ pub use default::default_config_json;
 pub use diagnostic::{Diagnostic, Severity};
 pub use grants::{ExecutorCapabilities, Registry};
 pub use model::{ApprovalRule, BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
-pub use rules::{secret_env_name, secret_scheme, SECRET_SCHEMES};
+pub use reference::{is_var_name, Reference, ReferenceError};
+pub use rules::secret_env_name;
 pub use sandbox::setting as sandbox_setting;
 pub use snapshot::{CurrentConfig, Snapshot};
 /// Reads JSON refusing duplicate keys and nulls at any depth (each reported with its pointer).

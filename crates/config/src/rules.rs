@@ -8,21 +8,10 @@ use conduit_core::Duration;
 use crate::diagnostic::{push_pointer, Diagnostic};
 use crate::grants::{resolve, ExecutorCapabilities, Registry, Resolved, SHELL_EXECUTOR};
 use crate::model::{BindingConfig, Config, ScopeConfig, ShellConfig};
+use crate::reference::Reference;
 use crate::validate::shape_diagnostic;
 
 const SUPPORTED_VERSION: u32 = 1;
-
-/// The reference schemes the secrets resolver accepts.
-pub const SECRET_SCHEMES: [&str; 4] = ["keyring", "file", "env", "cmd"];
-
-/// The scheme of a secret reference, if it is one the resolver accepts and it names something.
-pub fn secret_scheme(reference: &str) -> Option<&'static str> {
-    let (scheme, rest) = reference.split_once(':')?;
-    SECRET_SCHEMES
-        .into_iter()
-        .find(|s| *s == scheme)
-        .filter(|_| !rest.trim().is_empty())
-}
 
 /// Environment variables an execution gets from the host, which a secret may not shadow.
 const RESERVED_ENV: [&str; 12] = [
@@ -205,12 +194,12 @@ impl Checker<'_> {
                     "rename the secret",
                 );
             }
-            if secret_scheme(reference).is_none() {
+            if Reference::parse(reference).is_err() {
                 self.report(
                     pointer,
                     "invalid_reference",
                     "a secret reference is `keyring:<service>/<account>`, `file:<key>`, `env:<NAME>` or `cmd:<command>`",
-                    "fix the reference's scheme",
+                    "fix the reference",
                 );
             }
         }

@@ -7,7 +7,8 @@ use conduit_core::Duration;
 
 use crate::diagnostic::Diagnostic;
 use crate::model::{BindingConfig, Config, Limits, ScopeConfig, ShellConfig};
-use crate::rules::{secret_scheme, shell_config, Effective};
+use crate::reference::Reference;
+use crate::rules::{shell_config, Effective};
 
 const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3600);
 
@@ -82,7 +83,10 @@ impl Snapshot {
         let mut value: serde_json::Value = serde_json::from_str(&self.written).unwrap_or_default();
         if let Some(secrets) = value.get_mut("secrets").and_then(serde_json::Value::as_object_mut) {
             for reference in secrets.values_mut() {
-                let scheme = reference.as_str().and_then(secret_scheme).unwrap_or("unknown");
+                let scheme = reference
+                    .as_str()
+                    .and_then(|r| Reference::parse(r).ok())
+                    .map_or("unknown", |r| r.scheme());
                 *reference = serde_json::Value::String(format!("{scheme}:<redacted>"));
             }
         }

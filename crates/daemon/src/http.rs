@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
+use crate::secrets::Resolver;
 use base64::Engine;
-use conduit_config::secrets::Resolver;
 use conduit_config::CurrentConfig;
 use conduit_core::tool::{CatalogFields, Egress, ReplayPolicy, SafetyTier, ToolSource};
 use conduit_egress::{FetchRequest, FetchResponse, Limits, SafeFetch};

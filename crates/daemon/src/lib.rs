@@ -16,14 +16,14 @@ mod packages;
 mod playbooks;
 mod rundir;
 mod runtime;
-mod secrets;
+pub mod secrets;
 mod shell;
 mod state;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use conduit_config::secrets::{Resolver, SystemKeyring};
+use crate::secrets::{Resolver, SystemKeyring};
 use conduit_config::{Diagnostic, Snapshot};
 use conduit_core::Duration;
 pub use conduit_server::Checked;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
-use conduit_config::secrets::{Resolver, Secret};
+use crate::secrets::{Resolver, Secret};
 use conduit_config::{CurrentConfig, Snapshot};
 use conduit_core::execution::SegmentEnd;
 use conduit_core::{ArtifactRecord, Declaration, Duration, Execution, ExecutionState, Timestamp};

@@ -7,7 +7,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::Stdio;
 
-use conduit_config::secrets::Secret;
+use crate::secrets::Secret;
 use conduit_sandbox::Confinement;
 use rustix::process::{kill_process_group, test_kill_process, Pid, Signal};
 use tokio::process::{Child, Command};

@@ -37,25 +37,9 @@ impl KeyringBackend for SystemKeyring {
     }
 }
 
-/// Splits `<service>/<account>` at the first `/`; both parts must be non-empty.
-pub(super) fn split(target: &str) -> Option<(&str, &str)> {
-    target
-        .split_once('/')
-        .filter(|(service, account)| !service.is_empty() && !account.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn splits_at_the_first_slash() {
-        assert_eq!(split("open-conduit/github"), Some(("open-conduit", "github")));
-        assert_eq!(split("svc/a/b"), Some(("svc", "a/b")));
-        assert_eq!(split("svc"), None);
-        assert_eq!(split("/acct"), None);
-        assert_eq!(split("svc/"), None);
-    }
 
     /// The real backend, read-only: it never writes to the machine's keyring. An entry no one stored
     /// is missing, or the keyring is unreachable here; either way the backend answers, never panics.

@@ -1,13 +1,15 @@
-//! The secrets resolver: turns a reference into its value at the moment a consumer needs it.
+//! The secrets resolver: turns a reference (parsed by [`conduit_config::Reference`], the parser
+//! validation shares) into its value at the moment a consumer needs it, and resolves an attempt's
+//! secrets ([`attempt`]).
 //!
-//! A reference is `keyring:<service>/<account>`, `file:<key>` (a key of the owner-only
-//! `secrets.json`), `env:<NAME>` or `cmd:<shell command>`. Every resolution reads its source afresh:
-//! nothing is cached. Unlike the rest of this crate, the resolver does I/O (files, the keyring, child
-//! processes) and blocks; call it from a blocking thread, never inside a store transaction.
+//! Every resolution reads its source afresh: nothing is cached. The resolver does I/O (files, the
+//! keyring, child processes) and blocks; call it from a blocking thread, never inside a store
+//! transaction.
 //!
 //! Errors carry stable codes only ([`SecretError::code`]); no message, `Display` or `Debug` output
 //! contains a value, the reference's text after its scheme, or a backend's error text.
 
+mod attempt;
 mod cmd;
 mod env;
 mod error;
@@ -19,6 +21,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use conduit_config::{Reference, ReferenceError};
+
+pub use attempt::resolve_for;
 pub use cmd::{CMD_DEADLINE, CMD_OUTPUT_LIMIT, CMD_PATH};
 pub use env::{EnvSource, ProcessEnv};
 pub use error::SecretError;
@@ -51,27 +56,11 @@ impl fmt::Display for Secret {
     }
 }
 
-/// A parsed reference, borrowing the reference text.
-#[derive(Debug, PartialEq, Eq)]
-enum Reference<'a> {
-    Keyring { service: &'a str, account: &'a str },
-    File(&'a str),
-    Env(&'a str),
-    Cmd(&'a str),
-}
-
-impl<'a> Reference<'a> {
-    fn parse(reference: &'a str) -> Result<Reference<'a>, SecretError> {
-        let (scheme, target) = reference.split_once(':').ok_or(SecretError::InvalidReference)?;
-        let parsed = match scheme {
-            "keyring" => keyring::split(target).map(|(service, account)| Reference::Keyring { service, account }),
-            "file" => Some(Reference::File(target)).filter(|_| !target.is_empty()),
-            "env" => Some(Reference::Env(target)).filter(|_| env::is_var_name(target)),
-            "cmd" => Some(Reference::Cmd(target)).filter(|_| !target.trim().is_empty() && !target.contains('\0')),
-            _ => return Err(SecretError::UnsupportedScheme),
-        };
-        parsed.ok_or(SecretError::InvalidReference)
-    }
+fn parse(reference: &str) -> Result<Reference<'_>, SecretError> {
+    Reference::parse(reference).map_err(|e| match e {
+        ReferenceError::UnsupportedScheme => SecretError::UnsupportedScheme,
+        ReferenceError::Invalid => SecretError::InvalidReference,
+    })
 }
 
 /// Resolves secret references. Cheap to clone; safe to share between threads.
@@ -109,7 +98,7 @@ impl Resolver {
 
     /// The value `reference` names, read now.
     pub fn resolve(&self, reference: &str) -> Result<Secret, SecretError> {
-        let value = match Reference::parse(reference)? {
+        let value = match parse(reference)? {
             Reference::Keyring { service, account } => self.keyring(service, account)?,
             Reference::File(key) => file::lookup(&self.secrets_file, key)?,
             Reference::Env(name) => self.env_var(name)?,
@@ -162,52 +151,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_each_scheme() {
-        assert_eq!(
-            Reference::parse("keyring:open-conduit/github"),
-            Ok(Reference::Keyring {
-                service: "open-conduit",
-                account: "github"
-            })
-        );
-        assert_eq!(
-            Reference::parse("file:github token"),
-            Ok(Reference::File("github token"))
-        );
-        assert_eq!(Reference::parse("env:GITHUB_TOKEN"), Ok(Reference::Env("GITHUB_TOKEN")));
-        assert_eq!(
-            Reference::parse("cmd:pass show x:y"),
-            Ok(Reference::Cmd("pass show x:y"))
-        );
-    }
-
-    #[test]
-    fn refuses_malformed_references() {
-        for reference in [
-            "",
-            "plain",
-            "keyring:",
-            "keyring:svc",
-            "file:",
-            "env:",
-            "env:A-B",
-            "cmd:",
-            "cmd:  ",
-            "cmd:a\0b",
-        ] {
-            assert_eq!(
-                Reference::parse(reference),
-                Err(SecretError::InvalidReference),
-                "{reference:?}"
-            );
-        }
-        for reference in ["vault:x", "KEYRING:a/b", "https://example.test", ":x"] {
-            assert_eq!(
-                Reference::parse(reference),
-                Err(SecretError::UnsupportedScheme),
-                "{reference:?}"
-            );
-        }
+    fn parse_errors_keep_their_codes() {
+        assert_eq!(parse("vault:x").unwrap_err().code(), "unsupported_scheme");
+        assert_eq!(parse("env:1BAD").unwrap_err().code(), "invalid_reference");
     }
 
     #[test]

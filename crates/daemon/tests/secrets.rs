@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use conduit_config::secrets::{
+use conduit_daemon::secrets::{
     EnvSource, KeyringBackend, KeyringUnavailable, Resolver, Secret, SecretError, CMD_OUTPUT_LIMIT, CMD_PATH,
 };
 
@@ -416,5 +416,69 @@ fn gone(pid: i32) -> bool {
             return false;
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether `config check` accepts `reference` as a secret's reference.
+fn validation_accepts(reference: &str) -> bool {
+    let config = serde_json::json!({
+        "version": 1,
+        "secrets": {"k": reference},
+        "scopes": {"s": {"authorization": {"operations": ["emit"]}}}
+    });
+    match conduit_config::parse(config.to_string().as_bytes()) {
+        Ok(_) => true,
+        Err(diagnostics) => !diagnostics.iter().any(|d| d.code == "invalid_reference"),
+    }
+}
+
+/// Whether the resolver takes `reference` for a well-formed one (it may still find nothing there).
+fn resolver_accepts(resolver: &Resolver, reference: &str) -> bool {
+    !matches!(
+        resolver.resolve(reference),
+        Err(SecretError::InvalidReference | SecretError::UnsupportedScheme)
+    )
+}
+
+/// Validation and the resolver give every reference the same verdict: a configuration that
+/// passes `config check` never fails at attempt start for a malformed reference. `keyring:svc` and
+/// `env:1BAD` once passed the one and failed the other.
+#[test]
+fn validation_and_the_resolver_judge_every_reference_alike() {
+    let fixture = Fixture::new();
+    fixture.write_secrets(r#"{"present": "v"}"#, 0o600);
+    let resolver = fixture.resolver().with_env(Arc::new(|_: &str| None::<OsString>));
+    let rows = [
+        ("keyring:open-conduit/zqgithub", true),
+        ("keyring:svc/a/b", true),
+        ("keyring:svc", false),
+        ("keyring:/acct", false),
+        ("keyring:svc/", false),
+        ("file:present", true),
+        ("file:absent", true),
+        ("file:", false),
+        ("env:GITHUB_TOKEN", true),
+        ("env:_x", true),
+        ("env:1BAD", false),
+        ("env:A-B", false),
+        ("env:", false),
+        ("cmd:true", true),
+        ("cmd:  ", false),
+        ("vault:x", false),
+        ("KEYRING:a/b", false),
+        ("plain", false),
+        ("", false),
+    ];
+    for (reference, well_formed) in rows {
+        assert_eq!(
+            validation_accepts(reference),
+            well_formed,
+            "config check on {reference:?}"
+        );
+        assert_eq!(
+            resolver_accepts(&resolver, reference),
+            well_formed,
+            "the resolver on {reference:?}"
+        );
     }
 }

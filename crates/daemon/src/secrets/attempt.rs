@@ -2,7 +2,7 @@
 //! to the executor as environment variables. Only names that both the attempt's pinned generation and
 //! the current one give its binding are resolved, each by the current generation's reference.
 
-use conduit_config::secrets::{Resolver, Secret};
+use super::{Resolver, Secret};
 use conduit_config::{secret_env_name, Snapshot};
 
 /// The environment variables of an attempt's secrets, or the name and error code of the first secret
@@ -31,8 +31,8 @@ pub fn resolve_for(
 mod tests {
     use std::sync::Arc;
 
+    use crate::secrets::{KeyringBackend, KeyringUnavailable};
     use conduit_config::parse;
-    use conduit_config::secrets::{KeyringBackend, KeyringUnavailable};
     use serde_json::json;
 
     use super::*;

@@ -62,7 +62,7 @@ fn is_owner_only(metadata: &Metadata) -> bool {
 
 /// Strict JSON (no duplicate keys, no nulls) whose top level is an object of strings only.
 fn parse(bytes: &[u8]) -> Result<Value, SecretError> {
-    let (value, problems) = crate::strict::read(bytes).map_err(|_| SecretError::FileInvalid)?;
+    let (value, problems) = conduit_config::read_strict_json(bytes).map_err(|_| SecretError::FileInvalid)?;
     let flat = value.as_object().is_some_and(|o| o.values().all(Value::is_string));
     if problems.is_empty() && flat {
         Ok(value)
