@@ -4,6 +4,9 @@
 //! toolbelt call (the first `agent.toolCalled` accepted on its Work), both in the store's
 //! millisecond timestamps; the two bindings run the same command, alternately.
 
+// A bench, like a test, stops loudly on what it did not expect.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 

@@ -6,6 +6,9 @@
 //! - `toolbelt call`: the same client calling `read_context` on the execution's toolbelt socket;
 //! - `os mcp tools/call`: an MCP client (rmcp) calling `read_context` through `os mcp` over stdio.
 
+// A bench, like a test, stops loudly on what it did not expect.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 

@@ -3,6 +3,8 @@
 //! once; a denial and a timeout refuse the repeated call; another approver, and an operator
 //! without `operate`, cannot decide.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

@@ -2,6 +2,8 @@
 //! grant, narrowed at once by the configuration, validated against the schema file, and a 404 that
 //! does not tell an unknown tool from a hidden one.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

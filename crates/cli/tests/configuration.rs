@@ -1,6 +1,8 @@
 //! Configuration through the real daemon and CLI: check, validate, apply, set, generations across
 //! restarts, live narrowing, and crashes injected at each step of apply.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

@@ -6,6 +6,8 @@
 //! it still emits, reads its context, writes its working directory and declares its outcome. The
 //! same script with `"sandbox": "off"` is the negative control: there the attacks succeed.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::Path;

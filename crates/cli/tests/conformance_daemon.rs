@@ -1,5 +1,7 @@
 //! The conformance suite against the real daemon, through its sockets.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod conformance;
 

@@ -1,5 +1,7 @@
 //! The conformance suite against the toolbelt in process, and its negative control.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod conformance;
 

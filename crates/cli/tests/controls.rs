@@ -1,6 +1,8 @@
 //! Operator controls through the real daemon and CLI: Work cancel fences a live attempt, and wake
 //! reports whether it woke the Work.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

@@ -1,6 +1,8 @@
 //! Operator credentials through the real socket and CLI: classes, roles (checked before the body is
 //! read), named operators, rotation, revocation and recovery.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

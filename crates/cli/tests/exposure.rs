@@ -2,6 +2,8 @@
 //! an execution token and an operator token, every GET route of the management API (from the
 //! server's own route table) and the store's files are scanned for all four.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

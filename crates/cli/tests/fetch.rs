@@ -2,6 +2,8 @@
 //! (reachable only through the test allowance) with a granted secret as its Authorization, a
 //! metadata fetch refused `ssrf_blocked`, and the durable audit pair of both.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

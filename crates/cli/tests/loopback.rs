@@ -1,6 +1,8 @@
 //! The optional loopback TCP listener: the management API with the same authentication, and
 //! nothing but loopback addresses.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::io::{Read, Write};

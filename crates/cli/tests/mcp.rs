@@ -2,6 +2,8 @@
 //! the catalog as tools, calls and refusals as tool results, a token rotation (a daemon restart
 //! that adopts the attempt) mid-session, and the tool-session bracket on the Work's log.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::Path;

@@ -2,6 +2,8 @@
 //! install, the refusal payload byte for byte, a non-gating host projecting requirements, a grant
 //! tightened after approval), manifest refusals, name conflicts, and removal.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::os::unix::fs::PermissionsExt;

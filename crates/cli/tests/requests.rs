@@ -1,6 +1,8 @@
 //! The management API's request rules through the real socket: strict bodies and envelopes, and
 //! Idempotency-Key replay and conflict.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

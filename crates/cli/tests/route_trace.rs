@@ -1,6 +1,8 @@
 //! Route trace and samples through the real daemon and CLI: each effect, the refusals acceptance
 //! would make, and that a trace records nothing.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

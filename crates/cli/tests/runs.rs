@@ -1,5 +1,7 @@
 //! Unified run history through the real daemon and CLI: one Work across two attempts.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

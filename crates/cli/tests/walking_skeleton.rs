@@ -1,5 +1,7 @@
 //! The walking skeleton end to end: a real daemon, real sockets, a real shell child, the real CLIs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

@@ -3,6 +3,9 @@
 //!
 //! `cargo bench -p conduit-config --bench validate` (`BENCH_RUNS` sets the number of runs).
 
+// A bench, like a test, stops loudly on what it did not expect.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,8 @@
 //! Every validation rule, as a negative mutation of one valid configuration: each row changes one
 //! thing and expects exactly its diagnostics (pointer and code), in order.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use conduit_config::{parse, parse_with, Registry};
 use serde_json::{json, Value};
 

@@ -1,6 +1,8 @@
 //! Properties of the strict parser over generated inputs (a fixed-seed generator, so every run
 //! checks the same cases): it never panics, and it refuses a duplicate key at any depth.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use conduit_config::parse;
 
 /// xorshift64*: small, deterministic, good enough to explore shapes.

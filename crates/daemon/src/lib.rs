@@ -30,7 +30,8 @@ pub use conduit_server::Checked;
 use conduit_server::{
     bind_owner_only, loopback_router, management_router, now, serve, ArtifactFiles, Cursors, Management, SystemClock,
 };
-use conduit_store::{new_id, SqliteStore, Store};
+use conduit_store::{new_id, Store};
+use conduit_store_sqlite::SqliteStore;
 use conduit_toolbelt::{LiveRegistry, Registry, Toolbelt};
 use config_service::ConfigService;
 use tokio::signal::unix::{signal, SignalKind};
@@ -73,11 +74,16 @@ pub(crate) fn registry_with(
 ) -> Registry {
     let mut registry = Registry::default();
     let fetch = Arc::new(http::HttpFetch::new(secrets));
+    #[allow(
+        clippy::expect_used,
+        reason = "the release's own registrations are constants, tested"
+    )]
     registry
         .register(http::registration(fetch))
         .and_then(|()| registry.register(human::registration()))
         .expect("the release's own registrations are valid");
     if let Some(gate) = approvals {
+        #[allow(clippy::expect_used, reason = "the human registration was just registered")]
         registry
             .set_gate(human::NAME, gate)
             .expect("the human registration is registered");

@@ -1,5 +1,7 @@
 //! The secrets resolver against real files, real processes and an injected keyring backend.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs;

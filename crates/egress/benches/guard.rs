@@ -2,6 +2,9 @@
 //! 2000): a plain hyper client and `SafeFetch` fetching the same local server in one run, a fresh
 //! connection per request for both, and the address classifier alone.
 
+// A bench, like a test, stops loudly on what it did not expect.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;

@@ -262,6 +262,7 @@ fn tls_config() -> Arc<rustls::ClientConfig> {
             let roots = rustls::RootCertStore {
                 roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
             };
+            #[allow(clippy::expect_used, reason = "a constant: ring offers the default TLS versions")]
             let config =
                 rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
                     .with_safe_default_protocol_versions()

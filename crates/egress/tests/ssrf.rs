@@ -2,6 +2,8 @@
 //! `SafeFetch::fetch` with an injected resolver, against a local server the test allowance treats
 //! as public. Blocked rows must never reach the server.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;

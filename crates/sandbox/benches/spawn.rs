@@ -4,6 +4,9 @@
 //! (which makes std fork), the ruleset's preparation alone (built whole, from kept cuts, and from a
 //! base made ahead as the daemon does), and the confined spawn whole.
 
+// A bench, like a test, stops loudly on what it did not expect.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 

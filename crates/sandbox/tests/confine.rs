@@ -2,6 +2,8 @@
 //! by the kernel. Each refusal has a control (the same command unconfined, or under a policy that
 //! allows it) so a case cannot pass because the command fails for another reason.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::Stdio;

@@ -221,7 +221,8 @@ mod tests {
     use super::*;
     use crate::{accept, create_work, fire_due_timers, NewWork};
     use conduit_core::{Causation, Declaration, NewEvent, Source};
-    use conduit_store::{SqliteStore, Store};
+    use conduit_store::Store;
+    use conduit_store_sqlite::SqliteStore;
     use serde_json::json;
 
     const T0: Timestamp = Timestamp(1_000_000);

@@ -29,6 +29,9 @@
 //! first answer, and at the end the store must hold exactly one event per fresh key. So a broken
 //! setup cannot print numbers. Nothing here asserts timing.
 
+// A bench, like a test, stops loudly on what it did not expect.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{env_count, mount_of, print_table, Body, Client, Counters, Stats};
@@ -46,7 +49,8 @@ use conduit_server::{
     bind_owner_only, management_router, now, serve, Applied, ArtifactFiles, Checked, ConfigControl, ConfigView,
     Cursors, Management, PackageControl,
 };
-use conduit_store::{new_id, SqliteStore, Store};
+use conduit_store::{new_id, Store};
+use conduit_store_sqlite::SqliteStore;
 use conduit_toolbelt::registry::{
     Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationSpec, Registration, ToolsetEntry, ToolsetSpec,
 };

@@ -20,6 +20,9 @@
 //!
 //! Every answer must be 200, so a broken setup cannot produce numbers. Nothing here asserts timing.
 
+// A bench, like a test, stops loudly on what it did not expect.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{env_count, mount_of, print_table, Body, Client, Counters, Stats};
@@ -36,7 +39,8 @@ use conduit_config::{default_config_json, parse, CurrentConfig, Snapshot};
 use conduit_core::Execution;
 use conduit_scheduler::{claim_next, create_work, renew_lease, HostError, NewWork, LEASE};
 use conduit_server::{bind_owner_only, execution_router, now, serve, ExecutionSocket};
-use conduit_store::{SqliteStore, Store};
+use conduit_store::Store;
+use conduit_store_sqlite::SqliteStore;
 use conduit_toolbelt::{checks, token, Toolbelt};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};

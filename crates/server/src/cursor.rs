@@ -41,6 +41,7 @@ impl Cursors {
     }
 
     fn mac(&self, payload: &[u8]) -> Hmac<Sha256> {
+        #[allow(clippy::expect_used, reason = "HMAC takes a key of any length")]
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC takes any key length");
         mac.update(payload);
         mac

@@ -1,8 +1,9 @@
 /// A storage failure. Its text stays in the daemon's log; callers answer with a safe code.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The backend's own error, as text for the log (an adapter converts its errors to this).
     #[error("storage backend: {0}")]
-    Backend(#[from] rusqlite::Error),
+    Backend(String),
     #[error("stored record is malformed: {0}")]
     Corrupt(String),
     #[error("the correlation key is already owned")]

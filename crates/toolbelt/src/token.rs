@@ -10,7 +10,10 @@ use subtle::ConstantTimeEq;
 /// A fresh plaintext token from the OS random source.
 pub fn generate() -> String {
     let mut bytes = [0u8; 32];
-    // The OS RNG failing is unrecoverable: no safe token can be made without it.
+    #[allow(
+        clippy::expect_used,
+        reason = "the OS RNG failing is unrecoverable: no safe token can be made without it"
+    )]
     getrandom::fill(&mut bytes).expect("the operating system's random source is unavailable");
     URL_SAFE_NO_PAD.encode(bytes)
 }

@@ -1,6 +1,8 @@
 //! The toolbelt's ordered checks and builtins, in process against a real SQLite file. Each security
 //! rule has a row that fails if the rule is removed.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

@@ -1,6 +1,8 @@
 //! In-process extension operations: registration rules, schema validation, handlers outside storage,
 //! refusals, replay, the crash window, the fence, and translated emissions.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,6 +2,8 @@
 //! declared and authority released), refusing (naming the gate, authority kept), failing closed,
 //! and the audit record of each.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,8 @@
 //! Tool sessions (RFC 0078 §D): the bracket on the Work's durable log, the host closing sessions
 //! when authority ends, and every refusal of a session a caller may not use.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

@@ -1,6 +1,8 @@
 //! Toolsets: published by registrations, granted by name, narrowed to ceilings, and resolved against
 //! the running release, so a release that adds an operation to a toolset grants it unchanged.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::sync::Arc;

@@ -1,5 +1,8 @@
 //! The harness every end-to-end test shares: a real daemon on a temporary state directory, the real
 //! CLIs, and a raw HTTP client for probing sockets the CLIs would never misuse.
+
+// Test helpers, like tests, stop loudly on what they did not expect.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
 use std::io::{Read, Write};

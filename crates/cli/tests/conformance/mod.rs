@@ -3,6 +3,8 @@
 //! (`conformance_daemon.rs`). Each security case asserts a refusal, so it fails on a target that
 //! drops the rule; `the_suite_catches_a_target_without_the_rules` runs the cases against a target
 //! that refuses nothing, to show they would.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
 pub mod daemon;

@@ -1,5 +1,8 @@
 //! The layout both the confinement tests and the spawn bench run in: a state directory with an
 //! operator token and one run directory, and a directory outside it.
+
+// Test helpers, like tests, stop loudly on what they did not expect.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
 use std::path::PathBuf;

@@ -1,4 +1,7 @@
 //! The in-process toolbelt harness: a real SQLite file, a configuration, a clock the test sets.
+
+// Test helpers, like tests, stop loudly on what they did not expect.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -7,7 +10,8 @@ use std::sync::Arc;
 use conduit_config::{default_config_json, parse_with, CurrentConfig, Snapshot};
 use conduit_core::{Clock, ErrorCode, Refusal, Timestamp};
 use conduit_scheduler::{claim_next, create_work, Claim, NewWork};
-use conduit_store::{SqliteStore, Store};
+use conduit_store::Store;
+use conduit_store_sqlite::SqliteStore;
 use conduit_toolbelt::token::issue;
 use conduit_toolbelt::{CallRequest, Registry, Toolbelt};
 use serde_json::{json, Value};

@@ -1,7 +1,10 @@
 //! The SQLite store against a real file: migrations, round trips, ownership and durability.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use conduit_core::{Causation, NewEvent, Source, Timestamp, Work, WorkState};
-use conduit_store::{new_id, SqliteStore, Store, StoreError, Tx};
+use conduit_store::{new_id, Store, StoreError, Tx};
+use conduit_store_sqlite::SqliteStore;
 use serde_json::json;
 
 fn work(id: &str, keys: &[&str]) -> Work {

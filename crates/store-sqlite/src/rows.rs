@@ -10,8 +10,8 @@ use rusqlite::{params, OptionalExtension, Row, Transaction};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::tx::{IdempotentRecord, PackageRecord, Page, Result, ScopeRecord, Tx, WorkFilter};
-use crate::StoreError;
+use crate::{sqlite_error, Result};
+use conduit_store::{IdempotentRecord, PackageRecord, Page, ScopeRecord, StoreError, Tx, WorkFilter};
 
 pub struct SqliteTx<'a> {
     pub tx: &'a Transaction<'a>,
@@ -47,20 +47,20 @@ fn work_row(r: &Row) -> rusqlite::Result<Result<Work>> {
     let outcome: Option<String> = r.get(7)?;
     let build = || -> Result<Work> {
         Ok(Work {
-            id: r.get(0)?,
-            scope: r.get(1)?,
-            binding: r.get(2)?,
-            parent_work: r.get(3)?,
+            id: r.get(0).map_err(sqlite_error)?,
+            scope: r.get(1).map_err(sqlite_error)?,
+            binding: r.get(2).map_err(sqlite_error)?,
+            parent_work: r.get(3).map_err(sqlite_error)?,
             state: WorkState::parse(&state).ok_or_else(|| corrupt("work state"))?,
             input: from_json(&input)?,
             keys: Vec::new(),
-            epoch: r.get(6)?,
+            epoch: r.get(6).map_err(sqlite_error)?,
             outcome: opt_from_json(outcome)?,
-            wake_event: r.get(8)?,
-            generation: r.get(9)?,
-            created_at: Timestamp(r.get(10)?),
-            updated_at: Timestamp(r.get(11)?),
-            blocked_reason: r.get(12)?,
+            wake_event: r.get(8).map_err(sqlite_error)?,
+            generation: r.get(9).map_err(sqlite_error)?,
+            created_at: Timestamp(r.get(10).map_err(sqlite_error)?),
+            updated_at: Timestamp(r.get(11).map_err(sqlite_error)?),
+            blocked_reason: r.get(12).map_err(sqlite_error)?,
         })
     };
     Ok(build())
@@ -76,25 +76,25 @@ fn execution_row(r: &Row) -> rusqlite::Result<Result<Execution>> {
     let outcome: Option<String> = r.get(10)?;
     let build = |state: String, declaration, outcome| -> Result<Execution> {
         Ok(Execution {
-            id: r.get(0)?,
-            work_id: r.get(1)?,
-            scope: r.get(2)?,
-            binding: r.get(3)?,
-            epoch: r.get(4)?,
-            owner: r.get(5)?,
+            id: r.get(0).map_err(sqlite_error)?,
+            work_id: r.get(1).map_err(sqlite_error)?,
+            scope: r.get(2).map_err(sqlite_error)?,
+            binding: r.get(3).map_err(sqlite_error)?,
+            epoch: r.get(4).map_err(sqlite_error)?,
+            owner: r.get(5).map_err(sqlite_error)?,
             state: ExecutionState::parse(&state).ok_or_else(|| corrupt("execution state"))?,
-            cause_event: r.get(7)?,
-            watermark: r.get(8)?,
+            cause_event: r.get(7).map_err(sqlite_error)?,
+            watermark: r.get(8).map_err(sqlite_error)?,
             declaration: opt_from_json(declaration)?,
             outcome: opt_from_json(outcome)?,
-            exit_code: r.get(11)?,
-            pid: r.get(12)?,
-            generation: r.get(13)?,
-            lease_expires_at: Timestamp(r.get(14)?),
-            deadline_at: Timestamp(r.get(15)?),
-            started_at: Timestamp(r.get(16)?),
-            ended_at: r.get::<_, Option<i64>>(17)?.map(Timestamp),
-            stopped_at: r.get::<_, Option<i64>>(18)?.map(Timestamp),
+            exit_code: r.get(11).map_err(sqlite_error)?,
+            pid: r.get(12).map_err(sqlite_error)?,
+            generation: r.get(13).map_err(sqlite_error)?,
+            lease_expires_at: Timestamp(r.get(14).map_err(sqlite_error)?),
+            deadline_at: Timestamp(r.get(15).map_err(sqlite_error)?),
+            started_at: Timestamp(r.get(16).map_err(sqlite_error)?),
+            ended_at: r.get::<_, Option<i64>>(17).map_err(sqlite_error)?.map(Timestamp),
+            stopped_at: r.get::<_, Option<i64>>(18).map_err(sqlite_error)?.map(Timestamp),
         })
     };
     Ok(build(state, declaration, outcome))
@@ -108,22 +108,22 @@ fn event_row(r: &Row) -> rusqlite::Result<Result<Event>> {
     let data: String = r.get(12)?;
     let build = || -> Result<Event> {
         Ok(Event {
-            sequence: r.get(0)?,
-            id: r.get(1)?,
-            event_type: r.get(2)?,
+            sequence: r.get(0).map_err(sqlite_error)?,
+            id: r.get(1).map_err(sqlite_error)?,
+            event_type: r.get(2).map_err(sqlite_error)?,
             source: Source::from_wire(&source).ok_or_else(|| corrupt("event source"))?,
-            scope: r.get(4)?,
-            work_id: r.get(5)?,
-            execution_id: r.get(6)?,
-            correlation_key: r.get(7)?,
+            scope: r.get(4).map_err(sqlite_error)?,
+            work_id: r.get(5).map_err(sqlite_error)?,
+            execution_id: r.get(6).map_err(sqlite_error)?,
+            correlation_key: r.get(7).map_err(sqlite_error)?,
             causation: Causation {
-                parent: r.get(8)?,
-                root: r.get(9)?,
-                depth: r.get(10)?,
+                parent: r.get(8).map_err(sqlite_error)?,
+                root: r.get(9).map_err(sqlite_error)?,
+                depth: r.get(10).map_err(sqlite_error)?,
             },
-            actor: r.get(11)?,
+            actor: r.get(11).map_err(sqlite_error)?,
             data: from_json(&data)?,
-            accepted_at: Timestamp(r.get(13)?),
+            accepted_at: Timestamp(r.get(13).map_err(sqlite_error)?),
         })
     };
     Ok(build())
@@ -138,16 +138,16 @@ fn wait_row(r: &Row) -> rusqlite::Result<Result<Wait>> {
     let state: String = r.get(7)?;
     let build = || -> Result<Wait> {
         Ok(Wait {
-            id: r.get(0)?,
-            work_id: r.get(1)?,
-            execution_id: r.get(2)?,
+            id: r.get(0).map_err(sqlite_error)?,
+            work_id: r.get(1).map_err(sqlite_error)?,
+            execution_id: r.get(2).map_err(sqlite_error)?,
             types: from_json(&types)?,
             keys: from_json(&keys)?,
-            watermark: r.get(5)?,
-            timeout_at: r.get::<_, Option<i64>>(6)?.map(Timestamp),
+            watermark: r.get(5).map_err(sqlite_error)?,
+            timeout_at: r.get::<_, Option<i64>>(6).map_err(sqlite_error)?.map(Timestamp),
             state: WaitState::parse(&state).ok_or_else(|| corrupt("wait state"))?,
-            satisfied_by: r.get(8)?,
-            created_at: Timestamp(r.get(9)?),
+            satisfied_by: r.get(8).map_err(sqlite_error)?,
+            created_at: Timestamp(r.get(9).map_err(sqlite_error)?),
         })
     };
     Ok(build())
@@ -161,19 +161,19 @@ fn token_row(r: &Row) -> rusqlite::Result<Result<TokenRecord>> {
     let operations: String = r.get(9)?;
     let build = || -> Result<TokenRecord> {
         Ok(TokenRecord {
-            id: r.get(0)?,
+            id: r.get(0).map_err(sqlite_error)?,
             digest: digest(digest_bytes)?,
-            execution_id: r.get(2)?,
-            work_id: r.get(3)?,
-            scope: r.get(4)?,
-            binding: r.get(5)?,
-            epoch: r.get(6)?,
-            owner: r.get(7)?,
-            generation: r.get(8)?,
+            execution_id: r.get(2).map_err(sqlite_error)?,
+            work_id: r.get(3).map_err(sqlite_error)?,
+            scope: r.get(4).map_err(sqlite_error)?,
+            binding: r.get(5).map_err(sqlite_error)?,
+            epoch: r.get(6).map_err(sqlite_error)?,
+            owner: r.get(7).map_err(sqlite_error)?,
+            generation: r.get(8).map_err(sqlite_error)?,
             operations: from_json(&operations)?,
-            issued_at: Timestamp(r.get(10)?),
-            expires_at: Timestamp(r.get(11)?),
-            revoked_at: r.get::<_, Option<i64>>(12)?.map(Timestamp),
+            issued_at: Timestamp(r.get(10).map_err(sqlite_error)?),
+            expires_at: Timestamp(r.get(11).map_err(sqlite_error)?),
+            revoked_at: r.get::<_, Option<i64>>(12).map_err(sqlite_error)?.map(Timestamp),
         })
     };
     Ok(build())
@@ -185,13 +185,13 @@ fn request_row(r: &Row) -> rusqlite::Result<Result<RequestRecord>> {
     let response: String = r.get(5)?;
     let build = || -> Result<RequestRecord> {
         Ok(RequestRecord {
-            execution_id: r.get(0)?,
-            operation: r.get(1)?,
-            request_id: r.get(2)?,
-            body_hash: r.get(3)?,
-            status: r.get(4)?,
+            execution_id: r.get(0).map_err(sqlite_error)?,
+            operation: r.get(1).map_err(sqlite_error)?,
+            request_id: r.get(2).map_err(sqlite_error)?,
+            body_hash: r.get(3).map_err(sqlite_error)?,
+            status: r.get(4).map_err(sqlite_error)?,
             response: from_json(&response)?,
-            created_at: Timestamp(r.get(6)?),
+            created_at: Timestamp(r.get(6).map_err(sqlite_error)?),
         })
     };
     Ok(build())
@@ -204,19 +204,19 @@ fn audit_row(r: &Row) -> rusqlite::Result<Result<AuditRecord>> {
     let kind: String = r.get(1)?;
     let build = || -> Result<AuditRecord> {
         Ok(AuditRecord {
-            id: r.get(0)?,
+            id: r.get(0).map_err(sqlite_error)?,
             kind: AuditKind::parse(&kind).ok_or_else(|| corrupt("audit kind"))?,
-            operation: r.get(2)?,
-            execution_id: r.get(3)?,
-            work_id: r.get(4)?,
-            scope: r.get(5)?,
-            request_id: r.get(6)?,
-            result: r.get(7)?,
-            gate: r.get(8)?,
-            refusal: r.get(9)?,
-            input_hash: r.get(10)?,
-            duration_ms: r.get(11)?,
-            at: Timestamp(r.get(12)?),
+            operation: r.get(2).map_err(sqlite_error)?,
+            execution_id: r.get(3).map_err(sqlite_error)?,
+            work_id: r.get(4).map_err(sqlite_error)?,
+            scope: r.get(5).map_err(sqlite_error)?,
+            request_id: r.get(6).map_err(sqlite_error)?,
+            result: r.get(7).map_err(sqlite_error)?,
+            gate: r.get(8).map_err(sqlite_error)?,
+            refusal: r.get(9).map_err(sqlite_error)?,
+            input_hash: r.get(10).map_err(sqlite_error)?,
+            duration_ms: r.get(11).map_err(sqlite_error)?,
+            at: Timestamp(r.get(12).map_err(sqlite_error)?),
         })
     };
     Ok(build())
@@ -240,11 +240,11 @@ fn artifact_row(r: &Row) -> rusqlite::Result<Result<ArtifactRecord>> {
     };
     let build = |kept| -> Result<ArtifactRecord> {
         Ok(ArtifactRecord {
-            execution_id: r.get(0)?,
-            index: r.get(1)?,
-            name: r.get(2)?,
+            execution_id: r.get(0).map_err(sqlite_error)?,
+            index: r.get(1).map_err(sqlite_error)?,
+            name: r.get(2).map_err(sqlite_error)?,
             kept,
-            created_at: Timestamp(r.get(6)?),
+            created_at: Timestamp(r.get(6).map_err(sqlite_error)?),
         })
     };
     Ok(kept.and_then(build))
@@ -262,13 +262,13 @@ fn session_row(r: &Row) -> rusqlite::Result<Result<ToolSession>> {
     };
     let build = |closed| -> Result<ToolSession> {
         Ok(ToolSession {
-            id: r.get(0)?,
-            execution_id: r.get(1)?,
-            work_id: r.get(2)?,
-            scope: r.get(3)?,
-            tool_id: r.get(4)?,
-            opened_event: r.get(5)?,
-            opened_at: Timestamp(r.get(6)?),
+            id: r.get(0).map_err(sqlite_error)?,
+            execution_id: r.get(1).map_err(sqlite_error)?,
+            work_id: r.get(2).map_err(sqlite_error)?,
+            scope: r.get(3).map_err(sqlite_error)?,
+            tool_id: r.get(4).map_err(sqlite_error)?,
+            opened_event: r.get(5).map_err(sqlite_error)?,
+            opened_at: Timestamp(r.get(6).map_err(sqlite_error)?),
             closed,
         })
     };
@@ -283,20 +283,20 @@ fn approval_row(r: &Row) -> rusqlite::Result<Result<Approval>> {
     let state: String = r.get(7)?;
     let build = |approvers| -> Result<Approval> {
         Ok(Approval {
-            id: r.get(0)?,
-            work_id: r.get(1)?,
-            execution_id: r.get(2)?,
-            scope: r.get(3)?,
-            operation: r.get(4)?,
-            input_hash: r.get(5)?,
+            id: r.get(0).map_err(sqlite_error)?,
+            work_id: r.get(1).map_err(sqlite_error)?,
+            execution_id: r.get(2).map_err(sqlite_error)?,
+            scope: r.get(3).map_err(sqlite_error)?,
+            operation: r.get(4).map_err(sqlite_error)?,
+            input_hash: r.get(5).map_err(sqlite_error)?,
             approvers,
             state: ApprovalState::parse(&state).ok_or_else(|| corrupt("approval state"))?,
-            reason: r.get(8)?,
-            decided_by: r.get(9)?,
-            requested_at: Timestamp(r.get(10)?),
-            expires_at: r.get::<_, Option<i64>>(11)?.map(Timestamp),
-            decided_at: r.get::<_, Option<i64>>(12)?.map(Timestamp),
-            used_by: r.get(13)?,
+            reason: r.get(8).map_err(sqlite_error)?,
+            decided_by: r.get(9).map_err(sqlite_error)?,
+            requested_at: Timestamp(r.get(10).map_err(sqlite_error)?),
+            expires_at: r.get::<_, Option<i64>>(11).map_err(sqlite_error)?.map(Timestamp),
+            decided_at: r.get::<_, Option<i64>>(12).map_err(sqlite_error)?.map(Timestamp),
+            used_by: r.get(13).map_err(sqlite_error)?,
         })
     };
     Ok(from_json(&approvers).and_then(build))
@@ -308,12 +308,12 @@ fn package_row(r: &Row) -> rusqlite::Result<Result<PackageRecord>> {
     let grant: String = r.get(3)?;
     let build = |approved_grant| -> Result<PackageRecord> {
         Ok(PackageRecord {
-            name: r.get(0)?,
-            version: r.get(1)?,
-            manifest: r.get(2)?,
+            name: r.get(0).map_err(sqlite_error)?,
+            version: r.get(1).map_err(sqlite_error)?,
+            manifest: r.get(2).map_err(sqlite_error)?,
             approved_grant,
-            approved_gating: r.get(4)?,
-            installed_at: Timestamp(r.get(5)?),
+            approved_gating: r.get(4).map_err(sqlite_error)?,
+            installed_at: Timestamp(r.get(5).map_err(sqlite_error)?),
         })
     };
     Ok(from_json(&grant).and_then(build))
@@ -324,12 +324,12 @@ fn operator_row(r: &Row) -> rusqlite::Result<Result<OperatorRecord>> {
     let digest_bytes: Vec<u8> = r.get(3)?;
     let build = || -> Result<OperatorRecord> {
         Ok(OperatorRecord {
-            id: r.get(0)?,
-            name: r.get(1)?,
+            id: r.get(0).map_err(sqlite_error)?,
+            name: r.get(1).map_err(sqlite_error)?,
             role: Role::parse(&role).ok_or_else(|| corrupt("operator role"))?,
             digest: digest(digest_bytes)?,
-            created_at: Timestamp(r.get(4)?),
-            revoked_at: r.get::<_, Option<i64>>(5)?.map(Timestamp),
+            created_at: Timestamp(r.get(4).map_err(sqlite_error)?),
+            revoked_at: r.get::<_, Option<i64>>(5).map_err(sqlite_error)?.map(Timestamp),
         })
     };
     Ok(build())
@@ -343,9 +343,9 @@ impl SqliteTx<'_> {
         params: impl rusqlite::Params,
         map: impl FnMut(&Row) -> rusqlite::Result<Result<T>>,
     ) -> Result<Vec<T>> {
-        let mut stmt = self.tx.prepare_cached(sql)?;
-        let rows = stmt.query_map(params, map)?;
-        rows.map(|r| r?).collect()
+        let mut stmt = self.tx.prepare_cached(sql).map_err(sqlite_error)?;
+        let rows = stmt.query_map(params, map).map_err(sqlite_error)?;
+        rows.map(|r| r.map_err(sqlite_error)?).collect()
     }
 
     fn query_one<T>(
@@ -354,8 +354,11 @@ impl SqliteTx<'_> {
         params: impl rusqlite::Params,
         map: impl FnOnce(&Row) -> rusqlite::Result<Result<T>>,
     ) -> Result<Option<T>> {
-        let mut stmt = self.tx.prepare_cached(sql)?;
-        stmt.query_row(params, map).optional()?.transpose()
+        let mut stmt = self.tx.prepare_cached(sql).map_err(sqlite_error)?;
+        stmt.query_row(params, map)
+            .optional()
+            .map_err(sqlite_error)?
+            .transpose()
     }
 
     /// Executes a statement through the connection's prepared-statement cache.
@@ -366,10 +369,13 @@ impl SqliteTx<'_> {
     fn work_keys(&self, work_id: &str) -> Result<Vec<String>> {
         let mut stmt = self
             .tx
-            .prepare_cached("SELECT key FROM work_keys WHERE work_id = ?1 ORDER BY rowid")?;
+            .prepare_cached("SELECT key FROM work_keys WHERE work_id = ?1 ORDER BY rowid")
+            .map_err(sqlite_error)?;
         let keys = stmt
-            .query_map([work_id], |r| r.get(0))?
-            .collect::<rusqlite::Result<Vec<String>>>()?;
+            .query_map([work_id], |r| r.get(0))
+            .map_err(sqlite_error)?
+            .collect::<rusqlite::Result<Vec<String>>>()
+            .map_err(sqlite_error)?;
         Ok(keys)
     }
 
@@ -385,22 +391,26 @@ impl SqliteTx<'_> {
 impl Tx for SqliteTx<'_> {
     fn latest_generation(&mut self) -> Result<Option<(i64, String, String)>> {
         let sql = "SELECT generation, hash, config FROM config_generations ORDER BY generation DESC LIMIT 1";
-        Ok(self
-            .tx
+        self.tx
             .query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .optional()?)
+            .optional()
+            .map_err(sqlite_error)
     }
 
     fn generation_hash(&mut self, generation: i64) -> Result<Option<String>> {
         let sql = "SELECT hash FROM config_generations WHERE generation = ?1";
-        Ok(self.tx.query_row(sql, [generation], |r| r.get(0)).optional()?)
+        self.tx
+            .query_row(sql, [generation], |r| r.get(0))
+            .optional()
+            .map_err(sqlite_error)
     }
 
     fn insert_generation(&mut self, generation: i64, hash: &str, config_json: &str, at: Timestamp) -> Result<()> {
         self.exec(
             "INSERT INTO config_generations (generation, hash, config, created_at) VALUES (?1, ?2, ?3, ?4)",
             params![generation, hash, config_json, at.0],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -409,7 +419,8 @@ impl Tx for SqliteTx<'_> {
             "INSERT INTO scopes (id, generation, parent, enabled) VALUES (?1, ?2, ?3, ?4)
              ON CONFLICT (id) DO UPDATE SET generation = ?2, parent = ?3, enabled = ?4, removed_in = NULL",
             params![id, generation, parent, enabled],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -417,17 +428,21 @@ impl Tx for SqliteTx<'_> {
         let live: Vec<String> = {
             let mut stmt = self
                 .tx
-                .prepare_cached("SELECT id FROM scopes WHERE removed_in IS NULL")?;
+                .prepare_cached("SELECT id FROM scopes WHERE removed_in IS NULL")
+                .map_err(sqlite_error)?;
             let ids = stmt
-                .query_map([], |r| r.get(0))?
-                .collect::<rusqlite::Result<Vec<String>>>()?;
+                .query_map([], |r| r.get(0))
+                .map_err(sqlite_error)?
+                .collect::<rusqlite::Result<Vec<String>>>()
+                .map_err(sqlite_error)?;
             ids
         };
         for id in live.iter().filter(|id| !kept.contains(id)) {
             self.exec(
                 "UPDATE scopes SET removed_in = ?2, enabled = 0 WHERE id = ?1",
                 params![id, generation],
-            )?;
+            )
+            .map_err(sqlite_error)?;
         }
         Ok(())
     }
@@ -435,17 +450,20 @@ impl Tx for SqliteTx<'_> {
     fn list_scopes(&mut self) -> Result<Vec<ScopeRecord>> {
         let mut stmt = self
             .tx
-            .prepare_cached("SELECT id, generation, parent, enabled, removed_in FROM scopes ORDER BY id")?;
-        let rows = stmt.query_map([], |r| {
-            Ok(ScopeRecord {
-                id: r.get(0)?,
-                generation: r.get(1)?,
-                parent: r.get(2)?,
-                enabled: r.get(3)?,
-                removed_in: r.get(4)?,
+            .prepare_cached("SELECT id, generation, parent, enabled, removed_in FROM scopes ORDER BY id")
+            .map_err(sqlite_error)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(ScopeRecord {
+                    id: r.get(0)?,
+                    generation: r.get(1)?,
+                    parent: r.get(2)?,
+                    enabled: r.get(3)?,
+                    removed_in: r.get(4)?,
+                })
             })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            .map_err(sqlite_error)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sqlite_error)
     }
 
     fn insert_work(&mut self, work: &Work) -> Result<()> {
@@ -468,12 +486,15 @@ impl Tx for SqliteTx<'_> {
                 work.updated_at.0,
                 work.blocked_reason
             ],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         for key in &work.keys {
-            let inserted = self.exec(
-                "INSERT OR IGNORE INTO work_keys (key, work_id) VALUES (?1, ?2)",
-                params![key, work.id],
-            )?;
+            let inserted = self
+                .exec(
+                    "INSERT OR IGNORE INTO work_keys (key, work_id) VALUES (?1, ?2)",
+                    params![key, work.id],
+                )
+                .map_err(sqlite_error)?;
             if inserted == 0 {
                 return Err(StoreError::KeyTaken);
             }
@@ -499,7 +520,7 @@ impl Tx for SqliteTx<'_> {
                 work.updated_at.0,
                 work.blocked_reason
             ],
-        )?;
+        ).map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -533,15 +554,15 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn work_owning_key(&mut self, key: &str) -> Result<Option<String>> {
-        Ok(self
-            .tx
+        self.tx
             .query_row("SELECT work_id FROM work_keys WHERE key = ?1", [key], |r| r.get(0))
-            .optional()?)
+            .optional()
+            .map_err(sqlite_error)
     }
 
     fn count_unfinished_work(&mut self, scope: &str) -> Result<u64> {
         let sql = "SELECT COUNT(*) FROM work WHERE scope = ?1 AND state IN ('ready', 'running', 'waiting')";
-        Ok(self.tx.query_row(sql, [scope], |r| r.get(0))?)
+        self.tx.query_row(sql, [scope], |r| r.get(0)).map_err(sqlite_error)
     }
 
     fn insert_execution(&mut self, x: &Execution) -> Result<()> {
@@ -571,7 +592,8 @@ impl Tx for SqliteTx<'_> {
                 x.ended_at.map(|t| t.0),
                 x.stopped_at.map(|t| t.0)
             ],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -600,7 +622,8 @@ impl Tx for SqliteTx<'_> {
                 x.ended_at.map(|t| t.0),
                 x.stopped_at.map(|t| t.0)
             ],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -655,7 +678,8 @@ impl Tx for SqliteTx<'_> {
                 e.accepted_at.0,
                 e.delivery_id
             ],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(e.into_event(self.tx.last_insert_rowid()))
     }
 
@@ -695,9 +719,9 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn max_sequence(&mut self) -> Result<i64> {
-        Ok(self
-            .tx
-            .query_row("SELECT COALESCE(MAX(sequence), 0) FROM events", [], |r| r.get(0))?)
+        self.tx
+            .query_row("SELECT COALESCE(MAX(sequence), 0) FROM events", [], |r| r.get(0))
+            .map_err(sqlite_error)
     }
 
     fn event_by_delivery(&mut self, delivery_id: &str) -> Result<Option<Event>> {
@@ -711,7 +735,9 @@ impl Tx for SqliteTx<'_> {
     fn count_root_events_since(&mut self, root: &str, since: Timestamp) -> Result<u64> {
         // The toolbelt's call records are not causal links: they do not count against a chain's rate.
         let sql = "SELECT COUNT(*) FROM events WHERE root_id = ?1 AND accepted_at >= ?2 AND source != 'core.toolbelt'";
-        Ok(self.tx.query_row(sql, params![root, since.0], |r| r.get(0))?)
+        self.tx
+            .query_row(sql, params![root, since.0], |r| r.get(0))
+            .map_err(sqlite_error)
     }
 
     fn causal_pin(&mut self, root: &str) -> Result<Option<CausalPin>> {
@@ -722,14 +748,15 @@ impl Tx for SqliteTx<'_> {
                 per_minute: r.get(1)?,
             })
         });
-        Ok(pin.optional()?)
+        pin.optional().map_err(sqlite_error)
     }
 
     fn insert_causal_pin(&mut self, root: &str, pin: CausalPin, at: Timestamp) -> Result<()> {
         self.exec(
             "INSERT OR IGNORE INTO causal_pins (root_id, max_depth, per_minute, pinned_at) VALUES (?1, ?2, ?3, ?4)",
             params![root, pin.max_depth, pin.per_minute, at.0],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -748,7 +775,8 @@ impl Tx for SqliteTx<'_> {
                 w.satisfied_by,
                 w.created_at.0
             ],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -768,7 +796,8 @@ impl Tx for SqliteTx<'_> {
         self.exec(
             "UPDATE waits SET state = ?2, satisfied_by = ?3 WHERE id = ?1",
             params![w.id, w.state.as_str(), w.satisfied_by],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -792,7 +821,8 @@ impl Tx for SqliteTx<'_> {
                 t.expires_at.0,
                 t.revoked_at.map(|r| r.0)
             ],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -808,7 +838,8 @@ impl Tx for SqliteTx<'_> {
         self.exec(
             "UPDATE tokens SET revoked_at = ?3 WHERE work_id = ?1 AND epoch < ?2 AND revoked_at IS NULL",
             params![work_id, epoch, at.0],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -816,15 +847,17 @@ impl Tx for SqliteTx<'_> {
         self.exec(
             "UPDATE tokens SET revoked_at = ?2 WHERE execution_id = ?1 AND revoked_at IS NULL",
             params![execution_id, at.0],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
     fn delete_tokens_settled_before(&mut self, cutoff: Timestamp) -> Result<usize> {
-        Ok(self.exec(
+        self.exec(
             "DELETE FROM tokens WHERE revoked_at < ?1 OR expires_at < ?1",
             [cutoff.0],
-        )?)
+        )
+        .map_err(sqlite_error)
     }
 
     fn get_request(&mut self, execution_id: &str, operation: &str, request_id: &str) -> Result<Option<RequestRecord>> {
@@ -846,16 +879,18 @@ impl Tx for SqliteTx<'_> {
                 to_json(&r.response)?,
                 r.created_at.0
             ],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
     fn delete_finished_requests_before(&mut self, cutoff: Timestamp) -> Result<usize> {
-        Ok(self.exec(
+        self.exec(
             "DELETE FROM toolbelt_requests WHERE created_at < ?1 AND execution_id IN
                  (SELECT id FROM executions WHERE state != 'running')",
             [cutoff.0],
-        )?)
+        )
+        .map_err(sqlite_error)
     }
 
     fn insert_audit(&mut self, a: &AuditRecord) -> Result<()> {
@@ -876,7 +911,7 @@ impl Tx for SqliteTx<'_> {
                 a.duration_ms,
                 a.at.0
             ],
-        )?;
+        ).map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -894,14 +929,14 @@ impl Tx for SqliteTx<'_> {
             let response: String = r.get(6)?;
             let build = || -> Result<IdempotentRecord> {
                 Ok(IdempotentRecord {
-                    principal: r.get(0)?,
-                    key: r.get(1)?,
-                    method: r.get(2)?,
-                    path: r.get(3)?,
-                    body_hash: r.get(4)?,
-                    status: r.get(5)?,
+                    principal: r.get(0).map_err(sqlite_error)?,
+                    key: r.get(1).map_err(sqlite_error)?,
+                    method: r.get(2).map_err(sqlite_error)?,
+                    path: r.get(3).map_err(sqlite_error)?,
+                    body_hash: r.get(4).map_err(sqlite_error)?,
+                    status: r.get(5).map_err(sqlite_error)?,
                     response: from_json(&response)?,
-                    created_at: Timestamp(r.get(7)?),
+                    created_at: Timestamp(r.get(7).map_err(sqlite_error)?),
                 })
             };
             Ok(build())
@@ -922,19 +957,23 @@ impl Tx for SqliteTx<'_> {
                 to_json(&i.response)?,
                 i.created_at.0
             ],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
     fn delete_idempotent_before(&mut self, cutoff: Timestamp) -> Result<usize> {
-        Ok(self.exec("DELETE FROM idempotency WHERE created_at < ?1", [cutoff.0])?)
+        self.exec("DELETE FROM idempotency WHERE created_at < ?1", [cutoff.0])
+            .map_err(sqlite_error)
     }
 
     fn revoke_token(&mut self, id: &str, at: Timestamp) -> Result<bool> {
-        let changed = self.exec(
-            "UPDATE tokens SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
-            params![id, at.0],
-        )?;
+        let changed = self
+            .exec(
+                "UPDATE tokens SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+                params![id, at.0],
+            )
+            .map_err(sqlite_error)?;
         Ok(changed > 0)
     }
 
@@ -964,7 +1003,8 @@ impl Tx for SqliteTx<'_> {
         self.exec(
             &format!("INSERT OR REPLACE INTO artifacts ({ARTIFACT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
             params![a.execution_id, a.index, a.name, size, sha256, refusal, a.created_at.0],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -1002,7 +1042,8 @@ impl Tx for SqliteTx<'_> {
                 a.decided_at.map(|t| t.0),
                 a.used_by
             ],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -1037,7 +1078,8 @@ impl Tx for SqliteTx<'_> {
                 p.approved_gating,
                 p.installed_at.0
             ],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -1052,7 +1094,10 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn delete_package(&mut self, name: &str) -> Result<bool> {
-        Ok(self.exec("DELETE FROM packages WHERE name = ?1", [name])? > 0)
+        Ok(self
+            .exec("DELETE FROM packages WHERE name = ?1", [name])
+            .map_err(sqlite_error)?
+            > 0)
     }
 
     fn insert_tool_session(&mut self, t: &ToolSession) -> Result<()> {
@@ -1069,7 +1114,8 @@ impl Tx for SqliteTx<'_> {
                 t.closed.map(|(o, _)| o.as_str()),
                 t.closed.map(|(_, at)| at.0)
             ],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -1082,7 +1128,8 @@ impl Tx for SqliteTx<'_> {
         self.exec(
             "UPDATE tool_sessions SET outcome = ?2, closed_at = ?3 WHERE id = ?1 AND closed_at IS NULL",
             params![id, outcome.as_str(), at.0],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -1104,7 +1151,8 @@ impl Tx for SqliteTx<'_> {
                 o.created_at.0,
                 o.revoked_at.map(|t| t.0)
             ],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 
@@ -1122,7 +1170,8 @@ impl Tx for SqliteTx<'_> {
         self.exec(
             "UPDATE operators SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
             params![id, at.0],
-        )?;
+        )
+        .map_err(sqlite_error)?;
         Ok(())
     }
 }

@@ -2,8 +2,8 @@
 
 use rusqlite::Connection;
 
-use crate::tx::Result;
-use crate::StoreError;
+use crate::{sqlite_error, Result};
+use conduit_store::StoreError;
 
 /// Migration `i` moves the schema from version `i` to `i + 1`. Append only; never edit a shipped one.
 const MIGRATIONS: &[&str] = &[
@@ -246,15 +246,18 @@ ALTER TABLE approvals ADD COLUMN used_by TEXT;
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {
     let supported = MIGRATIONS.len() as i64;
-    let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let found: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(sqlite_error)?;
     if found > supported {
         return Err(StoreError::NewerSchema { found, supported });
     }
     for (version, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
-        let tx = conn.transaction()?;
-        tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", version as i64 + 1)?;
-        tx.commit()?;
+        let tx = conn.transaction().map_err(sqlite_error)?;
+        tx.execute_batch(sql).map_err(sqlite_error)?;
+        tx.pragma_update(None, "user_version", version as i64 + 1)
+            .map_err(sqlite_error)?;
+        tx.commit().map_err(sqlite_error)?;
     }
     Ok(())
 }

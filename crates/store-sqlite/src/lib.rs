@@ -1,4 +1,7 @@
-//! The embedded SQLite store.
+//! The embedded store: [`conduit_store::Tx`] on one SQLite file (WAL, `synchronous=NORMAL` with a
+//! shared fsync before every acknowledged commit, one writer). Only the daemon and tests link it.
+
+#![forbid(unsafe_code)]
 
 mod durability;
 mod migrations;
@@ -10,8 +13,14 @@ use std::sync::Mutex;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use crate::tx::{Result, Store, Tx};
-use crate::StoreError;
+use conduit_store::{Store, StoreError, Tx};
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+/// SQLite's own error, kept as text for the daemon's log.
+fn sqlite_error(e: rusqlite::Error) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
 
 /// A SQLite file in WAL mode with durable commits. One connection serves every transaction, so there
 /// is exactly one writer; async callers reach it through `spawn_blocking`. A write is acknowledged
@@ -25,12 +34,14 @@ impl SqliteStore {
     /// Opens (creating if needed) the store at `path` and applies pending migrations.
     pub fn open(path: &Path) -> Result<SqliteStore> {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let mut conn = Connection::open_with_flags(path, flags)?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
+        let mut conn = Connection::open_with_flags(path, flags).map_err(sqlite_error)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(sqlite_error)?;
         // Commits do not fsync; `transact` waits for a (shared) fsync of the WAL before it returns.
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sqlite_error)?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(sqlite_error)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(sqlite_error)?;
         // Every statement the store runs stays prepared.
         conn.set_prepared_statement_cache_capacity(128);
         migrations::migrate(&mut conn)?;
@@ -81,10 +92,10 @@ impl Store for SqliteStore {
             TransactionBehavior::Deferred
         };
         let changes_before = conn.total_changes();
-        let tx = conn.transaction_with_behavior(behavior)?;
+        let tx = conn.transaction_with_behavior(behavior).map_err(sqlite_error)?;
         let mut handle = rows::SqliteTx { tx: &tx };
         body(&mut handle)?;
-        tx.commit()?;
+        tx.commit().map_err(sqlite_error)?;
         if !write {
             return Ok(());
         }
