@@ -172,7 +172,7 @@ fn validate_through_the_daemon_changes_nothing() {
 
 #[test]
 fn secret_references_never_reach_the_store_or_responses() {
-    let planted = "planted-reference-7c1f";
+    let planted = "PLANTED_REFERENCE_7C1F";
     let mut config: Value = serde_json::from_str(&config_with(&ALL, "true")).unwrap();
     config["secrets"] = json!({"token": format!("env:{planted}")});
     config["scopes"]["demo"]["bindings"]["shell"]["secrets"] = json!(["token"]);
