@@ -16,4 +16,8 @@ mod tx;
 
 pub use error::StoreError;
 pub use ids::{derived_id, new_id};
+pub use tx::{
+    ApprovalRows, ArtifactRows, EventRows, ExecutionRows, GenerationRows, IdempotencyRows, OperatorRows, PackageRows,
+    RequestRows, TokenRows, ToolSessionRows, WaitRows, WorkRows,
+};
 pub use tx::{IdempotentRecord, PackageRecord, Page, ScopeRecord, Store, Tx, WorkFilter};

@@ -65,9 +65,8 @@ pub struct WorkFilter {
     pub state: Option<WorkState>,
 }
 
-/// Everything the host reads and writes, inside one transaction.
-pub trait Tx {
-    // Configuration generations.
+/// Configuration generations and the scopes each published.
+pub trait GenerationRows {
     /// The latest committed generation: its number, canonical hash and normalized JSON.
     fn latest_generation(&mut self) -> Result<Option<(i64, String, String)>>;
     /// The canonical hash of a committed generation.
@@ -79,8 +78,10 @@ pub trait Tx {
     fn tombstone_scopes(&mut self, kept: &[String], generation: i64) -> Result<()>;
     /// Every scope ever published, tombstones included, by id.
     fn list_scopes(&mut self) -> Result<Vec<ScopeRecord>>;
+}
 
-    // Work and its correlation keys.
+/// Work and its correlation keys.
+pub trait WorkRows {
     /// Inserts a Work and claims its keys; a key another Work owns is [`StoreError::KeyTaken`].
     fn insert_work(&mut self, work: &Work) -> Result<()>;
     fn get_work(&mut self, id: &str) -> Result<Option<Work>>;
@@ -95,8 +96,10 @@ pub trait Tx {
     fn work_owning_key(&mut self, key: &str) -> Result<Option<String>>;
     /// How many Works in `scope` are not finished (ready, running or waiting).
     fn count_unfinished_work(&mut self, scope: &str) -> Result<u64>;
+}
 
-    // Executions.
+/// Executions (attempts of a Work).
+pub trait ExecutionRows {
     fn insert_execution(&mut self, execution: &Execution) -> Result<()>;
     fn get_execution(&mut self, id: &str) -> Result<Option<Execution>>;
     fn update_execution(&mut self, execution: &Execution) -> Result<()>;
@@ -105,8 +108,10 @@ pub trait Tx {
     fn executions_in_state(&mut self, state: ExecutionState) -> Result<Vec<Execution>>;
     /// A page of executions, oldest first by `(started_at, id)`, started at or before `page.upper`.
     fn page_executions(&mut self, work: Option<&str>, page: &Page<(i64, String)>) -> Result<Vec<Execution>>;
+}
 
-    // Events.
+/// Accepted events and the causal pins of their roots.
+pub trait EventRows {
     /// Accepts an event, assigning the next acceptance sequence.
     fn insert_event(&mut self, event: NewEvent) -> Result<Event>;
     fn get_event(&mut self, id: &str) -> Result<Option<Event>>;
@@ -123,15 +128,19 @@ pub trait Tx {
     fn count_root_events_since(&mut self, root: &str, since: Timestamp) -> Result<u64>;
     fn causal_pin(&mut self, root: &str) -> Result<Option<CausalPin>>;
     fn insert_causal_pin(&mut self, root: &str, pin: CausalPin, at: Timestamp) -> Result<()>;
+}
 
-    // Waits.
+/// Waits a Work parks on.
+pub trait WaitRows {
     fn insert_wait(&mut self, wait: &Wait) -> Result<()>;
     fn armed_waits(&mut self) -> Result<Vec<Wait>>;
     /// Every wait (any state), oldest first; all Work's when `work` is `None`.
     fn list_waits(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Wait>>;
     fn update_wait(&mut self, wait: &Wait) -> Result<()>;
+}
 
-    // Execution tokens (digests only).
+/// Execution tokens (digests only).
+pub trait TokenRows {
     fn insert_token(&mut self, token: &TokenRecord) -> Result<()>;
     fn token_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<TokenRecord>>;
     /// Revokes every live token of `work_id` whose epoch is below `epoch`.
@@ -144,8 +153,10 @@ pub trait Tx {
 
     /// Deletes token records revoked or expired before `cutoff`; returns how many went.
     fn delete_tokens_settled_before(&mut self, cutoff: Timestamp) -> Result<usize>;
+}
 
-    // Toolbelt requests and audit.
+/// Toolbelt replay records and the audit trail.
+pub trait RequestRows {
     fn get_request(&mut self, execution_id: &str, operation: &str, request_id: &str) -> Result<Option<RequestRecord>>;
     fn insert_request(&mut self, record: &RequestRecord) -> Result<()>;
     /// Deletes replay records written before `cutoff` whose execution has finished.
@@ -153,14 +164,18 @@ pub trait Tx {
     fn insert_audit(&mut self, record: &AuditRecord) -> Result<()>;
     /// Oldest first; every record when `execution` is `None`.
     fn list_audit(&mut self, execution: Option<&str>, limit: usize) -> Result<Vec<AuditRecord>>;
+}
 
-    // Operator idempotency keys.
+/// Operators' idempotency keys.
+pub trait IdempotencyRows {
     fn get_idempotent(&mut self, principal: &str, key: &str) -> Result<Option<IdempotentRecord>>;
     fn insert_idempotent(&mut self, record: &IdempotentRecord) -> Result<()>;
     /// Deletes idempotency records written before `cutoff`.
     fn delete_idempotent_before(&mut self, cutoff: Timestamp) -> Result<usize>;
+}
 
-    // Operator credentials (digests only).
+/// Operator credentials (digests only).
+pub trait OperatorRows {
     fn insert_operator(&mut self, operator: &OperatorRecord) -> Result<()>;
     fn operator_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<OperatorRecord>>;
     /// The active (unrevoked) credential of a named operator.
@@ -169,16 +184,20 @@ pub trait Tx {
     fn get_operator(&mut self, id: &str) -> Result<Option<OperatorRecord>>;
     /// Every active operator credential, by name.
     fn list_operators(&mut self) -> Result<Vec<OperatorRecord>>;
+}
 
-    // Declared artifacts.
+/// Declared artifacts.
+pub trait ArtifactRows {
     /// Records a declared file, replacing an earlier record of the same execution and index (a
     /// segment end observed again after a restart).
     fn put_artifact(&mut self, artifact: &ArtifactRecord) -> Result<()>;
     fn get_artifact(&mut self, execution_id: &str, index: u32) -> Result<Option<ArtifactRecord>>;
     /// Declared files, of one execution or of all, in execution then declaration order.
     fn list_artifacts(&mut self, execution: Option<&str>) -> Result<Vec<ArtifactRecord>>;
+}
 
-    // Installed packages.
+/// Installed packages.
+pub trait PackageRows {
     /// Records an install, replacing an earlier install of the same package.
     fn put_package(&mut self, package: &PackageRecord) -> Result<()>;
     fn get_package(&mut self, name: &str) -> Result<Option<PackageRecord>>;
@@ -186,8 +205,10 @@ pub trait Tx {
     fn list_packages(&mut self) -> Result<Vec<PackageRecord>>;
     /// Removes a package's record; `false` when there was none.
     fn delete_package(&mut self, name: &str) -> Result<bool>;
+}
 
-    // Human approvals.
+/// Human approvals.
+pub trait ApprovalRows {
     /// Records a new approval, or its new state.
     fn put_approval(&mut self, approval: &Approval) -> Result<()>;
     fn get_approval(&mut self, id: &str) -> Result<Option<Approval>>;
@@ -195,14 +216,54 @@ pub trait Tx {
     fn approval_for(&mut self, work_id: &str, operation: &str, input_hash: &str) -> Result<Option<Approval>>;
     /// Approvals, optionally in one state, oldest first.
     fn list_approvals(&mut self, state: Option<ApprovalState>) -> Result<Vec<Approval>>;
+}
 
-    // Tool sessions.
+/// Tool sessions.
+pub trait ToolSessionRows {
     fn insert_tool_session(&mut self, session: &ToolSession) -> Result<()>;
     fn get_tool_session(&mut self, id: &str) -> Result<Option<ToolSession>>;
     /// Records how an open session ended; a closed one is left as it is.
     fn close_tool_session(&mut self, id: &str, outcome: SessionOutcome, at: Timestamp) -> Result<()>;
     /// The execution's sessions still open, oldest first.
     fn open_tool_sessions(&mut self, execution_id: &str) -> Result<Vec<ToolSession>>;
+}
+
+/// Everything the host reads and writes, inside one transaction: every vocabulary above. A method
+/// of any of them is callable on a `&mut dyn Tx`; an adapter implements each vocabulary apart.
+pub trait Tx:
+    GenerationRows
+    + WorkRows
+    + ExecutionRows
+    + EventRows
+    + WaitRows
+    + TokenRows
+    + RequestRows
+    + IdempotencyRows
+    + OperatorRows
+    + ArtifactRows
+    + PackageRows
+    + ApprovalRows
+    + ToolSessionRows
+{
+}
+
+impl<
+        T: ?Sized
+            + GenerationRows
+            + WorkRows
+            + ExecutionRows
+            + EventRows
+            + WaitRows
+            + TokenRows
+            + RequestRows
+            + IdempotencyRows
+            + OperatorRows
+            + ArtifactRows
+            + PackageRows
+            + ApprovalRows
+            + ToolSessionRows,
+    > Tx for T
+{
 }
 
 /// A store: runs a closure inside one transaction, committing when it succeeds.

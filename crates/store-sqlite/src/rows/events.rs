@@ -1,0 +1,146 @@
+//! Accepted events and the causal pins of their roots: the SQLite statements and row mapping of [`EventRows`].
+
+use conduit_core::{CausalPin, Causation, Event, NewEvent, Source, Timestamp};
+use conduit_store::{EventRows, Page};
+use rusqlite::{params, OptionalExtension, Row};
+
+use super::{corrupt, from_json, to_json, SqliteTx};
+use crate::{sqlite_error, Result};
+
+const EVENT_COLUMNS: &str = "sequence, id, type, source, scope, work_id, execution_id, correlation_key, parent_id, \
+     root_id, depth, actor, data, accepted_at";
+
+fn event_row(r: &Row) -> rusqlite::Result<Result<Event>> {
+    let source: String = r.get(3)?;
+    let data: String = r.get(12)?;
+    let build = || -> Result<Event> {
+        Ok(Event {
+            sequence: r.get(0).map_err(sqlite_error)?,
+            id: r.get(1).map_err(sqlite_error)?,
+            event_type: r.get(2).map_err(sqlite_error)?,
+            source: Source::from_wire(&source).ok_or_else(|| corrupt("event source"))?,
+            scope: r.get(4).map_err(sqlite_error)?,
+            work_id: r.get(5).map_err(sqlite_error)?,
+            execution_id: r.get(6).map_err(sqlite_error)?,
+            correlation_key: r.get(7).map_err(sqlite_error)?,
+            causation: Causation {
+                parent: r.get(8).map_err(sqlite_error)?,
+                root: r.get(9).map_err(sqlite_error)?,
+                depth: r.get(10).map_err(sqlite_error)?,
+            },
+            actor: r.get(11).map_err(sqlite_error)?,
+            data: from_json(&data)?,
+            accepted_at: Timestamp(r.get(13).map_err(sqlite_error)?),
+        })
+    };
+    Ok(build())
+}
+
+impl EventRows for SqliteTx<'_> {
+    fn insert_event(&mut self, e: NewEvent) -> Result<Event> {
+        self.exec(
+            "INSERT INTO events (id, type, source, scope, work_id, execution_id, correlation_key, parent_id, root_id,
+                 depth, actor, data, accepted_at, delivery_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            params![
+                e.id,
+                e.event_type,
+                e.source.to_wire(),
+                e.scope,
+                e.work_id,
+                e.execution_id,
+                e.correlation_key,
+                e.causation.parent,
+                e.causation.root,
+                e.causation.depth,
+                if e.source == Source::Manual {
+                    e.actor.clone()
+                } else {
+                    None
+                },
+                to_json(&e.data)?,
+                e.accepted_at.0,
+                e.delivery_id
+            ],
+        )
+        .map_err(sqlite_error)?;
+        Ok(e.into_event(self.tx.last_insert_rowid()))
+    }
+
+    fn get_event(&mut self, id: &str) -> Result<Option<Event>> {
+        self.query_one(
+            &format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1"),
+            [id],
+            event_row,
+        )
+    }
+
+    fn list_events(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Event>> {
+        let sql =
+            format!("SELECT {EVENT_COLUMNS} FROM events WHERE (?1 IS NULL OR work_id = ?1) ORDER BY sequence LIMIT ?2");
+        self.query_all(&sql, params![work, limit as i64], event_row)
+    }
+
+    fn page_events(&mut self, work: Option<&str>, page: &Page<i64>) -> Result<Vec<Event>> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE (?1 IS NULL OR work_id = ?1) AND sequence > ?2 AND sequence <= ?3
+             ORDER BY sequence LIMIT ?4"
+        );
+        let after = page.after.unwrap_or(0);
+        self.query_all(&sql, params![work, after, page.upper, page.limit as i64], event_row)
+    }
+
+    fn events_after_for_keys(&mut self, sequence: i64, keys: &[String]) -> Result<Vec<Event>> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE correlation_key = ?1 AND sequence > ?2 ORDER BY sequence"
+        );
+        let mut found = Vec::new();
+        for key in keys {
+            found.extend(self.query_all(&sql, params![key, sequence], event_row)?);
+        }
+        found.sort_by_key(|e| e.sequence);
+        Ok(found)
+    }
+
+    fn max_sequence(&mut self) -> Result<i64> {
+        self.tx
+            .query_row("SELECT COALESCE(MAX(sequence), 0) FROM events", [], |r| r.get(0))
+            .map_err(sqlite_error)
+    }
+
+    fn event_by_delivery(&mut self, delivery_id: &str) -> Result<Option<Event>> {
+        self.query_one(
+            &format!("SELECT {EVENT_COLUMNS} FROM events WHERE delivery_id = ?1"),
+            [delivery_id],
+            event_row,
+        )
+    }
+
+    fn count_root_events_since(&mut self, root: &str, since: Timestamp) -> Result<u64> {
+        // The toolbelt's call records are not causal links: they do not count against a chain's rate.
+        let sql = "SELECT COUNT(*) FROM events WHERE root_id = ?1 AND accepted_at >= ?2 AND source != 'core.toolbelt'";
+        self.tx
+            .query_row(sql, params![root, since.0], |r| r.get(0))
+            .map_err(sqlite_error)
+    }
+
+    fn causal_pin(&mut self, root: &str) -> Result<Option<CausalPin>> {
+        let sql = "SELECT max_depth, per_minute FROM causal_pins WHERE root_id = ?1";
+        let pin = self.tx.query_row(sql, [root], |r| {
+            Ok(CausalPin {
+                max_depth: r.get(0)?,
+                per_minute: r.get(1)?,
+            })
+        });
+        pin.optional().map_err(sqlite_error)
+    }
+
+    fn insert_causal_pin(&mut self, root: &str, pin: CausalPin, at: Timestamp) -> Result<()> {
+        self.exec(
+            "INSERT OR IGNORE INTO causal_pins (root_id, max_depth, per_minute, pinned_at) VALUES (?1, ?2, ?3, ?4)",
+            params![root, pin.max_depth, pin.per_minute, at.0],
+        )
+        .map_err(sqlite_error)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,78 @@
+//! [`Tx`](conduit_store::Tx) over a SQLite transaction, one file per vocabulary of the port.
+
+mod approvals;
+mod artifacts;
+mod events;
+mod executions;
+mod generations;
+mod idempotency;
+mod operators;
+mod packages;
+mod requests;
+mod sessions;
+mod tokens;
+mod waits;
+mod work;
+
+use rusqlite::{OptionalExtension, Row, Transaction};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::{sqlite_error, Result};
+use conduit_store::StoreError;
+
+pub struct SqliteTx<'a> {
+    pub tx: &'a Transaction<'a>,
+}
+
+fn to_json<T: Serialize>(value: &T) -> Result<String> {
+    Ok(serde_json::to_string(value)?)
+}
+
+fn from_json<T: DeserializeOwned>(text: &str) -> Result<T> {
+    Ok(serde_json::from_str(text)?)
+}
+
+fn opt_from_json<T: DeserializeOwned>(text: Option<String>) -> Result<Option<T>> {
+    text.as_deref().map(from_json).transpose()
+}
+
+fn corrupt(what: &str) -> StoreError {
+    StoreError::Corrupt(format!("unknown {what}"))
+}
+
+fn digest(bytes: Vec<u8>) -> Result<[u8; 32]> {
+    bytes.try_into().map_err(|_| corrupt("digest length"))
+}
+
+impl SqliteTx<'_> {
+    /// Runs a query whose row mapper itself returns a `Result`, flattening both layers.
+    fn query_all<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        map: impl FnMut(&Row) -> rusqlite::Result<Result<T>>,
+    ) -> Result<Vec<T>> {
+        let mut stmt = self.tx.prepare_cached(sql).map_err(sqlite_error)?;
+        let rows = stmt.query_map(params, map).map_err(sqlite_error)?;
+        rows.map(|r| r.map_err(sqlite_error)?).collect()
+    }
+
+    fn query_one<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        map: impl FnOnce(&Row) -> rusqlite::Result<Result<T>>,
+    ) -> Result<Option<T>> {
+        let mut stmt = self.tx.prepare_cached(sql).map_err(sqlite_error)?;
+        stmt.query_row(params, map)
+            .optional()
+            .map_err(sqlite_error)?
+            .transpose()
+    }
+
+    /// Executes a statement through the connection's prepared-statement cache.
+    fn exec(&self, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+        self.tx.prepare_cached(sql)?.execute(params)
+    }
+}

@@ -1,0 +1,76 @@
+//! Operator credentials (digests only): the SQLite statements and row mapping of [`OperatorRows`].
+
+use conduit_core::{OperatorRecord, Role, Timestamp};
+use conduit_store::OperatorRows;
+use rusqlite::{params, Row};
+
+use super::{corrupt, digest, SqliteTx};
+use crate::{sqlite_error, Result};
+
+const OPERATOR_COLUMNS: &str = "id, name, role, digest, created_at, revoked_at";
+
+fn operator_row(r: &Row) -> rusqlite::Result<Result<OperatorRecord>> {
+    let role: String = r.get(2)?;
+    let digest_bytes: Vec<u8> = r.get(3)?;
+    let build = || -> Result<OperatorRecord> {
+        Ok(OperatorRecord {
+            id: r.get(0).map_err(sqlite_error)?,
+            name: r.get(1).map_err(sqlite_error)?,
+            role: Role::parse(&role).ok_or_else(|| corrupt("operator role"))?,
+            digest: digest(digest_bytes)?,
+            created_at: Timestamp(r.get(4).map_err(sqlite_error)?),
+            revoked_at: r.get::<_, Option<i64>>(5).map_err(sqlite_error)?.map(Timestamp),
+        })
+    };
+    Ok(build())
+}
+
+impl OperatorRows for SqliteTx<'_> {
+    fn get_operator(&mut self, id: &str) -> Result<Option<OperatorRecord>> {
+        self.query_one(
+            &format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE id = ?1"),
+            [id],
+            operator_row,
+        )
+    }
+
+    fn list_operators(&mut self) -> Result<Vec<OperatorRecord>> {
+        let sql = format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE revoked_at IS NULL ORDER BY name");
+        self.query_all(&sql, [], operator_row)
+    }
+
+    fn insert_operator(&mut self, o: &OperatorRecord) -> Result<()> {
+        self.exec(
+            &format!("INSERT INTO operators ({OPERATOR_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
+            params![
+                o.id,
+                o.name,
+                o.role.as_str(),
+                &o.digest[..],
+                o.created_at.0,
+                o.revoked_at.map(|t| t.0)
+            ],
+        )
+        .map_err(sqlite_error)?;
+        Ok(())
+    }
+
+    fn operator_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<OperatorRecord>> {
+        let sql = format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE digest = ?1");
+        self.query_one(&sql, [&digest[..]], operator_row)
+    }
+
+    fn active_operator(&mut self, name: &str) -> Result<Option<OperatorRecord>> {
+        let sql = format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE name = ?1 AND revoked_at IS NULL");
+        self.query_one(&sql, [name], operator_row)
+    }
+
+    fn revoke_operator(&mut self, id: &str, at: Timestamp) -> Result<()> {
+        self.exec(
+            "UPDATE operators SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+            params![id, at.0],
+        )
+        .map_err(sqlite_error)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,115 @@
+//! Toolbelt replay records and the audit trail: the SQLite statements and row mapping of [`RequestRows`].
+
+use conduit_core::{AuditKind, AuditRecord, RequestRecord, Timestamp};
+use conduit_store::RequestRows;
+use rusqlite::{params, Row};
+
+use super::{corrupt, from_json, to_json, SqliteTx};
+use crate::{sqlite_error, Result};
+
+const REQUEST_COLUMNS: &str = "execution_id, operation, request_id, body_hash, status, response, created_at";
+
+fn request_row(r: &Row) -> rusqlite::Result<Result<RequestRecord>> {
+    let response: String = r.get(5)?;
+    let build = || -> Result<RequestRecord> {
+        Ok(RequestRecord {
+            execution_id: r.get(0).map_err(sqlite_error)?,
+            operation: r.get(1).map_err(sqlite_error)?,
+            request_id: r.get(2).map_err(sqlite_error)?,
+            body_hash: r.get(3).map_err(sqlite_error)?,
+            status: r.get(4).map_err(sqlite_error)?,
+            response: from_json(&response)?,
+            created_at: Timestamp(r.get(6).map_err(sqlite_error)?),
+        })
+    };
+    Ok(build())
+}
+
+const AUDIT_COLUMNS: &str = "id, kind, operation, execution_id, work_id, scope, request_id, result, gate, refusal, \
+     input_hash, duration_ms, at";
+
+fn audit_row(r: &Row) -> rusqlite::Result<Result<AuditRecord>> {
+    let kind: String = r.get(1)?;
+    let build = || -> Result<AuditRecord> {
+        Ok(AuditRecord {
+            id: r.get(0).map_err(sqlite_error)?,
+            kind: AuditKind::parse(&kind).ok_or_else(|| corrupt("audit kind"))?,
+            operation: r.get(2).map_err(sqlite_error)?,
+            execution_id: r.get(3).map_err(sqlite_error)?,
+            work_id: r.get(4).map_err(sqlite_error)?,
+            scope: r.get(5).map_err(sqlite_error)?,
+            request_id: r.get(6).map_err(sqlite_error)?,
+            result: r.get(7).map_err(sqlite_error)?,
+            gate: r.get(8).map_err(sqlite_error)?,
+            refusal: r.get(9).map_err(sqlite_error)?,
+            input_hash: r.get(10).map_err(sqlite_error)?,
+            duration_ms: r.get(11).map_err(sqlite_error)?,
+            at: Timestamp(r.get(12).map_err(sqlite_error)?),
+        })
+    };
+    Ok(build())
+}
+
+impl RequestRows for SqliteTx<'_> {
+    fn get_request(&mut self, execution_id: &str, operation: &str, request_id: &str) -> Result<Option<RequestRecord>> {
+        let sql = format!(
+            "SELECT {REQUEST_COLUMNS} FROM toolbelt_requests WHERE execution_id = ?1 AND operation = ?2 AND request_id = ?3"
+        );
+        self.query_one(&sql, params![execution_id, operation, request_id], request_row)
+    }
+
+    fn insert_request(&mut self, r: &RequestRecord) -> Result<()> {
+        self.exec(
+            &format!("INSERT INTO toolbelt_requests ({REQUEST_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+            params![
+                r.execution_id,
+                r.operation,
+                r.request_id,
+                r.body_hash,
+                r.status,
+                to_json(&r.response)?,
+                r.created_at.0
+            ],
+        )
+        .map_err(sqlite_error)?;
+        Ok(())
+    }
+
+    fn delete_finished_requests_before(&mut self, cutoff: Timestamp) -> Result<usize> {
+        self.exec(
+            "DELETE FROM toolbelt_requests WHERE created_at < ?1 AND execution_id IN
+                 (SELECT id FROM executions WHERE state != 'running')",
+            [cutoff.0],
+        )
+        .map_err(sqlite_error)
+    }
+
+    fn insert_audit(&mut self, a: &AuditRecord) -> Result<()> {
+        self.exec(
+            &format!("INSERT INTO toolbelt_audit ({AUDIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
+            params![
+                a.id,
+                a.kind.as_str(),
+                a.operation,
+                a.execution_id,
+                a.work_id,
+                a.scope,
+                a.request_id,
+                a.result,
+                a.gate,
+                a.refusal,
+                a.input_hash,
+                a.duration_ms,
+                a.at.0
+            ],
+        ).map_err(sqlite_error)?;
+        Ok(())
+    }
+
+    fn list_audit(&mut self, execution: Option<&str>, limit: usize) -> Result<Vec<AuditRecord>> {
+        let sql = format!(
+            "SELECT {AUDIT_COLUMNS} FROM toolbelt_audit WHERE (?1 IS NULL OR execution_id = ?1) ORDER BY at, id LIMIT ?2"
+        );
+        self.query_all(&sql, params![execution, limit as i64], audit_row)
+    }
+}

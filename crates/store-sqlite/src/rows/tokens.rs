@@ -1,0 +1,110 @@
+//! Execution tokens (digests only): the SQLite statements and row mapping of [`TokenRows`].
+
+use conduit_core::{Timestamp, TokenRecord};
+use conduit_store::TokenRows;
+use rusqlite::{params, Row};
+
+use super::{digest, from_json, to_json, SqliteTx};
+use crate::{sqlite_error, Result};
+
+const TOKEN_COLUMNS: &str = "id, digest, execution_id, work_id, scope, binding, epoch, owner, generation, operations, \
+     issued_at, expires_at, revoked_at";
+
+fn token_row(r: &Row) -> rusqlite::Result<Result<TokenRecord>> {
+    let digest_bytes: Vec<u8> = r.get(1)?;
+    let operations: String = r.get(9)?;
+    let build = || -> Result<TokenRecord> {
+        Ok(TokenRecord {
+            id: r.get(0).map_err(sqlite_error)?,
+            digest: digest(digest_bytes)?,
+            execution_id: r.get(2).map_err(sqlite_error)?,
+            work_id: r.get(3).map_err(sqlite_error)?,
+            scope: r.get(4).map_err(sqlite_error)?,
+            binding: r.get(5).map_err(sqlite_error)?,
+            epoch: r.get(6).map_err(sqlite_error)?,
+            owner: r.get(7).map_err(sqlite_error)?,
+            generation: r.get(8).map_err(sqlite_error)?,
+            operations: from_json(&operations)?,
+            issued_at: Timestamp(r.get(10).map_err(sqlite_error)?),
+            expires_at: Timestamp(r.get(11).map_err(sqlite_error)?),
+            revoked_at: r.get::<_, Option<i64>>(12).map_err(sqlite_error)?.map(Timestamp),
+        })
+    };
+    Ok(build())
+}
+
+impl TokenRows for SqliteTx<'_> {
+    fn insert_token(&mut self, t: &TokenRecord) -> Result<()> {
+        self.exec(
+            &format!(
+                "INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+            ),
+            params![
+                t.id,
+                &t.digest[..],
+                t.execution_id,
+                t.work_id,
+                t.scope,
+                t.binding,
+                t.epoch,
+                t.owner,
+                t.generation,
+                to_json(&t.operations)?,
+                t.issued_at.0,
+                t.expires_at.0,
+                t.revoked_at.map(|r| r.0)
+            ],
+        )
+        .map_err(sqlite_error)?;
+        Ok(())
+    }
+
+    fn token_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<TokenRecord>> {
+        self.query_one(
+            &format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE digest = ?1"),
+            [&digest[..]],
+            token_row,
+        )
+    }
+
+    fn revoke_tokens_below(&mut self, work_id: &str, epoch: u32, at: Timestamp) -> Result<()> {
+        self.exec(
+            "UPDATE tokens SET revoked_at = ?3 WHERE work_id = ?1 AND epoch < ?2 AND revoked_at IS NULL",
+            params![work_id, epoch, at.0],
+        )
+        .map_err(sqlite_error)?;
+        Ok(())
+    }
+
+    fn revoke_execution_tokens(&mut self, execution_id: &str, at: Timestamp) -> Result<()> {
+        self.exec(
+            "UPDATE tokens SET revoked_at = ?2 WHERE execution_id = ?1 AND revoked_at IS NULL",
+            params![execution_id, at.0],
+        )
+        .map_err(sqlite_error)?;
+        Ok(())
+    }
+
+    fn delete_tokens_settled_before(&mut self, cutoff: Timestamp) -> Result<usize> {
+        self.exec(
+            "DELETE FROM tokens WHERE revoked_at < ?1 OR expires_at < ?1",
+            [cutoff.0],
+        )
+        .map_err(sqlite_error)
+    }
+
+    fn revoke_token(&mut self, id: &str, at: Timestamp) -> Result<bool> {
+        let changed = self
+            .exec(
+                "UPDATE tokens SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+                params![id, at.0],
+            )
+            .map_err(sqlite_error)?;
+        Ok(changed > 0)
+    }
+
+    fn tokens_of_execution(&mut self, execution_id: &str) -> Result<Vec<TokenRecord>> {
+        let sql = format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE execution_id = ?1 ORDER BY issued_at, id");
+        self.query_all(&sql, [execution_id], token_row)
+    }
+}

@@ -1,0 +1,75 @@
+//! Waits a Work parks on: the SQLite statements and row mapping of [`WaitRows`].
+
+use conduit_core::{Timestamp, Wait, WaitState};
+use conduit_store::WaitRows;
+use rusqlite::{params, Row};
+
+use super::{corrupt, from_json, to_json, SqliteTx};
+use crate::{sqlite_error, Result};
+
+const WAIT_COLUMNS: &str =
+    "id, work_id, execution_id, types, keys, watermark, timeout_at, state, satisfied_by, created_at";
+
+fn wait_row(r: &Row) -> rusqlite::Result<Result<Wait>> {
+    let types: String = r.get(3)?;
+    let keys: String = r.get(4)?;
+    let state: String = r.get(7)?;
+    let build = || -> Result<Wait> {
+        Ok(Wait {
+            id: r.get(0).map_err(sqlite_error)?,
+            work_id: r.get(1).map_err(sqlite_error)?,
+            execution_id: r.get(2).map_err(sqlite_error)?,
+            types: from_json(&types)?,
+            keys: from_json(&keys)?,
+            watermark: r.get(5).map_err(sqlite_error)?,
+            timeout_at: r.get::<_, Option<i64>>(6).map_err(sqlite_error)?.map(Timestamp),
+            state: WaitState::parse(&state).ok_or_else(|| corrupt("wait state"))?,
+            satisfied_by: r.get(8).map_err(sqlite_error)?,
+            created_at: Timestamp(r.get(9).map_err(sqlite_error)?),
+        })
+    };
+    Ok(build())
+}
+
+impl WaitRows for SqliteTx<'_> {
+    fn insert_wait(&mut self, w: &Wait) -> Result<()> {
+        self.exec(
+            &format!("INSERT INTO waits ({WAIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+            params![
+                w.id,
+                w.work_id,
+                w.execution_id,
+                to_json(&w.types)?,
+                to_json(&w.keys)?,
+                w.watermark,
+                w.timeout_at.map(|t| t.0),
+                w.state.as_str(),
+                w.satisfied_by,
+                w.created_at.0
+            ],
+        )
+        .map_err(sqlite_error)?;
+        Ok(())
+    }
+
+    fn armed_waits(&mut self) -> Result<Vec<Wait>> {
+        let sql = format!("SELECT {WAIT_COLUMNS} FROM waits WHERE state = 'armed' ORDER BY created_at, id");
+        self.query_all(&sql, [], wait_row)
+    }
+
+    fn list_waits(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Wait>> {
+        let sql = format!(
+            "SELECT {WAIT_COLUMNS} FROM waits WHERE (?1 IS NULL OR work_id = ?1) ORDER BY created_at, id LIMIT ?2"
+        );
+        self.query_all(&sql, params![work, limit as i64], wait_row)
+    }
+
+    fn update_wait(&mut self, w: &Wait) -> Result<()> {
+        self.exec(
+            "UPDATE waits SET state = ?2, satisfied_by = ?3 WHERE id = ?1",
+            params![w.id, w.state.as_str(), w.satisfied_by],
+        )
+        .map_err(sqlite_error)?;
+        Ok(())
+    }
+}

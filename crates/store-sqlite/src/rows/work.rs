@@ -1,0 +1,161 @@
+//! Work and its correlation keys: the SQLite statements and row mapping of [`WorkRows`].
+
+use conduit_core::{Timestamp, Work, WorkState};
+use conduit_store::{Page, StoreError, WorkFilter, WorkRows};
+use rusqlite::{params, OptionalExtension, Row};
+
+use super::{corrupt, from_json, opt_from_json, to_json, SqliteTx};
+use crate::{sqlite_error, Result};
+
+const WORK_COLUMNS: &str = "id, scope, binding, parent_work, state, input, epoch, outcome, wake_event, generation, \
+     created_at, updated_at, blocked_reason";
+
+/// A work row; its keys are loaded separately.
+fn work_row(r: &Row) -> rusqlite::Result<Result<Work>> {
+    let state: String = r.get(4)?;
+    let input: String = r.get(5)?;
+    let outcome: Option<String> = r.get(7)?;
+    let build = || -> Result<Work> {
+        Ok(Work {
+            id: r.get(0).map_err(sqlite_error)?,
+            scope: r.get(1).map_err(sqlite_error)?,
+            binding: r.get(2).map_err(sqlite_error)?,
+            parent_work: r.get(3).map_err(sqlite_error)?,
+            state: WorkState::parse(&state).ok_or_else(|| corrupt("work state"))?,
+            input: from_json(&input)?,
+            keys: Vec::new(),
+            epoch: r.get(6).map_err(sqlite_error)?,
+            outcome: opt_from_json(outcome)?,
+            wake_event: r.get(8).map_err(sqlite_error)?,
+            generation: r.get(9).map_err(sqlite_error)?,
+            created_at: Timestamp(r.get(10).map_err(sqlite_error)?),
+            updated_at: Timestamp(r.get(11).map_err(sqlite_error)?),
+            blocked_reason: r.get(12).map_err(sqlite_error)?,
+        })
+    };
+    Ok(build())
+}
+
+impl SqliteTx<'_> {
+    fn work_keys(&self, work_id: &str) -> Result<Vec<String>> {
+        let mut stmt = self
+            .tx
+            .prepare_cached("SELECT key FROM work_keys WHERE work_id = ?1 ORDER BY rowid")
+            .map_err(sqlite_error)?;
+        let keys = stmt
+            .query_map([work_id], |r| r.get(0))
+            .map_err(sqlite_error)?
+            .collect::<rusqlite::Result<Vec<String>>>()
+            .map_err(sqlite_error)?;
+        Ok(keys)
+    }
+
+    fn works(&self, sql: &str, params: impl rusqlite::Params) -> Result<Vec<Work>> {
+        let mut works = self.query_all(sql, params, work_row)?;
+        for work in &mut works {
+            work.keys = self.work_keys(&work.id)?;
+        }
+        Ok(works)
+    }
+}
+
+impl WorkRows for SqliteTx<'_> {
+    fn insert_work(&mut self, work: &Work) -> Result<()> {
+        self.exec(
+            &format!(
+                "INSERT INTO work ({WORK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+            ),
+            params![
+                work.id,
+                work.scope,
+                work.binding,
+                work.parent_work,
+                work.state.as_str(),
+                to_json(&work.input)?,
+                work.epoch,
+                work.outcome.as_ref().map(to_json).transpose()?,
+                work.wake_event,
+                work.generation,
+                work.created_at.0,
+                work.updated_at.0,
+                work.blocked_reason
+            ],
+        )
+        .map_err(sqlite_error)?;
+        for key in &work.keys {
+            let inserted = self
+                .exec(
+                    "INSERT OR IGNORE INTO work_keys (key, work_id) VALUES (?1, ?2)",
+                    params![key, work.id],
+                )
+                .map_err(sqlite_error)?;
+            if inserted == 0 {
+                return Err(StoreError::KeyTaken);
+            }
+        }
+        Ok(())
+    }
+
+    fn get_work(&mut self, id: &str) -> Result<Option<Work>> {
+        let sql = format!("SELECT {WORK_COLUMNS} FROM work WHERE id = ?1");
+        Ok(self.works(&sql, [id])?.pop())
+    }
+
+    fn update_work(&mut self, work: &Work) -> Result<()> {
+        self.exec(
+            "UPDATE work SET state = ?2, epoch = ?3, outcome = ?4, wake_event = ?5, updated_at = ?6, blocked_reason = ?7
+             WHERE id = ?1",
+            params![
+                work.id,
+                work.state.as_str(),
+                work.epoch,
+                work.outcome.as_ref().map(to_json).transpose()?,
+                work.wake_event,
+                work.updated_at.0,
+                work.blocked_reason
+            ],
+        ).map_err(sqlite_error)?;
+        Ok(())
+    }
+
+    fn list_work(&mut self, filter: &WorkFilter) -> Result<Vec<Work>> {
+        let sql = format!(
+            "SELECT {WORK_COLUMNS} FROM work WHERE (?1 IS NULL OR scope = ?1) AND (?2 IS NULL OR state = ?2)
+             ORDER BY created_at DESC, id DESC LIMIT 500"
+        );
+        self.works(&sql, params![filter.scope, filter.state.map(WorkState::as_str)])
+    }
+
+    fn page_work(&mut self, filter: &WorkFilter, page: &Page<(i64, String)>) -> Result<Vec<Work>> {
+        let (at, id) = page.after.clone().unwrap_or((i64::MAX, String::new()));
+        let sql = format!(
+            "SELECT {WORK_COLUMNS} FROM work WHERE (?1 IS NULL OR scope = ?1) AND (?2 IS NULL OR state = ?2)
+             AND created_at <= ?3 AND (created_at < ?4 OR (created_at = ?4 AND ?5 != '' AND id < ?5))
+             ORDER BY created_at DESC, id DESC LIMIT ?6"
+        );
+        let state = filter.state.map(WorkState::as_str);
+        self.works(
+            &sql,
+            params![filter.scope, state, page.upper, at, id, page.limit as i64],
+        )
+    }
+
+    fn ready_work(&mut self, limit: usize) -> Result<Vec<Work>> {
+        let sql = format!(
+            "SELECT {WORK_COLUMNS} FROM work WHERE state = 'ready' AND blocked_reason IS NULL ORDER BY updated_at, id LIMIT ?1"
+        );
+        self.works(&sql, [limit as i64])
+    }
+
+    fn work_owning_key(&mut self, key: &str) -> Result<Option<String>> {
+        self.tx
+            .query_row("SELECT work_id FROM work_keys WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(sqlite_error)
+    }
+
+    fn count_unfinished_work(&mut self, scope: &str) -> Result<u64> {
+        let sql = "SELECT COUNT(*) FROM work WHERE scope = ?1 AND state IN ('ready', 'running', 'waiting')";
+        self.tx.query_row(sql, [scope], |r| r.get(0)).map_err(sqlite_error)
+    }
+}
