@@ -1,8 +1,9 @@
-//! Operator controls on Work: cancel (a control event and full fencing in one transaction) and wake
-//! (an ordinary event on the Work's own key that reports whether it woke it).
+//! Operator controls: cancel Work (a control event and full fencing in one transaction), wake it (an
+//! ordinary event on the Work's own key that reports whether it woke it), retry it, cancel or confirm
+//! an attempt, and an operator's own events.
 
 use conduit_config::Snapshot;
-use conduit_core::names::work_key;
+use conduit_core::names::{is_event_type, is_reserved_type, work_key};
 use conduit_core::{
     Causation, ErrorCode, Event, Execution, ExecutionState, NewEvent, Refusal, Source, Timestamp, WaitState, Work,
     WorkState,
@@ -82,6 +83,49 @@ pub fn wake_work(
     Ok((event, woke))
 }
 
+/// An operator's event for a scope, not addressed to one Work.
+pub struct OperatorEvent {
+    pub event_type: String,
+    pub scope: String,
+    pub data: Value,
+    pub correlation_key: Option<String>,
+}
+
+/// An operator emits namespaced types outside the host's families; checked before anything is keyed.
+pub fn check_operator_type(event_type: &str) -> Result<(), Refusal> {
+    if !is_event_type(event_type) {
+        return Err(Refusal::new(
+            ErrorCode::InvalidRequest,
+            "an event type is namespaced: `family.name`",
+        ));
+    }
+    if is_reserved_type(event_type) {
+        return Err(Refusal::new(
+            ErrorCode::EventTypeNotAllowed,
+            "core, agent, tool and toolbelt events belong to the host",
+        ));
+    }
+    Ok(())
+}
+
+/// An operator's event: a `core.manual` root stamped with the operator as its actor, routed at once.
+pub fn emit_event(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    event: OperatorEvent,
+    by: &Operator<'_>,
+    now: Timestamp,
+) -> Result<Event, HostError> {
+    if !config.scope_enabled(&event.scope) {
+        return Err(Refusal::new(ErrorCode::UnknownScope, "no enabled scope has this id").into());
+    }
+    let root = NewEvent {
+        correlation_key: event.correlation_key,
+        ..operator_root(&event.scope, "operator.event", &event.event_type, event.data, by, now)
+    };
+    accept(tx, config, root, now)
+}
+
 /// An operator's root event on the Work's own key, its id derived from the request.
 fn control_event(
     scope: &str,
@@ -91,16 +135,32 @@ fn control_event(
     by: &Operator<'_>,
     now: Timestamp,
 ) -> NewEvent {
-    let id = derived_id(&[by.seed, event_type]);
+    NewEvent {
+        work_id: Some(work.to_owned()),
+        correlation_key: Some(work_key(work)),
+        ..operator_root(scope, event_type, event_type, data, by, now)
+    }
+}
+
+/// An operator's root event in `scope`, its id derived from the request's seed and `purpose`.
+fn operator_root(
+    scope: &str,
+    purpose: &str,
+    event_type: &str,
+    data: Value,
+    by: &Operator<'_>,
+    now: Timestamp,
+) -> NewEvent {
+    let id = derived_id(&[by.seed, purpose]);
     NewEvent {
         causation: Causation::root(&id),
         id,
         event_type: event_type.to_owned(),
         source: Source::Manual,
         scope: scope.to_owned(),
-        work_id: Some(work.to_owned()),
+        work_id: None,
         execution_id: None,
-        correlation_key: Some(work_key(work)),
+        correlation_key: None,
         actor: Some(by.actor.to_owned()),
         data,
         accepted_at: now,

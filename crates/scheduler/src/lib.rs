@@ -21,7 +21,8 @@ pub use attempt::{
     adopt, claim_next, complete, first_to_start, record_pid, renew_lease, settle_unstarted, Claim, LEASE,
 };
 pub use control::{
-    cancel_execution, cancel_work, confirm_stopped, retry_work, wake_work, Operator, OPERATOR_CANCELLED,
+    cancel_execution, cancel_work, check_operator_type, confirm_stopped, emit_event, retry_work, wake_work, Operator,
+    OperatorEvent, OPERATOR_CANCELLED,
 };
 pub use error::HostError;
 pub use sessions::{append_host_record, close_open_sessions, close_session, open_session, HostRecord};

@@ -3,12 +3,7 @@
 //! `toolbelt` on a blocking thread; the answer is JSON or the flat error envelope.
 #![forbid(unsafe_code)]
 
-mod approvals;
-mod artifacts;
-mod auth;
-mod catalog;
 mod clock;
-mod config;
 mod cursor;
 mod discovery;
 mod envelope;
@@ -16,16 +11,15 @@ mod execution;
 mod idempotency;
 mod listen;
 mod management;
-mod packages;
-mod seams;
-mod trace;
+mod ports;
 
-pub use artifacts::ArtifactFiles;
 pub use clock::{now, SystemClock};
-pub use config::{Applied, Checked, ConfigControl, ConfigView, SharedConfigControl};
 pub use cursor::{Cursors, Position};
 pub use execution::{execution_router, ExecutionSocket};
 pub use idempotency::KEPT as IDEMPOTENCY_KEPT;
 pub use listen::{bind_owner_only, serve};
 pub use management::{loopback_router, management_router, management_routes, Management, OPENAPI};
-pub use packages::{PackageControl, SharedPackageControl};
+pub use ports::{
+    Applied, ArtifactFiles, Checked, ConfigControl, ConfigView, PackageControl, SharedConfigControl,
+    SharedPackageControl,
+};

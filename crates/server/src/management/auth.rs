@@ -11,9 +11,10 @@ use conduit_toolbelt::token::{digest, generate};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::access::{operator, read};
+use super::state::Management;
 use crate::clock::now;
 use crate::envelope::{blocking, check_mutation, ok, parse_body, read_body, Answer, Failure};
-use crate::management::{operator, read, Management};
 
 fn shown(op: &OperatorRecord) -> Value {
     json!({"id": op.id, "name": op.name, "role": op.role, "created_at": op.created_at})

@@ -2,54 +2,23 @@
 //! each file its declared outcome named is `file:<execution id>:<index>`, kept by the daemon when the
 //! segment ended (or refused, with the reason). Content streams whole or as one byte range.
 
-use std::path::PathBuf;
-
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use conduit_core::artifact::parse_file_id;
 use conduit_core::{ArtifactRecord, ErrorCode, Execution, Refusal, Role};
-use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio_util::io::ReaderStream;
 
+use super::access::{operator, read};
+use super::paging::ByExecution;
+use super::state::Management;
 use crate::envelope::{blocking, Answer, Failure};
-use crate::management::{operator, read, Management};
+use crate::ports::ArtifactFiles;
 
 const LOG_PREFIX: &str = "log:";
-
-/// Where artifact content lives: execution logs, and the declared files the daemon kept.
-#[derive(Clone, Debug)]
-pub struct ArtifactFiles {
-    pub logs: PathBuf,
-    pub declared: PathBuf,
-}
-
-/// The one place the layout is written down: the daemon writes where these say, and reads serve
-/// from the same paths.
-impl ArtifactFiles {
-    /// An execution's log.
-    pub fn log(&self, execution: &str) -> PathBuf {
-        self.logs.join(format!("{execution}.log"))
-    }
-
-    /// A declared file an execution's outcome named, kept at its index.
-    pub fn declared_file(&self, execution: &str, index: u32) -> PathBuf {
-        self.declared.join(execution).join(index.to_string())
-    }
-
-    fn declared(&self, artifact: &ArtifactRecord) -> PathBuf {
-        self.declared_file(&artifact.execution_id, artifact.index)
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ByExecution {
-    execution: Option<String>,
-}
 
 /// The artifacts of an execution (or of every execution): its log, then its declared files.
 pub async fn list(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ByExecution>) -> Answer {

@@ -9,9 +9,10 @@ use conduit_scheduler::{samples as route_samples, trace as trace_route, Probe};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::access::operator;
+use super::state::Management;
 use crate::clock::now;
 use crate::envelope::{blocking, check_mutation, ok, parse_body, read_body, Answer, Failure};
-use crate::management::{operator, Management};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

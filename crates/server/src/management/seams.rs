@@ -23,9 +23,10 @@ use conduit_scheduler::{create_work, NewWork};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::access::operator;
+use super::state::{Management, Route};
 use crate::clock::now;
 use crate::envelope::{blocking, ok, Answer, Failure};
-use crate::management::{operator, Management, Route};
 
 /// The seams' routes, added to the loopback listener's router when they are enabled.
 pub(crate) fn routes() -> Vec<Route> {

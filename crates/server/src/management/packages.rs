@@ -2,32 +2,17 @@
 //! takes the `admin` role, like applying configuration; reads take `view`. The work itself (reading
 //! the manifest, the install gate, copying the package) is the daemon's, behind [`PackageControl`].
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
-use conduit_core::{Refusal, Role};
+use conduit_core::Role;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
+use super::access::operator;
+use super::state::Management;
 use crate::envelope::{blocking, check_mutation, ok, parse_body, read_body, Answer};
 use crate::idempotency::{once_outside, Keyed};
-use crate::management::{operator, Management};
-
-/// What the daemon does for the package routes. Each answer is a package's listing (name,
-/// version, requirements, permissions, operations, what its install was approved against, and
-/// its status under the current grant).
-pub trait PackageControl: Send + Sync {
-    fn list(&self) -> Result<Vec<Value>, Refusal>;
-    fn show(&self, name: &str) -> Result<Value, Refusal>;
-    /// Installs the package in `dir` (an absolute path on this machine), or refuses it:
-    /// `invalid_manifest`, the RFC 0076 `pack_runtime_requirement_unmet`, or a name `conflict`.
-    fn install(&self, dir: &str) -> Result<Value, Refusal>;
-    fn remove(&self, name: &str) -> Result<Value, Refusal>;
-}
-
-pub type SharedPackageControl = Arc<dyn PackageControl>;
 
 pub async fn list(State(s): State<Management>, headers: HeaderMap) -> Answer {
     operator(&s, &headers, Role::View).await?;

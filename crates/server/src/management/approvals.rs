@@ -13,9 +13,10 @@ use conduit_store::Tx;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::access::{control_with, read};
+use super::state::Management;
 use crate::clock::now;
 use crate::envelope::{Answer, Failure};
-use crate::management::{control_with, read, Management};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -7,8 +7,9 @@ use conduit_core::tool::ToolSource;
 use conduit_core::{ErrorCode, Refusal, Role};
 use serde::Deserialize;
 
+use super::access::operator;
+use super::state::Management;
 use crate::envelope::{ok_json, Answer, Failure};
-use crate::management::{operator, Management};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

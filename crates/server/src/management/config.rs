@@ -1,60 +1,17 @@
 //! The configuration routes: read the active generation, validate a candidate, apply one, and set
 //! one value. The daemon implements [`ConfigControl`]; this module only speaks HTTP.
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
-use conduit_config::Diagnostic;
-use conduit_core::{Refusal, Role};
-use serde::{Deserialize, Serialize};
+use conduit_core::Role;
+use serde::Deserialize;
 use serde_json::Value;
 
+use super::access::operator;
+use super::state::Management;
 use crate::envelope::{blocking, check_mutation, ok, parse_body, read_body, Answer};
 use crate::idempotency::{once_outside, Keyed};
-use crate::management::{operator, Management};
-
-/// The active generation as an operator sees it: secret references redacted.
-#[derive(Debug, Clone, Serialize)]
-pub struct ConfigView {
-    pub generation: i64,
-    pub hash: String,
-    pub config: Value,
-    /// What validation found that does not fail the configuration.
-    pub warnings: Vec<Diagnostic>,
-}
-
-/// A candidate's diagnostics; `valid` when none is an error.
-#[derive(Debug, Clone, Serialize)]
-pub struct Checked {
-    pub valid: bool,
-    pub hash: Option<String>,
-    pub diagnostics: Vec<Diagnostic>,
-}
-
-/// What an apply did: the generation now active, and whether it is new.
-#[derive(Debug, Clone, Serialize)]
-pub struct Applied {
-    pub generation: i64,
-    pub hash: String,
-    pub changed: bool,
-    /// Warnings that do not fail the configuration.
-    pub diagnostics: Vec<Diagnostic>,
-}
-
-/// The configuration service the daemon runs.
-pub trait ConfigControl: Send + Sync {
-    fn view(&self) -> ConfigView;
-    /// Validates configuration text against the running release, changing nothing.
-    fn check(&self, text: &str) -> Checked;
-    /// Validates, saves and publishes configuration text as the next generation.
-    fn apply(&self, text: &str, expected_generation: Option<i64>) -> Result<Applied, Refusal>;
-    /// Sets the value at a JSON pointer of the active configuration, through the same path as apply.
-    fn set(&self, pointer: &str, value: Value, expected_generation: Option<i64>) -> Result<Applied, Refusal>;
-}
-
-pub type SharedConfigControl = Arc<dyn ConfigControl>;
 
 pub async fn show(State(s): State<Management>, headers: HeaderMap) -> Answer {
     operator(&s, &headers, Role::View).await?;

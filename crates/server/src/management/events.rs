@@ -1,0 +1,105 @@
+//! `/v1/events`: an operator's events, the event log a page at a time, and causal chains.
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::Uri;
+use axum::http::{HeaderMap, StatusCode};
+use conduit_core::{Event, Role};
+use conduit_scheduler::{check_operator_type, emit_event, Operator, OperatorEvent};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::access::{found, operator, read, read_one};
+use super::paging::{page, ByWork, List};
+use super::state::Management;
+use crate::clock::now;
+use crate::cursor::Paging;
+use crate::envelope::{check_mutation, parse_body, read_body, Answer};
+use crate::idempotency::{once, Keyed};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Emit {
+    #[serde(rename = "type")]
+    event_type: String,
+    scope: String,
+    #[serde(default)]
+    data: Value,
+    correlation_key: Option<String>,
+}
+
+/// An operator's event: a `core.manual` root stamped with the operator as its actor, routed at once.
+pub(super) async fn emit(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
+    let op = operator(&s, &headers, Role::Operate).await?;
+    check_mutation(&headers, &uri)?;
+    let body = read_body(body).await?;
+    let req: Emit = parse_body(&body)?;
+    check_operator_type(&req.event_type)?;
+    let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
+    let config = s.config.get();
+    let answer = once(s.store.clone(), keyed, move |tx, seed| {
+        let by = Operator {
+            actor: &op.principal(),
+            seed,
+        };
+        let event = OperatorEvent {
+            event_type: req.event_type,
+            scope: req.scope,
+            data: req.data,
+            correlation_key: req.correlation_key,
+        };
+        let event = emit_event(tx, &config, event, &by, now())?;
+        Ok((StatusCode::CREATED, serde_json::to_value(event).unwrap_or_default()))
+    })
+    .await?;
+    s.kick.notify_one();
+    Ok(answer)
+}
+
+/// Events in acceptance order, a page at a time.
+pub(super) async fn list_events(
+    State(s): State<Management>,
+    headers: HeaderMap,
+    uri: Uri,
+    Query(q): Query<ByWork>,
+) -> Answer {
+    let filters = format!("work={}", q.work.as_deref().unwrap_or(""));
+    let list = List {
+        endpoint: uri.path().to_owned(),
+        filters,
+        paging: Paging {
+            cursor: q.cursor,
+            limit: q.limit,
+        },
+    };
+    let work = q.work;
+    page(
+        &s,
+        &headers,
+        list,
+        |tx| Ok(tx.max_sequence()?),
+        move |tx, page| tx.page_events(work.as_deref(), page),
+        |e: &Event| e.sequence,
+    )
+    .await
+}
+
+pub(super) async fn get_event(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
+    read_one(&s, &headers, move |tx| found(tx.get_event(&id)?, "event")).await
+}
+
+/// The causal chain of an event: its root first, each parent in turn, ending with the event.
+pub(super) async fn chain(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
+    read(&s, &headers, move |tx| {
+        let mut chain: Vec<Event> = Vec::new();
+        let mut next = Some(id);
+        while let Some(id) = next.take() {
+            let event = found(tx.get_event(&id)?, "event")?;
+            next = event.causation.parent.clone();
+            chain.push(event);
+        }
+        chain.reverse();
+        Ok(json!({ "items": chain }))
+    })
+    .await
+}

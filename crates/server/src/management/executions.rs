@@ -1,0 +1,91 @@
+//! `/v1/executions` and `/v1/audit`: attempts, their operator controls, and the audit trail.
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::http::Uri;
+use conduit_core::Execution;
+use conduit_scheduler::{cancel_execution, confirm_stopped};
+use serde_json::json;
+
+use super::access::{control, found, read, read_one};
+use super::paging::{page, ByExecution, ByWork, List};
+use super::state::Management;
+use crate::clock::now;
+use crate::cursor::Paging;
+use crate::envelope::Answer;
+
+/// Cancels one attempt and holds its Work until a manual retry.
+pub(super) async fn cancel_attempt(
+    State(s): State<Management>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+    body: Body,
+) -> Answer {
+    control(s, headers, uri, body, move |tx, config, by| {
+        let (execution, event) = cancel_execution(tx, config, &id, by, now())?;
+        Ok(json!({"execution": execution, "event": event}))
+    })
+    .await
+}
+
+/// An operator's confirmation that a cancelled attempt's process is gone.
+pub(super) async fn confirm_attempt_stopped(
+    State(s): State<Management>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+    body: Body,
+) -> Answer {
+    control(s, headers, uri, body, move |tx, config, by| {
+        let (execution, event) = confirm_stopped(tx, config, &id, by, now())?;
+        Ok(json!({"execution": execution, "event": event}))
+    })
+    .await
+}
+
+/// Executions, oldest first, a page at a time.
+pub(super) async fn list_executions(
+    State(s): State<Management>,
+    headers: HeaderMap,
+    uri: Uri,
+    Query(q): Query<ByWork>,
+) -> Answer {
+    let filters = format!("work={}", q.work.as_deref().unwrap_or(""));
+    let list = List {
+        endpoint: uri.path().to_owned(),
+        filters,
+        paging: Paging {
+            cursor: q.cursor,
+            limit: q.limit,
+        },
+    };
+    let work = q.work;
+    page(
+        &s,
+        &headers,
+        list,
+        |_| Ok(now().0),
+        move |tx, page| tx.page_executions(work.as_deref(), page),
+        |x: &Execution| (x.started_at.0, x.id.clone()),
+    )
+    .await
+}
+
+pub(super) async fn get_execution(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
+    read_one(&s, &headers, move |tx| found(tx.get_execution(&id)?, "execution")).await
+}
+
+const AUDIT_PAGE: usize = 1000;
+
+pub(super) async fn list_audit(
+    State(s): State<Management>,
+    headers: HeaderMap,
+    Query(q): Query<ByExecution>,
+) -> Answer {
+    read(&s, &headers, move |tx| {
+        Ok(json!({ "items": tx.list_audit(q.execution.as_deref(), AUDIT_PAGE)? }))
+    })
+    .await
+}

@@ -1,0 +1,191 @@
+//! The management API on the owner-only socket: operators only. This module is the router: every
+//! route, the OpenAPI document that lists them, and the routes that need no module of their own.
+//! Route modules import `access` and `state`, never this file, so imports run one way.
+
+mod access;
+mod approvals;
+mod artifacts;
+mod auth;
+mod catalog;
+mod config;
+mod events;
+mod executions;
+mod packages;
+mod paging;
+mod scopes;
+mod seams;
+mod state;
+mod trace;
+mod work;
+
+pub use state::Management;
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::Router;
+use conduit_core::Role;
+use serde_json::json;
+
+use access::operator;
+use state::Route;
+
+use crate::envelope::{not_found, ok, Answer};
+
+/// Every route the management socket serves. The OpenAPI document lists exactly these; a test
+/// holds the two together.
+fn routes() -> Vec<Route> {
+    vec![
+        ("/.well-known/openwop", &["get"], get(openwop)),
+        ("/v1/health", &["get"], get(health)),
+        ("/v1/openapi.json", &["get"], get(openapi)),
+        ("/v1/work", &["get", "post"], post(work::create).get(work::list_work)),
+        ("/v1/work/{id}", &["get"], get(work::get_work)),
+        ("/v1/work/{id}/cancel", &["post"], post(work::cancel)),
+        ("/v1/work/{id}/wake", &["post"], post(work::wake)),
+        ("/v1/work/{id}/retry", &["post"], post(work::retry)),
+        (
+            "/v1/events",
+            &["get", "post"],
+            post(events::emit).get(events::list_events),
+        ),
+        ("/v1/events/{id}", &["get"], get(events::get_event)),
+        ("/v1/events/{id}/chain", &["get"], get(events::chain)),
+        ("/v1/executions", &["get"], get(executions::list_executions)),
+        ("/v1/executions/{id}", &["get"], get(executions::get_execution)),
+        (
+            "/v1/executions/{id}/cancel",
+            &["post"],
+            post(executions::cancel_attempt),
+        ),
+        (
+            "/v1/executions/{id}/confirm-stopped",
+            &["post"],
+            post(executions::confirm_attempt_stopped),
+        ),
+        ("/v1/executions/{id}/tokens", &["get"], get(auth::execution_tokens)),
+        ("/v1/audit", &["get"], get(executions::list_audit)),
+        ("/v1/scopes", &["get"], get(scopes::list_scopes)),
+        ("/v1/tools", &["get"], get(catalog::list)),
+        ("/v1/tools/{id}", &["get"], get(catalog::get)),
+        ("/v1/scopes/{id}/route/trace", &["post"], post(trace::trace)),
+        ("/v1/scopes/{id}/route/samples", &["get"], get(trace::samples)),
+        ("/v1/waits", &["get"], get(work::list_waits)),
+        ("/v1/approvals", &["get"], get(approvals::list)),
+        ("/v1/approvals/{id}", &["get"], get(approvals::show)),
+        ("/v1/approvals/{id}/approve", &["post"], post(approvals::approve)),
+        ("/v1/approvals/{id}/deny", &["post"], post(approvals::deny)),
+        (
+            "/v1/packages",
+            &["get", "post"],
+            get(packages::list).post(packages::install),
+        ),
+        (
+            "/v1/packages/{name}",
+            &["get", "delete"],
+            get(packages::show).delete(packages::remove),
+        ),
+        ("/v1/artifacts", &["get"], get(artifacts::list)),
+        ("/v1/artifacts/{id}/content", &["get"], get(artifacts::content)),
+        (
+            "/v1/auth/operators",
+            &["get", "post"],
+            get(auth::list).post(auth::issue),
+        ),
+        ("/v1/auth/rotate", &["post"], post(auth::rotate)),
+        ("/v1/auth/revoke", &["post"], post(auth::revoke)),
+        ("/v1/config", &["get"], get(config::show)),
+        ("/v1/config/validate", &["post"], post(config::validate)),
+        ("/v1/config/apply", &["post"], post(config::apply)),
+        ("/v1/config/set", &["post"], post(config::set)),
+    ]
+}
+
+/// The capability document: the one route that needs no credential.
+async fn openwop(State(s): State<Management>) -> Answer {
+    crate::discovery::answer(&s.registry.get())
+}
+
+pub fn management_router(state: Management) -> Router {
+    router(state, routes())
+}
+
+/// The loopback listener's router: the management API, plus OpenWOP's host-sample test seams when
+/// `seams` is set (they are never served on the management socket).
+pub fn loopback_router(state: Management, seams: bool) -> Router {
+    let extra = if seams { seams::routes() } else { Vec::new() };
+    router(state, routes().into_iter().chain(extra).collect())
+}
+
+fn router(state: Management, routes: Vec<Route>) -> Router {
+    routes
+        .into_iter()
+        .fold(Router::new(), |router, (path, _, handlers)| {
+            router.route(path, handlers)
+        })
+        .fallback(not_found)
+        .with_state(state)
+}
+
+/// Every (path, method) the management socket serves.
+pub fn management_routes() -> Vec<(&'static str, &'static str)> {
+    routes()
+        .into_iter()
+        .flat_map(|(path, methods, _)| methods.iter().map(move |m| (path, *m)))
+        .collect()
+}
+
+/// The OpenAPI 3.1 document of this API.
+pub const OPENAPI: &str = include_str!("../../openapi.json");
+
+async fn openapi(State(s): State<Management>, headers: HeaderMap) -> Answer {
+    operator(&s, &headers, Role::View).await?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response())
+}
+
+async fn health(State(s): State<Management>, headers: HeaderMap) -> Answer {
+    operator(&s, &headers, Role::View).await?;
+    let generation = s.config.get().generation();
+    ok(
+        StatusCode::OK,
+        &json!({
+            "status": "ok",
+            "version": env!("CARGO_PKG_VERSION"),
+            "instance": s.instance,
+            "generation": generation,
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use serde_json::Value;
+
+    use super::*;
+
+    #[test]
+    fn the_openapi_document_lists_exactly_the_routes_served() {
+        let doc: Value = serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
+        assert_eq!(doc["openapi"], "3.1.0");
+        let documented: BTreeSet<(String, String)> = doc["paths"]
+            .as_object()
+            .expect("paths")
+            .iter()
+            .flat_map(|(path, item)| {
+                item.as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(move |(method, _)| (path.clone(), method.clone()))
+            })
+            .filter(|(_, method)| method != "parameters")
+            .collect();
+        let served: BTreeSet<(String, String)> = management_routes()
+            .into_iter()
+            .map(|(p, m)| (p.to_owned(), m.to_owned()))
+            .collect();
+        assert_eq!(documented, served);
+    }
+}

@@ -1,0 +1,89 @@
+//! Keyset pages of a list, each sealed in a cursor bound to its endpoint and filters, and the list
+//! filters the routes share.
+
+use axum::http::HeaderMap;
+use conduit_core::{ErrorCode, Refusal};
+use conduit_store::{Page, Tx};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::access::read;
+use super::state::Management;
+use crate::clock::now;
+use crate::cursor::{Paging, Position, CURSOR_LIFETIME};
+use crate::envelope::{Answer, Failure};
+
+/// A list filter: one execution's records, or every execution's.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ByExecution {
+    pub(super) execution: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ByWork {
+    pub(super) work: Option<String>,
+    pub(super) cursor: Option<String>,
+    pub(super) limit: Option<usize>,
+}
+
+/// A list request: its endpoint, its filters (canonically written) and its paging.
+pub(super) struct List {
+    pub(super) endpoint: String,
+    pub(super) filters: String,
+    pub(super) paging: Paging,
+}
+
+/// One page of a list: rows past the cursor's position within the upper bound the first page
+/// captured, and the cursor of the next page (`null` after the last).
+pub(super) async fn page<K, T>(
+    s: &Management,
+    headers: &HeaderMap,
+    list: List,
+    upper: impl FnOnce(&mut dyn Tx) -> Result<i64, Failure> + Send + 'static,
+    fetch: impl FnOnce(&mut dyn Tx, &Page<K>) -> Result<Vec<T>, conduit_store::StoreError> + Send + 'static,
+    key_of: impl Fn(&T) -> K + Send + 'static,
+) -> Answer
+where
+    K: Serialize + serde::de::DeserializeOwned + Send + 'static,
+    T: Serialize + Send + 'static,
+{
+    let limit = list.paging.limit()?;
+    let opened = match &list.paging.cursor {
+        Some(cursor) => Some(s.cursors.open(cursor, &list.endpoint, &list.filters, now())?),
+        None => None,
+    };
+    let cursors = s.cursors.clone();
+    read(s, headers, move |tx| {
+        let (upper, after) = match opened {
+            Some(p) => (
+                p.upper,
+                Some(serde_json::from_value(p.after).map_err(|_| invalid_cursor())?),
+            ),
+            None => (upper(tx)?, None),
+        };
+        let items = fetch(tx, &Page { after, upper, limit })?;
+        let next = (items.len() == limit)
+            .then(|| items.last().map(&key_of))
+            .flatten()
+            .map(|key| {
+                cursors.seal(&Position {
+                    endpoint: list.endpoint,
+                    filters: list.filters,
+                    upper,
+                    after: serde_json::to_value(key).unwrap_or_default(),
+                    expires: now().plus(CURSOR_LIFETIME).0,
+                })
+            });
+        Ok(json!({ "items": items, "next_cursor": next }))
+    })
+    .await
+}
+
+fn invalid_cursor() -> Failure {
+    Failure(Refusal::new(
+        ErrorCode::InvalidCursor,
+        "the cursor is not valid for this list",
+    ))
+}

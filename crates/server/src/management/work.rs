@@ -1,0 +1,189 @@
+//! `/v1/work` and `/v1/waits`: create, list and read Work; cancel, wake and retry it; its waits.
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::Uri;
+use axum::http::{HeaderMap, StatusCode};
+use conduit_core::{ErrorCode, Refusal, Role, Work, WorkState};
+use conduit_scheduler::{cancel_work, check_operator_type, create_work, retry_work, wake_work, NewWork, Operator};
+use conduit_store::WorkFilter;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::access::{control, found, operator, read, read_one};
+use super::paging::{page, List};
+use super::state::Management;
+use crate::clock::now;
+use crate::cursor::Paging;
+use crate::envelope::{check_mutation, parse_body, read_body, Answer, Failure};
+use crate::idempotency::{once, Keyed};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateWork {
+    scope: String,
+    binding: String,
+    #[serde(default)]
+    input: Value,
+    #[serde(default)]
+    keys: Vec<String>,
+}
+
+/// Manual Work: ready Work and its root `core.work.created`, in one transaction; its ids derive from
+/// the Idempotency-Key, so a retried request creates the same Work.
+pub(super) async fn create(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
+    let op = operator(&s, &headers, Role::Operate).await?;
+    check_mutation(&headers, &uri)?;
+    let body = read_body(body).await?;
+    let req: CreateWork = parse_body(&body)?;
+    let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
+    let config = s.config.get();
+    let answer = once(s.store.clone(), keyed, move |tx, seed| {
+        let new = NewWork {
+            keys: req.keys,
+            id_seed: Some(format!("operator/{seed}")),
+            ..NewWork::manual(&req.scope, &req.binding, req.input, Some(op.principal()))
+        };
+        let (work, _) = create_work(tx, &config, new, None, now())?;
+        Ok((StatusCode::CREATED, serde_json::to_value(work).unwrap_or_default()))
+    })
+    .await?;
+    s.kick.notify_one();
+    Ok(answer)
+}
+
+/// Cancels unfinished Work: a `core.work.cancelled` event and full fencing in one transaction.
+pub(super) async fn cancel(
+    State(s): State<Management>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+    body: Body,
+) -> Answer {
+    control(s, headers, uri, body, move |tx, config, by| {
+        let event = cancel_work(tx, config, &id, by, now())?;
+        Ok(json!({"work": tx.get_work(&id)?, "event": event}))
+    })
+    .await
+}
+
+/// Retries held or failed Work.
+pub(super) async fn retry(
+    State(s): State<Management>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+    body: Body,
+) -> Answer {
+    control(s, headers, uri, body, move |tx, config, by| {
+        let (work, event) = retry_work(tx, config, &id, by, now())?;
+        Ok(json!({"work": work, "event": event}))
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wake {
+    #[serde(rename = "type")]
+    event_type: String,
+    #[serde(default)]
+    data: Value,
+}
+
+/// Emits an event on the Work's own key and reports whether it woke the Work.
+pub(super) async fn wake(
+    State(s): State<Management>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+    body: Body,
+) -> Answer {
+    let op = operator(&s, &headers, Role::Operate).await?;
+    check_mutation(&headers, &uri)?;
+    let body = read_body(body).await?;
+    let req: Wake = parse_body(&body)?;
+    check_operator_type(&req.event_type)?;
+    let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
+    let config = s.config.get();
+    let answer = once(s.store.clone(), keyed, move |tx, seed| {
+        let by = Operator {
+            actor: &op.principal(),
+            seed,
+        };
+        let (event, woke) = wake_work(tx, &config, &id, &req.event_type, req.data, &by, now())?;
+        Ok((StatusCode::OK, json!({"event": event, "woke": woke})))
+    })
+    .await?;
+    s.kick.notify_one();
+    Ok(answer)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WorkQuery {
+    scope: Option<String>,
+    state: Option<String>,
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+/// Work, newest first, a page at a time.
+pub(super) async fn list_work(
+    State(s): State<Management>,
+    headers: HeaderMap,
+    uri: Uri,
+    Query(q): Query<WorkQuery>,
+) -> Answer {
+    let state = match q.state.as_deref() {
+        Some(text) => Some(WorkState::parse(text).ok_or_else(|| {
+            Refusal::new(ErrorCode::InvalidRequest, "unknown Work state")
+                .with_remedy("use ready, running, waiting, succeeded, failed or cancelled")
+        })?),
+        None => None,
+    };
+    let filters = format!(
+        "scope={}&state={}",
+        q.scope.as_deref().unwrap_or(""),
+        q.state.as_deref().unwrap_or("")
+    );
+    let filter = WorkFilter { scope: q.scope, state };
+    let paging = Paging {
+        cursor: q.cursor,
+        limit: q.limit,
+    };
+    let list = List {
+        endpoint: uri.path().to_owned(),
+        filters,
+        paging,
+    };
+    page(
+        &s,
+        &headers,
+        list,
+        |_| Ok(now().0),
+        move |tx, page| tx.page_work(&filter, page),
+        |w: &Work| (w.created_at.0, w.id.clone()),
+    )
+    .await
+}
+
+pub(super) async fn get_work(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
+    read_one(&s, &headers, move |tx| found(tx.get_work(&id)?, "Work")).await
+}
+
+const WAIT_PAGE: usize = 500;
+
+/// Waits in every state, oldest first.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ForWork {
+    work: Option<String>,
+}
+
+pub(super) async fn list_waits(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ForWork>) -> Answer {
+    read(&s, &headers, move |tx| {
+        Ok::<_, Failure>(json!({ "items": tx.list_waits(q.work.as_deref(), WAIT_PAGE)? }))
+    })
+    .await
+}
