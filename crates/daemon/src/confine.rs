@@ -8,7 +8,7 @@ use conduit_core::sandbox::Sandbox;
 use conduit_sandbox::programs::programs_of;
 use conduit_sandbox::{kernel, Confinement, ExecutionPaths, PackagePaths, Policy, Rulesets, Unavailable};
 
-use crate::rundir::RunDir;
+use crate::executor::rundir::RunDir;
 
 /// What every attempt's policy hides besides its own paths.
 #[derive(Debug, Clone)]

@@ -27,7 +27,7 @@ pub enum DaemonError {
     Unrestorable { stored: String, file: Box<DaemonError> },
     #[error(
         "the management socket path {} is longer than a Unix socket allows ({} bytes); use a shorter --state directory",
-        .0.display(), crate::rundir::MAX_SOCKET_PATH
+        .0.display(), crate::state::MAX_SOCKET_PATH
     )]
     SocketPathTooLong(PathBuf),
     #[error("{} is not a socket you own, so it is not a stale daemon's; move it away and start again", .0.display())]

@@ -20,12 +20,12 @@ use conduit_toolbelt::sweep::sweep;
 use conduit_toolbelt::{token, Toolbelt};
 use tokio::sync::{watch, Notify};
 
-use crate::artifacts;
 use crate::config_service::ConfigService;
 use crate::confine::{self, Prepared};
-use crate::rundir::{remove_stale_runs, RunDir};
+use crate::executor::artifacts;
+use crate::executor::rundir::{remove_stale_runs, RunDir};
+use crate::executor::shell::{self, is_alive, kill_group, Launch};
 use crate::secrets::resolve_for;
-use crate::shell::{self, is_alive, kill_group, Launch};
 
 /// How often the loop looks for due timers and ready Work when nothing wakes it sooner.
 const IDLE_TICK: StdDuration = StdDuration::from_millis(500);

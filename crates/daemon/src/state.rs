@@ -7,8 +7,10 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{flock, FlockOperation};
 
-use crate::rundir::MAX_SOCKET_PATH;
 use crate::DaemonError;
+
+/// Longest socket path used in place; past it the socket moves under `/tmp` (macOS allows 104 bytes).
+pub(crate) const MAX_SOCKET_PATH: usize = 100;
 
 /// A locked state directory and the paths inside it.
 pub struct StateDir {

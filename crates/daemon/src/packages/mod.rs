@@ -4,8 +4,14 @@
 //! against the current grant set at every read: while the grant no longer covers what it requires,
 //! it is flagged `requirement_unmet`.
 
+mod host;
+mod installed;
+mod runtime;
+
+pub use host::PackageHost;
+pub use installed::{installed_manifests, names_only};
+
 use std::fs;
-use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,17 +19,13 @@ use std::sync::Arc;
 use conduit_config::CurrentConfig;
 use conduit_core::{ErrorCode, Refusal};
 use conduit_packages::gate::{self, unmet_now};
-use conduit_packages::{Manifest, MANIFEST_FILE};
+use conduit_packages::Manifest;
 use conduit_server::{now, PackageControl};
 use conduit_store::{PackageRecord, Store};
-use conduit_toolbelt::registry::{Handler, HandlerCall, HandlerFuture, OperationError};
-use rustix::fs::{Mode, OFlags};
 use serde_json::{json, Value};
 
 use crate::state::create_private_dir;
-
-/// The largest manifest read.
-const MAX_MANIFEST: u64 = 1024 * 1024;
+use installed::{invalid, open_regular, read_manifest};
 
 pub struct PackageService {
     pub store: Arc<dyn Store>,
@@ -31,7 +33,7 @@ pub struct PackageService {
     /// `<state>/packages`: each installed package's copy.
     pub dir: PathBuf,
     /// Serves what is installed: reloaded after every install and removal.
-    pub host: Arc<crate::extension::PackageHost>,
+    pub host: Arc<PackageHost>,
 }
 
 impl PackageControl for PackageService {
@@ -118,7 +120,7 @@ impl PackageService {
             .filter(|m| m.name != manifest.name)
             .map(names_only)
             .collect();
-        let mut registry = crate::registry_with(None, None, others);
+        let mut registry = crate::extensions::registry_with(None, None, others);
         registry.register(names_only(manifest)).map_err(|e| {
             let code = if e.code == "conflict" {
                 ErrorCode::Conflict
@@ -154,61 +156,6 @@ impl PackageService {
         self.host.reload_replacing(Some(&record.name));
         Ok(self.listing(&record))
     }
-}
-
-/// The manifests of the installed copies under `dir` (`<state>/packages`), by name. A copy whose
-/// manifest no longer reads is skipped.
-pub fn installed_manifests(dir: &Path) -> Vec<Manifest> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut manifests: Vec<Manifest> = entries
-        .flatten()
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .filter_map(|e| read_manifest(&e.path()).ok())
-        .collect();
-    manifests.sort_by(|a, b| a.name.cmp(&b.name));
-    manifests
-}
-
-/// A package's registration for its names alone (configuration checks, install conflicts).
-pub fn names_only(manifest: &Manifest) -> conduit_toolbelt::registry::Registration {
-    manifest.registration(Arc::new(NotLoaded))
-}
-
-fn read_manifest(dir: &Path) -> Result<Manifest, Refusal> {
-    let unreadable = || {
-        invalid(&format!(
-            "no readable {MANIFEST_FILE} (a regular file of at most 1 MiB) in the directory"
-        ))
-    };
-    let mut bytes = Vec::new();
-    let file = open_regular(&dir.join(MANIFEST_FILE)).map_err(|_| unreadable())?;
-    file.take(MAX_MANIFEST + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|_| unreadable())?;
-    if bytes.len() as u64 > MAX_MANIFEST {
-        return Err(unreadable());
-    }
-    Manifest::parse(&bytes).map_err(|invalid| {
-        Refusal::new(ErrorCode::InvalidManifest, invalid.message).with_field("pointer", invalid.pointer.into())
-    })
-}
-
-/// Opens a regular file without following a symbolic link (and without blocking on a FIFO),
-/// judging the type from the open handle, so nothing can be swapped in between.
-fn open_regular(path: &Path) -> std::io::Result<fs::File> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let file = fs::File::from(rustix::fs::open(path, flags, Mode::empty())?);
-    if file.metadata()?.is_file() {
-        Ok(file)
-    } else {
-        Err(std::io::ErrorKind::InvalidInput.into())
-    }
-}
-
-fn invalid(message: &str) -> Refusal {
-    Refusal::new(ErrorCode::InvalidManifest, message)
 }
 
 /// The entry must be an executable regular file inside the package.
@@ -258,18 +205,4 @@ fn special() -> Refusal {
 fn internal(e: conduit_store::StoreError) -> Refusal {
     tracing::error!(error = %e, "storage failure");
     Refusal::internal()
-}
-
-/// The handler of a registration made only to check names: never called.
-struct NotLoaded;
-
-impl Handler for NotLoaded {
-    fn call(&self, _: HandlerCall) -> HandlerFuture {
-        Box::pin(async {
-            Err(OperationError {
-                code: "operation_failed".into(),
-                message: "the package is not loaded".into(),
-            })
-        })
-    }
 }

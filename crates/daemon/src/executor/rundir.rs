@@ -6,11 +6,8 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::state::{check_private_dir, create_private_dir, write_private_file};
+use crate::state::{check_private_dir, create_private_dir, write_private_file, MAX_SOCKET_PATH};
 use crate::DaemonError;
-
-/// Longest socket path used in place; past it the socket moves under `/tmp` (macOS allows 104 bytes).
-pub(crate) const MAX_SOCKET_PATH: usize = 100;
 
 pub struct RunDir {
     pub dir: PathBuf,

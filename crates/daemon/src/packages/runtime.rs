@@ -73,7 +73,7 @@ impl PackageRuntime {
     }
 
     /// Stops the package's process, if it runs.
-    async fn stop(&self) {
+    pub(super) async fn stop(&self) {
         self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
         let peer = self.peer.lock().await.take();
         if let Some(peer) = peer {
@@ -252,7 +252,7 @@ impl PackageRuntime {
         let status = if fetched.is_ok() { "ok" } else { "error" };
         self.audit_returned(&call, &called, status, started.elapsed()).await?;
         fetched
-            .map(crate::http::output)
+            .map(crate::extensions::http_fetch::output)
             .map_err(|e| RpcError::refusal(e.code(), e.message()))
     }
 
@@ -331,117 +331,6 @@ impl PackageRuntime {
     }
 }
 
-/// The packages this daemon serves, and the live registry they are served in: rebuilt whole from
-/// the installed copies after every install and removal, keeping the running process of every
-/// package whose version did not change and stopping the others.
-pub struct PackageHost {
-    /// The state directory (`hidden.state_dir`), hidden from every package with the configuration
-    /// file.
-    pub hidden: Hidden,
-    pub logs_dir: PathBuf,
-    pub config: CurrentConfig,
-    pub store: Arc<dyn Store>,
-    pub secrets: crate::http::SecretAccess,
-    pub live: Arc<conduit_toolbelt::LiveRegistry>,
-    pub configs: Arc<crate::config_service::ConfigService>,
-    /// The runtime serving each package, by `name@version`.
-    runtimes: Mutex<HashMap<String, Arc<PackageRuntime>>>,
-    /// For stopping replaced processes from whatever thread a reload runs on.
-    tokio: tokio::runtime::Handle,
-}
-
-impl PackageHost {
-    /// The host, with the installed packages loaded. Call from within the daemon's runtime.
-    pub fn start(
-        hidden: Hidden,
-        logs_dir: PathBuf,
-        config: CurrentConfig,
-        store: Arc<dyn Store>,
-        secrets: crate::http::SecretAccess,
-        live: Arc<conduit_toolbelt::LiveRegistry>,
-        configs: Arc<crate::config_service::ConfigService>,
-    ) -> Arc<PackageHost> {
-        let host = Arc::new(PackageHost {
-            hidden,
-            logs_dir,
-            config,
-            store,
-            secrets,
-            live,
-            configs,
-            runtimes: Mutex::default(),
-            tokio: tokio::runtime::Handle::current(),
-        });
-        host.reload();
-        host
-    }
-
-    /// Serves exactly the installed packages: the toolbelt's registry and what configuration may
-    /// name are replaced together.
-    pub fn reload(&self) {
-        self.reload_replacing(None);
-    }
-
-    /// [`PackageHost::reload`], starting `replaced` afresh even if its version did not change
-    /// (a reinstall copies new files under the same version).
-    pub fn reload_replacing(&self, replaced: Option<&str>) {
-        let mut runtimes = self.runtimes.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(name) = replaced {
-            let stale: Vec<String> = runtimes
-                .keys()
-                .filter(|id| id.starts_with(&format!("{name}@")))
-                .cloned()
-                .collect();
-            for id in stale {
-                if let Some(runtime) = runtimes.remove(&id) {
-                    self.tokio.spawn(async move { runtime.stop().await });
-                }
-            }
-        }
-        let mut next = HashMap::new();
-        for manifest in crate::packages::installed_manifests(&self.hidden.state_dir.join("packages")) {
-            let id = manifest.id();
-            let runtime = runtimes.remove(&id).unwrap_or_else(|| self.runtime(manifest));
-            next.insert(id, runtime);
-        }
-        for (_, stale) in runtimes.drain() {
-            self.tokio.spawn(async move { stale.stop().await });
-        }
-        let registrations = next.values().map(|r| r.manifest.registration(r.handler())).collect();
-        let approvals = crate::human::HumanGate {
-            store: self.store.clone(),
-            config: self.config.clone(),
-            live: self.live.clone(),
-        };
-        let mut registry = crate::registry_with(Some(self.secrets.clone()), Some(Arc::new(approvals)), registrations);
-        for runtime in next.values().filter(|r| r.manifest.gates()) {
-            let gate = Arc::new(PackageGate(runtime.clone()));
-            if let Err(e) = registry.set_gate(&runtime.manifest.name, gate) {
-                tracing::warn!(package = %runtime.manifest.name, error = %e, "a package's gate was not installed");
-            }
-        }
-        // What configuration may name is this registry's names (and the playbooks): no second scan.
-        let playbooks = self.hidden.state_dir.join("playbooks");
-        self.configs
-            .set_registry(crate::playbooks::register(registry.config_registry(), &playbooks));
-        self.live.replace(registry);
-        *runtimes = next;
-    }
-
-    fn runtime(&self, manifest: Manifest) -> Arc<PackageRuntime> {
-        let dir = self.hidden.state_dir.join("packages").join(&manifest.name);
-        let log = self.logs_dir.join(format!("package-{}.log", manifest.name));
-        PackageRuntime::new(
-            manifest,
-            self.hidden.clone(),
-            dir,
-            log,
-            self.config.clone(),
-            self.store.clone(),
-        )
-    }
-}
-
 /// `init` as the package sends it: `{method?, headers?: {name: value}, body?: text}`.
 fn fetch_request(params: &Value) -> Result<FetchRequest, RpcError> {
     let invalid = || {
@@ -483,7 +372,7 @@ const GATE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A package's gate (`provides.operation_gate`, installed only with the `operation.gate`
 /// permission): asked over `operation.gate` about calls in the scopes `packages.gates.<name>`
 /// lists. A hang, a crash or any answer but a decision or an operation error fails closed.
-struct PackageGate(Arc<PackageRuntime>);
+pub(super) struct PackageGate(pub(super) Arc<PackageRuntime>);
 
 impl Gate for PackageGate {
     fn ask(&self, call: GateCall) -> GateFuture {

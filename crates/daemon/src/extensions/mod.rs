@@ -1,0 +1,42 @@
+//! The release's first-party extensions (`http.fetch` behind the egress guard, and human approvals)
+//! and the registry that serves them beside the installed packages.
+
+pub mod approvals;
+pub mod http_fetch;
+
+use std::sync::Arc;
+
+use conduit_toolbelt::Registry;
+
+/// The release's extensions (`http.fetch` reaching the bindings' secrets through `secrets`), then
+/// the installed packages' registrations. A package whose names no longer fit (a later release
+/// took one) is left out and logged, never fatal.
+pub fn registry_with(
+    secrets: Option<http_fetch::SecretAccess>,
+    approvals: Option<Arc<dyn conduit_toolbelt::gate::Gate>>,
+    packages: Vec<conduit_toolbelt::registry::Registration>,
+) -> Registry {
+    let mut registry = Registry::default();
+    let fetch = Arc::new(http_fetch::HttpFetch::new(secrets));
+    #[allow(
+        clippy::expect_used,
+        reason = "the release's own registrations are constants, tested"
+    )]
+    registry
+        .register(http_fetch::registration(fetch))
+        .and_then(|()| registry.register(approvals::registration()))
+        .expect("the release's own registrations are valid");
+    if let Some(gate) = approvals {
+        #[allow(clippy::expect_used, reason = "the human registration was just registered")]
+        registry
+            .set_gate(approvals::NAME, gate)
+            .expect("the human registration is registered");
+    }
+    for package in packages {
+        let name = package.name.clone();
+        if let Err(e) = registry.register(package) {
+            tracing::warn!(package = %name, error = %e, "an installed package was not loaded");
+        }
+    }
+    registry
+}

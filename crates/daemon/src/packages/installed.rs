@@ -1,0 +1,84 @@
+//! The installed copies under `<state>/packages/`: reading a package's manifest safely, and the
+//! manifests of everything installed.
+
+use std::fs;
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+
+use conduit_core::{ErrorCode, Refusal};
+use conduit_packages::{Manifest, MANIFEST_FILE};
+use conduit_toolbelt::registry::{Handler, HandlerCall, HandlerFuture, OperationError};
+use rustix::fs::{Mode, OFlags};
+
+/// The largest manifest read.
+const MAX_MANIFEST: u64 = 1024 * 1024;
+
+/// The manifests of the installed copies under `dir` (`<state>/packages`), by name. A copy whose
+/// manifest no longer reads is skipped.
+pub fn installed_manifests(dir: &Path) -> Vec<Manifest> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut manifests: Vec<Manifest> = entries
+        .flatten()
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .filter_map(|e| read_manifest(&e.path()).ok())
+        .collect();
+    manifests.sort_by(|a, b| a.name.cmp(&b.name));
+    manifests
+}
+
+/// A package's registration for its names alone (configuration checks, install conflicts).
+pub fn names_only(manifest: &Manifest) -> conduit_toolbelt::registry::Registration {
+    manifest.registration(Arc::new(NotLoaded))
+}
+
+pub(super) fn read_manifest(dir: &Path) -> Result<Manifest, Refusal> {
+    let unreadable = || {
+        invalid(&format!(
+            "no readable {MANIFEST_FILE} (a regular file of at most 1 MiB) in the directory"
+        ))
+    };
+    let mut bytes = Vec::new();
+    let file = open_regular(&dir.join(MANIFEST_FILE)).map_err(|_| unreadable())?;
+    file.take(MAX_MANIFEST + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|_| unreadable())?;
+    if bytes.len() as u64 > MAX_MANIFEST {
+        return Err(unreadable());
+    }
+    Manifest::parse(&bytes).map_err(|invalid| {
+        Refusal::new(ErrorCode::InvalidManifest, invalid.message).with_field("pointer", invalid.pointer.into())
+    })
+}
+
+/// Opens a regular file without following a symbolic link (and without blocking on a FIFO),
+/// judging the type from the open handle, so nothing can be swapped in between.
+pub(super) fn open_regular(path: &Path) -> std::io::Result<fs::File> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = fs::File::from(rustix::fs::open(path, flags, Mode::empty())?);
+    if file.metadata()?.is_file() {
+        Ok(file)
+    } else {
+        Err(std::io::ErrorKind::InvalidInput.into())
+    }
+}
+
+pub(super) fn invalid(message: &str) -> Refusal {
+    Refusal::new(ErrorCode::InvalidManifest, message)
+}
+
+/// The handler of a registration made only to check names: never called.
+struct NotLoaded;
+
+impl Handler for NotLoaded {
+    fn call(&self, _: HandlerCall) -> HandlerFuture {
+        Box::pin(async {
+            Err(OperationError {
+                code: "operation_failed".into(),
+                message: "the package is not loaded".into(),
+            })
+        })
+    }
+}
