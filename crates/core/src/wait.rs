@@ -67,11 +67,6 @@ impl Wait {
     fn is_own_emission(&self, event: &Event) -> bool {
         matches!(event.source, Source::Execution(_)) && event.work_id.as_deref() == Some(self.work_id.as_str())
     }
-
-    /// Whether the timeout has passed at `now` (inclusive: a timer fires at its instant).
-    pub fn is_due(&self, now: Timestamp) -> bool {
-        self.timeout_at.is_some_and(|t| now >= t)
-    }
 }
 
 #[cfg(test)]
@@ -149,11 +144,5 @@ mod tests {
             Some("work2"),
         );
         assert!(wait().matches(&sibling));
-    }
-
-    #[test]
-    fn timer_fires_at_its_instant() {
-        assert!(!wait().is_due(Timestamp(99)));
-        assert!(wait().is_due(Timestamp(100)));
     }
 }

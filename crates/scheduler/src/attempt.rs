@@ -162,9 +162,22 @@ pub fn complete(
     }
     tx.update_execution(&x)?;
     tx.update_work(&work)?;
-    tx.revoke_execution_tokens(&x.id, now)?;
-    crate::close_open_sessions(tx, &x.id, now)?;
+    end_authority(tx, &x.id, now)?;
     Ok(Some(x))
+}
+
+/// Ends an execution's authority: its tokens revoked and its open tool sessions closed.
+fn end_authority(tx: &mut dyn Tx, execution_id: &str, now: Timestamp) -> Result<(), HostError> {
+    tx.revoke_execution_tokens(execution_id, now)?;
+    crate::close_open_sessions(tx, execution_id, now)
+}
+
+/// Cancels a running attempt: cancelled now, its authority ended.
+pub(crate) fn cancel_running(tx: &mut dyn Tx, x: &mut Execution, now: Timestamp) -> Result<(), HostError> {
+    x.state = ExecutionState::Cancelled;
+    x.ended_at = Some(now);
+    tx.update_execution(x)?;
+    end_authority(tx, &x.id, now)
 }
 
 /// Whether `execution` is its Work's first attempt to start a process: no earlier attempt of the

@@ -11,7 +11,9 @@ use conduit_core::{
 use conduit_store::{derived_id, Tx};
 use serde_json::{json, Value};
 
-use crate::accept::{accept, record};
+use crate::accept::accept;
+use crate::attempt::cancel_running;
+use crate::causal::record;
 use crate::HostError;
 
 /// Who asks, and the identity seed their request derives ids from.
@@ -44,13 +46,9 @@ pub fn cancel_work(
         .into_iter()
         .filter(|x| x.state == ExecutionState::Running)
     {
-        x.state = ExecutionState::Cancelled;
-        x.ended_at = Some(now);
-        tx.update_execution(&x)?;
-        tx.revoke_execution_tokens(&x.id, now)?;
-        crate::close_open_sessions(tx, &x.id, now)?;
+        cancel_running(tx, &mut x, now)?;
     }
-    for mut wait in tx.armed_waits()?.into_iter().filter(|w| w.work_id == id) {
+    for mut wait in tx.armed_waits_of_work(id)? {
         wait.state = WaitState::Cancelled;
         wait.satisfied_by = Some(event.id.clone());
         tx.update_wait(&wait)?;
@@ -191,11 +189,7 @@ pub fn cancel_execution(
         config,
         control_event(&work.scope, &work.id, "core.execution.cancelled", data, by, now),
     )?;
-    x.state = ExecutionState::Cancelled;
-    x.ended_at = Some(now);
-    tx.update_execution(&x)?;
-    tx.revoke_execution_tokens(&x.id, now)?;
-    crate::close_open_sessions(tx, &x.id, now)?;
+    cancel_running(tx, &mut x, now)?;
     work.state = WorkState::Ready;
     work.blocked_reason = Some(OPERATOR_CANCELLED.to_owned());
     work.updated_at = now;

@@ -9,6 +9,7 @@
 
 mod accept;
 mod attempt;
+mod causal;
 mod control;
 mod error;
 mod sessions;
@@ -16,10 +17,11 @@ mod trace;
 mod waits;
 mod work;
 
-pub use accept::{accept, record};
+pub use accept::accept;
 pub use attempt::{
     adopt, claim_next, complete, first_to_start, record_pid, renew_lease, settle_unstarted, Claim, LEASE,
 };
+pub use causal::record;
 pub use control::{
     cancel_execution, cancel_work, check_operator_type, confirm_stopped, emit_event, retry_work, wake_work, Operator,
     OperatorEvent, OPERATOR_CANCELLED,

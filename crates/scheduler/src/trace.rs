@@ -135,8 +135,11 @@ fn hypothetical(probe: Probe, work: Option<&Work>, now: Timestamp) -> Event {
 
 /// The Work whose armed waits the event satisfies, each once.
 fn woken_work(tx: &mut dyn Tx, event: &Event) -> Result<Vec<String>, HostError> {
+    let Some(key) = &event.correlation_key else {
+        return Ok(Vec::new());
+    };
     let mut ids: Vec<String> = tx
-        .armed_waits()?
+        .armed_waits_for_key(key)?
         .into_iter()
         .filter(|w| w.matches(event))
         .map(|w| w.work_id)

@@ -6,17 +6,17 @@ use conduit_core::{Causation, Duration, Event, Execution, NewEvent, Source, Time
 use conduit_store::{new_id, Tx};
 use serde_json::json;
 
-use crate::accept::record;
+use crate::causal::record;
 use crate::HostError;
 
 /// Wakes every armed wait `event` satisfies: the wait is satisfied and its Work is ready to resume,
 /// continuing from `event`.
 pub(crate) fn wake_waits(tx: &mut dyn Tx, event: &Event, now: Timestamp) -> Result<(), HostError> {
-    // A wait matches on a correlation key: an event without one wakes nothing, so skip the scan.
-    if event.correlation_key.is_none() {
+    // A wait matches on a correlation key: an event without one wakes nothing.
+    let Some(key) = &event.correlation_key else {
         return Ok(());
-    }
-    for wait in tx.armed_waits()?.into_iter().filter(|w| w.matches(event)) {
+    };
+    for wait in tx.armed_waits_for_key(key)?.into_iter().filter(|w| w.matches(event)) {
         resolve(tx, wait, WaitState::Satisfied, &event.id, now)?;
     }
     Ok(())
@@ -61,7 +61,7 @@ pub(crate) fn register(
 /// Times out every armed wait whose timer is due: a `core.wait.timed_out` event records it and the
 /// Work resumes from that event.
 pub fn fire_due_timers(tx: &mut dyn Tx, config: &Snapshot, now: Timestamp) -> Result<usize, HostError> {
-    let due: Vec<Wait> = tx.armed_waits()?.into_iter().filter(|w| w.is_due(now)).collect();
+    let due: Vec<Wait> = tx.armed_waits_due(now)?;
     let fired = due.len();
     for wait in due {
         let Some(execution) = tx.get_execution(&wait.execution_id)? else {

@@ -6,7 +6,7 @@ use conduit_core::{Causation, ErrorCode, Event, NewEvent, Refusal, Source, Times
 use conduit_store::{derived_id, new_id, StoreError, Tx};
 use serde_json::{json, Value};
 
-use crate::accept::record;
+use crate::causal::record;
 use crate::HostError;
 
 /// What a caller asks for when it creates Work.

@@ -242,6 +242,17 @@ CREATE INDEX approvals_by_call ON approvals (work_id, operation, input_hash, req
     r#"
 ALTER TABLE approvals ADD COLUMN used_by TEXT;
 "#,
+    // The keys armed waits subscribe on, so an event finds the waits it may wake by its key.
+    r#"
+CREATE TABLE wait_keys (
+    key TEXT NOT NULL,
+    wait_id TEXT NOT NULL,
+    PRIMARY KEY (key, wait_id)
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO wait_keys (key, wait_id)
+    SELECT k.value, w.id FROM waits w, json_each(w.keys) k WHERE w.state = 'armed';
+CREATE INDEX waits_by_work ON waits (work_id, state);
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

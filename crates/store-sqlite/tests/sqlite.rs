@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use conduit_core::{Causation, NewEvent, Source, Timestamp, Work, WorkState};
+use conduit_core::{Causation, NewEvent, Source, Timestamp, Wait, WaitState, Work, WorkState};
 use conduit_store::{new_id, Store, StoreError, Tx};
 use conduit_store_sqlite::SqliteStore;
 use serde_json::json;
@@ -154,4 +154,85 @@ fn removed_scopes_become_tombstones_and_a_returning_id_revives_its_slot() {
     store.write(|tx| tx.upsert_scope("b", 3, None, true)).unwrap();
     let b = store.read(|tx| tx.list_scopes()).unwrap().remove(1);
     assert_eq!((b.generation, b.removed_in, b.parent), (3, None, None));
+}
+
+fn wait(id: &str, work: &str, keys: &[&str], timeout_at: Option<i64>) -> Wait {
+    Wait {
+        id: id.into(),
+        work_id: work.into(),
+        execution_id: "x1".into(),
+        types: vec!["demo.*".into()],
+        keys: keys.iter().map(|k| k.to_string()).collect(),
+        watermark: 0,
+        timeout_at: timeout_at.map(Timestamp),
+        state: WaitState::Armed,
+        satisfied_by: None,
+        created_at: Timestamp(1),
+    }
+}
+
+#[test]
+fn armed_waits_are_found_by_key_by_work_and_when_due() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    store
+        .write(|tx| {
+            tx.insert_work(&work("work1", &[]))?;
+            tx.insert_work(&work("work2", &[]))?;
+            tx.insert_wait(&wait("w1", "work1", &["a", "b"], Some(100)))?;
+            tx.insert_wait(&wait("w2", "work2", &["b"], None))
+        })
+        .unwrap();
+    let ids = |waits: Vec<Wait>| waits.into_iter().map(|w| w.id).collect::<Vec<_>>();
+    store
+        .read(|tx| {
+            assert_eq!(ids(tx.armed_waits_for_key("a")?), ["w1"]);
+            assert_eq!(ids(tx.armed_waits_for_key("b")?), ["w1", "w2"]);
+            assert!(tx.armed_waits_for_key("c")?.is_empty());
+            assert_eq!(ids(tx.armed_waits_of_work("work2")?), ["w2"]);
+            // A timer fires at its instant, not before.
+            assert!(tx.armed_waits_due(Timestamp(99))?.is_empty());
+            assert_eq!(ids(tx.armed_waits_due(Timestamp(100))?), ["w1"]);
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    store
+        .write(|tx| {
+            let mut satisfied = wait("w1", "work1", &["a", "b"], Some(100));
+            satisfied.state = WaitState::Satisfied;
+            tx.update_wait(&satisfied)
+        })
+        .unwrap();
+    store
+        .read(|tx| {
+            assert!(tx.armed_waits_for_key("a")?.is_empty());
+            assert_eq!(ids(tx.armed_waits_for_key("b")?), ["w2"]);
+            assert!(tx.armed_waits_due(Timestamp(100))?.is_empty());
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn the_key_index_migration_indexes_waits_armed_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    {
+        // A store as the release before the key index left it: schema version 12, one armed wait.
+        let store = SqliteStore::open(&path).unwrap();
+        let store: &dyn Store = &store;
+        store
+            .write(|tx| {
+                tx.insert_work(&work("work1", &[]))?;
+                tx.insert_wait(&wait("w1", "work1", &["a"], None))
+            })
+            .unwrap();
+    }
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("DROP TABLE wait_keys; DROP INDEX waits_by_work; PRAGMA user_version = 12;")
+        .unwrap();
+    drop(conn);
+    let store = open(&dir);
+    let found = store.read(|tx| tx.armed_waits_for_key("a")).unwrap();
+    assert_eq!(found.len(), 1);
 }

@@ -133,7 +133,12 @@ pub trait EventRows {
 /// Waits a Work parks on.
 pub trait WaitRows {
     fn insert_wait(&mut self, wait: &Wait) -> Result<()>;
-    fn armed_waits(&mut self) -> Result<Vec<Wait>>;
+    /// The armed waits subscribed on `key`, oldest first.
+    fn armed_waits_for_key(&mut self, key: &str) -> Result<Vec<Wait>>;
+    /// The armed waits of one Work, oldest first.
+    fn armed_waits_of_work(&mut self, work_id: &str) -> Result<Vec<Wait>>;
+    /// The armed waits whose timeout is at or before `now`, oldest first.
+    fn armed_waits_due(&mut self, now: Timestamp) -> Result<Vec<Wait>>;
     /// Every wait (any state), oldest first; all Work's when `work` is `None`.
     fn list_waits(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Wait>>;
     fn update_wait(&mut self, wait: &Wait) -> Result<()>;

@@ -49,12 +49,35 @@ impl WaitRows for SqliteTx<'_> {
             ],
         )
         .map_err(sqlite_error)?;
+        for key in &w.keys {
+            self.exec(
+                "INSERT OR IGNORE INTO wait_keys (key, wait_id) VALUES (?1, ?2)",
+                params![key, w.id],
+            )
+            .map_err(sqlite_error)?;
+        }
         Ok(())
     }
 
-    fn armed_waits(&mut self) -> Result<Vec<Wait>> {
-        let sql = format!("SELECT {WAIT_COLUMNS} FROM waits WHERE state = 'armed' ORDER BY created_at, id");
-        self.query_all(&sql, [], wait_row)
+    fn armed_waits_for_key(&mut self, key: &str) -> Result<Vec<Wait>> {
+        let sql = format!(
+            "SELECT {WAIT_COLUMNS} FROM waits WHERE state = 'armed' \
+             AND id IN (SELECT wait_id FROM wait_keys WHERE key = ?1) ORDER BY created_at, id"
+        );
+        self.query_all(&sql, [key], wait_row)
+    }
+
+    fn armed_waits_of_work(&mut self, work_id: &str) -> Result<Vec<Wait>> {
+        let sql =
+            format!("SELECT {WAIT_COLUMNS} FROM waits WHERE work_id = ?1 AND state = 'armed' ORDER BY created_at, id");
+        self.query_all(&sql, [work_id], wait_row)
+    }
+
+    fn armed_waits_due(&mut self, now: Timestamp) -> Result<Vec<Wait>> {
+        let sql = format!(
+            "SELECT {WAIT_COLUMNS} FROM waits WHERE state = 'armed' AND timeout_at <= ?1 ORDER BY created_at, id"
+        );
+        self.query_all(&sql, [now.0], wait_row)
     }
 
     fn list_waits(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Wait>> {
@@ -70,6 +93,11 @@ impl WaitRows for SqliteTx<'_> {
             params![w.id, w.state.as_str(), w.satisfied_by],
         )
         .map_err(sqlite_error)?;
+        if w.state != WaitState::Armed {
+            // Only armed waits are found by key.
+            self.exec("DELETE FROM wait_keys WHERE wait_id = ?1", [&w.id])
+                .map_err(sqlite_error)?;
+        }
         Ok(())
     }
 }
