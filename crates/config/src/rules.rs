@@ -5,11 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use conduit_core::names::{is_registration_name, is_reserved_type, is_type_pattern};
 use conduit_core::Duration;
 
-use crate::diagnostic::{push_pointer, Diagnostic};
+use crate::diagnostic::{push_pointer, shape_diagnostic, Diagnostic};
 use crate::grants::{resolve, ExecutorCapabilities, Registry, Resolved, SHELL_EXECUTOR};
 use crate::model::{BindingConfig, Config, ScopeConfig, ShellConfig};
 use crate::reference::Reference;
-use crate::validate::shape_diagnostic;
 
 const SUPPORTED_VERSION: u32 = 1;
 

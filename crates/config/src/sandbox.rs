@@ -4,8 +4,7 @@
 use conduit_core::sandbox::{path_problem, Sandbox, SandboxSpec};
 use serde_json::Value;
 
-use crate::diagnostic::Diagnostic;
-use crate::validate::shape_diagnostic;
+use crate::diagnostic::{shape_diagnostic, Diagnostic};
 
 /// The setting `value` states (absent: the default confinement), with every diagnostic it earns.
 /// `state_dir`, when known, is the directory no path may reach into.

@@ -3,7 +3,7 @@
 use conduit_core::canonical::{canonical_json, sha256_hex};
 use serde_json::Value;
 
-use crate::diagnostic::{push_pointer, Diagnostic};
+use crate::diagnostic::{shape_diagnostic, Diagnostic};
 use crate::grants::Registry;
 use crate::model::Config;
 use crate::snapshot::Snapshot;
@@ -48,53 +48,6 @@ fn sorted(mut found: Vec<Diagnostic>) -> Vec<Diagnostic> {
 
 fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, Vec<Diagnostic>> {
     serde_path_to_error::deserialize(value).map_err(|e| vec![shape_diagnostic("", &e)])
-}
-
-/// Turns a serde error into a diagnostic without its text, which may quote a value.
-pub(crate) fn shape_diagnostic(base: &str, e: &serde_path_to_error::Error<serde_json::Error>) -> Diagnostic {
-    let pointer = e
-        .path()
-        .iter()
-        .fold(base.to_owned(), |p, seg| push_pointer(&p, &seg.to_string()));
-    let text = e.inner().to_string();
-    let (code, message, remedy) = if text.starts_with("unknown field") {
-        (
-            "unknown_field",
-            "this field is not part of configuration version 1",
-            "remove the field or fix its name",
-        )
-    } else if text.starts_with("missing field") {
-        (
-            "missing_field",
-            "a required field is missing here",
-            "add the field the documentation names for this object",
-        )
-    } else if text.starts_with("invalid type") {
-        (
-            "invalid_type",
-            "this value has the wrong JSON type",
-            "give the value the type the documentation names",
-        )
-    } else {
-        (
-            "invalid_value",
-            "this value is not accepted",
-            "check the value against the documentation",
-        )
-    };
-    // A missing or unknown field is reported on its object; name the field, which is a key, not a value.
-    let message = match field_name(&text) {
-        Some(field) => format!("{message}: `{field}`"),
-        None => message.to_owned(),
-    };
-    Diagnostic::error(pointer, code, message, remedy)
-}
-
-fn field_name(serde_text: &str) -> Option<&str> {
-    if !(serde_text.starts_with("unknown field") || serde_text.starts_with("missing field")) {
-        return None;
-    }
-    serde_text.split('`').nth(1)
 }
 
 #[cfg(test)]
