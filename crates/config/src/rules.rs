@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use conduit_core::names::{is_registration_name, is_reserved_type, is_type_pattern};
+use conduit_core::toolbelt_env::{OS_ENDPOINT, OS_PLAYBOOK_DIR, OS_TOKEN_FILE};
 use conduit_core::Duration;
 
 use crate::diagnostic::{push_pointer, shape_diagnostic, Diagnostic};
@@ -14,9 +15,9 @@ const SUPPORTED_VERSION: u32 = 1;
 
 /// Environment variables an execution gets from the host, which a secret may not shadow.
 const RESERVED_ENV: [&str; 12] = [
-    "OS_ENDPOINT",
-    "OS_TOKEN_FILE",
-    "OS_PLAYBOOK_DIR",
+    OS_ENDPOINT,
+    OS_TOKEN_FILE,
+    OS_PLAYBOOK_DIR,
     "PATH",
     "HOME",
     "USER",

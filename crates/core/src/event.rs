@@ -72,6 +72,11 @@ impl Causation {
             depth: parent.causation.depth + 1,
         }
     }
+
+    /// The causation of a host event continuing from `parent` when there is one, else a new root.
+    pub fn continuing(parent: Option<&Event>, own_id: &str) -> Causation {
+        parent.map_or_else(|| Causation::root(own_id), Causation::derived_from)
+    }
 }
 
 /// An accepted event.

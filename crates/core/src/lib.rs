@@ -18,6 +18,8 @@ pub mod sandbox;
 pub mod session;
 pub mod time;
 pub mod tool;
+pub mod tool_call;
+pub mod toolbelt_env;
 pub mod wait;
 pub mod work;
 

@@ -3,8 +3,8 @@
 use serde::Serialize;
 
 use crate::event::{Event, Source};
-use crate::names::type_matches;
-use crate::time::Timestamp;
+use crate::names::{is_type_pattern, type_matches};
+use crate::time::{Duration, Timestamp};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -67,6 +67,13 @@ impl Wait {
     fn is_own_emission(&self, event: &Event) -> bool {
         matches!(event.source, Source::Execution(_)) && event.work_id.as_deref() == Some(self.work_id.as_str())
     }
+}
+
+/// Whether a wait can be declared on `types` with `timeout`: one or more event types or family
+/// patterns, and no timeout or a positive one. The `wait` builtin and a gate's parking plan both
+/// ask this.
+pub fn is_valid_wait(types: &[String], timeout: Option<Duration>) -> bool {
+    !types.is_empty() && types.iter().all(|t| is_type_pattern(t)) && timeout.is_none_or(|t| t.0 > 0)
 }
 
 #[cfg(test)]
@@ -144,5 +151,15 @@ mod tests {
             Some("work2"),
         );
         assert!(wait().matches(&sibling));
+    }
+
+    #[test]
+    fn a_wait_needs_a_type_pattern_and_a_positive_timeout_if_any() {
+        let types = |list: &[&str]| list.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        assert!(is_valid_wait(&types(&["demo.*"]), None));
+        assert!(is_valid_wait(&types(&["demo.go"]), Some(Duration(1))));
+        assert!(!is_valid_wait(&[], None));
+        assert!(!is_valid_wait(&types(&["not a type"]), None));
+        assert!(!is_valid_wait(&types(&["demo.go"]), Some(Duration(0))));
     }
 }

@@ -16,6 +16,7 @@ mod playbooks;
 mod runtime;
 pub mod secrets;
 mod state;
+mod store_thread;
 
 use std::path::PathBuf;
 

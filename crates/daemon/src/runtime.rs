@@ -26,6 +26,7 @@ use crate::executor::artifacts;
 use crate::executor::rundir::{remove_stale_runs, RunDir};
 use crate::executor::shell::{self, is_alive, kill_group, Launch};
 use crate::secrets::resolve_for;
+use crate::store_thread::on_store_thread;
 
 /// How often the loop looks for due timers and ready Work when nothing wakes it sooner.
 const IDLE_TICK: StdDuration = StdDuration::from_millis(500);
@@ -87,10 +88,7 @@ impl Runtime {
         &self,
         f: impl FnOnce(&dyn Store) -> Result<T, HostError> + Send + 'static,
     ) -> Result<T, HostError> {
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || f(&*store))
-            .await
-            .unwrap_or_else(|_| Err(conduit_core::Refusal::internal().into()))
+        on_store_thread(self.store.clone(), f).await
     }
 
     /// The scheduler loop: fire due wait timers, then claim and launch every ready Work, until shutdown.

@@ -26,9 +26,7 @@ pub fn append_host_record(
     parent: Option<&Event>,
     record: HostRecord<'_>,
 ) -> Result<Event, HostError> {
-    let causation = parent
-        .map(Causation::derived_from)
-        .unwrap_or_else(|| Causation::root(&record.id));
+    let causation = Causation::continuing(parent, &record.id);
     Ok(tx.insert_event(NewEvent {
         id: record.id,
         event_type: record.event_type.to_owned(),
@@ -45,24 +43,24 @@ pub fn append_host_record(
     })?)
 }
 
-/// Opens session `id` of `tool_id` for the execution, continuing from the event its segment
+/// Opens session `id` of `tool_id` for the execution, continuing from `cause`, the event its segment
 /// continues from.
 pub fn open_session(
     tx: &mut dyn Tx,
     execution: &Execution,
+    cause: Option<&Event>,
     scope: &str,
     tool_id: &str,
     id: String,
     now: Timestamp,
 ) -> Result<ToolSession, HostError> {
-    let cause = tx.get_event(&execution.cause_event)?;
     let record = HostRecord {
         id: new_id(),
         event_type: "tool.session.opened",
         data: json!({"sessionId": id, "toolId": tool_id}),
         at: now,
     };
-    let opened = append_host_record(tx, execution, scope, cause.as_ref(), record)?;
+    let opened = append_host_record(tx, execution, scope, cause, record)?;
     let session = ToolSession {
         id,
         execution_id: execution.id.clone(),

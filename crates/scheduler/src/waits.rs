@@ -77,10 +77,7 @@ pub fn fire_due_timers(tx: &mut dyn Tx, config: &Snapshot, now: Timestamp) -> Re
             work_id: Some(wait.work_id.clone()),
             execution_id: Some(execution.id.clone()),
             correlation_key: Some(work_key(&wait.work_id)),
-            causation: cause
-                .as_ref()
-                .map(Causation::derived_from)
-                .unwrap_or_else(|| Causation::root(&id)),
+            causation: Causation::continuing(cause.as_ref(), &id),
             actor: None,
             data: json!({"wait": wait.id, "types": wait.types}),
             accepted_at: now,

@@ -84,9 +84,7 @@ pub fn create_work(
         ),
         e => e.into(),
     })?;
-    let causation = cause
-        .map(Causation::derived_from)
-        .unwrap_or_else(|| Causation::root(&event_id));
+    let causation = Causation::continuing(cause, &event_id);
     let event = NewEvent {
         id: event_id,
         event_type: "core.work.created".into(),

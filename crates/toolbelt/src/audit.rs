@@ -2,10 +2,10 @@
 //! and `agent.toolCalled` / `agent.toolReturned` on the Work's event log for every call that reaches
 //! its operation (OpenWOP's payload shapes).
 
+use conduit_core::tool_call::{ToolCalled, ToolReturned, TOOL_CALLED, TOOL_RETURNED};
 use conduit_core::{AuditKind, AuditRecord, Event, Timestamp};
 use conduit_scheduler::{append_host_record, HostError, HostRecord};
 use conduit_store::{new_id, Tx};
-use serde_json::json;
 
 use crate::checks::Authority;
 use crate::CallRequest;
@@ -59,27 +59,25 @@ pub fn record(
 
 /// Appends `agent.toolCalled`, continuing from the event the segment continues from.
 pub fn tool_called(tx: &mut dyn Tx, call: &Call<'_>, a: &Authority) -> Result<Event, HostError> {
-    let cause = tx.get_event(&a.execution.cause_event)?;
     let id = new_id();
     let call_id = call.request.request_id.clone().unwrap_or_else(|| id.clone());
-    let mut data = json!({
-        "agentId": a.execution.id,
-        "toolName": call.request.operation,
-        "callId": call_id,
-        "argsHash": call.input_hash,
-        "principal": format!("execution:{}", a.execution.id),
-        "transport": call.transport,
-    });
-    if let Some(session) = &call.request.session_id {
-        data["sessionId"] = json!(session);
+    let data = ToolCalled {
+        agent_id: &a.execution.id,
+        tool_name: &call.request.operation,
+        call_id: &call_id,
+        args_hash: &call.input_hash,
+        principal: &format!("execution:{}", a.execution.id),
+        transport: call.transport,
+        session_id: call.request.session_id.as_deref(),
     }
+    .data();
     let record = HostRecord {
         id,
-        event_type: "agent.toolCalled",
+        event_type: TOOL_CALLED,
         data,
         at: call.started,
     };
-    append_host_record(tx, &a.execution, &a.work.scope, cause.as_ref(), record)
+    append_host_record(tx, &a.execution, &a.work.scope, a.cause.as_ref(), record)
 }
 
 /// Appends `agent.toolReturned`, caused by the `agent.toolCalled` it answers.
@@ -93,14 +91,15 @@ pub fn tool_returned(
 ) -> Result<(), HostError> {
     let record = HostRecord {
         id: new_id(),
-        event_type: "agent.toolReturned",
-        data: json!({
-            "agentId": a.execution.id,
-            "toolName": call.request.operation,
-            "callId": called.data["callId"],
-            "status": status,
-            "durationMs": now.0 - call.started.0,
-        }),
+        event_type: TOOL_RETURNED,
+        data: ToolReturned {
+            agent_id: &a.execution.id,
+            tool_name: &call.request.operation,
+            call_id: &called.data["callId"],
+            status,
+            duration_ms: now.0 - call.started.0,
+        }
+        .data(),
         at: now,
     };
     append_host_record(tx, &a.execution, &a.work.scope, Some(called), record)?;

@@ -1,8 +1,9 @@
 //! The builtin operations: `emit`, `read_context`, `declare_outcome`, `wait`, `create_work`.
 
 use conduit_config::Snapshot;
-use conduit_core::names::{is_event_type, is_reserved_type, is_type_pattern, type_matches};
+use conduit_core::names::{is_event_type, is_reserved_type, type_matches};
 use conduit_core::tool::{CatalogFields, ToolDescriptor, ToolSource};
+use conduit_core::wait::is_valid_wait;
 use conduit_core::{
     Causation, Declaration, Duration, ErrorCode, Event, NewEvent, OutcomeStatus, Refusal, Source, Timestamp,
 };
@@ -169,13 +170,9 @@ pub(crate) fn emit(
     if let Some(key) = &input.correlation_key {
         check_owned(tx, a, key)?;
     }
-    let cause = tx.get_event(&a.execution.cause_event)?;
     let id = new_id();
     let event = NewEvent {
-        causation: cause
-            .as_ref()
-            .map(Causation::derived_from)
-            .unwrap_or_else(|| Causation::root(&id)),
+        causation: Causation::continuing(a.cause.as_ref(), &id),
         id,
         event_type: input.event_type,
         source: Source::Execution(a.execution.id.clone()),
@@ -233,7 +230,6 @@ struct Empty {}
 /// The execution's context: scope, binding and playbook, the Work, the input that arrived since the
 /// previous attempt's acknowledged watermark, what woke this segment, and the granted operations.
 fn read_context(tx: &mut dyn Tx, config: &Snapshot, a: &Authority, _: Empty) -> Result<Value, HostError> {
-    let wake = tx.get_event(&a.execution.cause_event)?;
     let playbook = config
         .binding(&a.work.scope, &a.work.binding)
         .and_then(|b| b.playbook.clone());
@@ -244,7 +240,7 @@ fn read_context(tx: &mut dyn Tx, config: &Snapshot, a: &Authority, _: Empty) -> 
         "work": a.work,
         "execution": {"id": a.execution.id, "epoch": a.execution.epoch, "deadline_at": a.execution.deadline_at},
         "input": input_since_acknowledged(tx, a)?,
-        "wake": wake,
+        "wake": a.cause,
         "operations": a.token.operations,
     }))
 }
@@ -303,13 +299,16 @@ struct WaitInput {
 }
 
 fn wait(tx: &mut dyn Tx, a: &Authority, input: WaitInput, now: Timestamp) -> Result<Value, HostError> {
-    if input.types.is_empty() || !input.types.iter().all(|t| is_type_pattern(t)) {
+    if !is_valid_wait(&input.types, None) {
         return Err(Refusal::invalid_input("`types` lists one or more event types or family patterns").into());
     }
     for key in &input.keys {
         check_owned(tx, a, key)?;
     }
     let timeout = input.timeout.as_deref().map(parse_timeout).transpose()?;
+    if !is_valid_wait(&input.types, timeout) {
+        return Err(Refusal::invalid_input(TIMEOUT_SHAPE).into());
+    }
     declare(
         tx,
         a,
@@ -323,10 +322,10 @@ fn wait(tx: &mut dyn Tx, a: &Authority, input: WaitInput, now: Timestamp) -> Res
     Ok(json!({"declared": "wait"}))
 }
 
+const TIMEOUT_SHAPE: &str = "`timeout` is a positive duration such as `30s` or `10m`";
+
 fn parse_timeout(text: &str) -> Result<Duration, Refusal> {
-    Duration::parse(text)
-        .filter(|d| d.0 > 0)
-        .ok_or_else(|| Refusal::invalid_input("`timeout` is a positive duration such as `30s` or `10m`"))
+    Duration::parse(text).ok_or_else(|| Refusal::invalid_input(TIMEOUT_SHAPE))
 }
 
 /// Records the segment's one declaration under the fence; the lease guard already ensured none exists.
@@ -364,7 +363,6 @@ fn create_child(
     id_seed: Option<String>,
     now: Timestamp,
 ) -> Result<Value, HostError> {
-    let cause = tx.get_event(&a.execution.cause_event)?;
     let new = NewWork {
         scope: a.work.scope.clone(),
         binding: input.binding,
@@ -375,6 +373,6 @@ fn create_child(
         actor: None,
         id_seed,
     };
-    let (work, event) = create_work(tx, config, new, cause.as_ref(), now)?;
+    let (work, event) = create_work(tx, config, new, a.cause.as_ref(), now)?;
     Ok(json!({"work_id": work.id, "event_id": event.id}))
 }

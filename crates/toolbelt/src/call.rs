@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use conduit_config::Snapshot;
 use conduit_core::canonical::canonical_hash;
-use conduit_core::names::is_type_pattern;
+use conduit_core::wait::is_valid_wait;
 use conduit_core::{AuditKind, Declaration, ErrorCode, Event, Refusal, Timestamp, TokenRecord};
 use conduit_scheduler::HostError;
 use conduit_store::{StoreError, Tx};
@@ -278,8 +278,7 @@ impl Toolbelt {
     /// kept for replay: once resumed, the caller makes the call again and the gates decide again.
     fn park(&self, pending: Pending, gate: &str, plan: WaitPlan) -> Result<Value, Refusal> {
         let call = pending.call();
-        let invalid_timeout = plan.timeout.is_some_and(|d| d.0 <= 0);
-        if plan.types.is_empty() || !plan.types.iter().all(|t| is_type_pattern(t)) || invalid_timeout {
+        if !is_valid_wait(&plan.types, plan.timeout) {
             let error = OperationError {
                 code: "gate_failed".into(),
                 message: format!("the gate `{gate}` parked the call on no valid wait; the call is refused"),

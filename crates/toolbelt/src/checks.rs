@@ -10,7 +10,7 @@
 //!    is the bare `forbidden`, which says nothing of which check failed.
 
 use conduit_config::Snapshot;
-use conduit_core::{Execution, ExecutionState, Refusal, Timestamp, TokenRecord, Work, WorkState};
+use conduit_core::{Event, Execution, ExecutionState, Refusal, Timestamp, TokenRecord, Work, WorkState};
 use conduit_scheduler::HostError;
 use conduit_store::Tx;
 
@@ -24,6 +24,8 @@ pub struct Authority {
     pub token: TokenRecord,
     pub execution: Execution,
     pub work: Work,
+    /// The event the execution's segment continues from (its emissions' causal parent), read once.
+    pub cause: Option<Event>,
 }
 
 /// Checks 2 to 5 for `request`, made with `token` (which passed check 1, [`live_token`]).
@@ -102,5 +104,11 @@ pub fn lease_guard(tx: &mut dyn Tx, token: TokenRecord, now: Timestamp) -> Resul
     if execution.declaration.is_some() {
         return Err(Refusal::authority_released().into());
     }
-    Ok(Authority { token, execution, work })
+    let cause = tx.get_event(&execution.cause_event)?;
+    Ok(Authority {
+        token,
+        execution,
+        work,
+        cause,
+    })
 }

@@ -54,7 +54,15 @@ impl Toolbelt {
                     "the request id opened a session of another tool",
                 )
                 .into()),
-                None => open_session(tx, &a.execution, &a.work.scope, &request.tool_id, id, now),
+                None => open_session(
+                    tx,
+                    &a.execution,
+                    a.cause.as_ref(),
+                    &a.work.scope,
+                    &request.tool_id,
+                    id,
+                    now,
+                ),
             }
         });
         opened.map(|s| answer(&s)).map_err(|e| e.refusal())

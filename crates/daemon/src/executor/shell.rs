@@ -7,10 +7,12 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::Stdio;
 
-use crate::secrets::Secret;
+use conduit_core::toolbelt_env::{OS_ENDPOINT, OS_PLAYBOOK_DIR, OS_TOKEN_FILE};
 use conduit_sandbox::Confinement;
 use rustix::process::{kill_process_group, test_kill_process, Pid, Signal};
 use tokio::process::{Child, Command};
+
+use crate::secrets::Secret;
 
 /// Variables of the daemon's own environment that an execution may inherit.
 const INHERITED: [&str; 7] = ["HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TERM"];
@@ -41,10 +43,10 @@ pub fn environment(launch: &Launch<'_>, inherit: impl Fn(&str) -> Option<OsStrin
     path.push(":");
     path.push(SYSTEM_PATH);
     let mut env = vec![
-        ("OS_ENDPOINT".to_owned(), launch.endpoint.as_os_str().to_owned()),
-        ("OS_TOKEN_FILE".to_owned(), launch.token_file.as_os_str().to_owned()),
+        (OS_ENDPOINT.to_owned(), launch.endpoint.as_os_str().to_owned()),
+        (OS_TOKEN_FILE.to_owned(), launch.token_file.as_os_str().to_owned()),
         ("PATH".to_owned(), path),
-        ("OS_PLAYBOOK_DIR".to_owned(), launch.playbook_dir.as_os_str().to_owned()),
+        (OS_PLAYBOOK_DIR.to_owned(), launch.playbook_dir.as_os_str().to_owned()),
         ("TMPDIR".to_owned(), launch.tmpdir.as_os_str().to_owned()),
     ];
     env.extend(

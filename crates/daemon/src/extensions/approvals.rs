@@ -17,6 +17,8 @@ use conduit_toolbelt::registry::{OperationError, Registration};
 use conduit_toolbelt::LiveRegistry;
 use serde_json::json;
 
+use crate::store_thread::on_store_thread;
+
 /// The registration that owns the approvals gate (and the name a package cannot take).
 pub const NAME: &str = "human";
 
@@ -53,8 +55,8 @@ impl Gate for HumanGate {
         }
         let store = self.store.clone();
         Box::pin(async move {
-            let used = tokio::task::spawn_blocking(move || store.write(|tx| use_up(tx, &call)));
-            if !matches!(used.await, Ok(Ok(()))) {
+            let used = on_store_thread(store, move |store| store.write(|tx| use_up(tx, &call)));
+            if used.await.is_err() {
                 tracing::error!("an approval could not be marked used");
             }
         })
@@ -67,11 +69,12 @@ impl HumanGate {
             return GateAnswer::Pass;
         };
         let store = self.store.clone();
-        let judged = tokio::task::spawn_blocking(move || store.write(|tx| judge_and_record(tx, &call, &rule, now())));
-        match judged.await {
-            Ok(Ok(answer)) => answer,
-            _ => GateAnswer::Refuse(error("gate_failed", "the approvals could not be read".into())),
-        }
+        let judged = on_store_thread(store, move |store| {
+            store.write(|tx| judge_and_record(tx, &call, &rule, now()))
+        });
+        judged
+            .await
+            .unwrap_or_else(|_| GateAnswer::Refuse(error("gate_failed", "the approvals could not be read".into())))
     }
 
     /// The first rule of the caller's scope that covers the operation, by name or toolset.

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use conduit_config::CurrentConfig;
 use conduit_core::canonical::canonical_hash;
+use conduit_core::tool_call::{ToolCalled, ToolReturned, TOOL_CALLED, TOOL_RETURNED};
+use conduit_core::toolbelt_env::OS_PREFIX;
 use conduit_core::Event;
 use conduit_egress::{FetchRequest, SafeFetch};
 use conduit_packages::gate::unmet_now;
@@ -23,7 +25,10 @@ use conduit_toolbelt::registry::{Emission, Handler, HandlerCall, HandlerFuture, 
 use serde_json::{json, Value};
 
 use crate::confine::Hidden;
+use crate::store_thread::on_store_thread;
 
+/// The host callback (and the permission a package asks for it by) that fetches through the guard.
+const SAFE_FETCH: &str = "http.safeFetch";
 /// How long one operation call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// The environment a package gets unless it declared `env.read`.
@@ -216,7 +221,7 @@ impl PackageRuntime {
         let tmpdir = ("TMPDIR".into(), self.tmpdir().display().to_string());
         if self.manifest.runtime.requires.iter().any(|r| r == "env.read") {
             return std::env::vars()
-                .filter(|(k, _)| !k.starts_with("OPEN_CONDUIT_") && !k.starts_with("OS_") && k != "TMPDIR")
+                .filter(|(k, _)| !k.starts_with("OPEN_CONDUIT_") && !k.starts_with(OS_PREFIX) && k != "TMPDIR")
                 .chain([tmpdir])
                 .collect();
         }
@@ -235,7 +240,7 @@ impl PackageRuntime {
     /// `http.safeFetch`: one guarded fetch on behalf of an operation call in flight, with the
     /// audit pair on that call's Work log whatever the fetch's fate.
     async fn safe_fetch(self: &Arc<Self>, params: Value) -> Result<Value, RpcError> {
-        if !self.manifest.permissions.iter().any(|p| p == "http.safeFetch") {
+        if !self.manifest.permissions.iter().any(|p| p == SAFE_FETCH) {
             return Err(RpcError::refusal(
                 "permission_denied",
                 "the package did not ask for the http.safeFetch permission",
@@ -258,20 +263,22 @@ impl PackageRuntime {
 
     async fn audit_called(&self, call: &HandlerCall, params: &Value) -> Result<Event, RpcError> {
         let id = new_id();
-        let data = json!({
-            "agentId": call.execution_id,
-            "toolName": "http.safeFetch",
-            "callId": id,
-            "argsHash": canonical_hash(params),
-            "principal": format!("package:{}", self.manifest.name),
-            "transport": "http",
-        });
+        let data = ToolCalled {
+            agent_id: &call.execution_id,
+            tool_name: SAFE_FETCH,
+            call_id: &id,
+            args_hash: &canonical_hash(params),
+            principal: &format!("package:{}", self.manifest.name),
+            transport: "http",
+            session_id: None,
+        }
+        .data();
         self.append(
             call,
             None,
             HostRecord {
                 id,
-                event_type: "agent.toolCalled",
+                event_type: TOOL_CALLED,
                 data,
                 at: now(),
             },
@@ -286,16 +293,17 @@ impl PackageRuntime {
         status: &str,
         took: Duration,
     ) -> Result<Event, RpcError> {
-        let data = json!({
-            "agentId": call.execution_id,
-            "toolName": "http.safeFetch",
-            "callId": called.data["callId"],
-            "status": status,
-            "durationMs": took.as_millis() as i64,
-        });
+        let data = ToolReturned {
+            agent_id: &call.execution_id,
+            tool_name: SAFE_FETCH,
+            call_id: &called.data["callId"],
+            status,
+            duration_ms: took.as_millis() as i64,
+        }
+        .data();
         let record = HostRecord {
             id: new_id(),
-            event_type: "agent.toolReturned",
+            event_type: TOOL_RETURNED,
             data,
             at: now(),
         };
@@ -311,7 +319,7 @@ impl PackageRuntime {
         record: HostRecord<'static>,
     ) -> Result<Event, RpcError> {
         let (store, execution_id, scope) = (self.store.clone(), call.execution_id.clone(), call.scope.clone());
-        let written = tokio::task::spawn_blocking(move || {
+        let written = on_store_thread(store, move |store| {
             store.write(|tx| -> Result<Event, HostError> {
                 let execution = tx
                     .get_execution(&execution_id)?
@@ -324,10 +332,7 @@ impl PackageRuntime {
             })
         })
         .await;
-        match written {
-            Ok(Ok(event)) => Ok(event),
-            _ => Err(RpcError::refusal("internal", "the call could not be recorded")),
-        }
+        written.map_err(|_| RpcError::refusal("internal", "the call could not be recorded"))
     }
 }
 
@@ -453,7 +458,7 @@ impl HostMethods for Callbacks {
     fn call<'a>(&'a self, method: &'a str, params: Value) -> HostFuture<'a> {
         Box::pin(async move {
             match method {
-                "http.safeFetch" => self.0.safe_fetch(params).await,
+                SAFE_FETCH => self.0.safe_fetch(params).await,
                 _ => Err(RpcError::new(-32601, "the host has no such method")),
             }
         })

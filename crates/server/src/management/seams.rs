@@ -16,6 +16,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use conduit_core::canonical::canonical_hash;
 use conduit_core::requires::{invalid_token, unmet};
+use conduit_core::tool_call::{ToolCalled, ToolReturned, TOOL_RETURNED};
 use conduit_core::{ErrorCode, Refusal, Role};
 use conduit_egress::fetch::SystemResolver;
 use conduit_egress::{Blocked, FetchError, FetchRequest, Limits, Resolve, SafeFetch};
@@ -89,9 +90,16 @@ async fn safe_fetch(State(s): State<Management>, headers: HeaderMap, body: Bytes
     };
     let fetch = SafeFetch::new(limits).with_resolver(Arc::new(Rebind(probe.simulate_rebind_to)));
     let call_id = conduit_store::new_id();
-    let called = json!({"agentId": "sample", "toolName": "http.safeFetch", "callId": call_id,
-        "argsHash": canonical_hash(&json!({"url": probe.url, "init": probe.init})),
-        "principal": op.principal(), "transport": "http"});
+    let called = ToolCalled {
+        agent_id: "sample",
+        tool_name: "http.safeFetch",
+        call_id: &call_id,
+        args_hash: &canonical_hash(&json!({"url": probe.url, "init": probe.init})),
+        principal: &op.principal(),
+        transport: "http",
+        session_id: None,
+    }
+    .data();
     let started = Instant::now();
     let fetched = fetch.fetch(request).await;
     let mut answer = match &fetched {
@@ -101,9 +109,15 @@ async fn safe_fetch(State(s): State<Management>, headers: HeaderMap, body: Bytes
         Err(FetchError::Invalid(why)) => return Err(Failure(Refusal::invalid_input(*why))),
         Err(FetchError::Failed(why)) => json!({"outcome": "failed", "error": "fetch_failed", "message": why}),
     };
+    answer["toolReturned"] = ToolReturned {
+        agent_id: "sample",
+        tool_name: "http.safeFetch",
+        call_id: &called["callId"],
+        status: if fetched.is_ok() { "ok" } else { "error" },
+        duration_ms: started.elapsed().as_millis() as i64,
+    }
+    .data();
     answer["toolCalled"] = called;
-    answer["toolReturned"] = json!({"agentId": "sample", "toolName": "http.safeFetch", "callId": call_id,
-        "status": if fetched.is_ok() { "ok" } else { "error" }, "durationMs": started.elapsed().as_millis() as u64});
     ok(StatusCode::OK, &answer)
 }
 
@@ -129,7 +143,7 @@ async fn safe_fetch_run(State(s): State<Management>, headers: HeaderMap, body: B
     let events = finished_run(&s, &run).await?;
     let returned = events
         .iter()
-        .find(|e| e.event_type == "agent.toolReturned" && e.data["toolName"] == "http.fetch");
+        .find(|e| e.event_type == TOOL_RETURNED && e.data["toolName"] == "http.fetch");
     let outcome = match returned.map(|e| e.data["status"].as_str()) {
         Some(Some("ok")) => "fetched",
         Some(_) => "blocked",
