@@ -3,9 +3,9 @@
 //! Work's own key (`approval.decided`), stamped with the deciding operator as actor, so it wakes
 //! the parked Work; the resumed caller's repeated call then passes (approved) or is refused.
 
-use axum::body::Body;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, Uri};
+use axum::http::HeaderMap;
+use conduit_config::Snapshot;
 use conduit_core::approval::{may_decide, Approval, ApprovalState};
 use conduit_core::{ErrorCode, Refusal, Timestamp};
 use conduit_scheduler::{wake_work, Operator};
@@ -13,7 +13,7 @@ use conduit_store::Tx;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::access::{control_with, read};
+use super::access::read;
 use super::state::Management;
 use crate::clock::now;
 use crate::envelope::{Answer, Failure};
@@ -49,38 +49,32 @@ pub async fn show(State(s): State<Management>, headers: HeaderMap, Path(id): Pat
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Approve {}
+pub(super) struct Approve {}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Deny {
+pub(super) struct Deny {
     reason: String,
 }
 
-pub async fn approve(
-    State(s): State<Management>,
-    headers: HeaderMap,
-    uri: Uri,
-    Path(id): Path<String>,
-    body: Body,
-) -> Answer {
-    control_with(s, headers, uri, body, move |tx, config, by, _: Approve| {
-        decide(tx, config, by, &id, ApprovalState::Approved, None)
-    })
-    .await
+pub(super) fn approve(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    id: &str,
+    by: &Operator<'_>,
+    _: Approve,
+) -> Result<Value, Failure> {
+    decide(tx, config, by, id, ApprovalState::Approved, None)
 }
 
-pub async fn deny(
-    State(s): State<Management>,
-    headers: HeaderMap,
-    uri: Uri,
-    Path(id): Path<String>,
-    body: Body,
-) -> Answer {
-    control_with(s, headers, uri, body, move |tx, config, by, deny: Deny| {
-        decide(tx, config, by, &id, ApprovalState::Denied, Some(deny.reason))
-    })
-    .await
+pub(super) fn deny(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    id: &str,
+    by: &Operator<'_>,
+    deny: Deny,
+) -> Result<Value, Failure> {
+    decide(tx, config, by, id, ApprovalState::Denied, Some(deny.reason))
 }
 
 /// Records a decision on a pending approval and wakes its Work, in one transaction.

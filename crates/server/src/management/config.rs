@@ -8,10 +8,10 @@ use conduit_core::Role;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::access::operator;
+use super::access::{admit, operator};
 use super::state::Management;
-use crate::envelope::{blocking, check_mutation, ok, parse_body, read_body, Answer};
-use crate::idempotency::{once_outside, Keyed};
+use crate::envelope::{blocking, check_mutation, ok, parse_body, read_body, Answer, Failure};
+use crate::ports::Applied;
 
 pub async fn show(State(s): State<Management>, headers: HeaderMap) -> Answer {
     operator(&s, &headers, Role::View).await?;
@@ -37,17 +37,13 @@ pub async fn validate(State(s): State<Management>, headers: HeaderMap, uri: Uri,
 }
 
 pub async fn apply(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    let op = operator(&s, &headers, Role::Admin).await?;
-    check_mutation(&headers, &uri)?;
-    let body = read_body(body).await?;
-    let candidate: Candidate = parse_body(&body)?;
-    let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
+    let admitted = admit(&s, &headers, &uri, body, Role::Admin, |_: &Candidate| Ok(())).await?;
     let control = s.control.clone();
-    let answer = once_outside(s.store.clone(), keyed, move || {
-        let applied = control.apply(&candidate.config_text, candidate.expected_generation)?;
-        Ok((StatusCode::OK, serde_json::to_value(applied).unwrap_or_default()))
-    })
-    .await?;
+    let answer = admitted
+        .once_outside(&s, move |candidate| {
+            applied(control.apply(&candidate.config_text, candidate.expected_generation)?)
+        })
+        .await?;
     s.kick.notify_one();
     Ok(answer)
 }
@@ -61,17 +57,17 @@ struct SetValue {
 }
 
 pub async fn set(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    let op = operator(&s, &headers, Role::Admin).await?;
-    check_mutation(&headers, &uri)?;
-    let body = read_body(body).await?;
-    let req: SetValue = parse_body(&body)?;
-    let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
+    let admitted = admit(&s, &headers, &uri, body, Role::Admin, |_: &SetValue| Ok(())).await?;
     let control = s.control.clone();
-    let answer = once_outside(s.store.clone(), keyed, move || {
-        let applied = control.set(&req.pointer, req.value, req.expected_generation)?;
-        Ok((StatusCode::OK, serde_json::to_value(applied).unwrap_or_default()))
-    })
-    .await?;
+    let answer = admitted
+        .once_outside(&s, move |req| {
+            applied(control.set(&req.pointer, req.value, req.expected_generation)?)
+        })
+        .await?;
     s.kick.notify_one();
     Ok(answer)
+}
+
+fn applied(applied: Applied) -> Result<(StatusCode, Value), Failure> {
+    Ok((StatusCode::OK, serde_json::to_value(applied).unwrap_or_default()))
 }

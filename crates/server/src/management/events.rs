@@ -4,18 +4,19 @@ use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::Uri;
 use axum::http::{HeaderMap, StatusCode};
+use conduit_config::Snapshot;
 use conduit_core::{Event, Role};
 use conduit_scheduler::{check_operator_type, emit_event, Operator, OperatorEvent};
+use conduit_store::Tx;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::access::{found, operator, read, read_one};
+use super::access::{admit, found, read, read_one};
 use super::paging::{page, ByWork, List};
 use super::state::Management;
 use crate::clock::now;
 use crate::cursor::Paging;
-use crate::envelope::{check_mutation, parse_body, read_body, Answer};
-use crate::idempotency::{once, Keyed};
+use crate::envelope::Answer;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -30,30 +31,19 @@ struct Emit {
 
 /// An operator's event: a `core.manual` root stamped with the operator as its actor, routed at once.
 pub(super) async fn emit(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    let op = operator(&s, &headers, Role::Operate).await?;
-    check_mutation(&headers, &uri)?;
-    let body = read_body(body).await?;
-    let req: Emit = parse_body(&body)?;
-    check_operator_type(&req.event_type)?;
-    let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
-    let config = s.config.get();
-    let answer = once(s.store.clone(), keyed, move |tx, seed| {
-        let by = Operator {
-            actor: &op.principal(),
-            seed,
-        };
+    let check = |req: &Emit| check_operator_type(&req.event_type);
+    let admitted = admit(&s, &headers, &uri, body, Role::Operate, check).await?;
+    let run = |tx: &mut dyn Tx, config: &Snapshot, by: &Operator<'_>, req: Emit| {
         let event = OperatorEvent {
             event_type: req.event_type,
             scope: req.scope,
             data: req.data,
             correlation_key: req.correlation_key,
         };
-        let event = emit_event(tx, &config, event, &by, now())?;
+        let event = emit_event(tx, config, event, by, now())?;
         Ok((StatusCode::CREATED, serde_json::to_value(event).unwrap_or_default()))
-    })
-    .await?;
-    s.kick.notify_one();
-    Ok(answer)
+    };
+    admitted.once(&s, Box::new(run)).await
 }
 
 /// Events in acceptance order, a page at a time.

@@ -1,48 +1,44 @@
 //! `/v1/executions` and `/v1/audit`: attempts, their operator controls, and the audit trail.
 
-use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::http::Uri;
+use conduit_config::Snapshot;
 use conduit_core::Execution;
-use conduit_scheduler::{cancel_execution, confirm_stopped};
+use conduit_scheduler::{cancel_execution, confirm_stopped, Operator};
+use conduit_store::Tx;
 use serde_json::json;
+use serde_json::Value;
 
-use super::access::{control, found, read, read_one};
+use super::access::{found, read, read_one, NoBody};
 use super::paging::{page, ByExecution, ByWork, List};
 use super::state::Management;
 use crate::clock::now;
 use crate::cursor::Paging;
-use crate::envelope::Answer;
+use crate::envelope::{Answer, Failure};
 
 /// Cancels one attempt and holds its Work until a manual retry.
-pub(super) async fn cancel_attempt(
-    State(s): State<Management>,
-    headers: HeaderMap,
-    uri: Uri,
-    Path(id): Path<String>,
-    body: Body,
-) -> Answer {
-    control(s, headers, uri, body, move |tx, config, by| {
-        let (execution, event) = cancel_execution(tx, config, &id, by, now())?;
-        Ok(json!({"execution": execution, "event": event}))
-    })
-    .await
+pub(super) fn cancel_attempt(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    id: &str,
+    by: &Operator<'_>,
+    _: NoBody,
+) -> Result<Value, Failure> {
+    let (execution, event) = cancel_execution(tx, config, id, by, now())?;
+    Ok(json!({"execution": execution, "event": event}))
 }
 
 /// An operator's confirmation that a cancelled attempt's process is gone.
-pub(super) async fn confirm_attempt_stopped(
-    State(s): State<Management>,
-    headers: HeaderMap,
-    uri: Uri,
-    Path(id): Path<String>,
-    body: Body,
-) -> Answer {
-    control(s, headers, uri, body, move |tx, config, by| {
-        let (execution, event) = confirm_stopped(tx, config, &id, by, now())?;
-        Ok(json!({"execution": execution, "event": event}))
-    })
-    .await
+pub(super) fn confirm_attempt_stopped(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    id: &str,
+    by: &Operator<'_>,
+    _: NoBody,
+) -> Result<Value, Failure> {
+    let (execution, event) = confirm_stopped(tx, config, id, by, now())?;
+    Ok(json!({"execution": execution, "event": event}))
 }
 
 /// Executions, oldest first, a page at a time.

@@ -28,7 +28,7 @@ use axum::Router;
 use conduit_core::Role;
 use serde_json::json;
 
-use access::operator;
+use access::{control, operator};
 use state::Route;
 
 use crate::envelope::{not_found, ok, Answer};
@@ -42,9 +42,9 @@ fn routes() -> Vec<Route> {
         ("/v1/openapi.json", &["get"], get(openapi)),
         ("/v1/work", &["get", "post"], post(work::create).get(work::list_work)),
         ("/v1/work/{id}", &["get"], get(work::get_work)),
-        ("/v1/work/{id}/cancel", &["post"], post(work::cancel)),
+        ("/v1/work/{id}/cancel", &["post"], control(work::cancel)),
         ("/v1/work/{id}/wake", &["post"], post(work::wake)),
-        ("/v1/work/{id}/retry", &["post"], post(work::retry)),
+        ("/v1/work/{id}/retry", &["post"], control(work::retry)),
         (
             "/v1/events",
             &["get", "post"],
@@ -57,12 +57,12 @@ fn routes() -> Vec<Route> {
         (
             "/v1/executions/{id}/cancel",
             &["post"],
-            post(executions::cancel_attempt),
+            control(executions::cancel_attempt),
         ),
         (
             "/v1/executions/{id}/confirm-stopped",
             &["post"],
-            post(executions::confirm_attempt_stopped),
+            control(executions::confirm_attempt_stopped),
         ),
         ("/v1/executions/{id}/tokens", &["get"], get(auth::execution_tokens)),
         ("/v1/audit", &["get"], get(executions::list_audit)),
@@ -74,8 +74,8 @@ fn routes() -> Vec<Route> {
         ("/v1/waits", &["get"], get(work::list_waits)),
         ("/v1/approvals", &["get"], get(approvals::list)),
         ("/v1/approvals/{id}", &["get"], get(approvals::show)),
-        ("/v1/approvals/{id}/approve", &["post"], post(approvals::approve)),
-        ("/v1/approvals/{id}/deny", &["post"], post(approvals::deny)),
+        ("/v1/approvals/{id}/approve", &["post"], control(approvals::approve)),
+        ("/v1/approvals/{id}/deny", &["post"], control(approvals::deny)),
         (
             "/v1/packages",
             &["get", "post"],

@@ -9,10 +9,9 @@ use conduit_core::Role;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::access::operator;
+use super::access::{admit, operator};
 use super::state::Management;
-use crate::envelope::{blocking, check_mutation, ok, parse_body, read_body, Answer};
-use crate::idempotency::{once_outside, Keyed};
+use crate::envelope::{blocking, ok, Answer};
 
 pub async fn list(State(s): State<Management>, headers: HeaderMap) -> Answer {
     operator(&s, &headers, Role::View).await?;
@@ -35,16 +34,13 @@ struct Install {
 }
 
 pub async fn install(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    let op = operator(&s, &headers, Role::Admin).await?;
-    check_mutation(&headers, &uri)?;
-    let body = read_body(body).await?;
-    let request: Install = parse_body(&body)?;
-    let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
+    let admitted = admit(&s, &headers, &uri, body, Role::Admin, |_: &Install| Ok(())).await?;
     let packages = s.packages.clone();
-    once_outside(s.store.clone(), keyed, move || {
-        Ok((StatusCode::CREATED, packages.install(&request.dir)?))
-    })
-    .await
+    admitted
+        .once_outside(&s, move |request| {
+            Ok((StatusCode::CREATED, packages.install(&request.dir)?))
+        })
+        .await
 }
 
 pub async fn remove(State(s): State<Management>, headers: HeaderMap, Path(name): Path<String>) -> Answer {

@@ -4,19 +4,19 @@ use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::Uri;
 use axum::http::{HeaderMap, StatusCode};
+use conduit_config::Snapshot;
 use conduit_core::{ErrorCode, Refusal, Role, Work, WorkState};
 use conduit_scheduler::{cancel_work, check_operator_type, create_work, retry_work, wake_work, NewWork, Operator};
-use conduit_store::WorkFilter;
+use conduit_store::{Tx, WorkFilter};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::access::{control, found, operator, read, read_one};
+use super::access::{admit, found, read, read_one, NoBody};
 use super::paging::{page, List};
 use super::state::Management;
 use crate::clock::now;
 use crate::cursor::Paging;
-use crate::envelope::{check_mutation, parse_body, read_body, Answer, Failure};
-use crate::idempotency::{once, Keyed};
+use crate::envelope::{Answer, Failure};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -32,54 +32,41 @@ struct CreateWork {
 /// Manual Work: ready Work and its root `core.work.created`, in one transaction; its ids derive from
 /// the Idempotency-Key, so a retried request creates the same Work.
 pub(super) async fn create(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    let op = operator(&s, &headers, Role::Operate).await?;
-    check_mutation(&headers, &uri)?;
-    let body = read_body(body).await?;
-    let req: CreateWork = parse_body(&body)?;
-    let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
-    let config = s.config.get();
-    let answer = once(s.store.clone(), keyed, move |tx, seed| {
+    let admitted = admit(&s, &headers, &uri, body, Role::Operate, |_: &CreateWork| Ok(())).await?;
+    let run = |tx: &mut dyn Tx, config: &Snapshot, by: &Operator<'_>, req: CreateWork| {
         let new = NewWork {
             keys: req.keys,
-            id_seed: Some(format!("operator/{seed}")),
-            ..NewWork::manual(&req.scope, &req.binding, req.input, Some(op.principal()))
+            id_seed: Some(format!("operator/{}", by.seed)),
+            ..NewWork::manual(&req.scope, &req.binding, req.input, Some(by.actor.to_owned()))
         };
-        let (work, _) = create_work(tx, &config, new, None, now())?;
+        let (work, _) = create_work(tx, config, new, None, now())?;
         Ok((StatusCode::CREATED, serde_json::to_value(work).unwrap_or_default()))
-    })
-    .await?;
-    s.kick.notify_one();
-    Ok(answer)
+    };
+    admitted.once(&s, Box::new(run)).await
 }
 
 /// Cancels unfinished Work: a `core.work.cancelled` event and full fencing in one transaction.
-pub(super) async fn cancel(
-    State(s): State<Management>,
-    headers: HeaderMap,
-    uri: Uri,
-    Path(id): Path<String>,
-    body: Body,
-) -> Answer {
-    control(s, headers, uri, body, move |tx, config, by| {
-        let event = cancel_work(tx, config, &id, by, now())?;
-        Ok(json!({"work": tx.get_work(&id)?, "event": event}))
-    })
-    .await
+pub(super) fn cancel(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    id: &str,
+    by: &Operator<'_>,
+    _: NoBody,
+) -> Result<Value, Failure> {
+    let event = cancel_work(tx, config, id, by, now())?;
+    Ok(json!({"work": tx.get_work(id)?, "event": event}))
 }
 
 /// Retries held or failed Work.
-pub(super) async fn retry(
-    State(s): State<Management>,
-    headers: HeaderMap,
-    uri: Uri,
-    Path(id): Path<String>,
-    body: Body,
-) -> Answer {
-    control(s, headers, uri, body, move |tx, config, by| {
-        let (work, event) = retry_work(tx, config, &id, by, now())?;
-        Ok(json!({"work": work, "event": event}))
-    })
-    .await
+pub(super) fn retry(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    id: &str,
+    by: &Operator<'_>,
+    _: NoBody,
+) -> Result<Value, Failure> {
+    let (work, event) = retry_work(tx, config, id, by, now())?;
+    Ok(json!({"work": work, "event": event}))
 }
 
 #[derive(Deserialize)]
@@ -99,24 +86,13 @@ pub(super) async fn wake(
     Path(id): Path<String>,
     body: Body,
 ) -> Answer {
-    let op = operator(&s, &headers, Role::Operate).await?;
-    check_mutation(&headers, &uri)?;
-    let body = read_body(body).await?;
-    let req: Wake = parse_body(&body)?;
-    check_operator_type(&req.event_type)?;
-    let keyed = Keyed::new(&op, &headers, "POST", uri.path(), &body)?;
-    let config = s.config.get();
-    let answer = once(s.store.clone(), keyed, move |tx, seed| {
-        let by = Operator {
-            actor: &op.principal(),
-            seed,
-        };
-        let (event, woke) = wake_work(tx, &config, &id, &req.event_type, req.data, &by, now())?;
+    let check = |req: &Wake| check_operator_type(&req.event_type);
+    let admitted = admit(&s, &headers, &uri, body, Role::Operate, check).await?;
+    let run = move |tx: &mut dyn Tx, config: &Snapshot, by: &Operator<'_>, req: Wake| {
+        let (event, woke) = wake_work(tx, config, &id, &req.event_type, req.data, by, now())?;
         Ok((StatusCode::OK, json!({"event": event, "woke": woke})))
-    })
-    .await?;
-    s.kick.notify_one();
-    Ok(answer)
+    };
+    admitted.once(&s, Box::new(run)).await
 }
 
 #[derive(Deserialize)]
