@@ -233,43 +233,33 @@ pub trait ToolSessionRows {
     fn open_tool_sessions(&mut self, execution_id: &str) -> Result<Vec<ToolSession>>;
 }
 
-/// Everything the host reads and writes, inside one transaction: every vocabulary above. A method
-/// of any of them is callable on a `&mut dyn Tx`; an adapter implements each vocabulary apart.
-pub trait Tx:
-    GenerationRows
-    + WorkRows
-    + ExecutionRows
-    + EventRows
-    + WaitRows
-    + TokenRows
-    + RequestRows
-    + IdempotencyRows
-    + OperatorRows
-    + ArtifactRows
-    + PackageRows
-    + ApprovalRows
-    + ToolSessionRows
-{
+/// Declares [`Tx`] as the sum of the vocabularies, each named once, and implements it for every
+/// type that implements them all.
+macro_rules! transaction_of {
+    ($($vocabulary:ident),+ $(,)?) => {
+        /// Everything the host reads and writes, inside one transaction: every vocabulary above. A
+        /// method of any of them is callable on a `&mut dyn Tx`; an adapter implements each apart.
+        pub trait Tx: $($vocabulary +)+ {}
+
+        impl<T: ?Sized + $($vocabulary +)+> Tx for T {}
+    };
 }
 
-impl<
-        T: ?Sized
-            + GenerationRows
-            + WorkRows
-            + ExecutionRows
-            + EventRows
-            + WaitRows
-            + TokenRows
-            + RequestRows
-            + IdempotencyRows
-            + OperatorRows
-            + ArtifactRows
-            + PackageRows
-            + ApprovalRows
-            + ToolSessionRows,
-    > Tx for T
-{
-}
+transaction_of!(
+    GenerationRows,
+    WorkRows,
+    ExecutionRows,
+    EventRows,
+    WaitRows,
+    TokenRows,
+    RequestRows,
+    IdempotencyRows,
+    OperatorRows,
+    ArtifactRows,
+    PackageRows,
+    ApprovalRows,
+    ToolSessionRows,
+);
 
 /// A store: runs a closure inside one transaction, committing when it succeeds.
 pub trait Store: Send + Sync {

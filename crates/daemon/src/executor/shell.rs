@@ -16,7 +16,9 @@ use crate::secrets::Secret;
 
 /// Variables of the daemon's own environment that an execution may inherit.
 const INHERITED: [&str; 7] = ["HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TERM"];
-const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// The system's own program directories: what an execution's PATH ends with, and a package's
+/// whole PATH unless it reads the daemon's environment.
+pub(crate) const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// What the shell executor needs to start one attempt.
 pub struct Launch<'a> {

@@ -25,14 +25,13 @@ use conduit_toolbelt::registry::{Emission, Handler, HandlerCall, HandlerFuture, 
 use serde_json::{json, Value};
 
 use crate::confine::Hidden;
+use crate::executor::shell::SYSTEM_PATH;
 use crate::store_thread::on_store_thread;
 
 /// The host callback (and the permission a package asks for it by) that fetches through the guard.
 const SAFE_FETCH: &str = "http.safeFetch";
 /// How long one operation call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
-/// The environment a package gets unless it declared `env.read`.
-const SCRUBBED_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// One installed package as this daemon runs it.
 pub struct PackageRuntime {
@@ -167,7 +166,7 @@ impl PackageRuntime {
         let path = env
             .iter()
             .find(|(k, _)| k == "PATH")
-            .map_or(SCRUBBED_PATH, |(_, v)| v.as_str());
+            .map_or(SYSTEM_PATH, |(_, v)| v.as_str());
         let confinement = crate::confine::for_package(crate::confine::PackageLaunch {
             requires: &self.manifest.runtime.requires,
             hidden: &self.hidden,
@@ -226,7 +225,7 @@ impl PackageRuntime {
                 .collect();
         }
         vec![
-            ("PATH".into(), SCRUBBED_PATH.into()),
+            ("PATH".into(), SYSTEM_PATH.into()),
             ("LANG".into(), "C.UTF-8".into()),
             ("HOME".into(), self.dir.display().to_string()),
             tmpdir,

@@ -126,13 +126,14 @@ impl<B: Send + 'static> Admitted<B> {
 }
 
 /// A control's effect on the resource `id` names, with the operator as its actor.
-pub(super) type Control<B> = fn(&mut dyn Tx, &Snapshot, &str, &Operator<'_>, B) -> Result<Value, Failure>;
+pub(super) type Control<B> = fn(&mut dyn Tx, &Snapshot, &str, &Operator<'_>, B) -> Reply;
+
+/// What a control answers: its JSON, or the refusal.
+pub(super) type Reply = Result<Value, Failure>;
 
 /// An operator control on the resource `{id}` names: the `operate` role, a strict body, an
 /// Idempotency-Key, one transaction, and `200` with what `run` answers.
-pub(super) fn control<B: DeserializeOwned + Send + 'static>(
-    run: Control<B>,
-) -> MethodRouter<Management> {
+pub(super) fn control<B: DeserializeOwned + Send + 'static>(run: Control<B>) -> MethodRouter<Management> {
     post(
         move |State(s): State<Management>, headers: HeaderMap, uri: Uri, Path(id): Path<String>, body: Body| async move {
             let admitted = admit(&s, &headers, &uri, body, Role::Operate, |_: &B| Ok(())).await?;

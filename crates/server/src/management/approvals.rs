@@ -13,7 +13,7 @@ use conduit_store::Tx;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::access::read;
+use super::access::{read, Reply};
 use super::state::Management;
 use crate::clock::now;
 use crate::envelope::{Answer, Failure};
@@ -57,23 +57,11 @@ pub(super) struct Deny {
     reason: String,
 }
 
-pub(super) fn approve(
-    tx: &mut dyn Tx,
-    config: &Snapshot,
-    id: &str,
-    by: &Operator<'_>,
-    _: Approve,
-) -> Result<Value, Failure> {
+pub(super) fn approve(tx: &mut dyn Tx, config: &Snapshot, id: &str, by: &Operator, _: Approve) -> Reply {
     decide(tx, config, by, id, ApprovalState::Approved, None)
 }
 
-pub(super) fn deny(
-    tx: &mut dyn Tx,
-    config: &Snapshot,
-    id: &str,
-    by: &Operator<'_>,
-    deny: Deny,
-) -> Result<Value, Failure> {
+pub(super) fn deny(tx: &mut dyn Tx, config: &Snapshot, id: &str, by: &Operator, deny: Deny) -> Reply {
     decide(tx, config, by, id, ApprovalState::Denied, Some(deny.reason))
 }
 

@@ -12,10 +12,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::access::{admit, found, read, read_one};
-use super::paging::{page, ByWork, List};
+use super::paging::{page, ByWork};
 use super::state::Management;
 use crate::clock::now;
-use crate::cursor::Paging;
 use crate::envelope::Answer;
 
 #[derive(Deserialize)]
@@ -53,16 +52,7 @@ pub(super) async fn list_events(
     uri: Uri,
     Query(q): Query<ByWork>,
 ) -> Answer {
-    let filters = format!("work={}", q.work.as_deref().unwrap_or(""));
-    let list = List {
-        endpoint: uri.path().to_owned(),
-        filters,
-        paging: Paging {
-            cursor: q.cursor,
-            limit: q.limit,
-        },
-    };
-    let work = q.work;
+    let (list, work) = q.list(&uri);
     page(
         &s,
         &headers,

@@ -8,35 +8,21 @@ use conduit_core::Execution;
 use conduit_scheduler::{cancel_execution, confirm_stopped, Operator};
 use conduit_store::Tx;
 use serde_json::json;
-use serde_json::Value;
 
-use super::access::{found, read, read_one, NoBody};
-use super::paging::{page, ByExecution, ByWork, List};
+use super::access::{found, read, read_one, NoBody, Reply};
+use super::paging::{page, ByExecution, ByWork};
 use super::state::Management;
 use crate::clock::now;
-use crate::cursor::Paging;
-use crate::envelope::{Answer, Failure};
+use crate::envelope::Answer;
 
 /// Cancels one attempt and holds its Work until a manual retry.
-pub(super) fn cancel_attempt(
-    tx: &mut dyn Tx,
-    config: &Snapshot,
-    id: &str,
-    by: &Operator<'_>,
-    _: NoBody,
-) -> Result<Value, Failure> {
+pub(super) fn cancel_attempt(tx: &mut dyn Tx, config: &Snapshot, id: &str, by: &Operator, _: NoBody) -> Reply {
     let (execution, event) = cancel_execution(tx, config, id, by, now())?;
     Ok(json!({"execution": execution, "event": event}))
 }
 
 /// An operator's confirmation that a cancelled attempt's process is gone.
-pub(super) fn confirm_attempt_stopped(
-    tx: &mut dyn Tx,
-    config: &Snapshot,
-    id: &str,
-    by: &Operator<'_>,
-    _: NoBody,
-) -> Result<Value, Failure> {
+pub(super) fn confirm_attempt_stopped(tx: &mut dyn Tx, config: &Snapshot, id: &str, by: &Operator, _: NoBody) -> Reply {
     let (execution, event) = confirm_stopped(tx, config, id, by, now())?;
     Ok(json!({"execution": execution, "event": event}))
 }
@@ -48,16 +34,7 @@ pub(super) async fn list_executions(
     uri: Uri,
     Query(q): Query<ByWork>,
 ) -> Answer {
-    let filters = format!("work={}", q.work.as_deref().unwrap_or(""));
-    let list = List {
-        endpoint: uri.path().to_owned(),
-        filters,
-        paging: Paging {
-            cursor: q.cursor,
-            limit: q.limit,
-        },
-    };
-    let work = q.work;
+    let (list, work) = q.list(&uri);
     page(
         &s,
         &headers,

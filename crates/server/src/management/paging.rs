@@ -1,7 +1,7 @@
 //! Keyset pages of a list, each sealed in a cursor bound to its endpoint and filters, and the list
 //! filters the routes share.
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Uri};
 use conduit_core::{ErrorCode, Refusal};
 use conduit_store::{Page, Tx};
 use serde::{Deserialize, Serialize};
@@ -23,9 +23,24 @@ pub(super) struct ByExecution {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ByWork {
-    pub(super) work: Option<String>,
-    pub(super) cursor: Option<String>,
-    pub(super) limit: Option<usize>,
+    work: Option<String>,
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+impl ByWork {
+    /// The list this query asks for at `uri`, and the Work it is filtered to.
+    pub(super) fn list(self, uri: &Uri) -> (List, Option<String>) {
+        let list = List {
+            endpoint: uri.path().to_owned(),
+            filters: format!("work={}", self.work.as_deref().unwrap_or("")),
+            paging: Paging {
+                cursor: self.cursor,
+                limit: self.limit,
+            },
+        };
+        (list, self.work)
+    }
 }
 
 /// A list request: its endpoint, its filters (canonically written) and its paging.

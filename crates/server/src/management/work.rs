@@ -11,7 +11,7 @@ use conduit_store::{Tx, WorkFilter};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::access::{admit, found, read, read_one, NoBody};
+use super::access::{admit, found, read, read_one, NoBody, Reply};
 use super::paging::{page, List};
 use super::state::Management;
 use crate::clock::now;
@@ -46,25 +46,13 @@ pub(super) async fn create(State(s): State<Management>, headers: HeaderMap, uri:
 }
 
 /// Cancels unfinished Work: a `core.work.cancelled` event and full fencing in one transaction.
-pub(super) fn cancel(
-    tx: &mut dyn Tx,
-    config: &Snapshot,
-    id: &str,
-    by: &Operator<'_>,
-    _: NoBody,
-) -> Result<Value, Failure> {
+pub(super) fn cancel(tx: &mut dyn Tx, config: &Snapshot, id: &str, by: &Operator, _: NoBody) -> Reply {
     let event = cancel_work(tx, config, id, by, now())?;
     Ok(json!({"work": tx.get_work(id)?, "event": event}))
 }
 
 /// Retries held or failed Work.
-pub(super) fn retry(
-    tx: &mut dyn Tx,
-    config: &Snapshot,
-    id: &str,
-    by: &Operator<'_>,
-    _: NoBody,
-) -> Result<Value, Failure> {
+pub(super) fn retry(tx: &mut dyn Tx, config: &Snapshot, id: &str, by: &Operator, _: NoBody) -> Reply {
     let (work, event) = retry_work(tx, config, id, by, now())?;
     Ok(json!({"work": work, "event": event}))
 }
