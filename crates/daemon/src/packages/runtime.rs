@@ -91,22 +91,7 @@ impl PackageRuntime {
     }
 
     async fn call(self: Arc<Self>, call: HandlerCall) -> Result<HandlerOutput, OperationError> {
-        let config = self.config.get();
-        let unmet = unmet_now(
-            &self.manifest.runtime.requires,
-            &config.package_grant(),
-            config.package_gating(),
-        );
-        if !unmet.is_empty() {
-            return Err(refusal(
-                "pack_runtime_requirement_unmet",
-                format!(
-                    "the host's package grant set no longer covers {} for {}",
-                    unmet.join(", "),
-                    self.manifest.id()
-                ),
-            ));
-        }
+        self.check_requirements()?;
         let peer = self.running().await?;
         let call_id = new_id();
         let params = json!({
@@ -124,17 +109,28 @@ impl PackageRuntime {
             let code = e.refusal_code().unwrap_or("operation_failed").to_owned();
             refusal(&code, e.message)
         })?;
-        let emit: Vec<Emission> =
-            serde_json::from_value(result.get("emit").cloned().unwrap_or(json!([]))).map_err(|_| {
-                refusal(
-                    "operation_failed",
-                    "the package's `emit` is not a list of events".into(),
-                )
-            })?;
-        Ok(HandlerOutput {
-            output: result.get("output").cloned().unwrap_or(Value::Null),
-            emit,
-        })
+        handler_output(&result)
+    }
+
+    /// RFC 0076 at call time: the host's package grant set must still cover what the package requires.
+    fn check_requirements(&self) -> Result<(), OperationError> {
+        let config = self.config.get();
+        let unmet = unmet_now(
+            &self.manifest.runtime.requires,
+            &config.package_grant(),
+            config.package_gating(),
+        );
+        if unmet.is_empty() {
+            return Ok(());
+        }
+        Err(refusal(
+            "pack_runtime_requirement_unmet",
+            format!(
+                "the host's package grant set no longer covers {} for {}",
+                unmet.join(", "),
+                self.manifest.id()
+            ),
+        ))
     }
 
     /// The package's process, started (and initialized) if it is not running.
@@ -149,6 +145,14 @@ impl PackageRuntime {
         if let Some(peer) = slot.as_ref().filter(|p| p.is_running()) {
             return Ok(peer.clone());
         }
+        let peer = self.start().await?;
+        self.initialize(&peer).await?;
+        *slot = Some(peer.clone());
+        Ok(peer)
+    }
+
+    /// Starts the package's process, confined by what its manifest requires.
+    async fn start(self: &Arc<Self>) -> Result<Arc<Peer>, OperationError> {
         let failed = |_| {
             refusal(
                 "operation_failed",
@@ -190,7 +194,11 @@ impl PackageRuntime {
             env,
             stderr,
         };
-        let peer = Peer::spawn(launch, Arc::new(Callbacks(self.clone()))).map_err(failed)?;
+        Peer::spawn(launch, Arc::new(Callbacks(self.clone()))).map_err(failed)
+    }
+
+    /// The protocol's `initialize` handshake; a package that fails it is stopped.
+    async fn initialize(&self, peer: &Peer) -> Result<(), OperationError> {
         let hello = json!({"protocol": PROTOCOL, "package": self.manifest.name, "version": self.manifest.version,
                            "permissions": self.manifest.permissions});
         if peer
@@ -202,8 +210,7 @@ impl PackageRuntime {
             let message = format!("the package {} did not initialize", self.manifest.id());
             return Err(refusal("operation_failed", message));
         }
-        *slot = Some(peer.clone());
-        Ok(peer)
+        Ok(())
     }
 
     /// `<state>/tmp/package-<name>`: the one place a package without `fs.write` may write.
@@ -333,6 +340,21 @@ impl PackageRuntime {
         .await;
         written.map_err(|_| RpcError::refusal("internal", "the call could not be recorded"))
     }
+}
+
+/// An operation's result as the package sends it: `{output, emit?: [event...]}`.
+fn handler_output(result: &Value) -> Result<HandlerOutput, OperationError> {
+    let emit: Vec<Emission> =
+        serde_json::from_value(result.get("emit").cloned().unwrap_or(json!([]))).map_err(|_| {
+            refusal(
+                "operation_failed",
+                "the package's `emit` is not a list of events".into(),
+            )
+        })?;
+    Ok(HandlerOutput {
+        output: result.get("output").cloned().unwrap_or(Value::Null),
+        emit,
+    })
 }
 
 /// `init` as the package sends it: `{method?, headers?: {name: value}, body?: text}`.
