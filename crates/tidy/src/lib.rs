@@ -194,3 +194,141 @@ fn text(value: &Value) -> Result<String, String> {
         .map(str::to_string)
         .ok_or_else(|| "cargo metadata: expected a string".to_string())
 }
+
+/// One source file of a crate: its module path below the crate root (`["management", "work"]` for
+/// `management/work.rs` or `management/work/mod.rs`) and its text.
+pub struct SourceFile {
+    pub module: Vec<String>,
+    pub text: String,
+}
+
+/// The import circles among sibling modules of one crate: each a list of modules (as `a::b`) that
+/// reach one another through `crate::` and `super::` paths. A module using its own descendants, or
+/// an item its ancestor re-exports, is no circle: only edges between siblings count.
+pub fn module_circles(files: &[SourceFile]) -> Vec<Vec<String>> {
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|f| f.module.clone()).collect();
+    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for file in files {
+        for target in referenced_modules(file, &modules) {
+            if let Some((from, to)) = sibling_edge(&file.module, &target) {
+                edges.entry(from).or_default().insert(to);
+            }
+        }
+    }
+    strongly_connected(&edges)
+        .into_iter()
+        .filter(|component| component.len() > 1)
+        .map(|component| {
+            let mut names: Vec<String> = component.iter().map(|m| m.join("::")).collect();
+            names.sort();
+            names
+        })
+        .collect()
+}
+
+/// The modules `file` names by `crate::` or `super::` paths, each resolved to the longest prefix
+/// that is a module.
+fn referenced_modules(file: &SourceFile, modules: &BTreeSet<Vec<String>>) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    for (prefix, base) in [("crate::", Vec::new()), ("super::", parent(&file.module))] {
+        for (start, _) in file.text.match_indices(prefix) {
+            let preceded_by_ident = file.text[..start].chars().next_back().is_some_and(is_ident_char);
+            if preceded_by_ident {
+                continue;
+            }
+            let mut path = base.clone();
+            path.extend(path_segments(&file.text[start + prefix.len()..]));
+            while !path.is_empty() && !modules.contains(&path) {
+                path.pop();
+            }
+            found.push(path);
+        }
+    }
+    found
+}
+
+fn parent(module: &[String]) -> Vec<String> {
+    module[..module.len().saturating_sub(1)].to_vec()
+}
+
+/// The identifiers of a path, `a::b::{c, d}` giving `a`, `b`.
+fn path_segments(text: &str) -> Vec<String> {
+    let mut segments = Vec::new();
+    let mut rest = text;
+    loop {
+        let ident: String = rest.chars().take_while(|c| is_ident_char(*c)).collect();
+        if ident.is_empty() {
+            return segments;
+        }
+        rest = &rest[ident.len()..];
+        segments.push(ident);
+        match rest.strip_prefix("::") {
+            Some(next) => rest = next,
+            None => return segments,
+        }
+    }
+}
+
+fn is_ident_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The edge between the two children of `from`'s and `to`'s nearest common ancestor that hold
+/// them, or none when one holds the other.
+fn sibling_edge(from: &[String], to: &[String]) -> Option<(Vec<String>, Vec<String>)> {
+    let common = from.iter().zip(to).take_while(|(a, b)| a == b).count();
+    if common == from.len() || common == to.len() {
+        return None;
+    }
+    Some((from[..=common].to_vec(), to[..=common].to_vec()))
+}
+
+/// Tarjan's strongly connected components.
+fn strongly_connected<N: Ord + Clone>(edges: &BTreeMap<N, BTreeSet<N>>) -> Vec<Vec<N>> {
+    struct Walk<'a, N> {
+        edges: &'a BTreeMap<N, BTreeSet<N>>,
+        index: BTreeMap<N, usize>,
+        low: BTreeMap<N, usize>,
+        stack: Vec<N>,
+        components: Vec<Vec<N>>,
+    }
+    impl<N: Ord + Clone> Walk<'_, N> {
+        fn visit(&mut self, node: &N) {
+            let at = self.index.len();
+            self.index.insert(node.clone(), at);
+            self.low.insert(node.clone(), at);
+            self.stack.push(node.clone());
+            for next in self.edges.get(node).into_iter().flatten() {
+                if !self.index.contains_key(next) {
+                    self.visit(next);
+                    self.lower(node, self.low[next]);
+                } else if self.stack.contains(next) {
+                    self.lower(node, self.index[next]);
+                }
+            }
+            if self.low[node] == self.index[node] {
+                let split = self.stack.iter().rposition(|n| n == node).unwrap_or(0);
+                self.components.push(self.stack.split_off(split));
+            }
+        }
+
+        fn lower(&mut self, node: &N, to: usize) {
+            if let Some(low) = self.low.get_mut(node) {
+                *low = (*low).min(to);
+            }
+        }
+    }
+    let mut walk = Walk {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        components: Vec::new(),
+    };
+    for node in edges.keys() {
+        if !walk.index.contains_key(node) {
+            walk.visit(node);
+        }
+    }
+    walk.components
+}

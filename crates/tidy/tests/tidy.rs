@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use conduit_tidy::Graph;
+use conduit_tidy::{module_circles, Graph, SourceFile};
 
 fn metadata() -> serde_json::Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -94,4 +94,81 @@ fn rust_version_is_what_the_locked_dependencies_need() {
         (needed.0, needed.1),
         "rust-version must be {needed:?}, as {by} needs"
     );
+}
+
+/// Every library source file of every workspace crate, by crate.
+fn crate_sources() -> Vec<(String, Vec<SourceFile>)> {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut all = Vec::new();
+    for entry in std::fs::read_dir(&crates).unwrap() {
+        let src = entry.unwrap().path().join("src");
+        if src.is_dir() {
+            let mut files = Vec::new();
+            collect(&src, &src, &mut files);
+            all.push((src.display().to_string(), files));
+        }
+    }
+    all
+}
+
+fn collect(root: &std::path::Path, dir: &std::path::Path, files: &mut Vec<SourceFile>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let relative = path.strip_prefix(root).unwrap();
+        if relative.starts_with("bin") {
+            continue; // each binary is a crate of its own
+        }
+        if path.is_dir() {
+            collect(root, &path, files);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let mut module: Vec<String> = relative
+                .with_extension("")
+                .iter()
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect();
+            if matches!(module.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+                module.pop();
+            }
+            files.push(SourceFile {
+                module,
+                text: std::fs::read_to_string(&path).unwrap(),
+            });
+        }
+    }
+}
+
+#[test]
+fn no_crate_has_an_import_circle_between_its_modules() {
+    let circles: Vec<_> = crate_sources()
+        .into_iter()
+        .flat_map(|(krate, files)| {
+            module_circles(&files)
+                .into_iter()
+                .map(move |c| format!("{krate}: {c:?}"))
+        })
+        .collect();
+    assert!(circles.is_empty(), "import circles: {circles:#?}");
+}
+
+#[test]
+fn an_import_circle_is_caught() {
+    let file = |module: &[&str], text: &str| SourceFile {
+        module: module.iter().map(|m| m.to_string()).collect(),
+        text: text.into(),
+    };
+    let files = [
+        file(&[], "mod a; mod b; mod c; mod d;"),
+        file(&["a"], "use crate::b::x;"),
+        file(&["b"], "fn f() { crate::c::y() }"),
+        file(&["c"], "use crate::a::{z, w};"),
+        file(&["d"], "use crate::a::z; use crate::Root;"),
+    ];
+    assert_eq!(module_circles(&files), [vec!["a", "b", "c"]]);
+    // A child naming an item its parent holds, or a sibling through `super::`, is judged the same way.
+    let nested = [
+        file(&["m"], "mod p; mod q; pub struct State;"),
+        file(&["m", "p"], "use super::q::f; use super::State;"),
+        file(&["m", "q"], "use super::p::g;"),
+    ];
+    assert_eq!(module_circles(&nested), [vec!["m::p", "m::q"]]);
 }

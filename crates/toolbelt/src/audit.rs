@@ -7,7 +7,7 @@ use conduit_core::{AuditKind, AuditRecord, Event, Timestamp};
 use conduit_scheduler::{append_host_record, HostError, HostRecord};
 use conduit_store::{new_id, Tx};
 
-use crate::checks::Authority;
+use crate::authority::Authority;
 use crate::CallRequest;
 
 /// One call as the records see it.

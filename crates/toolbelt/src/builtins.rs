@@ -13,8 +13,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::checks::Authority;
-use crate::registry::Emission;
+use crate::authority::Authority;
+use crate::operation::Emission;
 use crate::CallRequest;
 
 /// Shown to agents before the list of their operations (and served by `os mcp` as instructions).

@@ -17,7 +17,8 @@ use conduit_store::{StoreError, Tx};
 use serde_json::{json, Value};
 
 use crate::audit::{self, Call, Marks};
-use crate::checks::{self, Authority};
+use crate::authority::Authority;
+use crate::checks;
 use crate::gate::{self, Gate, GateCall, Stopped, Verdict, WaitPlan};
 use crate::registry::{validate_input, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError};
 use crate::{builtins, replay, session, CallRequest, Toolbelt};

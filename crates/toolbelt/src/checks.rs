@@ -10,23 +10,14 @@
 //!    is the bare `forbidden`, which says nothing of which check failed.
 
 use conduit_config::Snapshot;
-use conduit_core::{Event, Execution, ExecutionState, Refusal, Timestamp, TokenRecord, Work, WorkState};
+use conduit_core::{ExecutionState, Refusal, Timestamp, TokenRecord, WorkState};
 use conduit_scheduler::HostError;
 use conduit_store::Tx;
 
+pub use crate::authority::Authority;
 use crate::registry::Registry;
 use crate::token::{digest, digests_match};
 use crate::CallRequest;
-
-/// What a call that passed every check may act as. It never holds the token itself.
-#[derive(Debug, Clone)]
-pub struct Authority {
-    pub token: TokenRecord,
-    pub execution: Execution,
-    pub work: Work,
-    /// The event the execution's segment continues from (its emissions' causal parent), read once.
-    pub cause: Option<Event>,
-}
 
 /// Checks 2 to 5 for `request`, made with `token` (which passed check 1, [`live_token`]).
 pub fn authorize(

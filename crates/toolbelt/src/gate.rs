@@ -12,7 +12,7 @@ use std::sync::Arc;
 use conduit_core::{Declaration, Duration, OutcomeStatus};
 use serde_json::Value;
 
-use crate::registry::OperationError;
+use crate::operation::OperationError;
 
 /// What a gate is asked about: the call, after the checks, the replay lookup and input validation.
 #[derive(Debug, Clone)]

@@ -11,11 +11,12 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+mod authority;
 pub mod builtins;
 mod call;
-pub mod catalog;
 pub mod checks;
 pub mod gate;
+mod operation;
 pub mod registry;
 pub mod replay;
 pub mod session;
@@ -31,10 +32,10 @@ use conduit_store::Store;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+pub use authority::Authority;
 pub use builtins::{describe_builtins, OperationDescriptor};
 pub use call::{Begun, Pending, Ran};
-pub use catalog::Catalog;
-pub use checks::Authority;
+pub use registry::catalog::{self, Catalog};
 pub use registry::{LiveRegistry, Registry};
 pub use session::{CloseSession, OpenSession};
 

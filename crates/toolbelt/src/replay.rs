@@ -5,7 +5,7 @@ use conduit_scheduler::HostError;
 use conduit_store::Tx;
 use serde_json::Value;
 
-use crate::checks::Authority;
+use crate::authority::Authority;
 use crate::CallRequest;
 
 /// The committed result of an earlier call with this request id, for the same execution and

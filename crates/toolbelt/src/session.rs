@@ -9,7 +9,8 @@ use conduit_store::{derived_id, new_id, Tx};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::checks::{self, Authority};
+use crate::authority::Authority;
+use crate::checks;
 use crate::{CallRequest, Toolbelt};
 
 /// `POST /v1/toolbelt/sessions`.

@@ -1,6 +1,8 @@
 //! Extension registrations: named namespaces of operations with their schemas, catalog fields and
 //! handlers. A registration named `github` owns `github.*` and nothing else.
 
+pub mod catalog;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
@@ -11,9 +13,10 @@ use std::sync::OnceLock;
 use conduit_core::names::{is_registration_name, BUILTIN_OPERATIONS};
 use conduit_core::tool::{CatalogFields, Egress, ToolSource};
 use jsonschema::Validator;
-
-use crate::catalog::Catalog;
 use serde_json::Value;
+
+pub use crate::operation::{Emission, OperationError};
+use catalog::Catalog;
 
 /// What a handler is told about the call: the validated authority, never the token.
 #[derive(Debug, Clone)]
@@ -30,29 +33,10 @@ pub struct HandlerCall {
     pub request_id: Option<String>,
 }
 
-/// An event to emit for the execution: the input of `emit`, and what an operation asks the host to
-/// emit (a translated emission), accepted under the same fence and rules.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Emission {
-    #[serde(rename = "type")]
-    pub event_type: String,
-    #[serde(default)]
-    pub data: Value,
-    pub correlation_key: Option<String>,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct HandlerOutput {
     pub output: Value,
     pub emit: Vec<Emission>,
-}
-
-/// A handler's refusal: answered `422` with its code and message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OperationError {
-    pub code: String,
-    pub message: String,
 }
 
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<HandlerOutput, OperationError>> + Send>>;

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use conduit_core::names::BUILTIN_TOOLSETS;
 use conduit_core::tool::{Approval, ToolDescriptor};
 
+use super::{Registered, Registry};
 use crate::builtins::builtin_tools;
-use crate::registry::{Registered, Registry};
 
 /// A release's catalog, built once (the registry does not change while the daemon runs): every
 /// operation's descriptor with its JSON, sorted by `toolId`, so a read only filters and concatenates.
