@@ -9,6 +9,7 @@
 //!   binary finds its socket and token.
 //! - [`render`]: the human-readable text printed when `--json` is not given.
 //! - [`report`]: failures, what they print and the exit status they end with.
+//! - [`text`]: plain text from the API's JSON that [`render`] and [`report`] both print.
 //! - [`mcp`]: `os mcp`, the toolbelt as a stdio MCP server.
 //! - [`runs`]: unified run history, composed from several management reads.
 //! - [`json`]: JSON command-line values and bodies with optional fields.
@@ -23,4 +24,5 @@ pub mod mcp;
 pub mod render;
 pub mod report;
 pub mod runs;
+pub mod text;
 pub mod toolbelt;

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::report::pretty;
+use crate::text::{diagnostics, field, pretty};
 
 const WORK_COLUMNS: [(&str, &str); 5] = [
     ("ID", "/id"),
@@ -144,24 +144,6 @@ pub fn checked(answer: &Value) -> String {
         _ => "invalid".to_owned(),
     };
     [verdict, diagnostics(answer)].join("\n").trim_end().to_owned()
-}
-
-/// The diagnostics of an answer or an envelope, one per line: pointer, code, message and remedy.
-pub fn diagnostics(answer: &Value) -> String {
-    let list = answer.get("diagnostics").and_then(Value::as_array);
-    let line = |d: &Value| {
-        let pointer = match field(d, "/pointer").as_str() {
-            "-" | "" => "/".to_owned(),
-            p => p.to_owned(),
-        };
-        let (severity, code) = (field(d, "/severity"), field(d, "/code"));
-        format!(
-            "  {pointer}  {severity} {code}: {} ({})",
-            field(d, "/message"),
-            field(d, "/remedy")
-        )
-    };
-    list.into_iter().flatten().map(line).collect::<Vec<_>>().join("\n")
 }
 
 /// An apply: the generation now active and whether it changed.
@@ -509,15 +491,6 @@ pub fn guidance(answer: &Value) -> String {
     let mut blocks = vec![text.trim_end().to_owned()];
     blocks.extend(lines);
     blocks.join("\n")
-}
-
-/// A field by JSON pointer as plain text: strings unquoted, absent or null as `-`.
-fn field(value: &Value, pointer: &str) -> String {
-    match value.pointer(pointer) {
-        None | Some(Value::Null) => "-".to_owned(),
-        Some(Value::String(text)) => text.clone(),
-        Some(other) => other.to_string(),
-    }
 }
 
 /// An array of strings joined with commas; `-` when absent or empty.

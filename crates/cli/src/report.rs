@@ -9,6 +9,8 @@ use std::process::ExitCode;
 use conduit_client::ClientError;
 use serde_json::Value;
 
+use crate::text::{diagnostics, pretty};
+
 /// Turns a successful answer into the human-readable text printed without `--json`.
 pub type Human = fn(&Value) -> String;
 
@@ -108,7 +110,7 @@ impl Reporter {
             } => {
                 let remedy = remedy.map(|r| format!("\nremedy: {r}")).unwrap_or_default();
                 let prefix = self.refusal_prefix;
-                let details = crate::render::diagnostics(&envelope);
+                let details = diagnostics(&envelope);
                 let details = if details.is_empty() {
                     details
                 } else {
@@ -122,11 +124,6 @@ impl Reporter {
             }
         }
     }
-}
-
-/// Pretty-printed JSON.
-pub fn pretty(value: &Value) -> String {
-    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
 }
 
 /// Writes one block of text and a newline; a closed pipe (`| head`) is not an error worth a panic.
