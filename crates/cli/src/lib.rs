@@ -13,6 +13,7 @@
 //! - [`mcp`]: `os mcp`, the toolbelt as a stdio MCP server.
 //! - [`runs`]: unified run history, composed from several management reads.
 //! - [`json`]: JSON command-line values and bodies with optional fields.
+//! - [`runtime`]: the async runtimes the command lines block on.
 
 #![forbid(unsafe_code)]
 
@@ -24,5 +25,6 @@ pub mod mcp;
 pub mod render;
 pub mod report;
 pub mod runs;
+pub mod runtime;
 pub mod text;
 pub mod toolbelt;
