@@ -57,18 +57,12 @@ pub struct Reporter {
 impl Reporter {
     /// For `open-conduit`: a refusal's first line is `error: <code>: <message>`.
     pub fn operator(json: bool) -> Self {
-        Reporter {
-            json,
-            refusal_prefix: "error: ",
-        }
+        Reporter::new(json, "error: ")
     }
 
     /// For `os`: a refusal's first line is exactly `<code>: <message>`.
     pub fn execution(json: bool) -> Self {
-        Reporter {
-            json,
-            refusal_prefix: "",
-        }
+        Reporter::new(json, "")
     }
 
     /// Prints the answer (as JSON with `--json`, else through `human`) or the failure.
@@ -79,6 +73,14 @@ impl Reporter {
             Err(failure) => return self.fail(failure),
         }
         ExitCode::SUCCESS
+    }
+
+    /// Ends a command that printed its own output (or none): exit 0, or the failure printed.
+    pub fn finish_printed(&self, result: Result<(), Failure>) -> ExitCode {
+        match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(failure) => self.fail(failure),
+        }
     }
 
     /// Like [`Reporter::finish`] for a validation: its report is printed either way, and an answer
@@ -123,6 +125,10 @@ impl Reporter {
                 ExitCode::from(1)
             }
         }
+    }
+
+    fn new(json: bool, refusal_prefix: &'static str) -> Self {
+        Reporter { json, refusal_prefix }
     }
 }
 

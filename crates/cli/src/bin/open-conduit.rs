@@ -452,23 +452,17 @@ fn main() -> ExitCode {
         idempotency_key: global.idempotency_key,
     };
     match plan(command, locations.state_dir().ok().as_deref()) {
-        Plan::Daemon(args) => match run_daemon(&locations, args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(failure) => reporter.fail(failure),
-        },
-        Plan::Call(request, human) => reporter.finish(send(&locations, &request), human),
+        Plan::Daemon(args) => reporter.finish_printed(run_daemon(&locations, args)),
+        Plan::Call(request, human) => reporter.finish(locations.send_all(&request), human),
         Plan::Cat(id) if global.json => {
-            reporter.finish(send(&locations, &management::artifact_content(&id)), render::content)
+            reporter.finish(locations.send_all(&management::artifact_content(&id)), render::content)
         }
-        Plan::Cat(id) => match cat(&locations, &management::artifact_content_path(&id)) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(failure) => reporter.fail(failure),
-        },
+        Plan::Cat(id) => reporter.finish_printed(cat(&locations, &management::artifact_content_path(&id))),
         Plan::Runs(command) => {
             let (answer, human) = runs(&locations, command);
             reporter.finish(answer, human)
         }
-        Plan::Validation(Ok(request)) => reporter.finish_validation(send(&locations, &request), render::checked),
+        Plan::Validation(Ok(request)) => reporter.finish_validation(locations.send_all(&request), render::checked),
         Plan::Validation(Err(offline)) => reporter.finish_validation(Ok(offline), render::checked),
         Plan::Rotate => reporter.finish(rotate(&locations), render::rotated),
         Plan::Doctor => reporter.finish_validation(Ok(doctor_report(&locations)), render::doctor),
@@ -555,12 +549,6 @@ fn doctor_report(locations: &Locations) -> Value {
 fn recover(locations: &Locations) -> Result<Value, Failure> {
     let path = conduit_daemon::recover_owner(&locations.state_dir()?).map_err(|e| Failure::Local(e.to_string()))?;
     Ok(serde_json::json!({"token_file": path.display().to_string()}))
-}
-
-fn send(locations: &Locations, request: &Request) -> Result<Value, Failure> {
-    locations
-        .connection()
-        .and_then(|connection| management::send_all(&connection, request))
 }
 
 /// What a command line asks for; `state_dir` (when it can be found) holds the playbooks an offline

@@ -182,10 +182,7 @@ fn main() -> ExitCode {
                 None => code,
             }
         }
-        Plan::Mcp => match connection.and_then(conduit_cli::mcp::run) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(failure) => reporter.fail(failure),
-        },
+        Plan::Mcp => reporter.finish_printed(connection.and_then(conduit_cli::mcp::run)),
     }
 }
 
