@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use conduit_cli::connection::Request;
 use conduit_cli::management::{self, Locations};
-use conduit_cli::render;
 use conduit_cli::report::{Failure, Human, Reporter};
+use conduit_cli::{artifacts, auth, config_file, daemon, doctor, render};
 use serde_json::Value;
 
 /// Run the Open Conduit daemon, and drive it as its operator.
@@ -110,7 +110,7 @@ struct DaemonArgs {
     config: Option<PathBuf>,
     /// Expire execution tokens after this long (at least 1m), rotating them while attempts run
     /// [default: tokens last until the attempt deadline]
-    #[arg(long, env = "OPEN_CONDUIT_TOKEN_LIFETIME", value_name = "DURATION", value_parser = parse_token_lifetime)]
+    #[arg(long, env = "OPEN_CONDUIT_TOKEN_LIFETIME", value_name = "DURATION", value_parser = conduit_cli::daemon::parse_token_lifetime)]
     token_lifetime: Option<conduit_core::Duration>,
     /// Also serve the management API (same tokens and roles) on this loopback TCP address, for HTTP
     /// clients that cannot dial a Unix socket; only 127.0.0.1 or [::1] is accepted
@@ -120,15 +120,6 @@ struct DaemonArgs {
     /// authenticated operators only; for conformance runs, never for everyday use
     #[arg(long, env = "OPEN_CONDUIT_CONFORMANCE_SEAMS", requires = "listen", value_parser = clap::builder::BoolishValueParser::new())]
     conformance_seams: bool,
-}
-
-/// A token lifetime: a human duration of at least a minute, so rotation has time to happen.
-fn parse_token_lifetime(text: &str) -> Result<conduit_core::Duration, String> {
-    match conduit_core::Duration::parse(text) {
-        Some(d) if d >= conduit_core::Duration::from_secs(60) => Ok(d),
-        Some(_) => Err("a token lifetime is at least 1m".into()),
-        None => Err("write a duration such as 10m or 1h".into()),
-    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -457,16 +448,16 @@ fn main() -> ExitCode {
         Plan::Cat(id) if global.json => {
             reporter.finish(locations.send_all(&management::artifact_content(&id)), render::content)
         }
-        Plan::Cat(id) => reporter.finish_printed(cat(&locations, &management::artifact_content_path(&id))),
+        Plan::Cat(id) => reporter.finish_printed(artifacts::cat(&locations, &id)),
         Plan::Runs(command) => {
             let (answer, human) = runs(&locations, command);
             reporter.finish(answer, human)
         }
         Plan::Validation(Ok(request)) => reporter.finish_validation(locations.send_all(&request), render::checked),
         Plan::Validation(Err(offline)) => reporter.finish_validation(Ok(offline), render::checked),
-        Plan::Rotate => reporter.finish(rotate(&locations), render::rotated),
-        Plan::Doctor => reporter.finish_validation(Ok(doctor_report(&locations)), render::doctor),
-        Plan::Recover => reporter.finish(recover(&locations), render::recovered),
+        Plan::Rotate => reporter.finish(auth::rotate(&locations), render::rotated),
+        Plan::Doctor => reporter.finish_validation(Ok(doctor::report(&locations)), render::doctor),
+        Plan::Recover => reporter.finish(auth::recover(&locations), render::recovered),
     }
 }
 
@@ -496,17 +487,6 @@ fn package_plan(command: PackageCommand) -> Plan {
     }
 }
 
-/// Writes an artifact's bytes to stdout as they are (a binary file stays intact).
-fn cat(locations: &Locations, path: &str) -> Result<(), Failure> {
-    use std::io::Write;
-    let bytes = locations.connection()?.fetch(path)?;
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(&bytes)
-        .and_then(|()| stdout.flush())
-        .map_err(|e| Failure::Local(format!("cannot write to stdout: {e}")))
-}
-
 /// A `runs` command's answer and how it reads as text.
 fn runs(locations: &Locations, command: RunsCommand) -> (Result<Value, Failure>, Human) {
     use conduit_cli::runs;
@@ -523,32 +503,6 @@ fn runs(locations: &Locations, command: RunsCommand) -> (Result<Value, Failure>,
         RunsCommand::Table => (runs::table(&connection), render::run_tally),
         RunsCommand::Log { work } => (runs::log(&connection, &work), render::content),
     }
-}
-
-/// Rotates the caller's credential and writes the replacement over the token file it was read from.
-fn rotate(locations: &Locations) -> Result<Value, Failure> {
-    let connection = locations.connection()?;
-    let mut answer = management::send(&connection, &management::rotate())?;
-    let token = answer
-        .get("token")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    conduit_cli::connection::write_token(connection.token_file(), &token)?;
-    answer["token"] = Value::from(connection.token_file().display().to_string());
-    Ok(answer)
-}
-
-/// The doctor's report, with `valid` set so an unhealthy one exits 1.
-fn doctor_report(locations: &Locations) -> Value {
-    let mut report = conduit_cli::doctor::run(locations);
-    report["valid"] = report["healthy"].clone();
-    report
-}
-
-fn recover(locations: &Locations) -> Result<Value, Failure> {
-    let path = conduit_daemon::recover_owner(&locations.state_dir()?).map_err(|e| Failure::Local(e.to_string()))?;
-    Ok(serde_json::json!({"token_file": path.display().to_string()}))
 }
 
 /// What a command line asks for; `state_dir` (when it can be found) holds the playbooks an offline
@@ -622,20 +576,13 @@ fn plan(command: Command, state_dir: Option<&std::path::Path>) -> Plan {
 /// Plans a `config` command; an offline check reads playbooks from `state_dir`.
 fn plan_config(command: ConfigCommand, state_dir: Option<&std::path::Path>) -> Plan {
     use management as m;
-    let read = |file: &PathBuf| std::fs::read_to_string(file).map_err(|e| unreadable(file, e));
     match command {
-        ConfigCommand::Check { file } => Plan::Validation(Err(match std::fs::read(&file) {
-            Ok(bytes) => check_offline(&bytes, state_dir),
-            Err(e) => unreadable(&file, e),
-        })),
-        ConfigCommand::Validate { file } => match read(&file) {
-            Ok(text) => Plan::Validation(Ok(m::config_validate(text))),
-            Err(report) => Plan::Validation(Err(report)),
-        },
+        ConfigCommand::Check { file } => Plan::Validation(Err(config_file::check_offline(&file, state_dir))),
+        ConfigCommand::Validate { file } => Plan::Validation(config_file::read(&file).map(m::config_validate)),
         ConfigCommand::Apply {
             file,
             expected_generation,
-        } => match read(&file) {
+        } => match config_file::read(&file) {
             Ok(text) => Plan::Call(m::config_apply(text, expected_generation), render::applied),
             Err(report) => Plan::Validation(Err(report)),
         },
@@ -648,54 +595,16 @@ fn plan_config(command: ConfigCommand, state_dir: Option<&std::path::Path>) -> P
     }
 }
 
-/// The offline validation report, shaped like the daemon's.
-fn check_offline(bytes: &[u8], state_dir: Option<&std::path::Path>) -> Value {
-    match conduit_daemon::check_config(bytes, state_dir) {
-        Ok(snapshot) => {
-            serde_json::json!({"valid": true, "hash": snapshot.hash(), "diagnostics": snapshot.warnings()})
-        }
-        Err(found) => serde_json::json!({"valid": false, "hash": null, "diagnostics": found}),
-    }
-}
-
-/// A file that cannot be read, reported as an invalid validation naming it.
-fn unreadable(file: &std::path::Path, e: std::io::Error) -> Value {
-    let diagnostic = serde_json::json!({
-        "pointer": "", "code": "unreadable_file", "severity": "error",
-        "message": format!("cannot read {}: {}", file.display(), e.kind()),
-        "remedy": "check the path and its permissions",
-    });
-    serde_json::json!({"valid": false, "hash": null, "diagnostics": [diagnostic]})
-}
-
-/// Runs the daemon on a multi-threaded runtime until it stops.
+/// Runs the daemon with the options its flags and the state directory give.
 fn run_daemon(locations: &Locations, args: DaemonArgs) -> Result<(), Failure> {
-    let options = conduit_daemon::DaemonOptions {
+    daemon::run(conduit_daemon::DaemonOptions {
         state_dir: locations.state_dir()?,
         config_file: args.config,
         os_dir: None,
         token_lifetime: args.token_lifetime,
         listen: args.listen,
         conformance_seams: args.conformance_seams,
-    };
-    init_tracing();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Local(format!("cannot start the async runtime: {e}")))?;
-    runtime
-        .block_on(conduit_daemon::run(options))
-        .map_err(|e| Failure::Local(e.to_string()))
-}
-
-/// Logs to stderr, filtered by `OPEN_CONDUIT_LOG` (default `info`).
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("OPEN_CONDUIT_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter)
-        .try_init();
+    })
 }
 
 #[cfg(test)]
