@@ -103,8 +103,12 @@ impl Connection {
     }
 }
 
-fn current_thread() -> Result<tokio::runtime::Runtime, Failure> {
-    runtime::build(&mut tokio::runtime::Builder::new_current_thread())
+/// A `POST` of `body` to `path`.
+pub fn post(path: &str, body: Value) -> Request {
+    Request::Post {
+        path: path.to_owned(),
+        body,
+    }
 }
 
 /// Replaces the token file with `token` (owner-only, through a temporary file and a rename).
@@ -135,6 +139,11 @@ pub fn read_token(path: &Path) -> Result<String, Failure> {
         return Err(unreadable("it is empty".to_owned()));
     }
     Ok(token.to_owned())
+}
+
+/// The runtime a blocking request runs on.
+fn current_thread() -> Result<tokio::runtime::Runtime, Failure> {
+    runtime::build(&mut tokio::runtime::Builder::new_current_thread())
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use conduit_client::percent_encode_segment as encode;
 use serde_json::Value;
 
-use crate::connection::{Connection, Request};
+use crate::connection::{post, Connection, Request};
 use crate::json::{object, strings};
 use crate::report::Failure;
 
@@ -343,13 +343,6 @@ pub fn remove_package(name: &str) -> Request {
 /// `POST /v1/{collection}/{id}/{action}` with an empty body: an action on one resource.
 fn act(collection: &str, id: &str, action: &str) -> Request {
     post(&format!("/v1/{collection}/{}/{action}", encode(id)), object([]))
-}
-
-fn post(path: &str, body: Value) -> Request {
-    Request::Post {
-        path: path.to_owned(),
-        body,
-    }
 }
 
 /// `GET path?name=value&...` with only the parameters that are present, values encoded.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use crate::connection::{Connection, Request};
+use crate::connection::{post, Connection, Request};
 use crate::json::{object, strings};
 use crate::report::Failure;
 
@@ -65,31 +65,24 @@ pub fn call(operation: &str, input: Value, request_id: Option<String>) -> Reques
 
 /// Any operation, inside an open tool session when `session` names one.
 pub fn call_in(operation: &str, input: Value, request_id: Option<String>, session: Option<String>) -> Request {
-    Request::Post {
-        path: CALL_PATH.to_owned(),
-        body: object([
-            ("operation", Some(operation.into())),
-            ("input", Some(input)),
-            ("request_id", request_id.map(Value::from)),
-            ("session_id", session.map(Value::from)),
-        ]),
-    }
+    let body = object([
+        ("operation", Some(operation.into())),
+        ("input", Some(input)),
+        ("request_id", request_id.map(Value::from)),
+        ("session_id", session.map(Value::from)),
+    ]);
+    post(CALL_PATH, body)
 }
 
 /// `POST /v1/toolbelt/sessions`: a session of `operation`.
 pub fn open_session(operation: &str) -> Request {
-    Request::Post {
-        path: SESSIONS_PATH.to_owned(),
-        body: json!({ "tool_id": operation }),
-    }
+    post(SESSIONS_PATH, json!({ "tool_id": operation }))
 }
 
 /// `POST /v1/toolbelt/sessions/{id}/close`.
 pub fn close_session(id: &str, failed: bool) -> Request {
-    Request::Post {
-        path: format!("{SESSIONS_PATH}/{}/close", conduit_client::percent_encode_segment(id)),
-        body: json!({ "outcome": if failed { "failed" } else { "completed" } }),
-    }
+    let path = format!("{SESSIONS_PATH}/{}/close", conduit_client::percent_encode_segment(id));
+    post(&path, json!({ "outcome": if failed { "failed" } else { "completed" } }))
 }
 
 pub fn emit(
