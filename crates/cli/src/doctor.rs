@@ -8,11 +8,6 @@ use serde_json::{json, Value};
 use crate::management::{self, Locations};
 use crate::report::Failure;
 
-/// One check's result: `ok`, `warn` or `fail`, with what was found.
-fn check(name: &str, status: &str, detail: impl Into<String>) -> Value {
-    json!({"check": name, "status": status, "detail": detail.into()})
-}
-
 /// The doctor's report, with `valid` set so an unhealthy one exits 1.
 pub fn report(locations: &Locations) -> Value {
     let mut report = run(locations);
@@ -256,4 +251,9 @@ fn joined(list: &Value) -> String {
         .filter_map(Value::as_str)
         .collect();
     items.join(", ")
+}
+
+/// One check's result: `ok`, `warn` or `fail`, with what was found.
+fn check(name: &str, status: &str, detail: impl Into<String>) -> Value {
+    json!({"check": name, "status": status, "detail": detail.into()})
 }

@@ -110,13 +110,6 @@ pub fn send_all(connection: &Connection, request: &Request) -> Result<Value, Fai
     Ok(answer)
 }
 
-fn not_running(socket: &Path) -> String {
-    format!(
-        "the daemon is not running at {}; start it with `open-conduit daemon`",
-        socket.display()
-    )
-}
-
 pub fn health() -> Request {
     Request::Get("/v1/health".to_owned())
 }
@@ -356,6 +349,13 @@ fn get_with_query(path: &str, params: &[(&str, Option<&str>)]) -> Request {
     } else {
         Request::Get(format!("{path}?{}", query.join("&")))
     }
+}
+
+fn not_running(socket: &Path) -> String {
+    format!(
+        "the daemon is not running at {}; start it with `open-conduit daemon`",
+        socket.display()
+    )
 }
 
 #[cfg(test)]

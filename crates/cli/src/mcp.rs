@@ -38,31 +38,6 @@ pub struct Bridge {
     sessions: Arc<Mutex<HashMap<String, String>>>,
 }
 
-/// `os mcp`: serves on a runtime of its own until the client disconnects, with the playbooks in
-/// `$OS_PLAYBOOK_DIR`.
-pub fn run(toolbelt: Connection) -> Result<(), Failure> {
-    let playbooks = std::env::var_os("OS_PLAYBOOK_DIR").map(PathBuf::from);
-    runtime::build(tokio::runtime::Builder::new_multi_thread().worker_threads(2))?.block_on(serve(toolbelt, playbooks))
-}
-
-/// Serves MCP on stdin/stdout until the client disconnects, then closes the sessions it opened.
-pub async fn serve(toolbelt: Connection, playbooks: Option<PathBuf>) -> Result<(), Failure> {
-    let mut bridge = Bridge {
-        toolbelt,
-        instructions: String::new(),
-        sessions: Arc::default(),
-    };
-    bridge.instructions = bridge.instructions(playbooks).await?;
-    let service = bridge
-        .clone()
-        .serve(rmcp::transport::stdio_pipes())
-        .await
-        .map_err(|e| Failure::Transport(format!("the MCP client did not initialize: {e}")))?;
-    let _ = service.waiting().await;
-    bridge.close_sessions().await;
-    Ok(())
-}
-
 impl Bridge {
     /// The binding's playbook (`$OS_PLAYBOOK_DIR/skills/<name>/SKILL.md`) when it names one and
     /// it can be read, else the toolbelt's guidance.
@@ -137,10 +112,6 @@ impl Bridge {
     }
 }
 
-fn is_stale_session(code: &str) -> bool {
-    code == "session_not_open" || code == "not_found"
-}
-
 impl ServerHandler for Bridge {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
@@ -176,6 +147,52 @@ impl ServerHandler for Bridge {
         };
         Ok(result.into())
     }
+}
+
+/// `os mcp`: serves on a runtime of its own until the client disconnects, with the playbooks in
+/// `$OS_PLAYBOOK_DIR`.
+pub fn run(toolbelt: Connection) -> Result<(), Failure> {
+    let playbooks = std::env::var_os("OS_PLAYBOOK_DIR").map(PathBuf::from);
+    runtime::build(tokio::runtime::Builder::new_multi_thread().worker_threads(2))?.block_on(serve(toolbelt, playbooks))
+}
+
+/// Serves MCP on stdin/stdout until the client disconnects, then closes the sessions it opened.
+pub async fn serve(toolbelt: Connection, playbooks: Option<PathBuf>) -> Result<(), Failure> {
+    let mut bridge = Bridge {
+        toolbelt,
+        instructions: String::new(),
+        sessions: Arc::default(),
+    };
+    bridge.instructions = bridge.instructions(playbooks).await?;
+    let service = bridge
+        .clone()
+        .serve(rmcp::transport::stdio_pipes())
+        .await
+        .map_err(|e| Failure::Transport(format!("the MCP client did not initialize: {e}")))?;
+    let _ = service.waiting().await;
+    bridge.close_sessions().await;
+    Ok(())
+}
+
+/// The fixed table from a descriptor to MCP's hints: `readOnlyHint` for `pure`/`read`,
+/// `destructiveHint` for `write`/`exec` (and any tier this release does not know), `idempotentHint` for a `deterministic`/`idempotent`
+/// replay policy, `openWorldHint` unless egress is `none`.
+pub fn annotations(descriptor: &Value) -> ToolAnnotations {
+    let tier = descriptor["safetyTier"].as_str().unwrap_or("exec");
+    let replay = descriptor["replayPolicy"].as_str().unwrap_or("non-deterministic");
+    let egress = descriptor["egress"].as_str().unwrap_or("host-owned");
+    let read_only = matches!(tier, "pure" | "read");
+    ToolAnnotations::from_raw(
+        None,
+        Some(read_only),
+        Some(!read_only),
+        Some(matches!(replay, "deterministic" | "idempotent")),
+        Some(egress != "none"),
+    )
+}
+
+fn is_stale_session(code: &str) -> bool {
+    code == "session_not_open" || code == "not_found"
 }
 
 /// A call's output as MCP content: its JSON as text, and as structured content when it is an object.
@@ -221,23 +238,6 @@ fn object(schema: &Value) -> JsonObject {
         Value::Object(map) => map.clone(),
         _ => JsonObject::from_iter([("type".to_owned(), json!("object"))]),
     }
-}
-
-/// The fixed table from a descriptor to MCP's hints: `readOnlyHint` for `pure`/`read`,
-/// `destructiveHint` for `write`/`exec` (and any tier this release does not know), `idempotentHint` for a `deterministic`/`idempotent`
-/// replay policy, `openWorldHint` unless egress is `none`.
-pub fn annotations(descriptor: &Value) -> ToolAnnotations {
-    let tier = descriptor["safetyTier"].as_str().unwrap_or("exec");
-    let replay = descriptor["replayPolicy"].as_str().unwrap_or("non-deterministic");
-    let egress = descriptor["egress"].as_str().unwrap_or("host-owned");
-    let read_only = matches!(tier, "pure" | "read");
-    ToolAnnotations::from_raw(
-        None,
-        Some(read_only),
-        Some(!read_only),
-        Some(matches!(replay, "deterministic" | "idempotent")),
-        Some(egress != "none"),
-    )
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@ use crate::report::Failure;
 pub const ENDPOINT_VAR: &str = "OS_ENDPOINT";
 /// The environment variable naming the file that holds the execution token.
 pub const TOKEN_FILE_VAR: &str = "OS_TOKEN_FILE";
+/// The exit status of `os` when a gate parked the call (the segment should end now).
+pub const PARKED_EXIT: u8 = 3;
 
 const CALL_PATH: &str = "/v1/toolbelt/call";
 const GUIDANCE_PATH: &str = "/v1/toolbelt/guidance";
@@ -23,24 +25,6 @@ const SESSIONS_PATH: &str = "/v1/toolbelt/sessions";
 pub fn connection_from_env() -> Result<Connection, Failure> {
     connection_from(std::env::var_os(ENDPOINT_VAR), std::env::var_os(TOKEN_FILE_VAR))
 }
-
-fn connection_from(endpoint: Option<OsString>, token_file: Option<OsString>) -> Result<Connection, Failure> {
-    let required = |name: &str, value: Option<OsString>| {
-        value.filter(|v| !v.is_empty()).map(PathBuf::from).ok_or_else(|| {
-            Failure::Local(format!(
-                "{name} is not set: os runs inside an Open Conduit execution, which sets \
-                 {ENDPOINT_VAR} and {TOKEN_FILE_VAR}"
-            ))
-        })
-    };
-    Ok(Connection::new(
-        required(ENDPOINT_VAR, endpoint)?,
-        required(TOKEN_FILE_VAR, token_file)?,
-    ))
-}
-
-/// The exit status of `os` when a gate parked the call (the segment should end now).
-pub const PARKED_EXIT: u8 = 3;
 
 /// What to tell an agent whose call a gate parked: what is awaited, the approval (if a person's),
 /// and that it is resumed later and should then make the same call again. `None` for any other
@@ -144,6 +128,21 @@ pub fn tools() -> Request {
 /// `GET /v1/tools/{id}`: one tool's descriptor.
 pub fn tool(id: &str) -> Request {
     Request::Get(format!("/v1/tools/{}", conduit_client::percent_encode_segment(id)))
+}
+
+fn connection_from(endpoint: Option<OsString>, token_file: Option<OsString>) -> Result<Connection, Failure> {
+    let required = |name: &str, value: Option<OsString>| {
+        value.filter(|v| !v.is_empty()).map(PathBuf::from).ok_or_else(|| {
+            Failure::Local(format!(
+                "{name} is not set: os runs inside an Open Conduit execution, which sets \
+                 {ENDPOINT_VAR} and {TOKEN_FILE_VAR}"
+            ))
+        })
+    };
+    Ok(Connection::new(
+        required(ENDPOINT_VAR, endpoint)?,
+        required(TOKEN_FILE_VAR, token_file)?,
+    ))
 }
 
 #[cfg(test)]
