@@ -3,10 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use conduit_client::Client;
+use conduit_client::{Client, ClientError};
 use serde_json::Value;
 
 use crate::report::Failure;
+use crate::runtime;
 
 /// A request to either surface.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,37 +66,49 @@ impl Connection {
 
     /// Sends one request on a current-thread runtime and waits for its answer.
     pub fn send(&self, request: &Request) -> Result<Value, Failure> {
-        let client = Client::new(&self.socket, read_token(&self.token_file)?);
-        let answer = runtime()?.block_on(async {
-            match request {
-                Request::Get(path) => client.get(path).await,
-                Request::Delete(path) => client.delete(path).await,
-                Request::GetContent(path) => client
-                    .get_bytes(path)
-                    .await
-                    .map(|bytes| serde_json::json!({ "content": String::from_utf8_lossy(&bytes) })),
-                Request::Post { path, body } => {
-                    client
-                        .post_with_key(path, body, self.idempotency_key().as_deref())
-                        .await
-                }
-            }
-        });
-        Ok(answer?)
+        let client = self.client()?;
+        Ok(current_thread()?.block_on(self.exchange(&client, request))?)
+    }
+
+    /// Sends one request from inside a runtime already running (the MCP server's).
+    pub async fn send_async(&self, request: &Request) -> Result<Value, Failure> {
+        Ok(self.exchange(&self.client()?, request).await?)
     }
 
     /// Reads content that is not JSON, byte for byte.
     pub fn fetch(&self, path: &str) -> Result<Vec<u8>, Failure> {
-        let client = Client::new(&self.socket, read_token(&self.token_file)?);
-        Ok(runtime()?.block_on(client.get_bytes(path))?)
+        let client = self.client()?;
+        Ok(current_thread()?.block_on(client.get_bytes(path))?)
+    }
+
+    /// A client holding the token as the file has it now.
+    fn client(&self) -> Result<Client, Failure> {
+        Ok(Client::new(&self.socket, read_token(&self.token_file)?))
+    }
+
+    async fn exchange(&self, client: &Client, request: &Request) -> Result<Value, ClientError> {
+        match request {
+            Request::Get(path) => client.get(path).await,
+            Request::Delete(path) => client.delete(path).await,
+            Request::GetContent(path) => client
+                .get_bytes(path)
+                .await
+                .map(|bytes| serde_json::json!({ "content": String::from_utf8_lossy(&bytes) })),
+            Request::Post { path, body } => {
+                client
+                    .post_with_key(path, body, self.idempotency_key().as_deref())
+                    .await
+            }
+        }
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Local(format!("cannot start the async runtime: {e}")))
+/// A `POST` of `body` to `path`.
+pub fn post(path: &str, body: Value) -> Request {
+    Request::Post {
+        path: path.to_owned(),
+        body,
+    }
 }
 
 /// Replaces the token file with `token` (owner-only, through a temporary file and a rename).
@@ -117,8 +130,7 @@ pub fn write_token(path: &Path, token: &str) -> Result<(), Failure> {
     std::fs::rename(&tmp, path).map_err(failed)
 }
 
-/// The token in `path`, without its trailing whitespace or newline.
-/// The token as the file holds it now (trailing newline trimmed).
+/// The token as the file at `path` holds it now, without its trailing whitespace or newline.
 pub fn read_token(path: &Path) -> Result<String, Failure> {
     let unreadable = |why: String| Failure::Local(format!("cannot read the token file {}: {why}", path.display()));
     let text = std::fs::read_to_string(path).map_err(|e| unreadable(e.to_string()))?;
@@ -127,6 +139,11 @@ pub fn read_token(path: &Path) -> Result<String, Failure> {
         return Err(unreadable("it is empty".to_owned()));
     }
     Ok(token.to_owned())
+}
+
+/// The runtime a blocking request runs on.
+fn current_thread() -> Result<tokio::runtime::Runtime, Failure> {
+    runtime::build(&mut tokio::runtime::Builder::new_current_thread())
 }
 
 #[cfg(test)]

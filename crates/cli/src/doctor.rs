@@ -8,9 +8,11 @@ use serde_json::{json, Value};
 use crate::management::{self, Locations};
 use crate::report::Failure;
 
-/// One check's result: `ok`, `warn` or `fail`, with what was found.
-fn check(name: &str, status: &str, detail: impl Into<String>) -> Value {
-    json!({"check": name, "status": status, "detail": detail.into()})
+/// The doctor's report, with `valid` set so an unhealthy one exits 1.
+pub fn report(locations: &Locations) -> Value {
+    let mut report = run(locations);
+    report["valid"] = report["healthy"].clone();
+    report
 }
 
 /// Every check, in order.
@@ -82,10 +84,7 @@ fn state_modes(state: &Path) -> Value {
 }
 
 fn daemon_health(locations: &Locations) -> Value {
-    let health = locations
-        .connection()
-        .and_then(|c| management::send(&c, &management::health()));
-    match health {
+    match locations.send(&management::health()) {
         Ok(h) => check(
             "daemon",
             "ok",
@@ -98,10 +97,7 @@ fn daemon_health(locations: &Locations) -> Value {
 
 /// The configuration check, and the configuration the daemon runs (redacted).
 fn live_config(locations: &Locations) -> (Value, Value) {
-    let shown = locations
-        .connection()
-        .and_then(|c| management::send(&c, &management::config_show()));
-    match shown {
+    match locations.send(&management::config_show()) {
         Ok(view) => (
             grants(
                 "the active configuration",
@@ -218,10 +214,7 @@ fn grants(what: &str, warnings: usize) -> Value {
 /// Installed packages whose requirements the current grant set no longer covers: their operations
 /// are refused until the grant covers them again.
 fn packages(locations: &Locations) -> Value {
-    let listed = locations
-        .connection()
-        .and_then(|c| management::send(&c, &management::list_packages()));
-    let Ok(listed) = listed else {
+    let Ok(listed) = locations.send(&management::list_packages()) else {
         return check("packages", "warn", "the daemon did not list its packages");
     };
     let flagged: Vec<String> = listed["items"]
@@ -258,4 +251,9 @@ fn joined(list: &Value) -> String {
         .filter_map(Value::as_str)
         .collect();
     items.join(", ")
+}
+
+/// One check's result: `ok`, `warn` or `fail`, with what was found.
+fn check(name: &str, status: &str, detail: impl Into<String>) -> Value {
+    json!({"check": name, "status": status, "detail": detail.into()})
 }

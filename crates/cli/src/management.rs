@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use conduit_client::percent_encode_segment as encode;
 use serde_json::Value;
 
-use crate::connection::{Connection, Request};
+use crate::connection::{post, Connection, Request};
 use crate::json::{object, strings};
 use crate::report::Failure;
 
@@ -47,6 +47,17 @@ impl Locations {
             self.given_or_in_state(&self.token_file, TOKEN_FILE)?,
         );
         Ok(connection.with_idempotency(self.idempotency_key.clone()))
+    }
+
+    /// Sends a request to the management socket found here (see [`send`]).
+    pub fn send(&self, request: &Request) -> Result<Value, Failure> {
+        self.connection().and_then(|connection| send(&connection, request))
+    }
+
+    /// Sends a request to the management socket found here, following a list to its last page
+    /// (see [`send_all`]).
+    pub fn send_all(&self, request: &Request) -> Result<Value, Failure> {
+        self.connection().and_then(|connection| send_all(&connection, request))
     }
 
     fn given_or_in_state(&self, given: &Option<PathBuf>, name: &str) -> Result<PathBuf, Failure> {
@@ -99,13 +110,6 @@ pub fn send_all(connection: &Connection, request: &Request) -> Result<Value, Fai
     Ok(answer)
 }
 
-fn not_running(socket: &Path) -> String {
-    format!(
-        "the daemon is not running at {}; start it with `open-conduit daemon`",
-        socket.display()
-    )
-}
-
 pub fn health() -> Request {
     Request::Get("/v1/health".to_owned())
 }
@@ -156,22 +160,22 @@ pub fn list_executions(work: Option<&str>) -> Request {
 
 /// `POST /v1/work/{id}/cancel`.
 pub fn cancel_work(id: &str) -> Request {
-    post(&format!("/v1/work/{}/cancel", encode(id)), object([]))
+    act("work", id, "cancel")
 }
 
 /// `POST /v1/work/{id}/retry`.
 pub fn retry_work(id: &str) -> Request {
-    post(&format!("/v1/work/{}/retry", encode(id)), object([]))
+    act("work", id, "retry")
 }
 
 /// `POST /v1/executions/{id}/cancel`.
 pub fn cancel_execution(id: &str) -> Request {
-    post(&format!("/v1/executions/{}/cancel", encode(id)), object([]))
+    act("executions", id, "cancel")
 }
 
 /// `POST /v1/executions/{id}/confirm-stopped`: the operator's word that its process is gone.
 pub fn confirm_stopped(id: &str) -> Request {
-    post(&format!("/v1/executions/{}/confirm-stopped", encode(id)), object([]))
+    act("executions", id, "confirm-stopped")
 }
 
 /// `POST /v1/work/{id}/wake`: an event on the Work's own key.
@@ -298,7 +302,7 @@ pub fn approval(id: &str) -> Request {
 
 /// `POST /v1/approvals/{id}/approve`.
 pub fn approve(id: &str) -> Request {
-    post(&format!("/v1/approvals/{}/approve", encode(id)), serde_json::json!({}))
+    act("approvals", id, "approve")
 }
 
 /// `POST /v1/approvals/{id}/deny`.
@@ -329,11 +333,9 @@ pub fn remove_package(name: &str) -> Request {
     Request::Delete(format!("/v1/packages/{}", encode(name)))
 }
 
-fn post(path: &str, body: Value) -> Request {
-    Request::Post {
-        path: path.to_owned(),
-        body,
-    }
+/// `POST /v1/{collection}/{id}/{action}` with an empty body: an action on one resource.
+fn act(collection: &str, id: &str, action: &str) -> Request {
+    post(&format!("/v1/{collection}/{}/{action}", encode(id)), object([]))
 }
 
 /// `GET path?name=value&...` with only the parameters that are present, values encoded.
@@ -347,6 +349,13 @@ fn get_with_query(path: &str, params: &[(&str, Option<&str>)]) -> Request {
     } else {
         Request::Get(format!("{path}?{}", query.join("&")))
     }
+}
+
+fn not_running(socket: &Path) -> String {
+    format!(
+        "the daemon is not running at {}; start it with `open-conduit daemon`",
+        socket.display()
+    )
 }
 
 #[cfg(test)]

@@ -16,7 +16,6 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use conduit_client::Client;
 use conduit_core::names::DECLARING_OPERATIONS;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
@@ -26,48 +25,24 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
 
-use crate::connection::read_token;
+use crate::connection::Connection;
 use crate::report::Failure;
+use crate::{runtime, toolbelt};
 
 /// The bridge between one MCP client and one execution's toolbelt.
 #[derive(Clone)]
 pub struct Bridge {
-    socket: PathBuf,
-    token_file: PathBuf,
+    toolbelt: Connection,
     instructions: String,
     /// The open tool session of each tool called so far.
     sessions: Arc<Mutex<HashMap<String, String>>>,
 }
 
-/// Serves MCP on stdin/stdout until the client disconnects, then closes the sessions it opened.
-pub async fn serve(socket: PathBuf, token_file: PathBuf, playbooks: Option<PathBuf>) -> Result<(), Failure> {
-    let mut bridge = Bridge {
-        socket,
-        token_file,
-        instructions: String::new(),
-        sessions: Arc::default(),
-    };
-    bridge.instructions = bridge.instructions(playbooks).await?;
-    let service = bridge
-        .clone()
-        .serve(rmcp::transport::stdio_pipes())
-        .await
-        .map_err(|e| Failure::Transport(format!("the MCP client did not initialize: {e}")))?;
-    let _ = service.waiting().await;
-    bridge.close_sessions().await;
-    Ok(())
-}
-
 impl Bridge {
-    /// A client holding the token as the file has it now.
-    fn client(&self) -> Result<Client, Failure> {
-        Ok(Client::new(&self.socket, read_token(&self.token_file)?))
-    }
-
     /// The binding's playbook (`$OS_PLAYBOOK_DIR/skills/<name>/SKILL.md`) when it names one and
     /// it can be read, else the toolbelt's guidance.
     async fn instructions(&self, playbooks: Option<PathBuf>) -> Result<String, Failure> {
-        let guidance = self.client()?.get("/v1/toolbelt/guidance").await?;
+        let guidance = self.toolbelt.send_async(&toolbelt::guidance()).await?;
         let playbook = guidance["playbook"]
             .as_str()
             .zip(playbooks)
@@ -76,7 +51,7 @@ impl Bridge {
     }
 
     async fn tools(&self) -> Result<Vec<Tool>, Failure> {
-        let catalog = self.client()?.get("/v1/tools").await?;
+        let catalog = self.toolbelt.send_async(&toolbelt::tools()).await?;
         Ok(catalog.as_array().into_iter().flatten().map(tool).collect())
     }
 
@@ -99,11 +74,8 @@ impl Bridge {
     }
 
     async fn post_call(&self, operation: &str, input: &Value, session: Option<&str>) -> Result<Value, Failure> {
-        let mut body = json!({"operation": operation, "input": input});
-        if let Some(session) = session {
-            body["session_id"] = json!(session);
-        }
-        Ok(self.client()?.post("/v1/toolbelt/call", &body).await?)
+        let call = toolbelt::call_in(operation, input.clone(), None, session.map(str::to_owned));
+        self.toolbelt.send_async(&call).await
     }
 
     /// The tool's open session, opening one on its first call; `None` when the host will not open
@@ -113,9 +85,8 @@ impl Bridge {
             return Some(id.clone());
         }
         let opened = self
-            .client()
-            .ok()?
-            .post("/v1/toolbelt/sessions", &json!({"tool_id": operation}))
+            .toolbelt
+            .send_async(&toolbelt::open_session(operation))
             .await
             .ok()?;
         let id = opened["session_id"].as_str()?.to_owned();
@@ -131,23 +102,14 @@ impl Bridge {
     /// refuses, which changes nothing).
     async fn close_sessions(&self) {
         let open: Vec<String> = self.lock().drain().map(|(_, id)| id).collect();
-        let Ok(client) = self.client() else { return };
         for id in open {
-            let path = format!(
-                "/v1/toolbelt/sessions/{}/close",
-                conduit_client::percent_encode_segment(&id)
-            );
-            let _ = client.post(&path, &json!({"outcome": "completed"})).await;
+            let _ = self.toolbelt.send_async(&toolbelt::close_session(&id, false)).await;
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
         self.sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
-}
-
-fn is_stale_session(code: &str) -> bool {
-    code == "session_not_open" || code == "not_found"
 }
 
 impl ServerHandler for Bridge {
@@ -176,7 +138,7 @@ impl ServerHandler for Bridge {
     ) -> Result<CallToolResponse, ErrorData> {
         let input = Value::Object(request.arguments.unwrap_or_default());
         let result = match self.call(&request.name, input).await {
-            Ok(answer) => match crate::toolbelt::parked_message(&answer) {
+            Ok(answer) => match toolbelt::parked_message(&answer) {
                 // Not an error: the agent should stop and will be resumed.
                 Some(message) => CallToolResult::success(vec![ContentBlock::text(message)]),
                 None => succeeded(answer["output"].clone()),
@@ -185,6 +147,52 @@ impl ServerHandler for Bridge {
         };
         Ok(result.into())
     }
+}
+
+/// `os mcp`: serves on a runtime of its own until the client disconnects, with the playbooks in
+/// `$OS_PLAYBOOK_DIR`.
+pub fn run(toolbelt: Connection) -> Result<(), Failure> {
+    let playbooks = std::env::var_os("OS_PLAYBOOK_DIR").map(PathBuf::from);
+    runtime::build(tokio::runtime::Builder::new_multi_thread().worker_threads(2))?.block_on(serve(toolbelt, playbooks))
+}
+
+/// Serves MCP on stdin/stdout until the client disconnects, then closes the sessions it opened.
+pub async fn serve(toolbelt: Connection, playbooks: Option<PathBuf>) -> Result<(), Failure> {
+    let mut bridge = Bridge {
+        toolbelt,
+        instructions: String::new(),
+        sessions: Arc::default(),
+    };
+    bridge.instructions = bridge.instructions(playbooks).await?;
+    let service = bridge
+        .clone()
+        .serve(rmcp::transport::stdio_pipes())
+        .await
+        .map_err(|e| Failure::Transport(format!("the MCP client did not initialize: {e}")))?;
+    let _ = service.waiting().await;
+    bridge.close_sessions().await;
+    Ok(())
+}
+
+/// The fixed table from a descriptor to MCP's hints: `readOnlyHint` for `pure`/`read`,
+/// `destructiveHint` for `write`/`exec` (and any tier this release does not know), `idempotentHint` for a `deterministic`/`idempotent`
+/// replay policy, `openWorldHint` unless egress is `none`.
+pub fn annotations(descriptor: &Value) -> ToolAnnotations {
+    let tier = descriptor["safetyTier"].as_str().unwrap_or("exec");
+    let replay = descriptor["replayPolicy"].as_str().unwrap_or("non-deterministic");
+    let egress = descriptor["egress"].as_str().unwrap_or("host-owned");
+    let read_only = matches!(tier, "pure" | "read");
+    ToolAnnotations::from_raw(
+        None,
+        Some(read_only),
+        Some(!read_only),
+        Some(matches!(replay, "deterministic" | "idempotent")),
+        Some(egress != "none"),
+    )
+}
+
+fn is_stale_session(code: &str) -> bool {
+    code == "session_not_open" || code == "not_found"
 }
 
 /// A call's output as MCP content: its JSON as text, and as structured content when it is an object.
@@ -230,23 +238,6 @@ fn object(schema: &Value) -> JsonObject {
         Value::Object(map) => map.clone(),
         _ => JsonObject::from_iter([("type".to_owned(), json!("object"))]),
     }
-}
-
-/// The fixed table from a descriptor to MCP's hints: `readOnlyHint` for `pure`/`read`,
-/// `destructiveHint` for `write`/`exec` (and any tier this release does not know), `idempotentHint` for a `deterministic`/`idempotent`
-/// replay policy, `openWorldHint` unless egress is `none`.
-pub fn annotations(descriptor: &Value) -> ToolAnnotations {
-    let tier = descriptor["safetyTier"].as_str().unwrap_or("exec");
-    let replay = descriptor["replayPolicy"].as_str().unwrap_or("non-deterministic");
-    let egress = descriptor["egress"].as_str().unwrap_or("host-owned");
-    let read_only = matches!(tier, "pure" | "read");
-    ToolAnnotations::from_raw(
-        None,
-        Some(read_only),
-        Some(!read_only),
-        Some(matches!(replay, "deterministic" | "idempotent")),
-        Some(egress != "none"),
-    )
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@ use std::process::ExitCode;
 use conduit_client::ClientError;
 use serde_json::Value;
 
+use crate::text::{diagnostics, pretty};
+
 /// Turns a successful answer into the human-readable text printed without `--json`.
 pub type Human = fn(&Value) -> String;
 
@@ -55,18 +57,12 @@ pub struct Reporter {
 impl Reporter {
     /// For `open-conduit`: a refusal's first line is `error: <code>: <message>`.
     pub fn operator(json: bool) -> Self {
-        Reporter {
-            json,
-            refusal_prefix: "error: ",
-        }
+        Reporter::new(json, "error: ")
     }
 
     /// For `os`: a refusal's first line is exactly `<code>: <message>`.
     pub fn execution(json: bool) -> Self {
-        Reporter {
-            json,
-            refusal_prefix: "",
-        }
+        Reporter::new(json, "")
     }
 
     /// Prints the answer (as JSON with `--json`, else through `human`) or the failure.
@@ -77,6 +73,14 @@ impl Reporter {
             Err(failure) => return self.fail(failure),
         }
         ExitCode::SUCCESS
+    }
+
+    /// Ends a command that printed its own output (or none): exit 0, or the failure printed.
+    pub fn finish_printed(&self, result: Result<(), Failure>) -> ExitCode {
+        match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(failure) => self.fail(failure),
+        }
     }
 
     /// Like [`Reporter::finish`] for a validation: its report is printed either way, and an answer
@@ -108,7 +112,7 @@ impl Reporter {
             } => {
                 let remedy = remedy.map(|r| format!("\nremedy: {r}")).unwrap_or_default();
                 let prefix = self.refusal_prefix;
-                let details = crate::render::diagnostics(&envelope);
+                let details = diagnostics(&envelope);
                 let details = if details.is_empty() {
                     details
                 } else {
@@ -122,11 +126,10 @@ impl Reporter {
             }
         }
     }
-}
 
-/// Pretty-printed JSON.
-pub fn pretty(value: &Value) -> String {
-    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+    fn new(json: bool, refusal_prefix: &'static str) -> Self {
+        Reporter { json, refusal_prefix }
+    }
 }
 
 /// Writes one block of text and a newline; a closed pipe (`| head`) is not an error worth a panic.

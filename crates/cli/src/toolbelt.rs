@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use crate::connection::{Connection, Request};
+use crate::connection::{post, Connection, Request};
 use crate::json::{object, strings};
 use crate::report::Failure;
 
@@ -14,6 +14,8 @@ use crate::report::Failure;
 pub const ENDPOINT_VAR: &str = "OS_ENDPOINT";
 /// The environment variable naming the file that holds the execution token.
 pub const TOKEN_FILE_VAR: &str = "OS_TOKEN_FILE";
+/// The exit status of `os` when a gate parked the call (the segment should end now).
+pub const PARKED_EXIT: u8 = 3;
 
 const CALL_PATH: &str = "/v1/toolbelt/call";
 const GUIDANCE_PATH: &str = "/v1/toolbelt/guidance";
@@ -23,24 +25,6 @@ const SESSIONS_PATH: &str = "/v1/toolbelt/sessions";
 pub fn connection_from_env() -> Result<Connection, Failure> {
     connection_from(std::env::var_os(ENDPOINT_VAR), std::env::var_os(TOKEN_FILE_VAR))
 }
-
-fn connection_from(endpoint: Option<OsString>, token_file: Option<OsString>) -> Result<Connection, Failure> {
-    let required = |name: &str, value: Option<OsString>| {
-        value.filter(|v| !v.is_empty()).map(PathBuf::from).ok_or_else(|| {
-            Failure::Local(format!(
-                "{name} is not set: os runs inside an Open Conduit execution, which sets \
-                 {ENDPOINT_VAR} and {TOKEN_FILE_VAR}"
-            ))
-        })
-    };
-    Ok(Connection::new(
-        required(ENDPOINT_VAR, endpoint)?,
-        required(TOKEN_FILE_VAR, token_file)?,
-    ))
-}
-
-/// The exit status of `os` when a gate parked the call (the segment should end now).
-pub const PARKED_EXIT: u8 = 3;
 
 /// What to tell an agent whose call a gate parked: what is awaited, the approval (if a person's),
 /// and that it is resumed later and should then make the same call again. `None` for any other
@@ -65,31 +49,24 @@ pub fn call(operation: &str, input: Value, request_id: Option<String>) -> Reques
 
 /// Any operation, inside an open tool session when `session` names one.
 pub fn call_in(operation: &str, input: Value, request_id: Option<String>, session: Option<String>) -> Request {
-    Request::Post {
-        path: CALL_PATH.to_owned(),
-        body: object([
-            ("operation", Some(operation.into())),
-            ("input", Some(input)),
-            ("request_id", request_id.map(Value::from)),
-            ("session_id", session.map(Value::from)),
-        ]),
-    }
+    let body = object([
+        ("operation", Some(operation.into())),
+        ("input", Some(input)),
+        ("request_id", request_id.map(Value::from)),
+        ("session_id", session.map(Value::from)),
+    ]);
+    post(CALL_PATH, body)
 }
 
 /// `POST /v1/toolbelt/sessions`: a session of `operation`.
 pub fn open_session(operation: &str) -> Request {
-    Request::Post {
-        path: SESSIONS_PATH.to_owned(),
-        body: json!({ "tool_id": operation }),
-    }
+    post(SESSIONS_PATH, json!({ "tool_id": operation }))
 }
 
 /// `POST /v1/toolbelt/sessions/{id}/close`.
 pub fn close_session(id: &str, failed: bool) -> Request {
-    Request::Post {
-        path: format!("{SESSIONS_PATH}/{}/close", conduit_client::percent_encode_segment(id)),
-        body: json!({ "outcome": if failed { "failed" } else { "completed" } }),
-    }
+    let path = format!("{SESSIONS_PATH}/{}/close", conduit_client::percent_encode_segment(id));
+    post(&path, json!({ "outcome": if failed { "failed" } else { "completed" } }))
 }
 
 pub fn emit(
@@ -151,6 +128,21 @@ pub fn tools() -> Request {
 /// `GET /v1/tools/{id}`: one tool's descriptor.
 pub fn tool(id: &str) -> Request {
     Request::Get(format!("/v1/tools/{}", conduit_client::percent_encode_segment(id)))
+}
+
+fn connection_from(endpoint: Option<OsString>, token_file: Option<OsString>) -> Result<Connection, Failure> {
+    let required = |name: &str, value: Option<OsString>| {
+        value.filter(|v| !v.is_empty()).map(PathBuf::from).ok_or_else(|| {
+            Failure::Local(format!(
+                "{name} is not set: os runs inside an Open Conduit execution, which sets \
+                 {ENDPOINT_VAR} and {TOKEN_FILE_VAR}"
+            ))
+        })
+    };
+    Ok(Connection::new(
+        required(ENDPOINT_VAR, endpoint)?,
+        required(TOKEN_FILE_VAR, token_file)?,
+    ))
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use conduit_cli::connection::{Connection, Request};
+use conduit_cli::connection::Request;
 use conduit_cli::render;
-use conduit_cli::report::{Failure, Human, Reporter};
+use conduit_cli::report::{Human, Reporter};
 use conduit_cli::toolbelt;
 use serde_json::{json, Value};
 
@@ -182,22 +182,8 @@ fn main() -> ExitCode {
                 None => code,
             }
         }
-        Plan::Mcp => match connection.and_then(serve_mcp) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(failure) => reporter.fail(failure),
-        },
+        Plan::Mcp => reporter.finish_printed(connection.and_then(conduit_cli::mcp::run)),
     }
-}
-
-fn serve_mcp(connection: Connection) -> Result<(), Failure> {
-    let playbooks = std::env::var_os("OS_PLAYBOOK_DIR").map(std::path::PathBuf::from);
-    let (socket, token_file) = (connection.socket().to_owned(), connection.token_file().to_owned());
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Local(format!("cannot start the async runtime: {e}")))?
-        .block_on(conduit_cli::mcp::serve(socket, token_file, playbooks))
 }
 
 /// What a command does: the toolbelt request it makes and how its answer reads as text.

@@ -1,0 +1,77 @@
+//! `open-conduit`: runs the daemon, and drives it as its operator over the management socket.
+//!
+//! [`cli`] is the command line and [`plan`] what each command asks for; `main` carries the plan
+//! out through the library and reports how it went.
+
+#![forbid(unsafe_code)]
+
+mod cli;
+mod plan;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use conduit_cli::management::{self, Locations};
+use conduit_cli::report::{Failure, Human, Reporter};
+use conduit_cli::{artifacts, auth, daemon, doctor, render, runs};
+use serde_json::Value;
+
+use crate::cli::{Cli, DaemonArgs, RunsCommand};
+use crate::plan::{plan, Plan};
+
+fn main() -> ExitCode {
+    let Cli { global, command } = Cli::parse();
+    let reporter = Reporter::operator(global.json);
+    let locations = Locations {
+        state: global.state,
+        endpoint: global.endpoint,
+        token_file: global.token_file,
+        idempotency_key: global.idempotency_key,
+    };
+    match plan(command, locations.state_dir().ok().as_deref()) {
+        Plan::Daemon(args) => reporter.finish_printed(run_daemon(&locations, args)),
+        Plan::Call(request, human) => reporter.finish(locations.send_all(&request), human),
+        Plan::Cat(id) if global.json => {
+            reporter.finish(locations.send_all(&management::artifact_content(&id)), render::content)
+        }
+        Plan::Cat(id) => reporter.finish_printed(artifacts::cat(&locations, &id)),
+        Plan::Runs(command) => {
+            let (answer, human) = read_runs(&locations, command);
+            reporter.finish(answer, human)
+        }
+        Plan::Validation(Ok(request)) => reporter.finish_validation(locations.send_all(&request), render::checked),
+        Plan::Validation(Err(offline)) => reporter.finish_validation(Ok(offline), render::checked),
+        Plan::Rotate => reporter.finish(auth::rotate(&locations), render::rotated),
+        Plan::Doctor => reporter.finish_validation(Ok(doctor::report(&locations)), render::doctor),
+        Plan::Recover => reporter.finish(auth::recover(&locations), render::recovered),
+    }
+}
+
+/// Runs the daemon with the options its flags and the state directory give.
+fn run_daemon(locations: &Locations, args: DaemonArgs) -> Result<(), Failure> {
+    daemon::run(conduit_daemon::DaemonOptions {
+        state_dir: locations.state_dir()?,
+        config_file: args.config,
+        os_dir: None,
+        token_lifetime: args.token_lifetime,
+        listen: args.listen,
+        conformance_seams: args.conformance_seams,
+    })
+}
+
+/// A `runs` command's answer and how it reads as text.
+fn read_runs(locations: &Locations, command: RunsCommand) -> (Result<Value, Failure>, Human) {
+    let connection = match locations.connection() {
+        Ok(connection) => connection,
+        Err(failure) => return (Err(failure), render::content),
+    };
+    match command {
+        RunsCommand::List { scope, in_state } => (
+            runs::list(&connection, scope.as_deref(), in_state.as_deref()),
+            render::run_table,
+        ),
+        RunsCommand::Get { work } => (runs::get(&connection, &work), render::run_detail),
+        RunsCommand::Table => (runs::table(&connection), render::run_tally),
+        RunsCommand::Log { work } => (runs::log(&connection, &work), render::content),
+    }
+}

@@ -1,0 +1,49 @@
+//! `open-conduit daemon`: the daemon run in the foreground on a multi-threaded runtime, logging to
+//! stderr.
+
+use conduit_core::Duration;
+use conduit_daemon::DaemonOptions;
+
+use crate::report::Failure;
+use crate::runtime;
+
+/// A clap value parser for a token lifetime: a human duration of at least a minute, so rotation
+/// has time to happen.
+pub fn parse_token_lifetime(text: &str) -> Result<Duration, String> {
+    match Duration::parse(text) {
+        Some(d) if d >= Duration::from_secs(60) => Ok(d),
+        Some(_) => Err("a token lifetime is at least 1m".into()),
+        None => Err("write a duration such as 10m or 1h".into()),
+    }
+}
+
+/// Runs the daemon until it stops.
+pub fn run(options: DaemonOptions) -> Result<(), Failure> {
+    init_tracing();
+    runtime::build(&mut tokio::runtime::Builder::new_multi_thread())?
+        .block_on(conduit_daemon::run(options))
+        .map_err(|e| Failure::Local(e.to_string()))
+}
+
+/// Logs to stderr, filtered by `OPEN_CONDUIT_LOG` (default `info`).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("OPEN_CONDUIT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_lifetime_is_a_duration_of_at_least_a_minute() {
+        assert_eq!(parse_token_lifetime("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_token_lifetime("1m"), Ok(Duration::from_secs(60)));
+        assert!(parse_token_lifetime("59s").is_err_and(|e| e.contains("at least 1m")));
+        assert!(parse_token_lifetime("soon").is_err_and(|e| e.contains("such as 10m")));
+    }
+}

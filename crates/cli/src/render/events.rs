@@ -1,0 +1,48 @@
+//! Events: their table, and an event's causal chain.
+
+use serde_json::Value;
+
+use super::layout::{items, list, row, table};
+
+pub(super) const EVENT_COLUMNS: [(&str, &str); 5] = [
+    ("SEQ", "/sequence"),
+    ("ID", "/id"),
+    ("TYPE", "/type"),
+    ("SOURCE", "/source"),
+    ("PARENT", "/causation/parent"),
+];
+
+pub fn event_table(answer: &Value) -> String {
+    list(answer, &EVENT_COLUMNS)
+}
+
+/// An event's causal chain, root first, each event's id indented one step deeper than its parent's.
+pub fn event_chain(answer: &Value) -> String {
+    let rows = items(answer).iter().enumerate().map(|(depth, event)| {
+        let mut cells = row(event, &EVENT_COLUMNS);
+        cells[1] = format!("{}{}", "  ".repeat(depth), cells[1]);
+        cells
+    });
+    table(&EVENT_COLUMNS, rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn chain_indents_each_event_below_its_parent() {
+        let event = |seq: u64, id: &str, parent: Value| {
+            json!({"sequence": seq, "id": id, "type": "t", "source": "core.manual",
+                   "causation": {"parent": parent}})
+        };
+        let answer = json!({"items": [event(1, "e1", Value::Null), event(4, "e4", json!("e1"))]});
+        let expected = "\
+SEQ  ID    TYPE  SOURCE       PARENT
+1    e1    t     core.manual  -
+4      e4  t     core.manual  e1";
+        assert_eq!(event_chain(&answer), expected);
+    }
+}

@@ -1,0 +1,81 @@
+//! Executions, the attempts at Work, and what they left: their artifacts and the toolbelt's records
+//! of their calls.
+
+use serde_json::Value;
+
+use super::layout::list;
+use crate::text::field;
+
+pub(super) const EXECUTION_COLUMNS: [(&str, &str); 6] = [
+    ("ID", "/id"),
+    ("WORK", "/work_id"),
+    ("EPOCH", "/epoch"),
+    ("STATE", "/state"),
+    ("EXIT", "/exit_code"),
+    ("OUTCOME", "/outcome/status"),
+];
+
+const ARTIFACT_COLUMNS: [(&str, &str); 5] = [
+    ("ID", "/id"),
+    ("KIND", "/kind"),
+    ("NAME", "/name"),
+    ("SIZE", "/size"),
+    ("REFUSED", "/refused"),
+];
+
+const AUDIT_COLUMNS: [(&str, &str); 6] = [
+    ("AT", "/at"),
+    ("KIND", "/kind"),
+    ("OPERATION", "/operation"),
+    ("RESULT", "/result"),
+    ("EXECUTION", "/execution_id"),
+    ("MS", "/duration_ms"),
+];
+
+pub fn execution_table(answer: &Value) -> String {
+    list(answer, &EXECUTION_COLUMNS)
+}
+
+/// A cancelled attempt, and the hold on its Work.
+pub fn execution_cancelled(answer: &Value) -> String {
+    let id = field(answer, "/execution/id");
+    format!("cancelled {id}; its Work is held until `open-conduit work retry`")
+}
+
+pub fn stop_confirmed(answer: &Value) -> String {
+    let id = field(answer, "/execution/id");
+    format!("{id} stopped at {}", field(answer, "/execution/stopped_at"))
+}
+
+pub fn artifact_table(answer: &Value) -> String {
+    list(answer, &ARTIFACT_COLUMNS)
+}
+
+/// An artifact's content, as it is.
+pub fn content(answer: &Value) -> String {
+    answer
+        .get("content")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .trim_end()
+        .to_owned()
+}
+
+pub fn audit_table(answer: &Value) -> String {
+    list(answer, &AUDIT_COLUMNS)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn empty_list_is_just_the_header() {
+        assert_eq!(
+            execution_table(&json!({"items": []})),
+            "ID  WORK  EPOCH  STATE  EXIT  OUTCOME"
+        );
+    }
+}

@@ -1,0 +1,48 @@
+//! Run history: the table of runs, their tally per scope and binding, and one run whole.
+
+use serde_json::{json, Value};
+
+use super::events::EVENT_COLUMNS;
+use super::executions::EXECUTION_COLUMNS;
+use super::layout::list;
+use super::work::work_detail;
+
+const RUN_COLUMNS: [(&str, &str); 8] = [
+    ("WORK", "/work_id"),
+    ("SCOPE", "/scope"),
+    ("BINDING", "/binding"),
+    ("STATE", "/state"),
+    ("OUTCOME", "/outcome"),
+    ("ATTEMPTS", "/attempts"),
+    ("STARTED", "/started_at"),
+    ("ENDED", "/ended_at"),
+];
+
+const RUN_TALLY_COLUMNS: [(&str, &str); 8] = [
+    ("SCOPE", "/scope"),
+    ("BINDING", "/binding"),
+    ("RUNS", "/runs"),
+    ("SUCCEEDED", "/succeeded"),
+    ("FAILED", "/failed"),
+    ("CANCELLED", "/cancelled"),
+    ("ACTIVE", "/active"),
+    ("ATTEMPTS", "/attempts"),
+];
+
+pub fn run_table(answer: &Value) -> String {
+    list(answer, &RUN_COLUMNS)
+}
+
+pub fn run_tally(answer: &Value) -> String {
+    list(answer, &RUN_TALLY_COLUMNS)
+}
+
+/// One run: its Work, then its attempts, then its events.
+pub fn run_detail(answer: &Value) -> String {
+    format!(
+        "{}\n\nattempts:\n{}\n\nevents:\n{}",
+        work_detail(&answer["work"]),
+        list(&json!({"items": answer["executions"]}), &EXECUTION_COLUMNS),
+        list(&json!({"items": answer["events"]}), &EVENT_COLUMNS)
+    )
+}
