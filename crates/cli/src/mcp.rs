@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use conduit_core::names::DECLARING_OPERATIONS;
+use conduit_core::toolbelt_env::OS_PLAYBOOK_DIR;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
@@ -152,7 +153,7 @@ impl ServerHandler for Bridge {
 /// `os mcp`: serves on a runtime of its own until the client disconnects, with the playbooks in
 /// `$OS_PLAYBOOK_DIR`.
 pub fn run(toolbelt: Connection) -> Result<(), Failure> {
-    let playbooks = std::env::var_os("OS_PLAYBOOK_DIR").map(PathBuf::from);
+    let playbooks = std::env::var_os(OS_PLAYBOOK_DIR).map(PathBuf::from);
     runtime::build(tokio::runtime::Builder::new_multi_thread().worker_threads(2))?.block_on(serve(toolbelt, playbooks))
 }
 

@@ -4,16 +4,13 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use conduit_core::toolbelt_env::{OS_ENDPOINT, OS_TOKEN_FILE};
 use serde_json::{json, Value};
 
 use crate::connection::{post, Connection, Request};
 use crate::json::{object, strings};
 use crate::report::Failure;
 
-/// The environment variable naming the toolbelt socket.
-pub const ENDPOINT_VAR: &str = "OS_ENDPOINT";
-/// The environment variable naming the file that holds the execution token.
-pub const TOKEN_FILE_VAR: &str = "OS_TOKEN_FILE";
 /// The exit status of `os` when a gate parked the call (the segment should end now).
 pub const PARKED_EXIT: u8 = 3;
 
@@ -23,7 +20,7 @@ const SESSIONS_PATH: &str = "/v1/toolbelt/sessions";
 
 /// The toolbelt connection described by `OS_ENDPOINT` and `OS_TOKEN_FILE`.
 pub fn connection_from_env() -> Result<Connection, Failure> {
-    connection_from(std::env::var_os(ENDPOINT_VAR), std::env::var_os(TOKEN_FILE_VAR))
+    connection_from(std::env::var_os(OS_ENDPOINT), std::env::var_os(OS_TOKEN_FILE))
 }
 
 /// What to tell an agent whose call a gate parked: what is awaited, the approval (if a person's),
@@ -135,13 +132,13 @@ fn connection_from(endpoint: Option<OsString>, token_file: Option<OsString>) -> 
         value.filter(|v| !v.is_empty()).map(PathBuf::from).ok_or_else(|| {
             Failure::Local(format!(
                 "{name} is not set: os runs inside an Open Conduit execution, which sets \
-                 {ENDPOINT_VAR} and {TOKEN_FILE_VAR}"
+                 {OS_ENDPOINT} and {OS_TOKEN_FILE}"
             ))
         })
     };
     Ok(Connection::new(
-        required(ENDPOINT_VAR, endpoint)?,
-        required(TOKEN_FILE_VAR, token_file)?,
+        required(OS_ENDPOINT, endpoint)?,
+        required(OS_TOKEN_FILE, token_file)?,
     ))
 }
 
@@ -197,9 +194,9 @@ mod tests {
     fn missing_environment_says_where_os_runs() {
         let os = |s: &str| Some(OsString::from(s));
         for (endpoint, token_file, missing) in [
-            (None, os("/t"), ENDPOINT_VAR),
-            (os(""), os("/t"), ENDPOINT_VAR),
-            (os("/s"), None, TOKEN_FILE_VAR),
+            (None, os("/t"), OS_ENDPOINT),
+            (os(""), os("/t"), OS_ENDPOINT),
+            (os("/s"), None, OS_TOKEN_FILE),
         ] {
             let Err(Failure::Local(message)) = connection_from(endpoint, token_file) else {
                 panic!("expected a local failure for {missing}");
