@@ -7,7 +7,5 @@ pub const OS_ENDPOINT: &str = "OS_ENDPOINT";
 pub const OS_TOKEN_FILE: &str = "OS_TOKEN_FILE";
 /// Where the binding's playbooks are.
 pub const OS_PLAYBOOK_DIR: &str = "OS_PLAYBOOK_DIR";
-/// Every variable above.
-pub const OS_VARIABLES: [&str; 3] = [OS_ENDPOINT, OS_TOKEN_FILE, OS_PLAYBOOK_DIR];
 /// The prefix of the toolbelt's variables: a package's inherited environment drops every one.
 pub const OS_PREFIX: &str = "OS_";
