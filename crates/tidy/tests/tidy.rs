@@ -30,7 +30,8 @@ fn metadata() -> serde_json::Value {
 }
 
 fn host_triple() -> String {
-    let out = Command::new("rustc").arg("-vV").output().expect("rustc -vV runs");
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let out = Command::new(rustc).arg("-vV").output().expect("rustc -vV runs");
     let text = String::from_utf8(out.stdout).unwrap();
     text.lines()
         .find_map(|line| line.strip_prefix("host: "))
@@ -171,4 +172,21 @@ fn an_import_circle_is_caught() {
         file(&["m", "q"], "use super::p::g;"),
     ];
     assert_eq!(module_circles(&nested), [vec!["m::p", "m::q"]]);
+}
+
+/// Past this a file holds two nouns and becomes a folder (`docs/conventions.md`).
+const MAX_FILE_LINES: usize = 600;
+
+#[test]
+fn no_library_file_is_longer_than_600_lines() {
+    let long: Vec<String> = crate_sources()
+        .into_iter()
+        .flat_map(|(krate, files)| {
+            files
+                .into_iter()
+                .filter(|f| f.text.lines().count() > MAX_FILE_LINES)
+                .map(move |f| format!("{krate}/{}: {} lines", f.module.join("/"), f.text.lines().count()))
+        })
+        .collect();
+    assert!(long.is_empty(), "split these by the nouns they hold: {long:#?}");
 }
