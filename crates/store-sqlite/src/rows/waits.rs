@@ -94,9 +94,14 @@ impl WaitRows for SqliteTx<'_> {
         )
         .map_err(sqlite_error)?;
         if w.state != WaitState::Armed {
-            // Only armed waits are found by key.
-            self.exec("DELETE FROM wait_keys WHERE wait_id = ?1", [&w.id])
+            // Only armed waits are found by key; each row goes by its primary key.
+            for key in &w.keys {
+                self.exec(
+                    "DELETE FROM wait_keys WHERE key = ?1 AND wait_id = ?2",
+                    params![key, w.id],
+                )
                 .map_err(sqlite_error)?;
+            }
         }
         Ok(())
     }
