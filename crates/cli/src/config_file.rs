@@ -1,22 +1,35 @@
 //! A configuration file on this side of the socket: its text for `config validate|apply`, or for
-//! `config check` the file validated offline against this release. A file that cannot be read is
-//! reported as an invalid validation naming it.
+//! `config check` the file validated offline against this release. A file that cannot be read (none
+//! there, not a regular file, not readable) is reported as an invalid validation naming it, without
+//! reading past the 1 MiB limit.
 
 use std::path::Path;
 
+use conduit_config::Diagnostic;
+use conduit_daemon::files::read_config_file;
 use serde_json::{json, Value};
 
-/// The file's text, or the invalid validation report of a file that cannot be read.
+/// The file's text, or the invalid validation report of a file that cannot be read. A file over
+/// the limit is sent as far as one byte past it, for the daemon to refuse as `too_large`.
 pub fn read(file: &Path) -> Result<String, Value> {
-    std::fs::read_to_string(file).map_err(|e| unreadable(file, e))
+    let bytes = bytes(file)?;
+    String::from_utf8(bytes).map_err(|_| invalid(not_utf8(file)))
 }
 
 /// The file validated offline, reported like the daemon's validation; playbooks are read from
 /// `state_dir` when it is known.
 pub fn check_offline(file: &Path, state_dir: Option<&Path>) -> Value {
-    match std::fs::read(file) {
+    match bytes(file) {
         Ok(bytes) => check(&bytes, state_dir),
-        Err(e) => unreadable(file, e),
+        Err(report) => report,
+    }
+}
+
+fn bytes(file: &Path) -> Result<Vec<u8>, Value> {
+    match read_config_file(file) {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err(invalid(missing(file))),
+        Err(unreadable) => Err(invalid(unreadable)),
     }
 }
 
@@ -30,12 +43,24 @@ fn check(bytes: &[u8], state_dir: Option<&Path>) -> Value {
     }
 }
 
-/// A file that cannot be read, reported as an invalid validation naming it.
-fn unreadable(file: &Path, e: std::io::Error) -> Value {
-    let diagnostic = json!({
-        "pointer": "", "code": "unreadable_file", "severity": "error",
-        "message": format!("cannot read {}: {}", file.display(), e.kind()),
-        "remedy": "check the path and its permissions",
-    });
+fn invalid(diagnostic: Diagnostic) -> Value {
     json!({"valid": false, "hash": null, "diagnostics": [diagnostic]})
+}
+
+fn missing(file: &Path) -> Diagnostic {
+    Diagnostic::error(
+        "",
+        "config_unreadable",
+        format!("cannot read {}: no such file", file.display()),
+        "check the path",
+    )
+}
+
+fn not_utf8(file: &Path) -> Diagnostic {
+    Diagnostic::error(
+        "",
+        "invalid_json",
+        format!("{} is not UTF-8 text", file.display()),
+        "save the configuration as UTF-8 JSON",
+    )
 }

@@ -341,3 +341,56 @@ fn playbooks_warn_of_missing_grants_and_refusals_record_config_drift() {
         "create_work is outside the playbook's role"
     );
 }
+
+/// Runs `open-conduit ARGS`, killed if it has not finished within 20 s (a file read whole, or a
+/// FIFO waited on, would not finish).
+fn bounded(args: &[&str]) -> std::process::Output {
+    let child = std::process::Command::new(OPEN_CONDUIT)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(20));
+        let _ = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status();
+    });
+    let out = child.wait_with_output().unwrap();
+    drop(watchdog);
+    out
+}
+
+#[test]
+fn config_check_refuses_devices_fifos_and_oversized_files_without_reading_them_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let big = write(tmp.path(), "big.json", &" ".repeat(2 * 1024 * 1024));
+    let cases = [
+        ("/dev/zero", "config_unreadable"),
+        (fifo.to_str().unwrap(), "config_unreadable"),
+        (tmp.path().to_str().unwrap(), "config_unreadable"),
+        ("/no/such/file", "config_unreadable"),
+        (big.as_str(), "too_large"),
+    ];
+    for (file, code) in cases {
+        let out = bounded(&["config", "check", file]);
+        assert_eq!(out.status.code(), Some(1), "{file}: {}", stdout(&out));
+        assert!(stdout(&out).contains(code), "{file}: {}", stdout(&out));
+        let out = bounded(&["config", "validate", file, "--state", "/no/daemon/here"]);
+        assert!(!out.status.success(), "{file}");
+    }
+}
+
+#[test]
+fn the_daemon_refuses_a_config_file_that_is_no_regular_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    for file in ["/dev/zero", "/dev/null"] {
+        let out = bounded(&["daemon", "--state", state.to_str().unwrap(), "--config", file]);
+        assert!(!out.status.success(), "{file}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("config_unreadable"), "{file}: {err}");
+    }
+}

@@ -18,6 +18,7 @@ use conduit_toolbelt::RefusalClassifier;
 use serde_json::Value;
 
 use crate::failpoint::failpoint;
+use crate::files::read_config_file;
 use crate::state::{create_private_dir, write_private_file};
 use crate::DaemonError;
 
@@ -280,10 +281,9 @@ fn set_pointer(document: &mut Value, pointer: &str, value: Value) -> Result<(), 
 
 /// The config file's snapshot if the file exists; a file that does not validate stops the start.
 fn read_file(file: &Path, registry: &Registry) -> Result<Option<Snapshot>, DaemonError> {
-    match std::fs::read(file) {
-        Ok(bytes) => parse_with(&bytes, registry).map(Some).map_err(DaemonError::Config),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(DaemonError::io("read the config file", file, e)),
+    match read_config_file(file).map_err(|unreadable| DaemonError::Config(vec![unreadable]))? {
+        Some(bytes) => parse_with(&bytes, registry).map(Some).map_err(DaemonError::Config),
+        None => Ok(None),
     }
 }
 

@@ -9,6 +9,7 @@ mod error;
 mod executor;
 mod extensions;
 mod failpoint;
+pub mod files;
 mod lifetime;
 mod operator;
 mod packages;

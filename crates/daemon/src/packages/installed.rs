@@ -2,14 +2,14 @@
 //! manifests of everything installed.
 
 use std::fs;
-use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
 use conduit_core::{ErrorCode, Refusal};
 use conduit_packages::{Manifest, MANIFEST_FILE};
 use conduit_toolbelt::registry::{Handler, HandlerCall, HandlerFuture, OperationError};
-use rustix::fs::{Mode, OFlags};
+
+use crate::files::{self, Links};
 
 /// The largest manifest read.
 const MAX_MANIFEST: u64 = 1024 * 1024;
@@ -40,11 +40,8 @@ pub(super) fn read_manifest(dir: &Path) -> Result<Manifest, Refusal> {
             "no readable {MANIFEST_FILE} (a regular file of at most 1 MiB) in the directory"
         ))
     };
-    let mut bytes = Vec::new();
     let file = open_regular(&dir.join(MANIFEST_FILE)).map_err(|_| unreadable())?;
-    file.take(MAX_MANIFEST + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|_| unreadable())?;
+    let bytes = files::read_bounded(file, MAX_MANIFEST).map_err(|_| unreadable())?;
     if bytes.len() as u64 > MAX_MANIFEST {
         return Err(unreadable());
     }
@@ -53,16 +50,9 @@ pub(super) fn read_manifest(dir: &Path) -> Result<Manifest, Refusal> {
     })
 }
 
-/// Opens a regular file without following a symbolic link (and without blocking on a FIFO),
-/// judging the type from the open handle, so nothing can be swapped in between.
+/// Opens a regular file without following a symbolic link (and without blocking on a FIFO).
 pub(super) fn open_regular(path: &Path) -> std::io::Result<fs::File> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let file = fs::File::from(rustix::fs::open(path, flags, Mode::empty())?);
-    if file.metadata()?.is_file() {
-        Ok(file)
-    } else {
-        Err(std::io::ErrorKind::InvalidInput.into())
-    }
+    files::open_regular(path, Links::Refuse)
 }
 
 pub(super) fn invalid(message: &str) -> Refusal {

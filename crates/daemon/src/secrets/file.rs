@@ -1,15 +1,14 @@
 //! `file:<key>`: a key of the owner-only `secrets.json`, a flat JSON object of string values.
 
-use std::fs::{File, Metadata};
-use std::io::Read;
+use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use serde_json::Value;
 
 use super::SecretError;
+use crate::files::{open_regular, read_bounded, Links};
 
 /// Largest `secrets.json` read.
 pub const MAX_SECRETS_FILE_BYTES: u64 = 1024 * 1024;
@@ -29,26 +28,24 @@ pub(super) fn lookup(path: &Path, key: &str) -> Result<String, SecretError> {
 /// Opens without following a final symlink (and without blocking on a FIFO), then checks the open
 /// file itself, so what is checked is what is read.
 fn read_private(path: &Path) -> Result<Vec<u8>, SecretError> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let file = File::from(rustix::fs::open(path, flags, Mode::empty()).map_err(open_error)?);
+    let file = open_regular(path, Links::Refuse).map_err(open_error)?;
     let metadata = file.metadata().map_err(|_| SecretError::FileUnreadable)?;
     if !is_owner_only(&metadata) {
         return Err(SecretError::FileUnsafe);
     }
-    let mut bytes = Vec::new();
-    file.take(MAX_SECRETS_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|_| SecretError::FileUnreadable)?;
+    let bytes = read_bounded(file, MAX_SECRETS_FILE_BYTES).map_err(|_| SecretError::FileUnreadable)?;
     if bytes.len() as u64 > MAX_SECRETS_FILE_BYTES {
         return Err(SecretError::FileInvalid);
     }
     Ok(bytes)
 }
 
-fn open_error(errno: Errno) -> SecretError {
-    match errno {
-        Errno::NOENT => SecretError::NotFound,
-        Errno::LOOP => SecretError::FileUnsafe,
+/// A link, a FIFO or any other file that is no regular file is unsafe to read secrets from.
+fn open_error(e: std::io::Error) -> SecretError {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => SecretError::NotFound,
+        std::io::ErrorKind::InvalidInput => SecretError::FileUnsafe,
+        _ if e.raw_os_error() == Some(Errno::LOOP.raw_os_error()) => SecretError::FileUnsafe,
         _ => SecretError::FileUnreadable,
     }
 }

@@ -233,7 +233,7 @@ mod tests {
             panic!("an offline report")
         };
         assert_eq!(report["valid"], false);
-        assert_eq!(report["diagnostics"][0]["code"], "unreadable_file");
+        assert_eq!(report["diagnostics"][0]["code"], "config_unreadable");
     }
 
     #[test]
