@@ -230,7 +230,7 @@ pub fn artifact_content_path(id: &str) -> String {
     format!("/v1/artifacts/{}/content", encode(id))
 }
 
-/// `GET /v1/auth/operators`: active operator credentials, without tokens.
+/// `GET /v1/auth/operators`: every operator credential, revoked ones included, without tokens.
 pub fn operators() -> Request {
     Request::Get("/v1/auth/operators".to_owned())
 }

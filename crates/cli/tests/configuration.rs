@@ -354,7 +354,9 @@ fn bounded(args: &[&str]) -> std::process::Output {
     let pid = child.id();
     let watchdog = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_secs(20));
-        let _ = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status();
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
     });
     let out = child.wait_with_output().unwrap();
     drop(watchdog);
@@ -365,7 +367,11 @@ fn bounded(args: &[&str]) -> std::process::Output {
 fn config_check_refuses_devices_fifos_and_oversized_files_without_reading_them_whole() {
     let tmp = tempfile::tempdir().unwrap();
     let fifo = tmp.path().join("fifo");
-    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     let big = write(tmp.path(), "big.json", &" ".repeat(2 * 1024 * 1024));
     let cases = [
         ("/dev/zero", "config_unreadable"),

@@ -141,6 +141,30 @@ fn each_route_needs_its_role_and_the_right_credential_class() {
             ],
         ),
         (
+            "POST",
+            "/v1/auth/rotate",
+            garbage,
+            [
+                (401, "unauthenticated"),
+                (403, "wrong_credential_class"),
+                (403, "forbidden_role"),
+                (400, "invalid_request"),
+                (400, "invalid_request"),
+            ],
+        ),
+        (
+            "POST",
+            "/v1/auth/revoke",
+            garbage,
+            [
+                (401, "unauthenticated"),
+                (403, "wrong_credential_class"),
+                (403, "forbidden_role"),
+                (400, "invalid_request"),
+                (400, "invalid_request"),
+            ],
+        ),
+        (
             "GET",
             "/v1/auth/operators",
             "",
@@ -301,4 +325,61 @@ fn an_execution_token_is_revoked_by_its_id() {
     assert!(daemon.cli(&["auth", "revoke", &token_id]).status.success());
     let (status, body) = toolbelt_call(&socket, &token, "read_context", json!({}));
     assert_eq!((status, body["error"].as_str()), (403, Some("forbidden")));
+}
+
+#[test]
+fn revoking_is_keyed_and_the_operators_list_keeps_revoked_credentials() {
+    let daemon = Daemon::start(None);
+    let ops = add_operator(&daemon, "ops", "operate");
+    let owner = daemon.operator_token();
+    let ids = daemon.json(&["auth", "operators"]);
+    let ops_id = ids["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "ops")
+        .unwrap()["id"]
+        .clone();
+    let body = json!({"token_id": ops_id}).to_string();
+    let auth = format!("Bearer {owner}");
+    let headers = [("Content-Type", "application/json"), ("Authorization", auth.as_str())];
+    let (status, answer) = http_raw(&daemon.management_socket(), "POST", "/v1/auth/revoke", &headers, &body);
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (400, Some("idempotency_key_required"))
+    );
+    assert_eq!(
+        call(&daemon, Some(&ops), "GET", "/v1/work", "k", "").0,
+        200,
+        "nothing was revoked"
+    );
+
+    let (status, _) = call(&daemon, Some(&owner), "POST", "/v1/auth/revoke", "revoke-ops", &body);
+    assert_eq!(status, 200);
+    let replayed = call(&daemon, Some(&owner), "POST", "/v1/auth/revoke", "revoke-ops", &body);
+    assert_eq!(replayed.0, 200, "a retried revoke answers the same");
+    assert_eq!(call(&daemon, Some(&ops), "GET", "/v1/work", "k", "").0, 401);
+
+    let listed = daemon.json(&["auth", "operators"]);
+    let revoked = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "ops")
+        .unwrap()
+        .clone();
+    assert_eq!(revoked["id"], ops_id);
+    assert!(revoked["revoked_at"].is_string(), "{revoked}");
+    assert_eq!(revoked["revoked_by"], "operator:local");
+    let active = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "local")
+        .unwrap()
+        .clone();
+    assert!(
+        active["revoked_at"].is_null() && active["revoked_by"].is_null(),
+        "{active}"
+    );
 }

@@ -87,7 +87,12 @@ pub struct OperatorRecord {
     pub digest: [u8; 32],
     pub created_at: Timestamp,
     pub revoked_at: Option<Timestamp>,
+    /// Who revoked it: an operator's principal, or `host:recovery` for the locked local path.
+    pub revoked_by: Option<String>,
 }
+
+/// Who revokes the owner's credential when the daemon issues it a new one under the state lock.
+pub const RECOVERY: &str = "host:recovery";
 
 impl OperatorRecord {
     /// The principal stamped as the actor of this operator's events.

@@ -2,7 +2,7 @@
 
 use std::fs;
 
-use conduit_core::credential::OWNER;
+use conduit_core::credential::{OWNER, RECOVERY};
 use conduit_core::{OperatorRecord, Role, Timestamp};
 use conduit_store::{new_id, Store};
 use conduit_toolbelt::token::{digest, generate};
@@ -53,10 +53,11 @@ pub fn issue_owner(state: &StateDir, store: &dyn Store, now: Timestamp) -> Resul
         digest: digest(&token),
         created_at: now,
         revoked_at: None,
+        revoked_by: None,
     };
     store.write(|tx| {
         if let Some(old) = &active {
-            tx.revoke_operator(&old.id, now)?;
+            tx.revoke_operator(&old.id, now, RECOVERY)?;
         }
         tx.insert_operator(&record)
     })?;

@@ -99,6 +99,7 @@ fn main() {
         digest: token::digest(&token),
         created_at: now(),
         revoked_at: None,
+        revoked_by: None,
     };
     store
         .write(|tx| tx.insert_operator(&operator))

@@ -253,6 +253,9 @@ INSERT OR IGNORE INTO wait_keys (key, wait_id)
     SELECT k.value, w.id FROM waits w, json_each(w.keys) k WHERE w.state = 'armed';
 CREATE INDEX waits_by_work ON waits (work_id, state);
 "#,
+    r#"
+ALTER TABLE operators ADD COLUMN revoked_by TEXT;
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

@@ -185,9 +185,10 @@ pub trait OperatorRows {
     fn operator_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<OperatorRecord>>;
     /// The active (unrevoked) credential of a named operator.
     fn active_operator(&mut self, name: &str) -> Result<Option<OperatorRecord>>;
-    fn revoke_operator(&mut self, id: &str, at: Timestamp) -> Result<()>;
+    /// Revokes an active credential, recording when and by whom.
+    fn revoke_operator(&mut self, id: &str, at: Timestamp, by: &str) -> Result<()>;
     fn get_operator(&mut self, id: &str) -> Result<Option<OperatorRecord>>;
-    /// Every active operator credential, by name.
+    /// Every operator credential, revoked ones included: by name, newest first.
     fn list_operators(&mut self) -> Result<Vec<OperatorRecord>>;
 }
 

@@ -196,6 +196,7 @@ fn an_operator_credential_is_the_wrong_class() {
         digest: digest(operator),
         created_at: T0,
         revoked_at: None,
+        revoked_by: None,
     };
     h.store.write(|tx| tx.insert_operator(&record)).unwrap();
     assert_eq!(

@@ -5,7 +5,13 @@ use serde_json::Value;
 use super::layout::list;
 use crate::text::field;
 
-const OPERATOR_COLUMNS: [(&str, &str); 3] = [("ID", "/id"), ("NAME", "/name"), ("ROLE", "/role")];
+const OPERATOR_COLUMNS: [(&str, &str); 5] = [
+    ("ID", "/id"),
+    ("NAME", "/name"),
+    ("ROLE", "/role"),
+    ("REVOKED", "/revoked_at"),
+    ("BY", "/revoked_by"),
+];
 
 pub fn operator_table(answer: &Value) -> String {
     list(answer, &OPERATOR_COLUMNS)

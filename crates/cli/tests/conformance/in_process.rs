@@ -38,6 +38,7 @@ impl InProcess {
             digest: digest(&operator),
             created_at: now(),
             revoked_at: None,
+            revoked_by: None,
         };
         store.write(|tx| tx.insert_operator(&record)).unwrap();
         InProcess {

@@ -97,6 +97,11 @@ pub(super) type Mutation<B> =
     dyn FnOnce(&mut dyn Tx, &Snapshot, &Operator<'_>, B) -> Result<(StatusCode, Value), Failure> + Send;
 
 impl<B: Send + 'static> Admitted<B> {
+    /// The operator whose request it is.
+    pub(super) fn operator(&self) -> &OperatorRecord {
+        &self.op
+    }
+
     /// Runs the mutation once per key, in one transaction, then wakes the scheduler.
     pub(super) async fn once(self, s: &Management, run: Box<Mutation<B>>) -> Answer {
         let Admitted { op, keyed, request } = self;

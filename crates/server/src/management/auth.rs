@@ -4,20 +4,30 @@
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
+use conduit_config::Snapshot;
 use conduit_core::credential::{is_operator_name, OWNER};
 use conduit_core::{ErrorCode, OperatorRecord, Refusal, Role};
-use conduit_store::new_id;
+use conduit_scheduler::Operator;
+use conduit_store::{new_id, Tx};
 use conduit_toolbelt::token::{digest, generate};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::access::{operator, read};
+use super::access::{admit, operator, read};
 use super::state::Management;
 use crate::clock::now;
 use crate::envelope::{blocking, check_mutation, ok, parse_body, read_body, Answer, Failure};
 
 fn shown(op: &OperatorRecord) -> Value {
     json!({"id": op.id, "name": op.name, "role": op.role, "created_at": op.created_at})
+}
+
+/// A credential in the operators list: active, or revoked with when and by whom.
+fn listed(op: &OperatorRecord) -> Value {
+    let mut shown = shown(op);
+    shown["revoked_at"] = json!(op.revoked_at);
+    shown["revoked_by"] = json!(op.revoked_by);
+    shown
 }
 
 /// A new credential for `name` with `role`, and its token (to answer once).
@@ -30,6 +40,7 @@ fn credential(name: &str, role: Role) -> (OperatorRecord, String) {
         digest: digest(&token),
         created_at: now(),
         revoked_at: None,
+        revoked_by: None,
     };
     (record, token)
 }
@@ -42,7 +53,7 @@ fn issued(record: &OperatorRecord, token: &str) -> Value {
 
 pub async fn list(State(s): State<Management>, headers: HeaderMap) -> Answer {
     read(&s, &headers, |tx| {
-        Ok(json!({"items": tx.list_operators()?.iter().map(shown).collect::<Vec<_>>()}))
+        Ok(json!({"items": tx.list_operators()?.iter().map(listed).collect::<Vec<_>>()}))
     })
     .await
 }
@@ -89,9 +100,10 @@ pub async fn issue(State(s): State<Management>, headers: HeaderMap, uri: Uri, bo
     ok(StatusCode::CREATED, &answer)
 }
 
-/// Revokes the caller's credential and answers its replacement (same name and role) once.
+/// Revokes the caller's credential and answers its replacement (same name and role) once. Like
+/// every control it needs `operate`; its answer is never kept under an Idempotency-Key.
 pub async fn rotate(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    let caller = operator(&s, &headers, Role::View).await?;
+    let caller = operator(&s, &headers, Role::Operate).await?;
     check_mutation(&headers, &uri)?;
     let _: Empty = parse_body(&read_body(body).await?)?;
     let (record, token) = credential(&caller.name, caller.role);
@@ -99,7 +111,7 @@ pub async fn rotate(State(s): State<Management>, headers: HeaderMap, uri: Uri, b
     let store = s.store.clone();
     blocking(move || {
         store.write(|tx| {
-            tx.revoke_operator(&caller.id, now())?;
+            tx.revoke_operator(&caller.id, now(), &caller.principal())?;
             tx.insert_operator(&record)
         })?;
         Ok(())
@@ -118,31 +130,36 @@ struct Revoke {
     token_id: String,
 }
 
-/// Revokes a credential by its token id: an execution token (operate), the caller's own credential,
-/// or, for an admin, a named operator's. Only the owner revokes the owner's.
+/// Revokes a credential by its token id: an execution token, the caller's own credential, or, for
+/// an admin, a named operator's. Only the owner revokes the owner's. A control: `operate` and an
+/// Idempotency-Key.
 pub async fn revoke(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    let caller = operator(&s, &headers, Role::View).await?;
-    check_mutation(&headers, &uri)?;
-    let req: Revoke = parse_body(&read_body(body).await?)?;
-    let (store, revoked) = (s.store.clone(), req.token_id.clone());
-    let kind = blocking(move || {
-        store.write(|tx| -> Result<&'static str, Failure> {
-            if let Some(target) = tx.get_operator(&req.token_id)? {
-                check_may_revoke(&caller, &target)?;
-                tx.revoke_operator(&target.id, now())?;
-                return Ok("operator");
-            }
-            if !caller.role.allows(Role::Operate) {
-                return Err(role_refusal(Role::Operate));
-            }
-            match tx.revoke_token(&req.token_id, now())? {
-                true => Ok("execution"),
-                false => Err(Failure(Refusal::not_found("live token"))),
-            }
-        })
-    })
-    .await?;
-    ok(StatusCode::OK, &json!({"revoked": revoked, "kind": kind}))
+    let admitted = admit(&s, &headers, &uri, body, Role::Operate, |_: &Revoke| Ok(())).await?;
+    let caller = admitted.operator().clone();
+    let run = move |tx: &mut dyn Tx, _: &Snapshot, by: &Operator<'_>, req: Revoke| {
+        let kind = revoke_token_id(tx, &caller, by.actor, &req.token_id)?;
+        Ok((StatusCode::OK, json!({"revoked": req.token_id, "kind": kind})))
+    };
+    admitted.once(&s, Box::new(run)).await
+}
+
+/// Revokes what `token_id` names for `caller`: an operator credential it may revoke, else a live
+/// execution token.
+fn revoke_token_id(
+    tx: &mut dyn Tx,
+    caller: &OperatorRecord,
+    by: &str,
+    token_id: &str,
+) -> Result<&'static str, Failure> {
+    if let Some(target) = tx.get_operator(token_id)? {
+        check_may_revoke(caller, &target)?;
+        tx.revoke_operator(&target.id, now(), by)?;
+        return Ok("operator");
+    }
+    match tx.revoke_token(token_id, now())? {
+        true => Ok("execution"),
+        false => Err(Failure(Refusal::not_found("live token"))),
+    }
 }
 
 fn check_may_revoke(caller: &OperatorRecord, target: &OperatorRecord) -> Result<(), Failure> {

@@ -7,7 +7,7 @@ use rusqlite::{params, Row};
 use super::{corrupt, digest, SqliteTx};
 use crate::{sqlite_error, Result};
 
-const OPERATOR_COLUMNS: &str = "id, name, role, digest, created_at, revoked_at";
+const OPERATOR_COLUMNS: &str = "id, name, role, digest, created_at, revoked_at, revoked_by";
 
 fn operator_row(r: &Row) -> rusqlite::Result<Result<OperatorRecord>> {
     let role: String = r.get(2)?;
@@ -20,6 +20,7 @@ fn operator_row(r: &Row) -> rusqlite::Result<Result<OperatorRecord>> {
             digest: digest(digest_bytes)?,
             created_at: Timestamp(r.get(4).map_err(sqlite_error)?),
             revoked_at: r.get::<_, Option<i64>>(5).map_err(sqlite_error)?.map(Timestamp),
+            revoked_by: r.get(6).map_err(sqlite_error)?,
         })
     };
     Ok(build())
@@ -35,20 +36,21 @@ impl OperatorRows for SqliteTx<'_> {
     }
 
     fn list_operators(&mut self) -> Result<Vec<OperatorRecord>> {
-        let sql = format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE revoked_at IS NULL ORDER BY name");
+        let sql = format!("SELECT {OPERATOR_COLUMNS} FROM operators ORDER BY name, created_at DESC, id DESC");
         self.query_all(&sql, [], operator_row)
     }
 
     fn insert_operator(&mut self, o: &OperatorRecord) -> Result<()> {
         self.exec(
-            &format!("INSERT INTO operators ({OPERATOR_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
+            &format!("INSERT INTO operators ({OPERATOR_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
             params![
                 o.id,
                 o.name,
                 o.role.as_str(),
                 &o.digest[..],
                 o.created_at.0,
-                o.revoked_at.map(|t| t.0)
+                o.revoked_at.map(|t| t.0),
+                o.revoked_by
             ],
         )
         .map_err(sqlite_error)?;
@@ -65,10 +67,10 @@ impl OperatorRows for SqliteTx<'_> {
         self.query_one(&sql, [name], operator_row)
     }
 
-    fn revoke_operator(&mut self, id: &str, at: Timestamp) -> Result<()> {
+    fn revoke_operator(&mut self, id: &str, at: Timestamp, by: &str) -> Result<()> {
         self.exec(
-            "UPDATE operators SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
-            params![id, at.0],
+            "UPDATE operators SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND revoked_at IS NULL",
+            params![id, at.0, by],
         )
         .map_err(sqlite_error)?;
         Ok(())

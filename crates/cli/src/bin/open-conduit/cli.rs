@@ -326,7 +326,7 @@ pub enum AuthCommand {
         #[arg(value_name = "TOKEN_ID")]
         token_id: String,
     },
-    /// List the active operator credentials (names and roles, never tokens), or add one
+    /// List every operator credential (names, roles, revocations; never tokens), or add one
     Operators {
         #[command(subcommand)]
         add: Option<OperatorsCommand>,
