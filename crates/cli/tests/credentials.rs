@@ -383,3 +383,42 @@ fn revoking_is_keyed_and_the_operators_list_keeps_revoked_credentials() {
         "{active}"
     );
 }
+
+#[test]
+fn two_authorization_headers_are_refused_on_both_sockets() {
+    let tmp = meeting();
+    let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
+    let (_, socket, token_file) = hold_one(&daemon, tmp.path());
+    let owner = format!("Bearer {}", daemon.operator_token());
+    let execution = format!("Bearer {}", read_token(&token_file));
+    for (target, path, method, body, good) in [
+        (daemon.management_socket(), "/v1/health", "GET", "", owner.as_str()),
+        (
+            socket.clone(),
+            "/v1/toolbelt/call",
+            "POST",
+            r#"{"operation":"read_context","input":{}}"#,
+            execution.as_str(),
+        ),
+    ] {
+        for (first, second) in [(good, "Bearer junk"), ("Bearer junk", good), (good, good)] {
+            let headers = [
+                ("Content-Type", "application/json"),
+                ("Authorization", first),
+                ("Authorization", second),
+            ];
+            let (status, answer) = http_raw(&target, method, path, &headers, body);
+            assert_eq!(
+                (status, answer["error"].as_str()),
+                (400, Some("invalid_request")),
+                "{path}"
+            );
+        }
+        let single = [("Content-Type", "application/json"), ("Authorization", good)];
+        assert_eq!(
+            http_raw(&target, method, path, &single, body).0,
+            200,
+            "the negative control: one header passes"
+        );
+    }
+}

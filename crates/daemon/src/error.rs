@@ -9,6 +9,10 @@ pub enum DaemonError {
     Locked(PathBuf),
     #[error("{path} must be a directory owned by you with no group or other access (mode is {mode:o}); run `chmod 700 {path}`", path = .path.display())]
     UnsafeDirectory { path: PathBuf, mode: u32 },
+    #[error("{path} is owned by user {uid}, not by you; run the daemon as that user, or give it a --state directory of your own", path = .path.display())]
+    ForeignOwner { path: PathBuf, uid: u32 },
+    #[error("{} is a symbolic link or a special file where the daemon keeps its own; move it away and start again", .0.display())]
+    NotOurs(PathBuf),
     #[error("could not {what} {path}: {source}", path = .path.display())]
     Io {
         what: &'static str,

@@ -9,6 +9,21 @@ use rustix::fs::{flock, FlockOperation};
 
 use crate::DaemonError;
 
+/// What the daemon keeps inside the state directory, with the mode each must have. The directory
+/// itself is refused unless owner-only, so nothing here was reachable by another user: a looser
+/// mode found at start (a restore from a backup, an edit) is tightened, and the log says so.
+const KEPT: [(&str, u32); 9] = [
+    ("runs", 0o700),
+    ("logs", 0o700),
+    ("artifacts", 0o700),
+    ("daemon.lock", 0o600),
+    ("store.db", 0o600),
+    ("store.db-wal", 0o600),
+    ("store.db-shm", 0o600),
+    ("private/operator.token", 0o600),
+    ("private/cursor.key", 0o600),
+];
+
 /// Longest socket path used in place; past it the socket moves under `/tmp` (macOS allows 104 bytes).
 pub(crate) const MAX_SOCKET_PATH: usize = 100;
 
@@ -42,6 +57,9 @@ impl StateDir {
         create_private_dir(&state.runs_dir())?;
         create_private_dir(&state.logs_dir())?;
         create_private_dir(&state.artifacts_dir())?;
+        for (name, mode) in KEPT {
+            tighten(&root.join(name), mode)?;
+        }
         Ok(state)
     }
 
@@ -110,11 +128,45 @@ pub fn create_private_dir(dir: &Path) -> Result<(), DaemonError> {
 pub fn check_private_dir(dir: &Path) -> Result<(), DaemonError> {
     let meta = fs::symlink_metadata(dir).map_err(|e| DaemonError::io("inspect the directory", dir, e))?;
     let mode = meta.mode() & 0o777;
-    if !meta.is_dir() || meta.uid() != rustix::process::geteuid().as_raw() || mode & 0o077 != 0 {
+    check_owner(dir, &meta)?;
+    if !meta.is_dir() || mode & 0o077 != 0 {
         return Err(DaemonError::UnsafeDirectory {
             path: dir.to_owned(),
             mode,
         });
+    }
+    Ok(())
+}
+
+/// Refuses what another user owns: it is not the daemon's to use or to change.
+fn check_owner(path: &Path, meta: &fs::Metadata) -> Result<(), DaemonError> {
+    if meta.uid() == rustix::process::geteuid().as_raw() {
+        return Ok(());
+    }
+    Err(DaemonError::ForeignOwner {
+        path: path.to_owned(),
+        uid: meta.uid(),
+    })
+}
+
+/// Gives what the daemon keeps at `path` the mode it must have, if it is there: a directory or a
+/// regular file of ours with group or other bits is tightened (and logged); a symbolic link or
+/// another user's file is refused.
+fn tighten(path: &Path, mode: u32) -> Result<(), DaemonError> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(DaemonError::io("inspect", path, e)),
+    };
+    check_owner(path, &meta)?;
+    let found = meta.mode() & 0o777;
+    if meta.file_type().is_symlink() || (!meta.is_dir() && !meta.is_file()) {
+        return Err(DaemonError::NotOurs(path.to_owned()));
+    }
+    if found & 0o077 != 0 {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode))
+            .map_err(|e| DaemonError::io("tighten the mode of", path, e))?;
+        tracing::warn!(path = %path.display(), was = format!("{found:o}"), now = format!("{mode:o}"), "tightened a private file or directory that group or others could access");
     }
     Ok(())
 }
@@ -169,5 +221,46 @@ mod tests {
             1,
             "no temporary file is left"
         );
+    }
+
+    #[test]
+    fn what_the_daemon_keeps_is_tightened_at_start_and_links_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("state");
+        drop(StateDir::lock(&root).unwrap());
+        fs::write(root.join("store.db"), b"").unwrap();
+        fs::set_permissions(root.join("store.db"), fs::Permissions::from_mode(0o644)).unwrap();
+        fs::write(root.join("private/operator.token"), b"t").unwrap();
+        fs::set_permissions(root.join("private/operator.token"), fs::Permissions::from_mode(0o644)).unwrap();
+        fs::set_permissions(root.join("logs"), fs::Permissions::from_mode(0o777)).unwrap();
+        drop(StateDir::lock(&root).unwrap());
+        let mode = |name: &str| fs::metadata(root.join(name)).unwrap().mode() & 0o777;
+        assert_eq!(
+            (mode("store.db"), mode("private/operator.token"), mode("logs")),
+            (0o600, 0o600, 0o700)
+        );
+
+        fs::remove_file(root.join("private/operator.token")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", root.join("private/operator.token")).unwrap();
+        assert!(matches!(StateDir::lock(&root), Err(DaemonError::NotOurs(_))));
+    }
+
+    #[test]
+    fn a_state_directory_another_user_owns_is_refused_as_such() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: only root can give a directory to another user here");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("state");
+        fs::create_dir(&root).unwrap();
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o700)).unwrap();
+        rustix::fs::chown(&root, Some(rustix::fs::Uid::from_raw(65534)), None).unwrap();
+        let refused = StateDir::lock(&root).err().unwrap();
+        assert!(
+            matches!(refused, DaemonError::ForeignOwner { uid: 65534, .. }),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains("owned by user 65534"), "{refused}");
     }
 }

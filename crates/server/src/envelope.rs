@@ -122,8 +122,16 @@ pub fn check_mutation(headers: &HeaderMap, uri: &axum::http::Uri) -> Result<(), 
     Ok(())
 }
 
-/// The bearer token of a request, or `401 unauthenticated` when there is none.
+/// The bearer token of a request, or `401 unauthenticated` when there is none. More than one
+/// `Authorization` header is `400 invalid_request`: which one a proxy or a client library honours
+/// differs, so none is.
 pub fn bearer(headers: &HeaderMap) -> Result<String, Failure> {
+    if headers.get_all(header::AUTHORIZATION).iter().nth(1).is_some() {
+        return Err(Failure(Refusal::new(
+            ErrorCode::InvalidRequest,
+            "send one Authorization header, not several",
+        )));
+    }
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

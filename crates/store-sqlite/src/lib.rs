@@ -33,6 +33,7 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Opens (creating if needed) the store at `path` and applies pending migrations.
     pub fn open(path: &Path) -> Result<SqliteStore> {
+        create_owner_only(path)?;
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn = Connection::open_with_flags(path, flags).map_err(sqlite_error)?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(sqlite_error)?;
@@ -55,6 +56,20 @@ impl SqliteStore {
             durability: durability::GroupSync::new(wal),
         })
     }
+}
+
+/// Creates the database file owner-only (0600) when it does not exist yet: SQLite gives the `-wal`
+/// and `-shm` files it creates the database file's mode, so all three stay private.
+fn create_owner_only(path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map(drop)
+        .map_err(|e| StoreError::Backend(format!("create {}: {e}", path.display())))
 }
 
 thread_local! {
