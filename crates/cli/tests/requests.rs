@@ -120,7 +120,7 @@ fn strict_requests_are_refused_and_change_nothing() {
     let (status, answer) = post(&daemon, "/v1/work", &[JSON, key], &big);
     assert_eq!(
         (status, answer["error"].as_str()),
-        (400, Some("invalid_request")),
+        (413, Some("body_too_large")),
         "over 1 MiB"
     );
     assert!(daemon.json(&["work", "list"])["items"].as_array().unwrap().is_empty());

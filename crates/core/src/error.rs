@@ -11,6 +11,8 @@ pub enum ErrorCode {
     InvalidConfig,
     InvalidCursor,
     RangeNotSatisfiable,
+    MethodNotAllowed,
+    BodyTooLarge,
     IdempotencyKeyRequired,
     IdempotencyConflict,
     StaleGeneration,
@@ -45,6 +47,8 @@ impl ErrorCode {
             ErrorCode::InvalidConfig => "invalid_config",
             ErrorCode::InvalidCursor => "invalid_cursor",
             ErrorCode::RangeNotSatisfiable => "range_not_satisfiable",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::BodyTooLarge => "body_too_large",
             ErrorCode::IdempotencyKeyRequired => "idempotency_key_required",
             ErrorCode::IdempotencyConflict => "idempotency_conflict",
             ErrorCode::StaleGeneration => "stale_generation",
@@ -95,6 +99,8 @@ impl ErrorCode {
             | ErrorCode::ScopeInUse => 409,
             ErrorCode::Internal => 500,
             ErrorCode::RangeNotSatisfiable => 416,
+            ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::BodyTooLarge => 413,
             ErrorCode::UnknownScope
             | ErrorCode::UnknownBinding
             | ErrorCode::ScopeDisabled
@@ -297,6 +303,8 @@ mod tests {
             ErrorCode::AuthorityReleased,
             ErrorCode::WrongCredentialClass,
             ErrorCode::CausalDepthExceeded,
+            ErrorCode::MethodNotAllowed,
+            ErrorCode::BodyTooLarge,
         ] {
             assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
         }

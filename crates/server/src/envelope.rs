@@ -1,7 +1,9 @@
 //! Answers: JSON bodies and the flat error envelope; strict request bodies; bearer extraction.
 
 use axum::body::Bytes;
+use axum::extract::Request;
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use conduit_core::{ErrorCode, Refusal};
@@ -59,10 +61,7 @@ pub const MAX_BODY: usize = 1024 * 1024;
 /// any depth, at most 1 MiB. The message names where the body went wrong, never what it contained.
 pub fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Failure> {
     if body.len() > MAX_BODY {
-        return Err(Failure(
-            Refusal::new(ErrorCode::InvalidRequest, "the request body is larger than 1 MiB")
-                .with_remedy("send a smaller body"),
-        ));
+        return Err(too_large());
     }
     let (value, found) = conduit_config::read_strict_json(body).map_err(|_| invalid_body("/", "is not JSON"))?;
     if let Some(d) = found.first() {
@@ -89,12 +88,67 @@ fn invalid_body(pointer: &str, what: &str) -> Failure {
 
 /// Reads a request body of at most 1 MiB (only after the route's authentication and role check).
 pub async fn read_body(body: axum::body::Body) -> Result<Bytes, Failure> {
-    axum::body::to_bytes(body, MAX_BODY + 1).await.map_err(|_| {
-        Failure(
-            Refusal::new(ErrorCode::InvalidRequest, "the request body is larger than 1 MiB")
-                .with_remedy("send a smaller body"),
+    axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| too_large())
+}
+
+fn too_large() -> Failure {
+    Failure(
+        Refusal::new(ErrorCode::BodyTooLarge, "the request body is larger than 1 MiB")
+            .with_remedy("send a smaller body"),
+    )
+}
+
+/// Every answer either socket gives is JSON. A handler that panics is `500 internal` (it runs on a
+/// task of its own, so the connection and the daemon keep serving), and what the framework answers
+/// by itself (a method the route does not take, a body over the limit, a path or query that does not
+/// parse) is put in the envelope with a stable code.
+pub async fn enveloped(request: Request, next: Next) -> Response {
+    let response = match tokio::spawn(next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::error!("a request handler panicked; answered 500 internal");
+            return Failure(Refusal::internal()).into_response();
+        }
+    };
+    let failed = response.status().is_client_error() || response.status().is_server_error();
+    if failed && !is_json(&response) {
+        return framework_failure(response);
+    }
+    response
+}
+
+fn is_json(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
+}
+
+/// The envelope for an answer the framework made, keeping its `Allow` header.
+fn framework_failure(response: Response) -> Response {
+    let refusal = match response.status() {
+        StatusCode::METHOD_NOT_ALLOWED => {
+            Refusal::new(ErrorCode::MethodNotAllowed, "this route does not take this method")
+                .with_remedy("see /v1/openapi.json for the methods each route takes")
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => too_large().0,
+        StatusCode::NOT_FOUND => Refusal::not_found("route"),
+        status if status.is_server_error() => Refusal::internal(),
+        _ => Refusal::new(
+            ErrorCode::InvalidRequest,
+            "the request's path or query string does not fit this route",
         )
-    })
+        .with_remedy("see /v1/openapi.json for this route's parameters"),
+    };
+    with_allow(Failure(refusal).into_response(), &response)
+}
+
+fn with_allow(mut answer: Response, from: &Response) -> Response {
+    if let Some(allow) = from.headers().get(header::ALLOW) {
+        answer.headers_mut().insert(header::ALLOW, allow.clone());
+    }
+    answer
 }
 
 /// A mutation's envelope rules: a JSON content type and no query string.
@@ -158,4 +212,73 @@ pub async fn blocking<T: Send + 'static>(
 /// The answer for every path a surface does not serve.
 pub async fn not_found() -> Failure {
     Failure(Refusal::not_found("route"))
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::routing::get;
+    use axum::{middleware, Router};
+    use tower::ServiceExt;
+
+    use super::*;
+
+    async fn answer(router: Router, method: &str, path: &str) -> (StatusCode, serde_json::Value, Option<String>) {
+        let request = Request::builder().method(method).uri(path).body(Body::empty()).unwrap();
+        let response = router
+            .layer(middleware::from_fn(enveloped))
+            .oneshot(request)
+            .await
+            .unwrap();
+        let status = response.status();
+        let allow = response
+            .headers()
+            .get(header::ALLOW)
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        (status, serde_json::from_slice(&body).unwrap_or_default(), allow)
+    }
+
+    async fn boom() -> &'static str {
+        panic!("a bug")
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_is_500_internal_and_the_router_keeps_serving() {
+        let router = Router::new()
+            .route("/boom", get(boom))
+            .route("/fine", get(|| async { "ok" }));
+        let (status, body, _) = answer(router.clone(), "GET", "/boom").await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (StatusCode::INTERNAL_SERVER_ERROR, Some("internal"))
+        );
+        assert_eq!(answer(router, "GET", "/fine").await.0, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn what_the_framework_answers_itself_is_put_in_the_envelope() {
+        let router = Router::new().route(
+            "/items/{id}",
+            get(|axum::extract::Path(id): axum::extract::Path<u32>| async move { id.to_string() }),
+        );
+        let (status, body, allow) = answer(router.clone(), "POST", "/items/1").await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (StatusCode::METHOD_NOT_ALLOWED, Some("method_not_allowed"))
+        );
+        assert!(allow.is_some_and(|a| a.contains("GET")), "the Allow header stays");
+        let (status, body, _) = answer(router.clone(), "GET", "/items/%ff").await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("invalid_request"))
+        );
+        assert!(
+            !body.to_string().contains("ff"),
+            "the message does not echo the request: {body}"
+        );
+        // The negative control: a handler's own answer passes untouched.
+        let (status, _, _) = answer(router, "GET", "/items/7").await;
+        assert_eq!(status, StatusCode::OK);
+    }
 }

@@ -4,16 +4,16 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
-use axum::Router;
+use axum::{middleware, Router};
 use conduit_core::Refusal;
 use conduit_toolbelt::{Begun, CallRequest, CloseSession, OpenSession, Toolbelt};
 use serde::Deserialize;
 use tokio::sync::Notify;
 
-use crate::envelope::{bearer, blocking, not_found, ok, ok_json, parse_body, Answer, Failure};
+use crate::envelope::{bearer, blocking, enveloped, not_found, ok, ok_json, parse_body, Answer, Failure, MAX_BODY};
 
 /// One execution's socket: the toolbelt, and the execution the socket itself asserts.
 #[derive(Clone)]
@@ -35,6 +35,8 @@ pub fn execution_router(state: ExecutionSocket) -> Router {
         .route("/.well-known/openwop", get(openwop))
         .route("/v1/tools/{tool_id}", get(tool))
         .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(middleware::from_fn(enveloped))
         .with_state(state)
 }
 

@@ -229,8 +229,12 @@ fn the_key_index_migration_indexes_waits_armed_before_it() {
             .unwrap();
     }
     let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute_batch("DROP TABLE wait_keys; DROP INDEX waits_by_work; PRAGMA user_version = 12;")
-        .unwrap();
+    // Undo migrations 13 (the key index) and 14 (who revoked an operator) by hand.
+    conn.execute_batch(
+        "DROP TABLE wait_keys; DROP INDEX waits_by_work; ALTER TABLE operators DROP COLUMN revoked_by; \
+         PRAGMA user_version = 12;",
+    )
+    .unwrap();
     drop(conn);
     let store = open(&dir);
     let found = store.read(|tx| tx.armed_waits_for_key("a")).unwrap();

@@ -2,10 +2,12 @@
 //! transaction (with an ETag for single records), and an admitted mutation run once per key.
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Request, State};
 use axum::http::Uri;
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
 use axum::response::IntoResponse;
+use axum::response::Response;
 use axum::routing::{post, MethodRouter};
 use conduit_config::Snapshot;
 use conduit_core::canonical::canonical_hash;
@@ -21,15 +23,34 @@ use super::state::Management;
 use crate::envelope::{bearer, blocking, check_mutation, ok, parse_body, read_body, Answer, Failure};
 use crate::idempotency::{once, once_outside, Keyed};
 
-/// Authenticates an operator credential and checks its role against what the route requires, before
-/// the body is read. An execution token is `wrong_credential_class`; anything else unknown or revoked
-/// is `unauthenticated`; a role below `required` is `forbidden_role`.
-pub(crate) async fn operator(
-    state: &Management,
-    headers: &HeaderMap,
-    required: Role,
-) -> Result<OperatorRecord, Failure> {
-    let op = credential(state, headers).await?;
+tokio::task_local! {
+    /// The operator the router authenticated for the request this task serves.
+    static CALLER: OperatorRecord;
+}
+
+/// The path of the capability document, the one route that needs no credential.
+pub(super) const DISCOVERY: &str = "/.well-known/openwop";
+
+/// Authenticates every request before it is routed, so neither a path (served or not) nor a query
+/// string is looked at first: an execution token is `403 wrong_credential_class` on every path, and
+/// anything else unknown or revoked is `401 unauthenticated`. Handlers then ask [`operator`] for the
+/// role they need.
+pub(super) async fn authenticated(State(s): State<Management>, request: Request, next: Next) -> Response {
+    if request.uri().path() == DISCOVERY {
+        return next.run(request).await;
+    }
+    match credential(&s, request.headers()).await {
+        Ok(op) => CALLER.scope(op, next.run(request)).await,
+        Err(refused) => refused.into_response(),
+    }
+}
+
+/// The authenticated operator, if its role allows `required` (checked before the body is read);
+/// a lower role is `forbidden_role`.
+pub(crate) fn operator(required: Role) -> Result<OperatorRecord, Failure> {
+    let op = CALLER
+        .try_with(OperatorRecord::clone)
+        .map_err(|_| Failure(Refusal::internal()))?;
     if !op.role.allows(required) {
         return Err(Failure(
             Refusal::new(
@@ -42,7 +63,7 @@ pub(crate) async fn operator(
     Ok(op)
 }
 
-pub(super) async fn credential(state: &Management, headers: &HeaderMap) -> Result<OperatorRecord, Failure> {
+async fn credential(state: &Management, headers: &HeaderMap) -> Result<OperatorRecord, Failure> {
     let presented = digest(&bearer(headers)?);
     let store = state.store.clone();
     blocking(move || {
@@ -76,14 +97,13 @@ pub(super) struct Admitted<B> {
 /// Admits a mutation: the operator holds `role`, the request is a mutation, the body parses strictly
 /// and passes `check`, and it carries an Idempotency-Key, in that order. Nothing is written yet.
 pub(super) async fn admit<B: DeserializeOwned>(
-    s: &Management,
     headers: &HeaderMap,
     uri: &Uri,
     body: Body,
     role: Role,
     check: impl FnOnce(&B) -> Result<(), Refusal>,
 ) -> Result<Admitted<B>, Failure> {
-    let op = operator(s, headers, role).await?;
+    let op = operator(role)?;
     check_mutation(headers, uri)?;
     let body = read_body(body).await?;
     let request: B = parse_body(&body)?;
@@ -141,7 +161,7 @@ pub(super) type Reply = Result<Value, Failure>;
 pub(super) fn control<B: DeserializeOwned + Send + 'static>(run: Control<B>) -> MethodRouter<Management> {
     post(
         move |State(s): State<Management>, headers: HeaderMap, uri: Uri, Path(id): Path<String>, body: Body| async move {
-            let admitted = admit(&s, &headers, &uri, body, Role::Operate, |_: &B| Ok(())).await?;
+            let admitted = admit(&headers, &uri, body, Role::Operate, |_: &B| Ok(())).await?;
             let run = move |tx: &mut dyn Tx, config: &Snapshot, by: &Operator<'_>, request: B| {
                 Ok((StatusCode::OK, run(tx, config, &id, by, request)?))
             };
@@ -155,22 +175,20 @@ pub(super) fn control<B: DeserializeOwned + Send + 'static>(run: Control<B>) -> 
 #[serde(deny_unknown_fields)]
 pub(super) struct NoBody {}
 
-/// Authenticates an operator, then answers `200` with what `f` reads in one read transaction.
+/// For a `view` operator, answers `200` with what `f` reads in one read transaction.
 pub(crate) async fn read<T: Serialize + Send + 'static>(
     s: &Management,
-    headers: &HeaderMap,
     f: impl FnOnce(&mut dyn Tx) -> Result<T, Failure> + Send + 'static,
 ) -> Answer {
-    ok(StatusCode::OK, &viewed(s, headers, f).await?)
+    ok(StatusCode::OK, &viewed(s, f).await?)
 }
 
 /// What `f` reads in one read transaction, for an operator with the `view` role.
 async fn viewed<T: Send + 'static>(
     s: &Management,
-    headers: &HeaderMap,
     f: impl FnOnce(&mut dyn Tx) -> Result<T, Failure> + Send + 'static,
 ) -> Result<T, Failure> {
-    operator(s, headers, Role::View).await?;
+    operator(Role::View)?;
     let store = s.store.clone();
     blocking(move || store.read(f)).await
 }
@@ -182,7 +200,7 @@ pub(super) async fn read_one<T: Serialize + Send + 'static>(
     headers: &HeaderMap,
     f: impl FnOnce(&mut dyn Tx) -> Result<T, Failure> + Send + 'static,
 ) -> Answer {
-    let body = serde_json::to_value(viewed(s, headers, f).await?).unwrap_or_default();
+    let body = serde_json::to_value(viewed(s, f).await?).unwrap_or_default();
     let etag = format!("\"{}\"", &canonical_hash(&body)[..32]);
     let cached = headers
         .get(header::IF_NONE_MATCH)

@@ -4,7 +4,6 @@
 //! the parked Work; the resumed caller's repeated call then passes (approved) or is refused.
 
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
 use conduit_config::Snapshot;
 use conduit_core::approval::{may_decide, Approval, ApprovalState};
 use conduit_core::{ErrorCode, Refusal, Timestamp};
@@ -24,7 +23,7 @@ pub struct ByState {
     state: Option<String>,
 }
 
-pub async fn list(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ByState>) -> Answer {
+pub async fn list(State(s): State<Management>, Query(q): Query<ByState>) -> Answer {
     let state = match q.state.as_deref() {
         None => None,
         Some(text) => Some(ApprovalState::parse(text).ok_or_else(|| {
@@ -33,14 +32,14 @@ pub async fn list(State(s): State<Management>, headers: HeaderMap, Query(q): Que
             ))
         })?),
     };
-    read(&s, &headers, move |tx| {
+    read(&s, move |tx| {
         Ok::<_, Failure>(json!({"items": tx.list_approvals(state)?}))
     })
     .await
 }
 
-pub async fn show(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
-    read(&s, &headers, move |tx| {
+pub async fn show(State(s): State<Management>, Path(id): Path<String>) -> Answer {
+    read(&s, move |tx| {
         tx.get_approval(&id)?
             .ok_or_else(|| Failure(Refusal::not_found("approval")))
     })

@@ -51,8 +51,8 @@ fn issued(record: &OperatorRecord, token: &str) -> Value {
     answer
 }
 
-pub async fn list(State(s): State<Management>, headers: HeaderMap) -> Answer {
-    read(&s, &headers, |tx| {
+pub async fn list(State(s): State<Management>) -> Answer {
+    read(&s, |tx| {
         Ok(json!({"items": tx.list_operators()?.iter().map(listed).collect::<Vec<_>>()}))
     })
     .await
@@ -67,7 +67,7 @@ struct Issue {
 
 /// Issues a named operator's credential (admin only); one active credential per name.
 pub async fn issue(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    operator(&s, &headers, Role::Admin).await?;
+    operator(Role::Admin)?;
     check_mutation(&headers, &uri)?;
     let req: Issue = parse_body(&read_body(body).await?)?;
     if !is_operator_name(&req.name) {
@@ -103,7 +103,7 @@ pub async fn issue(State(s): State<Management>, headers: HeaderMap, uri: Uri, bo
 /// Revokes the caller's credential and answers its replacement (same name and role) once. Like
 /// every control it needs `operate`; its answer is never kept under an Idempotency-Key.
 pub async fn rotate(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    let caller = operator(&s, &headers, Role::Operate).await?;
+    let caller = operator(Role::Operate)?;
     check_mutation(&headers, &uri)?;
     let _: Empty = parse_body(&read_body(body).await?)?;
     let (record, token) = credential(&caller.name, caller.role);
@@ -134,7 +134,7 @@ struct Revoke {
 /// an admin, a named operator's. Only the owner revokes the owner's. A control: `operate` and an
 /// Idempotency-Key.
 pub async fn revoke(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    let admitted = admit(&s, &headers, &uri, body, Role::Operate, |_: &Revoke| Ok(())).await?;
+    let admitted = admit(&headers, &uri, body, Role::Operate, |_: &Revoke| Ok(())).await?;
     let caller = admitted.operator().clone();
     let run = move |tx: &mut dyn Tx, _: &Snapshot, by: &Operator<'_>, req: Revoke| {
         let kind = revoke_token_id(tx, &caller, by.actor, &req.token_id)?;
@@ -187,8 +187,8 @@ fn role_refusal(required: Role) -> Failure {
 }
 
 /// An execution's token records: ids, epochs and states, never the tokens.
-pub async fn execution_tokens(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
-    read(&s, &headers, move |tx| {
+pub async fn execution_tokens(State(s): State<Management>, Path(id): Path<String>) -> Answer {
+    read(&s, move |tx| {
         let tokens = tx.tokens_of_execution(&id)?;
         let items: Vec<Value> = tokens
             .iter()

@@ -2,7 +2,6 @@
 //! `?scope=` (what that scope's ceiling allows) and `?source=`.
 
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
 use conduit_core::tool::ToolSource;
 use conduit_core::{ErrorCode, Refusal, Role};
 use serde::Deserialize;
@@ -19,14 +18,14 @@ pub struct ToolsQuery {
 }
 
 /// `GET /v1/tools`: a bare array sorted by `toolId`.
-pub async fn list(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ToolsQuery>) -> Answer {
-    operator(&s, &headers, Role::View).await?;
+pub async fn list(State(s): State<Management>, Query(q): Query<ToolsQuery>) -> Answer {
+    operator(Role::View)?;
     ok_json(visible(&s, &q)?)
 }
 
 /// `GET /v1/tools/{toolId}`: one registered operation's descriptor.
-pub async fn get(State(s): State<Management>, headers: HeaderMap, Path(tool_id): Path<String>) -> Answer {
-    operator(&s, &headers, Role::View).await?;
+pub async fn get(State(s): State<Management>, Path(tool_id): Path<String>) -> Answer {
+    operator(Role::View)?;
     let registry = s.registry.get();
     let tool = registry.catalog().find(&tool_id).map(str::to_owned);
     ok_json(tool.ok_or_else(|| Failure(Refusal::not_found("tool")))?)

@@ -13,8 +13,8 @@ use super::state::Management;
 use crate::envelope::{blocking, check_mutation, ok, parse_body, read_body, Answer, Failure};
 use crate::ports::Applied;
 
-pub async fn show(State(s): State<Management>, headers: HeaderMap) -> Answer {
-    operator(&s, &headers, Role::View).await?;
+pub async fn show(State(s): State<Management>) -> Answer {
+    operator(Role::View)?;
     ok(StatusCode::OK, &s.control.view())
 }
 
@@ -27,7 +27,7 @@ struct Candidate {
 }
 
 pub async fn validate(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    operator(&s, &headers, Role::View).await?;
+    operator(Role::View)?;
     check_mutation(&headers, &uri)?;
     let body = read_body(body).await?;
     let candidate: Candidate = parse_body(&body)?;
@@ -37,7 +37,7 @@ pub async fn validate(State(s): State<Management>, headers: HeaderMap, uri: Uri,
 }
 
 pub async fn apply(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    let admitted = admit(&s, &headers, &uri, body, Role::Admin, |_: &Candidate| Ok(())).await?;
+    let admitted = admit(&headers, &uri, body, Role::Admin, |_: &Candidate| Ok(())).await?;
     let control = s.control.clone();
     let answer = admitted
         .once_outside(&s, move |candidate| {
@@ -57,7 +57,7 @@ struct SetValue {
 }
 
 pub async fn set(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    let admitted = admit(&s, &headers, &uri, body, Role::Admin, |_: &SetValue| Ok(())).await?;
+    let admitted = admit(&headers, &uri, body, Role::Admin, |_: &SetValue| Ok(())).await?;
     let control = s.control.clone();
     let answer = admitted
         .once_outside(&s, move |req| {

@@ -31,7 +31,7 @@ struct Emit {
 /// An operator's event: a `core.manual` root stamped with the operator as its actor, routed at once.
 pub(super) async fn emit(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
     let check = |req: &Emit| check_operator_type(&req.event_type);
-    let admitted = admit(&s, &headers, &uri, body, Role::Operate, check).await?;
+    let admitted = admit(&headers, &uri, body, Role::Operate, check).await?;
     let run = |tx: &mut dyn Tx, config: &Snapshot, by: &Operator<'_>, req: Emit| {
         let event = OperatorEvent {
             event_type: req.event_type,
@@ -46,16 +46,10 @@ pub(super) async fn emit(State(s): State<Management>, headers: HeaderMap, uri: U
 }
 
 /// Events in acceptance order, a page at a time.
-pub(super) async fn list_events(
-    State(s): State<Management>,
-    headers: HeaderMap,
-    uri: Uri,
-    Query(q): Query<ByWork>,
-) -> Answer {
+pub(super) async fn list_events(State(s): State<Management>, uri: Uri, Query(q): Query<ByWork>) -> Answer {
     let (list, work) = q.list(&uri);
     page(
         &s,
-        &headers,
         list,
         |tx| Ok(tx.max_sequence()?),
         move |tx, page| tx.page_events(work.as_deref(), page),
@@ -69,8 +63,8 @@ pub(super) async fn get_event(State(s): State<Management>, headers: HeaderMap, P
 }
 
 /// The causal chain of an event: its root first, each parent in turn, ending with the event.
-pub(super) async fn chain(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
-    read(&s, &headers, move |tx| {
+pub(super) async fn chain(State(s): State<Management>, Path(id): Path<String>) -> Answer {
+    read(&s, move |tx| {
         let mut chain: Vec<Event> = Vec::new();
         let mut next = Some(id);
         while let Some(id) = next.take() {

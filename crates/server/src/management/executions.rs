@@ -28,16 +28,10 @@ pub(super) fn confirm_attempt_stopped(tx: &mut dyn Tx, config: &Snapshot, id: &s
 }
 
 /// Executions, oldest first, a page at a time.
-pub(super) async fn list_executions(
-    State(s): State<Management>,
-    headers: HeaderMap,
-    uri: Uri,
-    Query(q): Query<ByWork>,
-) -> Answer {
+pub(super) async fn list_executions(State(s): State<Management>, uri: Uri, Query(q): Query<ByWork>) -> Answer {
     let (list, work) = q.list(&uri);
     page(
         &s,
-        &headers,
         list,
         |_| Ok(now().0),
         move |tx, page| tx.page_executions(work.as_deref(), page),
@@ -52,12 +46,8 @@ pub(super) async fn get_execution(State(s): State<Management>, headers: HeaderMa
 
 const AUDIT_PAGE: usize = 1000;
 
-pub(super) async fn list_audit(
-    State(s): State<Management>,
-    headers: HeaderMap,
-    Query(q): Query<ByExecution>,
-) -> Answer {
-    read(&s, &headers, move |tx| {
+pub(super) async fn list_audit(State(s): State<Management>, Query(q): Query<ByExecution>) -> Answer {
+    read(&s, move |tx| {
         Ok(json!({ "items": tx.list_audit(q.execution.as_deref(), AUDIT_PAGE)? }))
     })
     .await

@@ -20,24 +20,24 @@ mod work;
 
 pub use state::Management;
 
-use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use axum::Router;
+use axum::{middleware, Router};
 use conduit_core::Role;
 use serde_json::json;
 
-use access::{control, operator};
+use access::{authenticated, control, operator, DISCOVERY};
 use state::Route;
 
-use crate::envelope::{not_found, ok, Answer};
+use crate::envelope::{enveloped, not_found, ok, Answer, MAX_BODY};
 
 /// Every route the management socket serves. The OpenAPI document lists exactly these; a test
 /// holds the two together.
 fn routes() -> Vec<Route> {
     vec![
-        ("/.well-known/openwop", &["get"], get(openwop)),
+        (DISCOVERY, &["get"], get(openwop)),
         ("/v1/health", &["get"], get(health)),
         ("/v1/openapi.json", &["get"], get(openapi)),
         ("/v1/work", &["get", "post"], post(work::create).get(work::list_work)),
@@ -125,6 +125,9 @@ fn router(state: Management, routes: Vec<Route>) -> Router {
             router.route(path, handlers)
         })
         .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(middleware::from_fn_with_state(state.clone(), authenticated))
+        .layer(middleware::from_fn(enveloped))
         .with_state(state)
 }
 
@@ -139,13 +142,13 @@ pub fn management_routes() -> Vec<(&'static str, &'static str)> {
 /// The OpenAPI 3.1 document of this API.
 pub const OPENAPI: &str = include_str!("../../openapi.json");
 
-async fn openapi(State(s): State<Management>, headers: HeaderMap) -> Answer {
-    operator(&s, &headers, Role::View).await?;
+async fn openapi() -> Answer {
+    operator(Role::View)?;
     Ok(([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response())
 }
 
-async fn health(State(s): State<Management>, headers: HeaderMap) -> Answer {
-    operator(&s, &headers, Role::View).await?;
+async fn health(State(s): State<Management>) -> Answer {
+    operator(Role::View)?;
     let generation = s.config.get().generation();
     ok(
         StatusCode::OK,

@@ -13,15 +13,15 @@ use super::access::{admit, operator};
 use super::state::Management;
 use crate::envelope::{blocking, ok, Answer};
 
-pub async fn list(State(s): State<Management>, headers: HeaderMap) -> Answer {
-    operator(&s, &headers, Role::View).await?;
+pub async fn list(State(s): State<Management>) -> Answer {
+    operator(Role::View)?;
     let packages = s.packages.clone();
     let items = blocking(move || Ok(packages.list()?)).await?;
     ok(StatusCode::OK, &json!({ "items": items }))
 }
 
-pub async fn show(State(s): State<Management>, headers: HeaderMap, Path(name): Path<String>) -> Answer {
-    operator(&s, &headers, Role::View).await?;
+pub async fn show(State(s): State<Management>, Path(name): Path<String>) -> Answer {
+    operator(Role::View)?;
     let packages = s.packages.clone();
     ok(StatusCode::OK, &blocking(move || Ok(packages.show(&name)?)).await?)
 }
@@ -34,7 +34,7 @@ struct Install {
 }
 
 pub async fn install(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    let admitted = admit(&s, &headers, &uri, body, Role::Admin, |_: &Install| Ok(())).await?;
+    let admitted = admit(&headers, &uri, body, Role::Admin, |_: &Install| Ok(())).await?;
     let packages = s.packages.clone();
     admitted
         .once_outside(&s, move |request| {
@@ -43,8 +43,8 @@ pub async fn install(State(s): State<Management>, headers: HeaderMap, uri: Uri, 
         .await
 }
 
-pub async fn remove(State(s): State<Management>, headers: HeaderMap, Path(name): Path<String>) -> Answer {
-    operator(&s, &headers, Role::Admin).await?;
+pub async fn remove(State(s): State<Management>, Path(name): Path<String>) -> Answer {
+    operator(Role::Admin)?;
     let packages = s.packages.clone();
     ok(StatusCode::OK, &blocking(move || Ok(packages.remove(&name)?)).await?)
 }

@@ -1,7 +1,7 @@
 //! Keyset pages of a list, each sealed in a cursor bound to its endpoint and filters, and the list
 //! filters the routes share.
 
-use axum::http::{HeaderMap, Uri};
+use axum::http::Uri;
 use conduit_core::{ErrorCode, Refusal};
 use conduit_store::{Page, Tx};
 use serde::{Deserialize, Serialize};
@@ -54,7 +54,6 @@ pub(super) struct List {
 /// captured, and the cursor of the next page (`null` after the last).
 pub(super) async fn page<K, T>(
     s: &Management,
-    headers: &HeaderMap,
     list: List,
     upper: impl FnOnce(&mut dyn Tx) -> Result<i64, Failure> + Send + 'static,
     fetch: impl FnOnce(&mut dyn Tx, &Page<K>) -> Result<Vec<T>, conduit_store::StoreError> + Send + 'static,
@@ -70,7 +69,7 @@ where
         None => None,
     };
     let cursors = s.cursors.clone();
-    read(s, headers, move |tx| {
+    read(s, move |tx| {
         let (upper, after) = match opened {
             Some(p) => (
                 p.upper,

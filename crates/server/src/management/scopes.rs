@@ -1,7 +1,6 @@
 //! `/v1/scopes`: every scope ever published, with what the active generation says of it.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use serde_json::{json, Value};
 
 use super::access::read;
@@ -10,9 +9,9 @@ use crate::envelope::{Answer, Failure};
 
 /// Every scope ever published (tombstones included) with what the active generation says of it: its
 /// bindings and its effective ceiling.
-pub(super) async fn list_scopes(State(s): State<Management>, headers: HeaderMap) -> Answer {
+pub(super) async fn list_scopes(State(s): State<Management>) -> Answer {
     let config = s.config.get();
-    read(&s, &headers, move |tx| {
+    read(&s, move |tx| {
         let items: Vec<Value> = tx
             .list_scopes()?
             .into_iter()

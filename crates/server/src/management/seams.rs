@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::routing::{get, post};
 use conduit_core::canonical::canonical_hash;
 use conduit_core::requires::{invalid_token, unmet};
@@ -69,8 +69,8 @@ struct SafeFetchProbe {
 /// `POST /v1/host/sample/http/safe-fetch`: one fetch through the guard, judged in the guard's own
 /// order (a protocol switch first, then the URL's host, then the simulated rebind), echoing the
 /// audit pair it would record.
-async fn safe_fetch(State(s): State<Management>, headers: HeaderMap, body: Bytes) -> Answer {
-    let op = operator(&s, &headers, Role::Operate).await?;
+async fn safe_fetch(body: Bytes) -> Answer {
+    let op = operator(Role::Operate)?;
     let probe: SafeFetchProbe = serde_json::from_slice(&body)
         .map_err(|_| Failure(Refusal::invalid_input("the body is {url, init?, simulateRebindTo?}")))?;
     let request = FetchRequest {
@@ -129,8 +129,8 @@ const RUN_WAIT: Duration = Duration::from_secs(10);
 /// `POST /v1/host/sample/http/safe-fetch-run`: one real `http.fetch` by a real Work's execution
 /// (binding `conformance/safe-fetch`), its audit pair durable on the Work's log. The run id is the
 /// Work's id.
-async fn safe_fetch_run(State(s): State<Management>, headers: HeaderMap, body: Bytes) -> Answer {
-    let op = operator(&s, &headers, Role::Operate).await?;
+async fn safe_fetch_run(State(s): State<Management>, body: Bytes) -> Answer {
+    let op = operator(Role::Operate)?;
     let probe: SafeFetchProbe =
         serde_json::from_slice(&body).map_err(|_| Failure(Refusal::invalid_input("the body is {url, init?}")))?;
     let mut input = json!({"url": probe.url});
@@ -154,8 +154,8 @@ async fn safe_fetch_run(State(s): State<Management>, headers: HeaderMap, body: B
 
 /// `POST /v1/host/sample/tools/session-run`: a real Work's execution (binding
 /// `conformance/session`) opens a tool session, calls within it twice and closes it.
-async fn session_run(State(s): State<Management>, headers: HeaderMap) -> Answer {
-    let op = operator(&s, &headers, Role::Operate).await?;
+async fn session_run(State(s): State<Management>) -> Answer {
+    let op = operator(Role::Operate)?;
     let run = start_run(&s, &op.principal(), "session", json!({})).await?;
     let events = finished_run(&s, &run).await?;
     let closed = events.iter().any(|e| e.event_type == "tool.session.closed");
@@ -213,8 +213,8 @@ struct GateProbe {
 
 /// `POST /v1/host/sample/packs/install-gate`: the RFC 0076 §A gate on a manifest, against the given
 /// grant set (else the configuration's), changing nothing.
-async fn install_gate(State(s): State<Management>, headers: HeaderMap, body: Bytes) -> Answer {
-    operator(&s, &headers, Role::Operate).await?;
+async fn install_gate(State(s): State<Management>, body: Bytes) -> Answer {
+    operator(Role::Operate)?;
     let probe: GateProbe = serde_json::from_slice(&body)
         .map_err(|_| Failure(Refusal::invalid_input("the body is {manifest, grantSet?, gating?}")))?;
     let config = s.config.get();
@@ -259,13 +259,8 @@ struct TypeFilter {
 
 /// `GET /v1/host/sample/test/runs/{runId}/events[?type=]`: a run (a Work) and its durable events,
 /// in acceptance order; an unknown run has none.
-async fn run_events(
-    State(s): State<Management>,
-    headers: HeaderMap,
-    Path(run): Path<String>,
-    Query(filter): Query<TypeFilter>,
-) -> Answer {
-    operator(&s, &headers, Role::Operate).await?;
+async fn run_events(State(s): State<Management>, Path(run): Path<String>, Query(filter): Query<TypeFilter>) -> Answer {
+    operator(Role::Operate)?;
     let store = s.store.clone();
     let work = run.clone();
     let events = blocking(move || Ok(store.read(|tx| tx.list_events(Some(&work), 10_000))?)).await?;
@@ -281,7 +276,7 @@ async fn run_events(
 }
 
 /// `POST /v1/host/sample/test/reset`: the seams keep no state, so there is nothing to reset.
-async fn reset(State(s): State<Management>, headers: HeaderMap) -> Answer {
-    operator(&s, &headers, Role::Operate).await?;
+async fn reset() -> Answer {
+    operator(Role::Operate)?;
     ok(StatusCode::OK, &json!({"reset": true}))
 }

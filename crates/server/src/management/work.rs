@@ -32,7 +32,7 @@ struct CreateWork {
 /// Manual Work: ready Work and its root `core.work.created`, in one transaction; its ids derive from
 /// the Idempotency-Key, so a retried request creates the same Work.
 pub(super) async fn create(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    let admitted = admit(&s, &headers, &uri, body, Role::Operate, |_: &CreateWork| Ok(())).await?;
+    let admitted = admit(&headers, &uri, body, Role::Operate, |_: &CreateWork| Ok(())).await?;
     let run = |tx: &mut dyn Tx, config: &Snapshot, by: &Operator<'_>, req: CreateWork| {
         let new = NewWork {
             keys: req.keys,
@@ -75,7 +75,7 @@ pub(super) async fn wake(
     body: Body,
 ) -> Answer {
     let check = |req: &Wake| check_operator_type(&req.event_type);
-    let admitted = admit(&s, &headers, &uri, body, Role::Operate, check).await?;
+    let admitted = admit(&headers, &uri, body, Role::Operate, check).await?;
     let run = move |tx: &mut dyn Tx, config: &Snapshot, by: &Operator<'_>, req: Wake| {
         let (event, woke) = wake_work(tx, config, &id, &req.event_type, req.data, by, now())?;
         Ok((StatusCode::OK, json!({"event": event, "woke": woke})))
@@ -93,12 +93,7 @@ pub(super) struct WorkQuery {
 }
 
 /// Work, newest first, a page at a time.
-pub(super) async fn list_work(
-    State(s): State<Management>,
-    headers: HeaderMap,
-    uri: Uri,
-    Query(q): Query<WorkQuery>,
-) -> Answer {
+pub(super) async fn list_work(State(s): State<Management>, uri: Uri, Query(q): Query<WorkQuery>) -> Answer {
     let state = match q.state.as_deref() {
         Some(text) => Some(WorkState::parse(text).ok_or_else(|| {
             Refusal::new(ErrorCode::InvalidRequest, "unknown Work state")
@@ -123,7 +118,6 @@ pub(super) async fn list_work(
     };
     page(
         &s,
-        &headers,
         list,
         |_| Ok(now().0),
         move |tx, page| tx.page_work(&filter, page),
@@ -145,8 +139,8 @@ pub(super) struct ForWork {
     work: Option<String>,
 }
 
-pub(super) async fn list_waits(State(s): State<Management>, headers: HeaderMap, Query(q): Query<ForWork>) -> Answer {
-    read(&s, &headers, move |tx| {
+pub(super) async fn list_waits(State(s): State<Management>, Query(q): Query<ForWork>) -> Answer {
+    read(&s, move |tx| {
         Ok::<_, Failure>(json!({ "items": tx.list_waits(q.work.as_deref(), WAIT_PAGE)? }))
     })
     .await
