@@ -132,6 +132,19 @@ pub struct Limits {
     pub causal_max_depth: u32,
     #[serde(default = "default_causal_per_minute")]
     pub causal_per_minute: u32,
+    /// How long a connection may take to send a request's headers, and how long it may sit idle
+    /// between requests, before it is closed.
+    #[serde(default = "default_header_timeout_seconds")]
+    pub header_timeout_seconds: u32,
+    /// How long a request's body may take to arrive once its headers have.
+    #[serde(default = "default_body_timeout_seconds")]
+    pub body_timeout_seconds: u32,
+    /// Connections one execution's toolbelt socket serves at once; more are closed on arrival.
+    #[serde(default = "default_toolbelt_connections")]
+    pub toolbelt_connections: u32,
+    /// Connections the management socket (and the loopback listener) serves at once.
+    #[serde(default = "default_management_connections")]
+    pub management_connections: u32,
 }
 
 fn default_causal_max_depth() -> u32 {
@@ -142,11 +155,31 @@ fn default_causal_per_minute() -> u32 {
     600
 }
 
+fn default_header_timeout_seconds() -> u32 {
+    10
+}
+
+fn default_body_timeout_seconds() -> u32 {
+    30
+}
+
+fn default_toolbelt_connections() -> u32 {
+    32
+}
+
+fn default_management_connections() -> u32 {
+    256
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             causal_max_depth: default_causal_max_depth(),
             causal_per_minute: default_causal_per_minute(),
+            header_timeout_seconds: default_header_timeout_seconds(),
+            body_timeout_seconds: default_body_timeout_seconds(),
+            toolbelt_connections: default_toolbelt_connections(),
+            management_connections: default_management_connections(),
         }
     }
 }

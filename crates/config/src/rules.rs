@@ -89,11 +89,19 @@ impl Checker<'_> {
             );
         }
         let limits = self.config.limits;
-        if limits.causal_max_depth == 0 || limits.causal_per_minute == 0 {
+        let counts = [
+            limits.causal_max_depth,
+            limits.causal_per_minute,
+            limits.header_timeout_seconds,
+            limits.body_timeout_seconds,
+            limits.toolbelt_connections,
+            limits.management_connections,
+        ];
+        if counts.contains(&0) {
             self.report(
                 "/limits",
                 "invalid_value",
-                "causal limits must be at least 1",
+                "every limit must be at least 1",
                 "raise the limit or remove it to take the default",
             );
         }

@@ -13,6 +13,7 @@ pub enum ErrorCode {
     RangeNotSatisfiable,
     MethodNotAllowed,
     BodyTooLarge,
+    RequestTimeout,
     IdempotencyKeyRequired,
     IdempotencyConflict,
     StaleGeneration,
@@ -49,6 +50,7 @@ impl ErrorCode {
             ErrorCode::RangeNotSatisfiable => "range_not_satisfiable",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::BodyTooLarge => "body_too_large",
+            ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::IdempotencyKeyRequired => "idempotency_key_required",
             ErrorCode::IdempotencyConflict => "idempotency_conflict",
             ErrorCode::StaleGeneration => "stale_generation",
@@ -101,6 +103,7 @@ impl ErrorCode {
             ErrorCode::RangeNotSatisfiable => 416,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::BodyTooLarge => 413,
+            ErrorCode::RequestTimeout => 408,
             ErrorCode::UnknownScope
             | ErrorCode::UnknownBinding
             | ErrorCode::ScopeDisabled
@@ -305,6 +308,7 @@ mod tests {
             ErrorCode::CausalDepthExceeded,
             ErrorCode::MethodNotAllowed,
             ErrorCode::BodyTooLarge,
+            ErrorCode::RequestTimeout,
         ] {
             assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
         }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use conduit_config::CurrentConfig;
 use conduit_server::{
-    bind_owner_only, loopback_router, management_router, now, serve, ArtifactFiles, Cursors, Management, SystemClock,
+    bind_owner_only, loopback_router, management_router, now, serve, ArtifactFiles, ConnectionLimits, Cursors,
+    Management, SystemClock,
 };
 use conduit_store::{new_id, Store};
 use conduit_store_sqlite::SqliteStore;
@@ -29,6 +30,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     }
     let state = StateDir::lock(&options.state_dir)?;
     make_non_dumpable(&state)?;
+    raise_open_files_limit();
     // Before anything is served: a signal that arrives once clients can see the daemon stops it cleanly.
     let signals = Signals::install(&state)?;
     let services = Services::assemble(&state, &options)?;
@@ -58,6 +60,21 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
 fn make_non_dumpable(state: &StateDir) -> Result<(), DaemonError> {
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(|e| DaemonError::io("make the daemon non-dumpable (prctl) for", state.root(), e.into()))
+}
+
+/// Lets the daemon hold as many open files as the hard limit allows: every connection, socket, log
+/// and child pipe is one, and each socket's connection cap is what keeps them bounded.
+fn raise_open_files_limit() {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    if limit.current < limit.maximum {
+        let raised = rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        if let Err(e) = rustix::process::setrlimit(rustix::process::Resource::Nofile, raised) {
+            tracing::warn!(error = %e, "could not raise the open files limit");
+        }
+    }
 }
 
 /// What the management API and the scheduler share.
@@ -162,6 +179,7 @@ async fn serve_management(
     let listener =
         bind_owner_only(socket_path).map_err(|e| DaemonError::io("bind the management socket", socket_path, e))?;
     let api = services.management(state)?;
+    let limits = ConnectionLimits::management(&services.config.get().limits());
     if let Some(addr) = options.listen {
         // The same router: the same bearer authentication, roles and rules as on the socket.
         let tcp = tokio::net::TcpListener::bind(addr)
@@ -169,11 +187,12 @@ async fn serve_management(
             .map_err(|e| DaemonError::io("listen on", Path::new(&addr.to_string()), e))?;
         tracing::info!(%addr, seams = options.conformance_seams, "serving the management API on loopback TCP too");
         let loopback = loopback_router(api.clone(), options.conformance_seams);
-        tokio::spawn(serve(tcp, loopback, stopped(shutdown.clone())));
+        tokio::spawn(serve(tcp, loopback, limits, stopped(shutdown.clone())));
     }
     Ok(tokio::spawn(serve(
         listener,
         management_router(api),
+        limits,
         stopped(shutdown.clone()),
     )))
 }

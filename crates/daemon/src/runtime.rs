@@ -13,7 +13,9 @@ use conduit_scheduler::{
     adopt, claim_next, complete, fire_due_timers, first_to_start, record_pid, renew_lease, settle_unstarted, Claim,
     HostError, LEASE,
 };
-use conduit_server::{bind_owner_only, execution_router, now, serve, ArtifactFiles, ExecutionSocket, IDEMPOTENCY_KEPT};
+use conduit_server::{
+    bind_owner_only, execution_router, now, serve, ArtifactFiles, ConnectionLimits, ExecutionSocket, IDEMPOTENCY_KEPT,
+};
 use conduit_store::{Store, Tx};
 use conduit_toolbelt::gate::{decide_start, StartCall, Verdict};
 use conduit_toolbelt::sweep::sweep;
@@ -285,7 +287,8 @@ impl Runtime {
             execution_id: id.clone().into(),
             kick: self.kick.clone(),
         });
-        tokio::spawn(serve(socket, router, async move {
+        let limits = ConnectionLimits::toolbelt(&self.config.get().limits());
+        tokio::spawn(serve(socket, router, limits, async move {
             let _ = socket_stopped.await;
         }));
         let issued = Issued {

@@ -34,7 +34,7 @@
 
 mod common;
 
-use common::{env_count, mount_of, print_table, Body, Client, Counters, Stats};
+use common::{bench_limits, env_count, mount_of, print_table, Body, Client, Counters, Stats};
 use std::fs::File;
 use std::future::Future;
 use std::io::Write;
@@ -128,7 +128,7 @@ fn main() {
             packages: Arc::new(NoPackages),
         });
         let listener = bind_owner_only(&sockets.management).expect("bind management.sock");
-        let management = tokio::spawn(serve(listener, router, async move {
+        let management = tokio::spawn(serve(listener, router, bench_limits(), async move {
             let _ = stopped.await;
         }));
         let echo = bind_owner_only(&sockets.echo).expect("bind echo.sock");

@@ -25,7 +25,7 @@
 
 mod common;
 
-use common::{env_count, mount_of, print_table, Body, Client, Counters, Stats};
+use common::{bench_limits, env_count, mount_of, print_table, Body, Client, Counters, Stats};
 use std::fs::File;
 use std::future::Future;
 use std::hint::black_box;
@@ -357,7 +357,7 @@ impl Bed {
         });
         let (stop, stopped) = oneshot::channel::<()>();
         let listener = bind_owner_only(&socket).expect("bind an execution socket");
-        let server = tokio::spawn(serve(listener, router, async move {
+        let server = tokio::spawn(serve(listener, router, bench_limits(), async move {
             let _ = stopped.await;
         }));
         let execution_id = execution.id.clone();

@@ -11,6 +11,8 @@ use conduit_scheduler::HostError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::listen::BodyTimedOut;
+
 /// A handler's failure, answered as the flat envelope `{"error", "message", "remedy"?}`.
 #[derive(Debug)]
 pub struct Failure(pub Refusal);
@@ -88,7 +90,27 @@ fn invalid_body(pointer: &str, what: &str) -> Failure {
 
 /// Reads a request body of at most 1 MiB (only after the route's authentication and role check).
 pub async fn read_body(body: axum::body::Body) -> Result<Bytes, Failure> {
-    axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| too_large())
+    axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|e| match timed_out(&e) {
+            true => Failure(
+                Refusal::new(ErrorCode::RequestTimeout, "the request body did not arrive in time")
+                    .with_remedy("send the whole body at once"),
+            ),
+            false => too_large(),
+        })
+}
+
+/// Whether a body failed because its deadline passed (`listen`'s timed body), not its size.
+fn timed_out(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(error) = source {
+        if error.is::<BodyTimedOut>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
 }
 
 fn too_large() -> Failure {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
@@ -13,7 +13,9 @@ use conduit_toolbelt::{Begun, CallRequest, CloseSession, OpenSession, Toolbelt};
 use serde::Deserialize;
 use tokio::sync::Notify;
 
-use crate::envelope::{bearer, blocking, enveloped, not_found, ok, ok_json, parse_body, Answer, Failure, MAX_BODY};
+use crate::envelope::{
+    bearer, blocking, enveloped, not_found, ok, ok_json, parse_body, read_body, Answer, Failure, MAX_BODY,
+};
 
 /// One execution's socket: the toolbelt, and the execution the socket itself asserts.
 #[derive(Clone)]
@@ -40,9 +42,9 @@ pub fn execution_router(state: ExecutionSocket) -> Router {
         .with_state(state)
 }
 
-async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Bytes) -> Answer {
+async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Body) -> Answer {
     let token = bearer(&headers)?;
-    let mut request: CallRequest = parse_body(&body)?;
+    let mut request: CallRequest = parse_body(&read_body(body).await?)?;
     if request.request_id.is_none() {
         request.request_id = idempotency_key(&headers);
     }
@@ -66,9 +68,9 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Bytes)
 }
 
 /// Opens a tool session (RFC 0078 §D); the `Idempotency-Key` header stands in for `request_id`.
-async fn open_session(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Bytes) -> Answer {
+async fn open_session(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Body) -> Answer {
     let token = bearer(&headers)?;
-    let mut request: OpenSession = parse_body(&body)?;
+    let mut request: OpenSession = parse_body(&read_body(body).await?)?;
     if request.request_id.is_none() {
         request.request_id = idempotency_key(&headers);
     }
@@ -81,10 +83,10 @@ async fn close_session(
     State(s): State<ExecutionSocket>,
     headers: HeaderMap,
     Path(session_id): Path<String>,
-    body: Bytes,
+    body: Body,
 ) -> Answer {
     let token = bearer(&headers)?;
-    let request: CloseSession = parse_body(&body)?;
+    let request: CloseSession = parse_body(&read_body(body).await?)?;
     let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
     let answer = blocking(move || Ok(toolbelt.close_session(&execution, &token, &session_id, &request)?)).await?;
     ok(StatusCode::OK, &answer)

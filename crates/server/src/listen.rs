@@ -1,11 +1,25 @@
-//! Listeners: owner-only Unix sockets, and the optional loopback TCP listener.
+//! Listeners: owner-only Unix sockets, the optional loopback TCP listener, and the accept loop that
+//! holds every connection to its limits: the headers (and the wait between requests) within a
+//! timeout, each body within another, and no more connections at once than the socket allows.
 
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
+use axum::body::Body;
+use axum::extract::Request;
 use axum::Router;
+use conduit_config::Limits;
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::UnixListener;
+use tokio::sync::{watch, Semaphore};
+use tower::ServiceExt;
 
 /// Binds a Unix socket at `path` with mode 0600. The caller holds the state lock and has already
 /// removed any stale socket; the socket's directory is owner-only, so nobody else can reach it in
@@ -16,13 +30,140 @@ pub fn bind_owner_only(path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Serves `router` on `listener` (a Unix socket or a TCP listener) until `shutdown` completes.
-pub async fn serve<L>(listener: L, router: Router, shutdown: impl Future<Output = ()> + Send + 'static)
-where
+/// What one listener allows each connection, and how many connections at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// For a request's headers, and for the wait between requests on a kept-alive connection.
+    pub header_timeout: Duration,
+    /// For a request's body, from when its headers arrived.
+    pub body_timeout: Duration,
+    pub max_connections: usize,
+}
+
+impl ConnectionLimits {
+    /// An execution's toolbelt socket, as the configuration's `limits` says.
+    pub fn toolbelt(limits: &Limits) -> ConnectionLimits {
+        ConnectionLimits::with_connections(limits, limits.toolbelt_connections)
+    }
+
+    /// The management socket and the loopback listener.
+    pub fn management(limits: &Limits) -> ConnectionLimits {
+        ConnectionLimits::with_connections(limits, limits.management_connections)
+    }
+
+    fn with_connections(limits: &Limits, connections: u32) -> ConnectionLimits {
+        ConnectionLimits {
+            header_timeout: Duration::from_secs(limits.header_timeout_seconds.into()),
+            body_timeout: Duration::from_secs(limits.body_timeout_seconds.into()),
+            max_connections: connections as usize,
+        }
+    }
+}
+
+/// Serves `router` on `listener` (a Unix socket or a TCP listener) until `shutdown` completes, then
+/// lets each connection finish the request it is serving. A connection past the cap is closed as
+/// soon as it is accepted, so a flood of them costs the daemon no file descriptor it keeps.
+pub async fn serve<L>(
+    mut listener: L,
+    router: Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) where
     L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
 {
-    if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
-        tracing::warn!(error = %e, "socket server stopped");
+    let open = Arc::new(Semaphore::new(limits.max_connections));
+    let (stop, stopped) = watch::channel(false);
+    tokio::pin!(shutdown);
+    loop {
+        let io = tokio::select! {
+            (io, _) = listener.accept() => io,
+            () = &mut shutdown => break,
+        };
+        let Ok(slot) = open.clone().try_acquire_owned() else {
+            tracing::debug!("a socket is at its connection limit; closed a new connection");
+            continue;
+        };
+        let (router, stopped) = (router.clone(), stopped.clone());
+        tokio::spawn(async move {
+            serve_connection(io, router, limits, stopped).await;
+            drop(slot);
+        });
+    }
+    let _ = stop.send(true);
+    let _ = open.acquire_many(limits.max_connections as u32).await;
+}
+
+/// Serves one HTTP/1 connection, each request's body under the body timeout, until it ends or,
+/// once the listener stops, until the request it is serving is answered.
+async fn serve_connection<I>(io: I, router: Router, limits: ConnectionLimits, mut stopped: watch::Receiver<bool>)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let body_timeout = limits.body_timeout;
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let request: Request = request.map(|body| Body::new(Timed::new(body, body_timeout)));
+        router.clone().oneshot(request)
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let connection = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => {}
+        _ = stopped.changed() => {
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        }
+    }
+}
+
+/// A request body that fails once its deadline passes, so a client cannot hold a handler reading
+/// a body that never arrives.
+struct Timed {
+    inner: Incoming,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Timed {
+    fn new(inner: Incoming, timeout: Duration) -> Timed {
+        Timed {
+            inner,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+        }
+    }
+}
+
+/// The error a body gives when its deadline passed.
+#[derive(Debug)]
+pub struct BodyTimedOut;
+
+impl std::fmt::Display for BodyTimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the request body did not arrive in time")
+    }
+}
+
+impl std::error::Error for BodyTimedOut {}
+
+impl hyper::body::Body for Timed {
+    type Data = hyper::body::Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        if this.deadline.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Some(Err(Box::new(BodyTimedOut))));
+        }
+        Pin::new(&mut this.inner).poll_frame(cx).map_err(Into::into)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }

@@ -112,6 +112,11 @@ impl Daemon {
     }
 
     /// SIGKILL: no shutdown path runs.
+    /// The daemon process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("daemon running").id()
+    }
+
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();

@@ -16,6 +16,11 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use tokio::net::UnixStream;
 
+/// The limits the daemon serves its sockets with by default.
+pub fn bench_limits() -> conduit_server::ConnectionLimits {
+    conduit_server::ConnectionLimits::management(&conduit_config::Limits::default())
+}
+
 /// A call count from the environment (`BENCH_READS=2000`), when set and positive.
 pub fn env_count(name: &str) -> Option<usize> {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0)

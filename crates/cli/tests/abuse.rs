@@ -1,0 +1,186 @@
+//! The daemon under connection abuse: thousands of idle and half-sent connections on one
+//! execution's toolbelt socket leave the owner's management socket and another execution's socket
+//! answering, and the daemon's open files bounded. Loopback only: Unix sockets in a temp dir.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+use serde_json::json;
+
+/// Connects `count` times to `socket` from a process of its own (so the test's own open-file limit
+/// is not the bound), sending half a request on each when `slow`, and holds them until dropped.
+struct Holder(Child);
+
+const HOLD: &str = r#"
+import socket, sys
+path, count, slow = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "slow"
+held = []
+for _ in range(count):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        if slow:
+            s.send(b"POST /v1/toolbelt/call HTTP/1.1\r\nHost: localhost\r\n")
+        held.append(s)
+    except OSError:
+        s.close()
+print(len(held), flush=True)
+sys.stdin.read()
+"#;
+
+impl Holder {
+    fn start(socket: &Path, count: usize, slow: bool) -> (Holder, usize) {
+        let mut child = Command::new("python3")
+            .args([
+                "-c",
+                HOLD,
+                socket.to_str().unwrap(),
+                &count.to_string(),
+                if slow { "slow" } else { "idle" },
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        (Holder(child), line.trim().parse().unwrap())
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn open_files(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
+}
+
+/// Runs `check` on a thread of its own; a hung daemon fails the test after a minute instead of
+/// hanging it.
+fn answers_within_a_minute(what: &str, check: impl FnOnce() + Send + 'static) {
+    let (done, finished) = mpsc::channel();
+    std::thread::spawn(move || {
+        check();
+        let _ = done.send(());
+    });
+    finished
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{what} did not answer"));
+}
+
+/// The p50 and p99 of 200 `read_context` calls, one after another.
+fn read_context_latency(socket: &Path, token: &str) -> (Duration, Duration) {
+    let mut took: Vec<Duration> = (0..200)
+        .map(|_| {
+            let started = std::time::Instant::now();
+            let (status, _) = toolbelt_call(socket, token, "read_context", json!({}));
+            assert_eq!(status, 200);
+            started.elapsed()
+        })
+        .collect();
+    took.sort();
+    (took[100], took[198])
+}
+
+#[test]
+fn floods_on_one_toolbelt_socket_leave_the_owner_and_other_executions_served() {
+    let tmp = meeting();
+    let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
+    let (_, flooded, _) = hold_one(&daemon, tmp.path());
+    let (_, other, other_token) = hold_one(&daemon, tmp.path());
+    let before = open_files(daemon.pid());
+    let quiet = read_context_latency(&other, &read_token(&other_token));
+
+    let idle: Vec<(Holder, usize)> = (0..2).map(|_| Holder::start(&flooded, 10_000, false)).collect();
+    let slow = Holder::start(&flooded, 2_000, true);
+    let attempted: usize = idle.iter().map(|(_, n)| n).sum::<usize>() + slow.1;
+    assert!(attempted > 0, "the flood connected");
+    let during = open_files(daemon.pid());
+    eprintln!("{attempted} flood connections held; the daemon's open files: {before} before, {during} during");
+    assert!(
+        during < before + 200,
+        "{attempted} flood connections held {} of the daemon's files (before: {before})",
+        during - before
+    );
+
+    let token = read_token(&other_token);
+    answers_within_a_minute("toolbelt calls on another execution", move || {
+        let (p50, p99) = read_context_latency(&other, &token);
+        // Reported, never asserted: docs/performance.md records these.
+        eprintln!("read_context during the flood: p50 {p50:?}, p99 {p99:?} (before: {quiet:?})");
+    });
+    let management = daemon.management_socket();
+    let owner = daemon.operator_token();
+    answers_within_a_minute("the owner's health", move || {
+        assert_eq!(http(&management, "GET", "/v1/health", Some(&owner), None).0, 200);
+    });
+    let management = daemon.management_socket();
+    let owner = daemon.operator_token();
+    answers_within_a_minute("the owner's work create", move || {
+        let body = json!({"scope": "demo", "binding": "shell"});
+        let auth = format!("Bearer {owner}");
+        let headers = [
+            ("Content-Type", "application/json"),
+            ("Authorization", auth.as_str()),
+            ("Idempotency-Key", "abuse-drill"),
+        ];
+        assert_eq!(
+            http_raw(&management, "POST", "/v1/work", &headers, &body.to_string()).0,
+            201
+        );
+    });
+    drop(idle);
+    drop(slow);
+}
+
+#[test]
+fn a_half_sent_request_is_closed_after_the_header_timeout() {
+    let daemon = Daemon::start(Some(
+        &json!({"version": 1, "limits": {"header_timeout_seconds": 1}, "scopes": {}}).to_string(),
+    ));
+    let mut stream = std::os::unix::net::UnixStream::connect(daemon.management_socket()).unwrap();
+    stream
+        .write_all(b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\n")
+        .unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut rest = Vec::new();
+    let read = std::io::Read::read_to_end(&mut stream, &mut rest);
+    assert!(
+        read.is_ok(),
+        "the daemon closed the connection instead of waiting: {read:?}"
+    );
+}
+
+#[test]
+fn a_body_that_stops_arriving_is_408_request_timeout() {
+    let daemon = Daemon::start(Some(
+        &json!({"version": 1, "limits": {"body_timeout_seconds": 1}, "scopes": {}}).to_string(),
+    ));
+    let mut stream = std::os::unix::net::UnixStream::connect(daemon.management_socket()).unwrap();
+    let head = format!(
+        "POST /v1/config/validate HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"config_text\":",
+        daemon.operator_token()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut answer = String::new();
+    let _ = std::io::Read::read_to_string(&mut stream, &mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"error\":\"request_timeout\""), "{answer}");
+}
