@@ -184,3 +184,65 @@ fn a_body_that_stops_arriving_is_408_request_timeout() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("\"error\":\"request_timeout\""), "{answer}");
 }
+
+#[test]
+fn oversized_request_ids_idempotency_keys_and_correlation_keys_are_refused_before_anything_is_stored() {
+    let tmp = meeting();
+    let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
+    let (work, socket, token_file) = hold_one(&daemon, tmp.path());
+    let token = read_token(&token_file);
+    let execution = daemon.first_execution(&work);
+    let audit = || {
+        daemon.json(&["audit", "--execution", &execution])["items"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let before = audit();
+    let long = "k".repeat(201);
+    let call = json!({"operation": "read_context", "input": {}, "request_id": long});
+    let (status, answer) = http(&socket, "POST", "/v1/toolbelt/call", Some(&token), Some(&call));
+    assert_eq!((status, answer["error"].as_str()), (400, Some("invalid_input")));
+    let auth = format!("Bearer {token}");
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Authorization", auth.as_str()),
+        ("Idempotency-Key", long.as_str()),
+    ];
+    let body = json!({"operation": "read_context", "input": {}}).to_string();
+    let (status, answer) = http_raw(&socket, "POST", "/v1/toolbelt/call", &headers, &body);
+    assert_eq!((status, answer["error"].as_str()), (400, Some("invalid_input")));
+    assert_eq!(audit(), before, "nothing was recorded");
+    let at_limit = json!({"operation": "read_context", "input": {}, "request_id": "k".repeat(200)});
+    assert_eq!(
+        http(&socket, "POST", "/v1/toolbelt/call", Some(&token), Some(&at_limit)).0,
+        200,
+        "200 bytes pass"
+    );
+
+    let owner = format!("Bearer {}", daemon.operator_token());
+    let management = daemon.management_socket();
+    let keyed = |key: &str| {
+        let headers = [
+            ("Content-Type", "application/json"),
+            ("Authorization", owner.as_str()),
+            ("Idempotency-Key", key),
+        ];
+        let body = json!({"scope": "demo", "binding": "shell", "keys": [long.clone()]}).to_string();
+        http_raw(&management, "POST", "/v1/work", &headers, &body)
+    };
+    let (status, answer) = keyed("oversized-key");
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (400, Some("invalid_input")),
+        "a 201-byte correlation key"
+    );
+    let (status, answer) = keyed(&long);
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (400, Some("idempotency_key_required")),
+        "a 201-byte key"
+    );
+    let listed = daemon.json(&["work", "list"])["items"].as_array().unwrap().len();
+    assert_eq!(listed, 1, "no Work was created");
+}

@@ -14,6 +14,15 @@ pub const BUILTIN_TOOLSETS: [(&str, &[&str]); 1] = [("core.worker", &BUILTIN_OPE
 
 const MAX_TYPE_LEN: usize = 128;
 
+/// The longest correlation key, request id or Idempotency-Key, in bytes.
+pub const MAX_KEY_BYTES: usize = 200;
+
+/// A correlation key, a request id or an Idempotency-Key: 1 to 200 bytes with no control character.
+/// Each is stored (and indexed) as given, so its size is bounded where it enters.
+pub fn is_key(text: &str) -> bool {
+    !text.is_empty() && text.len() <= MAX_KEY_BYTES && !text.chars().any(char::is_control)
+}
+
 /// An event type is namespaced: two or more dot-separated segments, each a letter followed by letters,
 /// digits, `_` or `-` (`demo.hello`, `agent.toolCalled`).
 pub fn is_event_type(text: &str) -> bool {
@@ -117,6 +126,19 @@ mod tests {
         assert!(is_registration_name("my-ext_2"));
         for bad in ["", "GitHub", "git.hub", "1x", "-x"] {
             assert!(!is_registration_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_key_is_one_to_two_hundred_bytes_of_text() {
+        assert!(is_key("work:01h") && is_key(&"k".repeat(MAX_KEY_BYTES)));
+        for bad in [
+            String::new(),
+            "k".repeat(MAX_KEY_BYTES + 1),
+            "a\nb".into(),
+            "tab\there".into(),
+        ] {
+            assert!(!is_key(&bad), "{bad:?}");
         }
     }
 }

@@ -3,6 +3,7 @@
 //! record through here.
 
 use conduit_config::Snapshot;
+use conduit_core::names::is_key;
 use conduit_core::{CausalPin, Duration, ErrorCode, Event, NewEvent, Refusal, Timestamp};
 use conduit_store::Tx;
 
@@ -14,8 +15,21 @@ const CAUSAL_WINDOW: Duration = Duration::from_secs(60);
 /// Stores an event after the causal bounds, without waking or routing: for the host's own lifecycle
 /// events, which nothing subscribes to by route.
 pub fn record(tx: &mut dyn Tx, config: &Snapshot, event: NewEvent) -> Result<Event, HostError> {
+    if let Some(key) = &event.correlation_key {
+        check_key(key)?;
+    }
     check_causal_bounds(tx, config, &event)?;
     Ok(tx.insert_event(event)?)
+}
+
+/// A correlation key is stored and indexed as given, so its size is bounded where it enters.
+pub(crate) fn check_key(key: &str) -> Result<(), Refusal> {
+    if is_key(key) {
+        return Ok(());
+    }
+    Err(Refusal::invalid_input(
+        "a correlation key is 1 to 200 bytes with no control character",
+    ))
 }
 
 /// The causal bounds of the event's root: the limits pinned by the root's first event (the

@@ -6,7 +6,7 @@ use conduit_core::{Causation, ErrorCode, Event, NewEvent, Refusal, Source, Times
 use conduit_store::{derived_id, new_id, StoreError, Tx};
 use serde_json::{json, Value};
 
-use crate::causal::record;
+use crate::causal::{check_key, record};
 use crate::HostError;
 
 /// What a caller asks for when it creates Work.
@@ -51,6 +51,9 @@ pub fn create_work(
     now: Timestamp,
 ) -> Result<(Work, Event), HostError> {
     check_target(config, &new.scope, &new.binding)?;
+    for key in &new.keys {
+        check_key(key)?;
+    }
     let (id, event_id) = match &new.id_seed {
         Some(seed) => (derived_id(&[seed, "work"]), derived_id(&[seed, "work.created"])),
         None => (new_id(), new_id()),

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use conduit_core::canonical::canonical_hash;
 use conduit_core::credential::OWNER;
+use conduit_core::names::is_key;
 use conduit_core::{Duration, ErrorCode, OperatorRecord, Refusal, Timestamp};
 use conduit_store::{IdempotentRecord, Store, Tx};
 use serde_json::Value;
@@ -18,7 +19,6 @@ use crate::envelope::{blocking, Answer, Failure};
 
 /// How long a key's answer is kept.
 pub const KEPT: Duration = Duration::from_secs(30 * 24 * 3600);
-const MAX_KEY_LEN: usize = 200;
 
 /// One keyed mutation: who sent it, under which key, and what it was.
 pub struct Keyed {
@@ -44,12 +44,12 @@ impl Keyed {
             .get("idempotency-key")
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
-            .filter(|k| !k.is_empty() && k.len() <= MAX_KEY_LEN)
+            .filter(|k| is_key(k))
             .ok_or_else(|| {
                 Failure(
                     Refusal::new(
                         ErrorCode::IdempotencyKeyRequired,
-                        "this mutation needs an Idempotency-Key header",
+                        "this mutation needs an Idempotency-Key header of 1 to 200 bytes",
                     )
                     .with_remedy("send `Idempotency-Key: <a unique value>`, and the same value when you retry"),
                 )

@@ -171,6 +171,8 @@ impl Toolbelt {
     /// Authorizes a call, replays a committed result, and runs a builtin in the same transaction; an
     /// extension operation comes back as [`Begun::Extension`].
     pub fn begin(&self, socket_execution: &str, bearer: &str, request: &CallRequest) -> Result<Begun, Refusal> {
+        // Before anything is recorded: the request id goes into the audit and replay records.
+        request.check_bounds()?;
         let registry = self.registry();
         let call = Call {
             socket_execution,

@@ -26,6 +26,7 @@ pub mod token;
 use std::sync::Arc;
 
 use conduit_config::CurrentConfig;
+use conduit_core::names::is_key;
 use conduit_core::{Clock, Refusal, TokenRecord};
 use conduit_scheduler::HostError;
 use conduit_store::Store;
@@ -38,6 +39,16 @@ pub use call::{Begun, Pending, Ran};
 pub use registry::catalog::{self, Catalog};
 pub use registry::{LiveRegistry, Registry};
 pub use session::{CloseSession, OpenSession};
+
+/// A request id, when there is one, is a bounded key: it is stored with the call's replay record.
+pub fn check_request_id(request_id: Option<&str>) -> Result<(), Refusal> {
+    match request_id {
+        Some(id) if !is_key(id) => Err(Refusal::invalid_input(
+            "`request_id` (or the Idempotency-Key) is 1 to 200 bytes with no control character",
+        )),
+        _ => Ok(()),
+    }
+}
 
 /// A toolbelt call as it arrives on an execution's socket.
 #[derive(Debug, Clone, Deserialize)]
@@ -55,6 +66,12 @@ pub struct CallRequest {
 }
 
 impl CallRequest {
+    /// What a call's own fields must keep before anything is looked up: a request id (from the
+    /// body or the Idempotency-Key header) is 1 to 200 bytes with no control character.
+    pub fn check_bounds(&self) -> Result<(), Refusal> {
+        check_request_id(self.request_id.as_deref())
+    }
+
     /// A call of `operation` with no input and no assertions: what opening a session of it checks.
     pub fn of(operation: &str) -> CallRequest {
         CallRequest {

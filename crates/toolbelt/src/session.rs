@@ -32,6 +32,7 @@ pub struct CloseSession {
 impl Toolbelt {
     /// Opens a session of `tool_id`, which the token must be allowed to call right now.
     pub fn open_session(&self, socket_execution: &str, bearer: &str, request: &OpenSession) -> Result<Value, Refusal> {
+        crate::check_request_id(request.request_id.as_deref())?;
         let now = self.clock.now();
         let config = self.config.get();
         let as_call = CallRequest::of(&request.tool_id);
