@@ -285,9 +285,26 @@ pub fn config_set(pointer: &str, value: Value, expected_generation: Option<i64>)
     post("/v1/config/set", body)
 }
 
-/// `GET /v1/audit`: toolbelt call records, optionally of one execution.
-pub fn list_audit(execution: Option<&str>) -> Request {
-    get_with_query("/v1/audit", &[("execution", execution)])
+/// What `open-conduit audit` may narrow the audit trail to.
+#[derive(Debug, Default)]
+pub struct AuditQuery<'a> {
+    pub execution: Option<&'a str>,
+    pub work: Option<&'a str>,
+    pub operation: Option<&'a str>,
+    pub result: Option<&'a str>,
+}
+
+/// `GET /v1/audit`: toolbelt call records, oldest first, narrowed by `query`.
+pub fn list_audit(query: &AuditQuery<'_>) -> Request {
+    get_with_query(
+        "/v1/audit",
+        &[
+            ("execution", query.execution),
+            ("work", query.work),
+            ("operation", query.operation),
+            ("result", query.result),
+        ],
+    )
 }
 
 /// `GET /v1/approvals[?state=]`.
@@ -382,7 +399,13 @@ mod tests {
             (list_events(Some("w:1")), get("/v1/events?work=w%3A1")),
             (event_chain("e/1"), get("/v1/events/e%2F1/chain")),
             (list_executions(None), get("/v1/executions")),
-            (list_audit(Some("x/1")), get("/v1/audit?execution=x%2F1")),
+            (
+                list_audit(&AuditQuery {
+                    execution: Some("x/1"),
+                    ..AuditQuery::default()
+                }),
+                get("/v1/audit?execution=x%2F1"),
+            ),
         ] {
             assert_eq!(request, expected);
         }

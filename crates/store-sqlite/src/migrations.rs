@@ -256,6 +256,11 @@ CREATE INDEX waits_by_work ON waits (work_id, state);
     r#"
 ALTER TABLE operators ADD COLUMN revoked_by TEXT;
 "#,
+    // The audit trail pages by time, all of it or one Work's.
+    r#"
+CREATE INDEX toolbelt_audit_by_time ON toolbelt_audit (at, id);
+CREATE INDEX toolbelt_audit_by_work ON toolbelt_audit (work_id, at, id);
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

@@ -229,10 +229,10 @@ fn the_key_index_migration_indexes_waits_armed_before_it() {
             .unwrap();
     }
     let conn = rusqlite::Connection::open(&path).unwrap();
-    // Undo migrations 13 (the key index) and 14 (who revoked an operator) by hand.
+    // Undo migrations 13 (the key index), 14 (who revoked an operator) and 15 (audit by time) by hand.
     conn.execute_batch(
         "DROP TABLE wait_keys; DROP INDEX waits_by_work; ALTER TABLE operators DROP COLUMN revoked_by; \
-         PRAGMA user_version = 12;",
+         DROP INDEX toolbelt_audit_by_time; DROP INDEX toolbelt_audit_by_work; PRAGMA user_version = 12;",
     )
     .unwrap();
     drop(conn);

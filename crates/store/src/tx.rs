@@ -58,6 +58,16 @@ pub struct Page<K> {
     pub limit: usize,
 }
 
+/// Filters for listing audit records; each that is set must match.
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    pub execution: Option<String>,
+    pub work: Option<String>,
+    pub operation: Option<String>,
+    /// `ok`, `replayed`, or a refusal's code.
+    pub result: Option<String>,
+}
+
 /// Filters for listing Work.
 #[derive(Debug, Clone, Default)]
 pub struct WorkFilter {
@@ -169,6 +179,8 @@ pub trait RequestRows {
     fn insert_audit(&mut self, record: &AuditRecord) -> Result<()>;
     /// Oldest first; every record when `execution` is `None`.
     fn list_audit(&mut self, execution: Option<&str>, limit: usize) -> Result<Vec<AuditRecord>>;
+    /// A page of audit records, oldest first by `(at, id)`, written at or before `page.upper`.
+    fn page_audit(&mut self, filter: &AuditFilter, page: &Page<(i64, String)>) -> Result<Vec<AuditRecord>>;
 }
 
 /// Operators' idempotency keys.

@@ -4,15 +4,17 @@ use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::http::Uri;
 use conduit_config::Snapshot;
-use conduit_core::Execution;
+use conduit_core::{AuditRecord, Execution};
 use conduit_scheduler::{cancel_execution, confirm_stopped, Operator};
-use conduit_store::Tx;
+use conduit_store::{AuditFilter, Tx};
+use serde::Deserialize;
 use serde_json::json;
 
-use super::access::{found, read, read_one, NoBody, Reply};
-use super::paging::{page, ByExecution, ByWork};
+use super::access::{found, read_one, NoBody, Reply};
+use super::paging::{page, ByWork, List};
 use super::state::Management;
 use crate::clock::now;
+use crate::cursor::Paging;
 use crate::envelope::Answer;
 
 /// Cancels one attempt and holds its Work until a manual retry.
@@ -44,11 +46,46 @@ pub(super) async fn get_execution(State(s): State<Management>, headers: HeaderMa
     read_one(&s, &headers, move |tx| found(tx.get_execution(&id)?, "execution")).await
 }
 
-const AUDIT_PAGE: usize = 1000;
-
-pub(super) async fn list_audit(State(s): State<Management>, Query(q): Query<ByExecution>) -> Answer {
-    read(&s, move |tx| {
-        Ok(json!({ "items": tx.list_audit(q.execution.as_deref(), AUDIT_PAGE)? }))
-    })
+/// Audit records, oldest first, a page at a time; each filter that is given must match.
+pub(super) async fn list_audit(State(s): State<Management>, uri: Uri, Query(q): Query<AuditQuery>) -> Answer {
+    let filter = AuditFilter {
+        execution: q.execution,
+        work: q.work,
+        operation: q.operation,
+        result: q.result,
+    };
+    let filters = format!(
+        "execution={}&work={}&operation={}&result={}",
+        filter.execution.as_deref().unwrap_or(""),
+        filter.work.as_deref().unwrap_or(""),
+        filter.operation.as_deref().unwrap_or(""),
+        filter.result.as_deref().unwrap_or("")
+    );
+    let list = List {
+        endpoint: uri.path().to_owned(),
+        filters,
+        paging: Paging {
+            cursor: q.cursor,
+            limit: q.limit,
+        },
+    };
+    page(
+        &s,
+        list,
+        |_| Ok(now().0),
+        move |tx, page| tx.page_audit(&filter, page),
+        |a: &AuditRecord| (a.at.0, a.id.clone()),
+    )
     .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AuditQuery {
+    execution: Option<String>,
+    work: Option<String>,
+    operation: Option<String>,
+    result: Option<String>,
+    cursor: Option<String>,
+    limit: Option<usize>,
 }

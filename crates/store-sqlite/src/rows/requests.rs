@@ -1,7 +1,7 @@
 //! Toolbelt replay records and the audit trail: the SQLite statements and row mapping of [`RequestRows`].
 
 use conduit_core::{AuditKind, AuditRecord, RequestRecord, Timestamp};
-use conduit_store::RequestRows;
+use conduit_store::{AuditFilter, Page, RequestRows};
 use rusqlite::{params, Row};
 
 use super::{corrupt, from_json, to_json, SqliteTx};
@@ -111,5 +111,28 @@ impl RequestRows for SqliteTx<'_> {
             "SELECT {AUDIT_COLUMNS} FROM toolbelt_audit WHERE (?1 IS NULL OR execution_id = ?1) ORDER BY at, id LIMIT ?2"
         );
         self.query_all(&sql, params![execution, limit as i64], audit_row)
+    }
+
+    fn page_audit(&mut self, filter: &AuditFilter, page: &Page<(i64, String)>) -> Result<Vec<AuditRecord>> {
+        let (at, id) = page.after.clone().unwrap_or((i64::MIN, String::new()));
+        let sql = format!(
+            "SELECT {AUDIT_COLUMNS} FROM toolbelt_audit
+             WHERE (?1 IS NULL OR execution_id = ?1) AND (?2 IS NULL OR work_id = ?2)
+             AND (?3 IS NULL OR operation = ?3) AND (?4 IS NULL OR result = ?4)
+             AND at <= ?5 AND (at > ?6 OR (at = ?6 AND id > ?7))
+             ORDER BY at, id LIMIT ?8"
+        );
+        let f = filter;
+        let params = params![
+            f.execution,
+            f.work,
+            f.operation,
+            f.result,
+            page.upper,
+            at,
+            id,
+            page.limit as i64
+        ];
+        self.query_all(&sql, params, audit_row)
     }
 }

@@ -93,6 +93,15 @@ pub enum Command {
         /// Only the calls of this execution
         #[arg(long, value_name = "ID")]
         execution: Option<String>,
+        /// Only the calls made for this Work
+        #[arg(long, value_name = "ID")]
+        work: Option<String>,
+        /// Only the calls of this operation
+        #[arg(long, value_name = "NAME")]
+        operation: Option<String>,
+        /// Only the calls with this result: ok, replayed, or a refusal's code
+        #[arg(long, value_name = "RESULT")]
+        result: Option<String>,
     },
     /// List executions, the attempts at running Work; cancel one, or confirm a cancelled one stopped
     #[command(subcommand, alias = "execution")]

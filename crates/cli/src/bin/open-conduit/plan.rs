@@ -57,7 +57,20 @@ pub fn plan(command: Command, state_dir: Option<&Path>) -> Plan {
         Command::Approvals(command) => approvals(command),
         Command::Package(command) => package(command),
         Command::Route(args) => route(args),
-        Command::Audit { execution } => Plan::Call(m::list_audit(execution.as_deref()), render::audit_table),
+        Command::Audit {
+            execution,
+            work,
+            operation,
+            result,
+        } => {
+            let query = m::AuditQuery {
+                execution: execution.as_deref(),
+                work: work.as_deref(),
+                operation: operation.as_deref(),
+                result: result.as_deref(),
+            };
+            Plan::Call(m::list_audit(&query), render::audit_table)
+        }
         Command::Executions(command) => executions(command),
     }
 }

@@ -1,0 +1,69 @@
+//! Lists are never cut: every list of the management API pages with a cursor, and the CLI follows
+//! the cursors to the last page.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+#[test]
+fn the_audit_trail_pages_past_a_thousand_records_and_the_cli_shows_them_all() {
+    let tmp = meeting();
+    let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
+    let (work, socket, token_file) = hold_one(&daemon, tmp.path());
+    let token = read_token(&token_file);
+    let execution = daemon.first_execution(&work);
+    let calls = 1_100;
+    for _ in 0..calls {
+        assert_eq!(toolbelt_call(&socket, &token, "read_context", json!({})).0, 200);
+    }
+    assert_eq!(toolbelt_call(&socket, &token, "no.such.operation", json!({})).0, 403);
+
+    let owner = daemon.operator_token();
+    let mut seen: Vec<String> = Vec::new();
+    let mut path = format!("/v1/audit?execution={execution}&limit=500");
+    loop {
+        let (status, page) = http(&daemon.management_socket(), "GET", &path, Some(&owner), None);
+        assert_eq!(status, 200, "{page}");
+        seen.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["id"].as_str().unwrap().to_owned()),
+        );
+        match page["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/v1/audit?execution={execution}&limit=500&cursor={}", encode(cursor)),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), calls + 1, "every record, each once");
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), seen.len(), "no record twice");
+
+    let all = daemon.json(&["audit", "--execution", &execution]);
+    assert_eq!(
+        all["items"].as_array().unwrap().len(),
+        calls + 1,
+        "the CLI follows every cursor"
+    );
+    let refused = daemon.json(&["audit", "--execution", &execution, "--result", "forbidden"]);
+    let refused: Vec<&Value> = refused["items"].as_array().unwrap().iter().collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["operation"], "no.such.operation");
+    let of_work = daemon.json(&["audit", "--work", &work, "--operation", "read_context"]);
+    assert_eq!(of_work["items"].as_array().unwrap().len(), calls);
+}
+
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
