@@ -67,3 +67,47 @@ fn encode(text: &str) -> String {
         })
         .collect()
 }
+
+/// Follows a list's cursors `limit` rows at a time; the items of every page, and how many pages.
+fn every_page(daemon: &Daemon, list: &str, limit: usize) -> (Vec<Value>, usize) {
+    let owner = daemon.operator_token();
+    let separator = if list.contains('?') { '&' } else { '?' };
+    let mut path = format!("{list}{separator}limit={limit}");
+    let (mut items, mut pages) = (Vec::new(), 0);
+    loop {
+        let (status, page) = http(&daemon.management_socket(), "GET", &path, Some(&owner), None);
+        assert_eq!(status, 200, "{list}: {page}");
+        pages += 1;
+        items.extend(page["items"].as_array().unwrap().iter().cloned());
+        match page["next_cursor"].as_str() {
+            Some(cursor) => path = format!("{list}{separator}limit={limit}&cursor={}", encode(cursor)),
+            None => return (items, pages),
+        }
+    }
+}
+
+#[test]
+fn waits_approvals_and_an_executions_tokens_page_with_cursors() {
+    let daemon = Daemon::start(Some(&shell_config("os wait --for demo.go --timeout 10m")));
+    let works: Vec<String> = (0..3).map(|_| daemon.create_work("demo", "shell")).collect();
+    for work in &works {
+        daemon.await_work(work, "waiting");
+    }
+    let (waits, pages) = every_page(&daemon, "/v1/waits", 1);
+    assert_eq!((waits.len(), pages), (3, 4), "one wait a page, then an empty last page");
+    let (one, _) = every_page(&daemon, &format!("/v1/waits?work={}", works[0]), 1);
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0]["work_id"], works[0].as_str());
+
+    let execution = daemon.first_execution(&works[0]);
+    let (tokens, _) = every_page(&daemon, &format!("/v1/executions/{execution}/tokens"), 1);
+    assert!(!tokens.is_empty() && tokens.iter().all(|t| t["id"].is_string() && t.get("digest").is_none()));
+
+    let (approvals, pages) = every_page(&daemon, "/v1/approvals?state=pending", 1);
+    assert_eq!((approvals.len(), pages), (0, 1));
+    assert_eq!(
+        daemon.json(&["waits"])["items"].as_array().unwrap().len(),
+        3,
+        "the CLI follows"
+    );
+}

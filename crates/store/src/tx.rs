@@ -149,9 +149,9 @@ pub trait WaitRows {
     fn armed_waits_of_work(&mut self, work_id: &str) -> Result<Vec<Wait>>;
     /// The armed waits whose timeout is at or before `now`, oldest first.
     fn armed_waits_due(&mut self, now: Timestamp) -> Result<Vec<Wait>>;
-    /// Every wait (any state), oldest first; all Work's when `work` is `None`.
-    fn list_waits(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Wait>>;
     fn update_wait(&mut self, wait: &Wait) -> Result<()>;
+    /// A page of waits in any state, oldest first by `(created_at, id)`, created at or before `page.upper`.
+    fn page_waits(&mut self, work: Option<&str>, page: &Page<(i64, String)>) -> Result<Vec<Wait>>;
 }
 
 /// Execution tokens (digests only).
@@ -163,8 +163,8 @@ pub trait TokenRows {
     fn revoke_execution_tokens(&mut self, execution_id: &str, at: Timestamp) -> Result<()>;
     /// Revokes one token by its id (its revocation id); whether a live one was revoked.
     fn revoke_token(&mut self, id: &str, at: Timestamp) -> Result<bool>;
-    /// Every token record of an execution, oldest first.
-    fn tokens_of_execution(&mut self, execution_id: &str) -> Result<Vec<TokenRecord>>;
+    /// A page of an execution's token records, oldest first by `(issued_at, id)`.
+    fn page_tokens_of_execution(&mut self, execution_id: &str, page: &Page<(i64, String)>) -> Result<Vec<TokenRecord>>;
 
     /// Deletes token records revoked or expired before `cutoff`; returns how many went.
     fn delete_tokens_settled_before(&mut self, cutoff: Timestamp) -> Result<usize>;
@@ -232,8 +232,8 @@ pub trait ApprovalRows {
     fn get_approval(&mut self, id: &str) -> Result<Option<Approval>>;
     /// The latest approval bound to one call (Work, operation, input hash).
     fn approval_for(&mut self, work_id: &str, operation: &str, input_hash: &str) -> Result<Option<Approval>>;
-    /// Approvals, optionally in one state, oldest first.
-    fn list_approvals(&mut self, state: Option<ApprovalState>) -> Result<Vec<Approval>>;
+    /// A page of approvals, oldest first by `(requested_at, id)`, requested at or before `page.upper`.
+    fn page_approvals(&mut self, state: Option<ApprovalState>, page: &Page<(i64, String)>) -> Result<Vec<Approval>>;
 }
 
 /// Tool sessions.

@@ -4,6 +4,7 @@
 //! the parked Work; the resumed caller's repeated call then passes (approved) or is refused.
 
 use axum::extract::{Path, Query, State};
+use axum::http::Uri;
 use conduit_config::Snapshot;
 use conduit_core::approval::{may_decide, Approval, ApprovalState};
 use conduit_core::{ErrorCode, Refusal, Timestamp};
@@ -13,17 +14,22 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::access::{read, Reply};
+use super::paging::{page, List};
 use super::state::Management;
 use crate::clock::now;
+use crate::cursor::Paging;
 use crate::envelope::{Answer, Failure};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ByState {
     state: Option<String>,
+    cursor: Option<String>,
+    limit: Option<usize>,
 }
 
-pub async fn list(State(s): State<Management>, Query(q): Query<ByState>) -> Answer {
+/// Approvals, optionally in one state, oldest first, a page at a time.
+pub async fn list(State(s): State<Management>, uri: Uri, Query(q): Query<ByState>) -> Answer {
     let state = match q.state.as_deref() {
         None => None,
         Some(text) => Some(ApprovalState::parse(text).ok_or_else(|| {
@@ -32,9 +38,21 @@ pub async fn list(State(s): State<Management>, Query(q): Query<ByState>) -> Answ
             ))
         })?),
     };
-    read(&s, move |tx| {
-        Ok::<_, Failure>(json!({"items": tx.list_approvals(state)?}))
-    })
+    let list = List {
+        endpoint: uri.path().to_owned(),
+        filters: format!("state={}", q.state.as_deref().unwrap_or("")),
+        paging: Paging {
+            cursor: q.cursor,
+            limit: q.limit,
+        },
+    };
+    page(
+        &s,
+        list,
+        |_| Ok(now().0),
+        move |tx, page| tx.page_approvals(state, page),
+        |a: &Approval| (a.requested_at.0, a.id.clone()),
+    )
     .await
 }
 

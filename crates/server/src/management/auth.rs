@@ -2,11 +2,11 @@
 //! credential's token is answered once and never stored (nor kept in idempotency history).
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use conduit_config::Snapshot;
 use conduit_core::credential::{is_operator_name, OWNER};
-use conduit_core::{ErrorCode, OperatorRecord, Refusal, Role};
+use conduit_core::{ErrorCode, OperatorRecord, Refusal, Role, Timestamp, TokenRecord};
 use conduit_scheduler::Operator;
 use conduit_store::{new_id, Tx};
 use conduit_toolbelt::token::{digest, generate};
@@ -14,8 +14,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::access::{admit, operator, read};
+use super::paging::{page, List};
 use super::state::Management;
 use crate::clock::now;
+use crate::cursor::Paging;
 use crate::envelope::{blocking, check_mutation, ok, parse_body, read_body, Answer, Failure};
 
 fn shown(op: &OperatorRecord) -> Value {
@@ -186,15 +188,53 @@ fn role_refusal(required: Role) -> Failure {
     ))
 }
 
-/// An execution's token records: ids, epochs and states, never the tokens.
-pub async fn execution_tokens(State(s): State<Management>, Path(id): Path<String>) -> Answer {
-    read(&s, move |tx| {
-        let tokens = tx.tokens_of_execution(&id)?;
-        let items: Vec<Value> = tokens
-            .iter()
-            .map(|t| json!({"id": t.id, "epoch": t.epoch, "issued_at": t.issued_at, "expires_at": t.expires_at, "revoked_at": t.revoked_at}))
-            .collect();
-        Ok::<_, Failure>(json!({ "items": items }))
-    })
+/// An execution's token records, oldest first, a page at a time: ids, epochs and states, never
+/// the tokens.
+pub async fn execution_tokens(
+    State(s): State<Management>,
+    uri: Uri,
+    Path(id): Path<String>,
+    Query(paging): Query<Paging>,
+) -> Answer {
+    let list = List {
+        endpoint: uri.path().to_owned(),
+        filters: String::new(),
+        paging,
+    };
+    page(
+        &s,
+        list,
+        |_| Ok(now().0),
+        move |tx, page| {
+            Ok(tx
+                .page_tokens_of_execution(&id, page)?
+                .iter()
+                .map(ShownToken::of)
+                .collect())
+        },
+        |t: &ShownToken| (t.issued_at.0, t.id.clone()),
+    )
     .await
+}
+
+/// A token record as an operator sees it: never the digest.
+#[derive(serde::Serialize)]
+struct ShownToken {
+    id: String,
+    epoch: u32,
+    issued_at: Timestamp,
+    expires_at: Timestamp,
+    revoked_at: Option<Timestamp>,
+}
+
+impl ShownToken {
+    fn of(t: &TokenRecord) -> ShownToken {
+        ShownToken {
+            id: t.id.clone(),
+            epoch: t.epoch,
+            issued_at: t.issued_at,
+            expires_at: t.expires_at,
+            revoked_at: t.revoked_at,
+        }
+    }
 }

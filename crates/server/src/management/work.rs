@@ -5,18 +5,18 @@ use axum::extract::{Path, Query, State};
 use axum::http::Uri;
 use axum::http::{HeaderMap, StatusCode};
 use conduit_config::Snapshot;
-use conduit_core::{ErrorCode, Refusal, Role, Work, WorkState};
+use conduit_core::{ErrorCode, Refusal, Role, Wait, Work, WorkState};
 use conduit_scheduler::{cancel_work, check_operator_type, create_work, retry_work, wake_work, NewWork, Operator};
 use conduit_store::{Tx, WorkFilter};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::access::{admit, found, read, read_one, NoBody, Reply};
-use super::paging::{page, List};
+use super::access::{admit, found, read_one, NoBody, Reply};
+use super::paging::{page, ByWork, List};
 use super::state::Management;
 use crate::clock::now;
 use crate::cursor::Paging;
-use crate::envelope::{Answer, Failure};
+use crate::envelope::Answer;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -130,18 +130,15 @@ pub(super) async fn get_work(State(s): State<Management>, headers: HeaderMap, Pa
     read_one(&s, &headers, move |tx| found(tx.get_work(&id)?, "Work")).await
 }
 
-const WAIT_PAGE: usize = 500;
-
-/// Waits in every state, oldest first.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ForWork {
-    work: Option<String>,
-}
-
-pub(super) async fn list_waits(State(s): State<Management>, Query(q): Query<ForWork>) -> Answer {
-    read(&s, move |tx| {
-        Ok::<_, Failure>(json!({ "items": tx.list_waits(q.work.as_deref(), WAIT_PAGE)? }))
-    })
+/// Waits in every state, oldest first, a page at a time.
+pub(super) async fn list_waits(State(s): State<Management>, uri: Uri, Query(q): Query<ByWork>) -> Answer {
+    let (list, work) = q.list(&uri);
+    page(
+        &s,
+        list,
+        |_| Ok(now().0),
+        move |tx, page| tx.page_waits(work.as_deref(), page),
+        |w: &Wait| (w.created_at.0, w.id.clone()),
+    )
     .await
 }

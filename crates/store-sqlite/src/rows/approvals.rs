@@ -2,10 +2,10 @@
 
 use conduit_core::approval::{Approval, ApprovalState};
 use conduit_core::Timestamp;
-use conduit_store::ApprovalRows;
+use conduit_store::{ApprovalRows, Page};
 use rusqlite::{params, Row};
 
-use super::{corrupt, from_json, to_json, SqliteTx};
+use super::{corrupt, from_json, oldest_first, oldest_first_params, to_json, SqliteTx};
 use crate::{sqlite_error, Result};
 
 const APPROVAL_COLUMNS: &str = "id, work_id, execution_id, scope, operation, input_hash, approvers, state, reason, \
@@ -76,10 +76,13 @@ impl ApprovalRows for SqliteTx<'_> {
         self.query_one(&sql, params![work_id, operation, input_hash], approval_row)
     }
 
-    fn list_approvals(&mut self, state: Option<ApprovalState>) -> Result<Vec<Approval>> {
+    fn page_approvals(&mut self, state: Option<ApprovalState>, page: &Page<(i64, String)>) -> Result<Vec<Approval>> {
         let sql = format!(
-            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE (?1 IS NULL OR state = ?1) ORDER BY requested_at, id"
+            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE (?1 IS NULL OR state = ?1) AND {}",
+            oldest_first("requested_at", 2)
         );
-        self.query_all(&sql, params![state.map(ApprovalState::as_str)], approval_row)
+        let (upper, at, id, limit) = oldest_first_params(page);
+        let state = state.map(ApprovalState::as_str);
+        self.query_all(&sql, params![state, upper, at, id, limit], approval_row)
     }
 }

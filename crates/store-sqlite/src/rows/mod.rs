@@ -19,10 +19,26 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::{sqlite_error, Result};
-use conduit_store::StoreError;
+use conduit_store::{Page, StoreError};
 
 pub struct SqliteTx<'a> {
     pub tx: &'a Transaction<'a>,
+}
+
+/// The keyset clause of an oldest-first page by `(time, id)`: rows within the first page's upper
+/// bound and past the cursor's position, `limit` of them. Its four parameters start at `?first`, in
+/// the order [`oldest_first_params`] gives them.
+fn oldest_first(time: &str, first: usize) -> String {
+    let (upper, at, id, limit) = (first, first + 1, first + 2, first + 3);
+    format!(
+        "{time} <= ?{upper} AND ({time} > ?{at} OR ({time} = ?{at} AND id > ?{id})) ORDER BY {time}, id LIMIT ?{limit}"
+    )
+}
+
+/// The parameters of [`oldest_first`]: the upper bound, the cursor's position, the limit.
+fn oldest_first_params(page: &Page<(i64, String)>) -> (i64, i64, String, i64) {
+    let (at, id) = page.after.clone().unwrap_or((i64::MIN, String::new()));
+    (page.upper, at, id, page.limit as i64)
 }
 
 fn to_json<T: Serialize>(value: &T) -> Result<String> {

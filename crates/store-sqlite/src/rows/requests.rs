@@ -4,7 +4,7 @@ use conduit_core::{AuditKind, AuditRecord, RequestRecord, Timestamp};
 use conduit_store::{AuditFilter, Page, RequestRows};
 use rusqlite::{params, Row};
 
-use super::{corrupt, from_json, to_json, SqliteTx};
+use super::{corrupt, from_json, oldest_first, oldest_first_params, to_json, SqliteTx};
 use crate::{sqlite_error, Result};
 
 const REQUEST_COLUMNS: &str = "execution_id, operation, request_id, body_hash, status, response, created_at";
@@ -114,25 +114,14 @@ impl RequestRows for SqliteTx<'_> {
     }
 
     fn page_audit(&mut self, filter: &AuditFilter, page: &Page<(i64, String)>) -> Result<Vec<AuditRecord>> {
-        let (at, id) = page.after.clone().unwrap_or((i64::MIN, String::new()));
         let sql = format!(
             "SELECT {AUDIT_COLUMNS} FROM toolbelt_audit
              WHERE (?1 IS NULL OR execution_id = ?1) AND (?2 IS NULL OR work_id = ?2)
-             AND (?3 IS NULL OR operation = ?3) AND (?4 IS NULL OR result = ?4)
-             AND at <= ?5 AND (at > ?6 OR (at = ?6 AND id > ?7))
-             ORDER BY at, id LIMIT ?8"
+             AND (?3 IS NULL OR operation = ?3) AND (?4 IS NULL OR result = ?4) AND {}",
+            oldest_first("at", 5)
         );
-        let f = filter;
-        let params = params![
-            f.execution,
-            f.work,
-            f.operation,
-            f.result,
-            page.upper,
-            at,
-            id,
-            page.limit as i64
-        ];
+        let (f, (upper, at, id, limit)) = (filter, oldest_first_params(page));
+        let params = params![f.execution, f.work, f.operation, f.result, upper, at, id, limit];
         self.query_all(&sql, params, audit_row)
     }
 }

@@ -1,10 +1,10 @@
 //! Execution tokens (digests only): the SQLite statements and row mapping of [`TokenRows`].
 
 use conduit_core::{Timestamp, TokenRecord};
-use conduit_store::TokenRows;
+use conduit_store::{Page, TokenRows};
 use rusqlite::{params, Row};
 
-use super::{digest, from_json, to_json, SqliteTx};
+use super::{digest, from_json, oldest_first, oldest_first_params, to_json, SqliteTx};
 use crate::{sqlite_error, Result};
 
 const TOKEN_COLUMNS: &str = "id, digest, execution_id, work_id, scope, binding, epoch, owner, generation, operations, \
@@ -103,8 +103,12 @@ impl TokenRows for SqliteTx<'_> {
         Ok(changed > 0)
     }
 
-    fn tokens_of_execution(&mut self, execution_id: &str) -> Result<Vec<TokenRecord>> {
-        let sql = format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE execution_id = ?1 ORDER BY issued_at, id");
-        self.query_all(&sql, [execution_id], token_row)
+    fn page_tokens_of_execution(&mut self, execution_id: &str, page: &Page<(i64, String)>) -> Result<Vec<TokenRecord>> {
+        let sql = format!(
+            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE execution_id = ?1 AND {}",
+            oldest_first("issued_at", 2)
+        );
+        let (upper, at, id, limit) = oldest_first_params(page);
+        self.query_all(&sql, params![execution_id, upper, at, id, limit], token_row)
     }
 }

@@ -1,10 +1,10 @@
 //! Waits a Work parks on: the SQLite statements and row mapping of [`WaitRows`].
 
 use conduit_core::{Timestamp, Wait, WaitState};
-use conduit_store::WaitRows;
+use conduit_store::{Page, WaitRows};
 use rusqlite::{params, Row};
 
-use super::{corrupt, from_json, to_json, SqliteTx};
+use super::{corrupt, from_json, oldest_first, oldest_first_params, to_json, SqliteTx};
 use crate::{sqlite_error, Result};
 
 const WAIT_COLUMNS: &str =
@@ -80,11 +80,13 @@ impl WaitRows for SqliteTx<'_> {
         self.query_all(&sql, [now.0], wait_row)
     }
 
-    fn list_waits(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Wait>> {
+    fn page_waits(&mut self, work: Option<&str>, page: &Page<(i64, String)>) -> Result<Vec<Wait>> {
         let sql = format!(
-            "SELECT {WAIT_COLUMNS} FROM waits WHERE (?1 IS NULL OR work_id = ?1) ORDER BY created_at, id LIMIT ?2"
+            "SELECT {WAIT_COLUMNS} FROM waits WHERE (?1 IS NULL OR work_id = ?1) AND {}",
+            oldest_first("created_at", 2)
         );
-        self.query_all(&sql, params![work, limit as i64], wait_row)
+        let (upper, at, id, limit) = oldest_first_params(page);
+        self.query_all(&sql, params![work, upper, at, id, limit], wait_row)
     }
 
     fn update_wait(&mut self, w: &Wait) -> Result<()> {
