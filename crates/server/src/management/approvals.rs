@@ -14,10 +14,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::access::{read, Reply};
-use super::paging::{page, List};
+use super::paging::{page_until_now, List};
 use super::state::Management;
 use crate::clock::now;
-use crate::cursor::Paging;
 use crate::envelope::{Answer, Failure};
 
 #[derive(Deserialize)]
@@ -38,18 +37,15 @@ pub async fn list(State(s): State<Management>, uri: Uri, Query(q): Query<ByState
             ))
         })?),
     };
-    let list = List {
-        endpoint: uri.path().to_owned(),
-        filters: format!("state={}", q.state.as_deref().unwrap_or("")),
-        paging: Paging {
-            cursor: q.cursor,
-            limit: q.limit,
-        },
-    };
-    page(
+    let list = List::at(
+        &uri,
+        format!("state={}", q.state.as_deref().unwrap_or("")),
+        q.cursor,
+        q.limit,
+    );
+    page_until_now(
         &s,
         list,
-        |_| Ok(now().0),
         move |tx, page| tx.page_approvals(state, page),
         |a: &Approval| (a.requested_at.0, a.id.clone()),
     )

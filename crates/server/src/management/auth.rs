@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::access::{admit, operator, read};
-use super::paging::{page, List};
+use super::paging::{page_until_now, List};
 use super::state::Management;
 use crate::clock::now;
 use crate::cursor::Paging;
@@ -196,15 +196,10 @@ pub async fn execution_tokens(
     Path(id): Path<String>,
     Query(paging): Query<Paging>,
 ) -> Answer {
-    let list = List {
-        endpoint: uri.path().to_owned(),
-        filters: String::new(),
-        paging,
-    };
-    page(
+    let list = List::at(&uri, String::new(), paging.cursor, paging.limit);
+    page_until_now(
         &s,
         list,
-        |_| Ok(now().0),
         move |tx, page| {
             Ok(tx
                 .page_tokens_of_execution(&id, page)?

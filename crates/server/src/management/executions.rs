@@ -11,10 +11,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::access::{found, read_one, NoBody, Reply};
-use super::paging::{page, ByWork, List};
+use super::paging::{page_until_now, ByWork, List};
 use super::state::Management;
 use crate::clock::now;
-use crate::cursor::Paging;
 use crate::envelope::Answer;
 
 /// Cancels one attempt and holds its Work until a manual retry.
@@ -32,10 +31,9 @@ pub(super) fn confirm_attempt_stopped(tx: &mut dyn Tx, config: &Snapshot, id: &s
 /// Executions, oldest first, a page at a time.
 pub(super) async fn list_executions(State(s): State<Management>, uri: Uri, Query(q): Query<ByWork>) -> Answer {
     let (list, work) = q.list(&uri);
-    page(
+    page_until_now(
         &s,
         list,
-        |_| Ok(now().0),
         move |tx, page| tx.page_executions(work.as_deref(), page),
         |x: &Execution| (x.started_at.0, x.id.clone()),
     )
@@ -61,18 +59,10 @@ pub(super) async fn list_audit(State(s): State<Management>, uri: Uri, Query(q): 
         filter.operation.as_deref().unwrap_or(""),
         filter.result.as_deref().unwrap_or("")
     );
-    let list = List {
-        endpoint: uri.path().to_owned(),
-        filters,
-        paging: Paging {
-            cursor: q.cursor,
-            limit: q.limit,
-        },
-    };
-    page(
+    let list = List::at(&uri, filters, q.cursor, q.limit);
+    page_until_now(
         &s,
         list,
-        |_| Ok(now().0),
         move |tx, page| tx.page_audit(&filter, page),
         |a: &AuditRecord| (a.at.0, a.id.clone()),
     )

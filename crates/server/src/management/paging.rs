@@ -31,15 +31,8 @@ pub(super) struct ByWork {
 impl ByWork {
     /// The list this query asks for at `uri`, and the Work it is filtered to.
     pub(super) fn list(self, uri: &Uri) -> (List, Option<String>) {
-        let list = List {
-            endpoint: uri.path().to_owned(),
-            filters: format!("work={}", self.work.as_deref().unwrap_or("")),
-            paging: Paging {
-                cursor: self.cursor,
-                limit: self.limit,
-            },
-        };
-        (list, self.work)
+        let filters = format!("work={}", self.work.as_deref().unwrap_or(""));
+        (List::at(uri, filters, self.cursor, self.limit), self.work)
     }
 }
 
@@ -48,6 +41,31 @@ pub(super) struct List {
     pub(super) endpoint: String,
     pub(super) filters: String,
     pub(super) paging: Paging,
+}
+
+impl List {
+    /// The list at `uri`, with its filters written canonically and the request's paging.
+    pub(super) fn at(uri: &Uri, filters: String, cursor: Option<String>, limit: Option<usize>) -> List {
+        List {
+            endpoint: uri.path().to_owned(),
+            filters,
+            paging: Paging { cursor, limit },
+        }
+    }
+}
+
+/// A page of a list in time order: the first page's upper bound is now.
+pub(super) async fn page_until_now<K, T>(
+    s: &Management,
+    list: List,
+    fetch: impl FnOnce(&mut dyn Tx, &Page<K>) -> Result<Vec<T>, conduit_store::StoreError> + Send + 'static,
+    key_of: impl Fn(&T) -> K + Send + 'static,
+) -> Answer
+where
+    K: Serialize + serde::de::DeserializeOwned + Send + 'static,
+    T: Serialize + Send + 'static,
+{
+    page(s, list, |_| Ok(now().0), fetch, key_of).await
 }
 
 /// One page of a list: rows past the cursor's position within the upper bound the first page

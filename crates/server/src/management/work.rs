@@ -12,10 +12,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::access::{admit, found, read_one, NoBody, Reply};
-use super::paging::{page, ByWork, List};
+use super::paging::{page_until_now, ByWork, List};
 use super::state::Management;
 use crate::clock::now;
-use crate::cursor::Paging;
 use crate::envelope::Answer;
 
 #[derive(Deserialize)]
@@ -107,19 +106,10 @@ pub(super) async fn list_work(State(s): State<Management>, uri: Uri, Query(q): Q
         q.state.as_deref().unwrap_or("")
     );
     let filter = WorkFilter { scope: q.scope, state };
-    let paging = Paging {
-        cursor: q.cursor,
-        limit: q.limit,
-    };
-    let list = List {
-        endpoint: uri.path().to_owned(),
-        filters,
-        paging,
-    };
-    page(
+    let list = List::at(&uri, filters, q.cursor, q.limit);
+    page_until_now(
         &s,
         list,
-        |_| Ok(now().0),
         move |tx, page| tx.page_work(&filter, page),
         |w: &Work| (w.created_at.0, w.id.clone()),
     )
@@ -133,10 +123,9 @@ pub(super) async fn get_work(State(s): State<Management>, headers: HeaderMap, Pa
 /// Waits in every state, oldest first, a page at a time.
 pub(super) async fn list_waits(State(s): State<Management>, uri: Uri, Query(q): Query<ByWork>) -> Answer {
     let (list, work) = q.list(&uri);
-    page(
+    page_until_now(
         &s,
         list,
-        |_| Ok(now().0),
         move |tx, page| tx.page_waits(work.as_deref(), page),
         |w: &Wait| (w.created_at.0, w.id.clone()),
     )
