@@ -341,6 +341,36 @@ fn sigterm_stops_the_daemon_cleanly() {
 }
 
 #[test]
+fn an_attempt_spawned_just_before_a_crash_is_adopted_not_lost() {
+    let tmp = meeting();
+    let script = format!(
+        "{}; os outcome succeeded --summary adopted",
+        publish_and_hold(tmp.path())
+    );
+    let mut daemon = Daemon::start(Some(&shell_config(&script)));
+    daemon.kill();
+    // The daemon aborts right after spawning the attempt, before the store records its pid.
+    daemon.launch_with_env(&[("OPEN_CONDUIT_FAILPOINT", "attempt:spawned")]);
+    let work = daemon.create_work("demo", "shell");
+    assert!(!daemon.wait_exit().success(), "the failpoint aborted the daemon");
+    wait_until("the orphaned attempt to publish its endpoint", || {
+        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
+    });
+    daemon.launch();
+    let (endpoint, token_file) = published_runs(tmp.path()).remove(0);
+    wait_until("the adopted attempt's socket to answer", || {
+        std::fs::read_to_string(&token_file)
+            .is_ok_and(|t| toolbelt_call(&endpoint, t.trim(), "read_context", json!({})).0 == 200)
+    });
+    std::fs::write(tmp.path().join("release"), "").unwrap();
+    let done = daemon.await_work(&work, "succeeded");
+    assert_eq!(
+        done["outcome"]["summary"], "adopted",
+        "the attempt was adopted, not judged lost"
+    );
+}
+
+#[test]
 fn a_running_attempt_survives_a_daemon_kill_with_a_rotated_token() {
     let tmp = meeting();
     let script = format!(

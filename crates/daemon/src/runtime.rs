@@ -27,6 +27,7 @@ use crate::confine::{self, Prepared};
 use crate::executor::artifacts;
 use crate::executor::rundir::{remove_stale_runs, RunDir};
 use crate::executor::shell::{self, is_alive, kill_group, Launch};
+use crate::failpoint::failpoint;
 use crate::secrets::resolve_for;
 use crate::store_thread::on_store_thread;
 
@@ -240,8 +241,14 @@ impl Runtime {
             .await?;
         let mut live = Vec::new();
         for x in running {
-            match x.pid.filter(|pid| is_alive(*pid)) {
+            let pid = x.pid.or_else(|| RunDir::noted_pid(&self.runs_dir, &x.id));
+            match pid.filter(|pid| is_alive(*pid)) {
                 Some(pid) => {
+                    if x.pid.is_none() {
+                        // Found by its note: the daemon that spawned it died before the store had it.
+                        let id = x.id.clone();
+                        self.db(move |s| s.write(|tx| record_pid(tx, &id, pid))).await?;
+                    }
                     if let Some((claim, token)) = self.adopt(&x.id).await? {
                         tracing::info!(execution = %x.id, epoch = claim.execution.epoch, "adopted a running attempt");
                         live.push(x.id.clone());
@@ -332,6 +339,10 @@ impl Runtime {
                         Ok(c) => {
                             let pid = c.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
                             child = Some(c);
+                            if let Err(e) = run.note_pid(pid) {
+                                tracing::warn!(execution = %execution.id, error = %e, "could not note the attempt's pid");
+                            }
+                            failpoint("attempt:spawned");
                             let id = execution.id.clone();
                             let _ = self.db(move |s| s.write(|tx| record_pid(tx, &id, pid))).await;
                             pid

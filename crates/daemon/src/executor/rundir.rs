@@ -62,6 +62,19 @@ impl RunDir {
         })
     }
 
+    /// Notes the attempt's process id in the run directory (which the attempt may read, not write)
+    /// the moment it is spawned: a daemon that dies before the store records the pid leaves the next
+    /// one this to find the process by, instead of judging a running attempt lost.
+    pub fn note_pid(&self, pid: i32) -> Result<(), DaemonError> {
+        write_private_file(&self.dir.join("pid"), pid.to_string().as_bytes())
+    }
+
+    /// The process id noted for `execution_id`'s attempt, if there is one.
+    pub fn noted_pid(runs: &Path, execution_id: &str) -> Option<i32> {
+        let text = fs::read_to_string(runs.join(run_key(execution_id)).join("pid")).ok()?;
+        text.trim().parse().ok()
+    }
+
     /// Where the attempt's working directory is (or was), without creating anything.
     pub fn workdir_of(runs: &Path, execution_id: &str) -> PathBuf {
         runs.join(run_key(execution_id)).join("work")
