@@ -111,3 +111,23 @@ fn waits_approvals_and_an_executions_tokens_page_with_cursors() {
         "the CLI follows"
     );
 }
+
+#[test]
+fn scopes_and_operators_page_with_cursors() {
+    let config = json!({"version": 1, "scopes": {"a": {}, "b": {}, "c": {"parent": "a"}}}).to_string();
+    let daemon = Daemon::start(Some(&config));
+    let (scopes, pages) = every_page(&daemon, "/v1/scopes", 1);
+    let ids: Vec<&str> = scopes.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!((ids, pages), (vec!["a", "b", "c"], 4));
+    for name in ["ann", "bob"] {
+        daemon.json(&["auth", "operators", "add", name]);
+    }
+    let (operators, _) = every_page(&daemon, "/v1/auth/operators", 1);
+    let names: Vec<&str> = operators.iter().map(|o| o["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ann", "bob", "local"]);
+    assert_eq!(
+        daemon.json(&["auth", "operators"])["items"].as_array().unwrap().len(),
+        3,
+        "the CLI follows"
+    );
+}

@@ -145,15 +145,24 @@ fn removed_scopes_become_tombstones_and_a_returning_id_revives_its_slot() {
         })
         .unwrap();
     store.write(|tx| tx.tombstone_scopes(&["a".into()], 2)).unwrap();
-    let scopes = store.read(|tx| tx.list_scopes()).unwrap();
+    let scopes = store.read(|tx| tx.page_scopes(&every())).unwrap();
     assert_eq!(
         (scopes[1].id.as_str(), scopes[1].removed_in, scopes[1].enabled),
         ("b", Some(2), false)
     );
     assert_eq!(scopes[0].removed_in, None);
     store.write(|tx| tx.upsert_scope("b", 3, None, true)).unwrap();
-    let b = store.read(|tx| tx.list_scopes()).unwrap().remove(1);
+    let b = store.read(|tx| tx.page_scopes(&every())).unwrap().remove(1);
     assert_eq!((b.generation, b.removed_in, b.parent), (3, None, None));
+}
+
+/// A page of everything.
+fn every() -> conduit_store::Page<String> {
+    conduit_store::Page {
+        after: None,
+        upper: i64::MAX,
+        limit: 1000,
+    }
 }
 
 fn wait(id: &str, work: &str, keys: &[&str], timeout_at: Option<i64>) -> Wait {

@@ -86,8 +86,9 @@ pub trait GenerationRows {
     fn upsert_scope(&mut self, id: &str, generation: i64, parent: Option<&str>, enabled: bool) -> Result<()>;
     /// Marks every live scope not in `kept` as removed in `generation`: a tombstone, never deleted.
     fn tombstone_scopes(&mut self, kept: &[String], generation: i64) -> Result<()>;
-    /// Every scope ever published, tombstones included, by id.
-    fn list_scopes(&mut self) -> Result<Vec<ScopeRecord>>;
+    /// A page of every scope ever published, tombstones included, by id, past `page.after`
+    /// (scopes are few and named: `page.upper` bounds nothing here).
+    fn page_scopes(&mut self, page: &Page<String>) -> Result<Vec<ScopeRecord>>;
 }
 
 /// Work and its correlation keys.
@@ -200,8 +201,9 @@ pub trait OperatorRows {
     /// Revokes an active credential, recording when and by whom.
     fn revoke_operator(&mut self, id: &str, at: Timestamp, by: &str) -> Result<()>;
     fn get_operator(&mut self, id: &str) -> Result<Option<OperatorRecord>>;
-    /// Every operator credential, revoked ones included: by name, newest first.
-    fn list_operators(&mut self) -> Result<Vec<OperatorRecord>>;
+    /// A page of every operator credential, revoked ones included: by name, newest (highest id)
+    /// first, created at or before `page.upper`.
+    fn page_operators(&mut self, page: &Page<(String, String)>) -> Result<Vec<OperatorRecord>>;
 }
 
 /// Declared artifacts.

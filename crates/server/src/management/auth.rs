@@ -13,7 +13,7 @@ use conduit_toolbelt::token::{digest, generate};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::access::{admit, operator, read};
+use super::access::{admit, operator};
 use super::paging::{page_until_now, List};
 use super::state::Management;
 use crate::clock::now;
@@ -53,11 +53,20 @@ fn issued(record: &OperatorRecord, token: &str) -> Value {
     answer
 }
 
-pub async fn list(State(s): State<Management>) -> Answer {
-    read(&s, |tx| {
-        Ok(json!({"items": tx.list_operators()?.iter().map(listed).collect::<Vec<_>>()}))
-    })
+/// Every operator credential, revoked ones included, by name and newest first, a page at a time.
+pub async fn list(State(s): State<Management>, uri: Uri, Query(paging): Query<Paging>) -> Answer {
+    let list = List::at(&uri, String::new(), paging.cursor, paging.limit);
+    page_until_now(
+        &s,
+        list,
+        |tx, page| Ok(tx.page_operators(page)?.iter().map(listed).collect()),
+        |op: &Value| (text(op, "name"), text(op, "id")),
+    )
     .await
+}
+
+fn text(value: &Value, field: &str) -> String {
+    value[field].as_str().unwrap_or_default().to_owned()
 }
 
 #[derive(Deserialize)]

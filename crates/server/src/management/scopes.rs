@@ -1,37 +1,49 @@
 //! `/v1/scopes`: every scope ever published, with what the active generation says of it.
 
-use axum::extract::State;
+use axum::extract::{Query, State};
+use axum::http::Uri;
+use conduit_config::Snapshot;
+use conduit_store::ScopeRecord;
 use serde_json::{json, Value};
 
-use super::access::read;
+use super::paging::{page, List};
 use super::state::Management;
-use crate::envelope::{Answer, Failure};
+use crate::cursor::Paging;
+use crate::envelope::Answer;
 
-/// Every scope ever published (tombstones included) with what the active generation says of it: its
-/// bindings and its effective ceiling.
-pub(super) async fn list_scopes(State(s): State<Management>) -> Answer {
+/// Every scope ever published (tombstones included), by id, a page at a time, with what the active
+/// generation says of it: its bindings and its effective ceiling.
+pub(super) async fn list_scopes(State(s): State<Management>, uri: Uri, Query(paging): Query<Paging>) -> Answer {
     let config = s.config.get();
-    read(&s, move |tx| {
-        let items: Vec<Value> = tx
-            .list_scopes()?
-            .into_iter()
-            .map(|scope| {
-                let bindings: Vec<&String> = config
-                    .scope(&scope.id)
-                    .map(|c| c.bindings.keys().collect())
-                    .unwrap_or_default();
-                json!({
-                    "id": scope.id,
-                    "parent": scope.parent,
-                    "enabled": scope.enabled && config.scope_enabled(&scope.id),
-                    "generation": scope.generation,
-                    "removed_in": scope.removed_in,
-                    "bindings": bindings,
-                    "operations": config.ceiling(&scope.id),
-                })
-            })
-            .collect();
-        Ok::<_, Failure>(json!({ "items": items }))
-    })
+    let list = List::at(&uri, String::new(), paging.cursor, paging.limit);
+    page(
+        &s,
+        list,
+        |_| Ok(0),
+        move |tx, page| {
+            Ok(tx
+                .page_scopes(page)?
+                .into_iter()
+                .map(|scope| shown(&config, scope))
+                .collect())
+        },
+        |scope: &Value| scope["id"].as_str().unwrap_or_default().to_owned(),
+    )
     .await
+}
+
+fn shown(config: &Snapshot, scope: ScopeRecord) -> Value {
+    let bindings: Vec<&String> = config
+        .scope(&scope.id)
+        .map(|c| c.bindings.keys().collect())
+        .unwrap_or_default();
+    json!({
+        "id": scope.id,
+        "parent": scope.parent,
+        "enabled": scope.enabled && config.scope_enabled(&scope.id),
+        "generation": scope.generation,
+        "removed_in": scope.removed_in,
+        "bindings": bindings,
+        "operations": config.ceiling(&scope.id),
+    })
 }

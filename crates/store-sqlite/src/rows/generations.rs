@@ -1,7 +1,7 @@
 //! Configuration generations and the scopes each published: the SQLite statements and row mapping of [`GenerationRows`].
 
 use conduit_core::Timestamp;
-use conduit_store::{GenerationRows, ScopeRecord};
+use conduit_store::{GenerationRows, Page, ScopeRecord};
 use rusqlite::{params, OptionalExtension};
 
 use super::SqliteTx;
@@ -66,13 +66,16 @@ impl GenerationRows for SqliteTx<'_> {
         Ok(())
     }
 
-    fn list_scopes(&mut self) -> Result<Vec<ScopeRecord>> {
+    fn page_scopes(&mut self, page: &Page<String>) -> Result<Vec<ScopeRecord>> {
+        let after = page.after.clone().unwrap_or_default();
         let mut stmt = self
             .tx
-            .prepare_cached("SELECT id, generation, parent, enabled, removed_in FROM scopes ORDER BY id")
+            .prepare_cached(
+                "SELECT id, generation, parent, enabled, removed_in FROM scopes WHERE id > ?1 ORDER BY id LIMIT ?2",
+            )
             .map_err(sqlite_error)?;
         let rows = stmt
-            .query_map([], |r| {
+            .query_map(params![after, page.limit as i64], |r| {
                 Ok(ScopeRecord {
                     id: r.get(0)?,
                     generation: r.get(1)?,

@@ -1,7 +1,7 @@
 //! Operator credentials (digests only): the SQLite statements and row mapping of [`OperatorRows`].
 
 use conduit_core::{OperatorRecord, Role, Timestamp};
-use conduit_store::OperatorRows;
+use conduit_store::{OperatorRows, Page};
 use rusqlite::{params, Row};
 
 use super::{corrupt, digest, SqliteTx};
@@ -35,9 +35,13 @@ impl OperatorRows for SqliteTx<'_> {
         )
     }
 
-    fn list_operators(&mut self) -> Result<Vec<OperatorRecord>> {
-        let sql = format!("SELECT {OPERATOR_COLUMNS} FROM operators ORDER BY name, created_at DESC, id DESC");
-        self.query_all(&sql, [], operator_row)
+    fn page_operators(&mut self, page: &Page<(String, String)>) -> Result<Vec<OperatorRecord>> {
+        let (name, id) = page.after.clone().unwrap_or_default();
+        let sql = format!(
+            "SELECT {OPERATOR_COLUMNS} FROM operators WHERE created_at <= ?1
+             AND (name > ?2 OR (name = ?2 AND id < ?3)) ORDER BY name, id DESC LIMIT ?4"
+        );
+        self.query_all(&sql, params![page.upper, name, id, page.limit as i64], operator_row)
     }
 
     fn insert_operator(&mut self, o: &OperatorRecord) -> Result<()> {
