@@ -21,24 +21,9 @@ fn the_audit_trail_pages_past_a_thousand_records_and_the_cli_shows_them_all() {
     }
     assert_eq!(toolbelt_call(&socket, &token, "no.such.operation", json!({})).0, 403);
 
-    let owner = daemon.operator_token();
-    let mut seen: Vec<String> = Vec::new();
-    let mut path = format!("/v1/audit?execution={execution}&limit=500");
-    loop {
-        let (status, page) = http(&daemon.management_socket(), "GET", &path, Some(&owner), None);
-        assert_eq!(status, 200, "{page}");
-        seen.extend(
-            page["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|r| r["id"].as_str().unwrap().to_owned()),
-        );
-        match page["next_cursor"].as_str() {
-            Some(cursor) => path = format!("/v1/audit?execution={execution}&limit=500&cursor={}", encode(cursor)),
-            None => break,
-        }
-    }
+    let (records, pages) = every_page(&daemon, &format!("/v1/audit?execution={execution}"), 500);
+    assert_eq!(pages, 3);
+    let seen: Vec<&str> = records.iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(seen.len(), calls + 1, "every record, each once");
     let mut unique = seen.clone();
     unique.sort();
