@@ -186,7 +186,7 @@ fn a_body_that_stops_arriving_is_408_request_timeout() {
 }
 
 #[test]
-fn oversized_request_ids_idempotency_keys_and_correlation_keys_are_refused_before_anything_is_stored() {
+fn oversized_ids_keys_and_event_data_are_refused_before_anything_is_stored() {
     let tmp = meeting();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
     let (work, socket, token_file) = hold_one(&daemon, tmp.path());
@@ -219,6 +219,17 @@ fn oversized_request_ids_idempotency_keys_and_correlation_keys_are_refused_befor
         200,
         "200 bytes pass"
     );
+    let emit = |bytes: usize| {
+        let input = json!({"type": "demo.big", "data": {"text": "x".repeat(bytes)}});
+        toolbelt_call(&socket, &token, "emit", input)
+    };
+    let (status, answer) = emit(70 * 1024);
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (400, Some("invalid_input")),
+        "data past 64 KiB"
+    );
+    assert_eq!(emit(60 * 1024).0, 200, "data within 64 KiB");
 
     let owner = format!("Bearer {}", daemon.operator_token());
     let management = daemon.management_socket();

@@ -145,6 +145,9 @@ pub struct Limits {
     /// Connections the management socket (and the loopback listener) serves at once.
     #[serde(default = "default_management_connections")]
     pub management_connections: u32,
+    /// The largest `data` an event may carry, in bytes of JSON: every event is stored whole.
+    #[serde(default = "default_event_data_bytes")]
+    pub event_data_bytes: u32,
 }
 
 fn default_causal_max_depth() -> u32 {
@@ -171,6 +174,10 @@ fn default_management_connections() -> u32 {
     256
 }
 
+fn default_event_data_bytes() -> u32 {
+    64 * 1024
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -180,6 +187,7 @@ impl Default for Limits {
             body_timeout_seconds: default_body_timeout_seconds(),
             toolbelt_connections: default_toolbelt_connections(),
             management_connections: default_management_connections(),
+            event_data_bytes: default_event_data_bytes(),
         }
     }
 }

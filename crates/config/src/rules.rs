@@ -96,6 +96,7 @@ impl Checker<'_> {
             limits.body_timeout_seconds,
             limits.toolbelt_connections,
             limits.management_connections,
+            limits.event_data_bytes,
         ];
         if counts.contains(&0) {
             self.report(

@@ -18,8 +18,22 @@ pub fn record(tx: &mut dyn Tx, config: &Snapshot, event: NewEvent) -> Result<Eve
     if let Some(key) = &event.correlation_key {
         check_key(key)?;
     }
+    check_data_size(config, &event)?;
     check_causal_bounds(tx, config, &event)?;
     Ok(tx.insert_event(event)?)
+}
+
+/// An event is stored whole, so its `data` is bounded (`limits.event_data_bytes`) as it is recorded.
+fn check_data_size(config: &Snapshot, event: &NewEvent) -> Result<(), Refusal> {
+    let limit = config.limits().event_data_bytes as usize;
+    let size = serde_json::to_vec(&event.data).map_or(usize::MAX, |json| json.len());
+    if size <= limit {
+        return Ok(());
+    }
+    Err(
+        Refusal::invalid_input(format!("an event's data is at most {limit} bytes of JSON"))
+            .with_remedy("keep large content in an artifact or a file and refer to it"),
+    )
 }
 
 /// A correlation key is stored and indexed as given, so its size is bounded where it enters.
