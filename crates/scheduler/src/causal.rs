@@ -26,14 +26,32 @@ pub fn record(tx: &mut dyn Tx, config: &Snapshot, event: NewEvent) -> Result<Eve
 /// An event is stored whole, so its `data` is bounded (`limits.event_data_bytes`) as it is recorded.
 fn check_data_size(config: &Snapshot, event: &NewEvent) -> Result<(), Refusal> {
     let limit = config.limits().event_data_bytes as usize;
-    let size = serde_json::to_vec(&event.data).map_or(usize::MAX, |json| json.len());
-    if size <= limit {
+    if json_len(&event.data) <= limit {
         return Ok(());
     }
     Err(
         Refusal::invalid_input(format!("an event's data is at most {limit} bytes of JSON"))
             .with_remedy("keep large content in an artifact or a file and refer to it"),
     )
+}
+
+/// The length of `value` written as JSON, counted without building the text (the store writes it).
+fn json_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
 }
 
 /// A correlation key is stored and indexed as given, so its size is bounded where it enters.
