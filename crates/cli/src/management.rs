@@ -25,6 +25,8 @@ pub struct Locations {
     pub token_file: Option<PathBuf>,
     /// The `Idempotency-Key` for this invocation's mutation; a fresh one when absent.
     pub idempotency_key: Option<String>,
+    /// At most this many items of a list; every item when absent.
+    pub limit: Option<usize>,
 }
 
 impl Locations {
@@ -57,7 +59,8 @@ impl Locations {
     /// Sends a request to the management socket found here, following a list to its last page
     /// (see [`send_all`]).
     pub fn send_all(&self, request: &Request) -> Result<Value, Failure> {
-        self.connection().and_then(|connection| send_all(&connection, request))
+        self.connection()
+            .and_then(|connection| send_up_to(&connection, request, self.limit))
     }
 
     fn given_or_in_state(&self, given: &Option<PathBuf>, name: &str) -> Result<PathBuf, Failure> {
@@ -93,9 +96,19 @@ pub fn send(connection: &Connection, request: &Request) -> Result<Value, Failure
 
 /// Sends a request and, for a list, follows its cursors to the last page, answering every item.
 pub fn send_all(connection: &Connection, request: &Request) -> Result<Value, Failure> {
+    send_up_to(connection, request, None)
+}
+
+/// Sends a request and, for a list, follows its cursors until `limit` items (or the last page).
+/// A list cut short answers `"more": true`.
+pub fn send_up_to(connection: &Connection, request: &Request, limit: Option<usize>) -> Result<Value, Failure> {
     let mut answer = send(connection, request)?;
     let Request::Get(path) = request else { return Ok(answer) };
+    let enough = |answer: &Value| limit.is_some_and(|n| items_in(answer) >= n);
     while let Some(cursor) = answer.get("next_cursor").and_then(Value::as_str).map(str::to_owned) {
+        if enough(&answer) {
+            break;
+        }
         let separator = if path.contains('?') { '&' } else { '?' };
         let next = send(
             connection,
@@ -107,7 +120,19 @@ pub fn send_all(connection: &Connection, request: &Request) -> Result<Value, Fai
         }
         answer["next_cursor"] = next.get("next_cursor").cloned().unwrap_or(Value::Null);
     }
+    let pending = answer.get("next_cursor").is_some_and(Value::is_string);
+    if let (Some(n), Some(all)) = (limit, answer.get_mut("items").and_then(Value::as_array_mut)) {
+        let more = pending || all.len() > n;
+        all.truncate(n);
+        // The cursor of the last page fetched does not start after the last item kept.
+        answer["next_cursor"] = Value::Null;
+        answer["more"] = Value::Bool(more);
+    }
     Ok(answer)
+}
+
+fn items_in(answer: &Value) -> usize {
+    answer.get("items").and_then(Value::as_array).map_or(0, Vec::len)
 }
 
 pub fn health() -> Request {
@@ -292,6 +317,8 @@ pub struct AuditQuery<'a> {
     pub work: Option<&'a str>,
     pub operation: Option<&'a str>,
     pub result: Option<&'a str>,
+    pub since: Option<&'a str>,
+    pub until: Option<&'a str>,
 }
 
 /// `GET /v1/audit`: toolbelt call records, oldest first, narrowed by `query`.
@@ -303,6 +330,8 @@ pub fn list_audit(query: &AuditQuery<'_>) -> Request {
             ("work", query.work),
             ("operation", query.operation),
             ("result", query.result),
+            ("since", query.since),
+            ("until", query.until),
         ],
     )
 }
@@ -459,6 +488,7 @@ mod tests {
             endpoint: Some("/run/m.sock".into()),
             token_file: Some("/run/t".into()),
             idempotency_key: None,
+            limit: None,
         };
         let connection = locations.connection().expect("connection");
         assert_eq!(connection.socket(), Path::new("/run/m.sock"));

@@ -69,7 +69,12 @@ impl Reporter {
     pub fn finish(&self, result: Result<Value, Failure>, human: Human) -> ExitCode {
         match result {
             Ok(answer) if self.json => print(&mut std::io::stdout(), &pretty(&answer)),
-            Ok(answer) => print(&mut std::io::stdout(), &human(&answer)),
+            Ok(answer) => {
+                print(&mut std::io::stdout(), &human(&answer));
+                if answer.get("more") == Some(&Value::Bool(true)) {
+                    eprintln!("more items remain: raise --limit to see them");
+                }
+            }
             Err(failure) => return self.fail(failure),
         }
         ExitCode::SUCCESS

@@ -42,6 +42,30 @@ fn the_audit_trail_pages_past_a_thousand_records_and_the_cli_shows_them_all() {
     assert_eq!(refused[0]["operation"], "no.such.operation");
     let of_work = daemon.json(&["audit", "--work", &work, "--operation", "read_context"]);
     assert_eq!(of_work["items"].as_array().unwrap().len(), calls);
+
+    // RFC 3339 texts of one shape compare as their times do.
+    let middle = records[calls / 2]["at"].as_str().unwrap();
+    let at_or_after = records.iter().filter(|r| r["at"].as_str().unwrap() >= middle).count();
+    let since = daemon.json(&["audit", "--execution", &execution, "--since", middle]);
+    assert_eq!(since["items"].as_array().unwrap().len(), at_or_after);
+    let until = daemon.json(&["audit", "--execution", &execution, "--until", middle]);
+    assert_eq!(until["items"].as_array().unwrap().len(), calls + 1 - at_or_after);
+    let (refused, answer) = daemon.json_unchecked(&["audit", "--since", "yesterday"]);
+    assert_eq!((refused, answer["error"].as_str()), (Some(1), Some("invalid_request")));
+
+    let first = daemon.json(&["audit", "--execution", &execution, "--limit", "150"]);
+    assert_eq!(
+        first["items"].as_array().unwrap().len(),
+        150,
+        "past the first page, then cut"
+    );
+    assert_eq!(
+        (first["more"].clone(), first["items"][149]["id"].clone()),
+        (json!(true), records[149]["id"].clone())
+    );
+    let human = daemon.cli(&["audit", "--execution", &execution, "--limit", "3"]);
+    let told = String::from_utf8_lossy(&human.stderr);
+    assert!(told.contains("raise --limit"), "{told}");
 }
 
 fn encode(text: &str) -> String {
@@ -95,6 +119,39 @@ fn waits_approvals_and_an_executions_tokens_page_with_cursors() {
         3,
         "the CLI follows"
     );
+}
+
+#[test]
+fn artifacts_page_with_cursors_each_log_before_its_files() {
+    let daemon = Daemon::start(Some(&shell_config(
+        "printf a > a.txt && printf bb > b.txt && os outcome succeeded --artifact a.txt --artifact b.txt",
+    )));
+    let works: Vec<String> = (0..2).map(|_| daemon.create_work("demo", "shell")).collect();
+    for work in &works {
+        daemon.await_work(work, "succeeded");
+    }
+    let (artifacts, pages) = every_page(&daemon, "/v1/artifacts", 1);
+    assert_eq!(
+        (artifacts.len(), pages),
+        (6, 7),
+        "per execution a log and two files, one a page"
+    );
+    let (first, _) = every_page(&daemon, "/v1/artifacts", 500);
+    assert_eq!(first, artifacts, "the same list whatever the page size");
+    let executions: Vec<String> = works.iter().map(|w| daemon.first_execution(w)).collect();
+    let mut expected: Vec<String> = executions
+        .iter()
+        .flat_map(|x| [format!("log:{x}"), format!("file:{x}:0"), format!("file:{x}:1")])
+        .collect();
+    let listed: Vec<String> = artifacts.iter().map(|a| a["id"].as_str().unwrap().to_owned()).collect();
+    // The two attempts may have started in either order.
+    if listed[0] != expected[0] {
+        expected.rotate_left(3);
+    }
+    assert_eq!(listed, expected);
+    let (one, _) = every_page(&daemon, &format!("/v1/artifacts?execution={}", executions[1]), 2);
+    assert_eq!(one.len(), 3);
+    assert_eq!(one[2]["size"], 2);
 }
 
 #[test]

@@ -70,6 +70,39 @@ fn a_granted_package_installs_and_shows_what_it_requires_and_asks_for() {
 }
 
 #[test]
+fn installed_packages_page_with_cursors_by_name() {
+    let daemon = Daemon::start(None);
+    for name in ["gamma", "alpha", "beta"] {
+        let dir = package(daemon.scratch(), name, &["clock"], &format!("{name}.view"));
+        assert_eq!(install(&daemon, &dir).0, Some(0));
+    }
+    let owner = daemon.operator_token();
+    let mut path = "/v1/packages?limit=2".to_owned();
+    let mut names = Vec::new();
+    loop {
+        let (status, page) = http(&daemon.management_socket(), "GET", &path, Some(&owner), None);
+        assert_eq!(status, 200, "{page}");
+        names.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["name"].as_str().unwrap().to_owned()),
+        );
+        match page["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/v1/packages?limit=2&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(names, ["alpha", "beta", "gamma"]);
+    assert_eq!(
+        daemon.json(&["package", "list"])["items"].as_array().unwrap().len(),
+        3,
+        "the CLI follows"
+    );
+}
+
+#[test]
 fn a_gating_host_refuses_an_unmet_requirement_with_exactly_the_rfc_payload() {
     let daemon = Daemon::start(None);
     let dir = package(daemon.scratch(), "cron", &["clock", "subprocess"], "cron.schedule");

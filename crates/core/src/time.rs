@@ -30,6 +30,13 @@ impl Timestamp {
         Timestamp(self.0.saturating_add(d.0))
     }
 
+    /// The time an RFC 3339 text (`2026-12-01T16:00:00Z`, fractions allowed) names.
+    pub fn parse_rfc3339(text: &str) -> Option<Timestamp> {
+        let t = humantime::parse_rfc3339_weak(text).ok()?;
+        let ms = t.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis();
+        i64::try_from(ms).ok().map(Timestamp)
+    }
+
     /// RFC 3339 in UTC with millisecond precision.
     pub fn to_rfc3339(self) -> String {
         let ms = u64::try_from(self.0).unwrap_or(0);
@@ -63,6 +70,13 @@ mod tests {
     #[test]
     fn formats_rfc3339_with_millis() {
         assert_eq!(Timestamp(1_500).to_rfc3339(), "1970-01-01T00:00:01.500Z");
+    }
+
+    #[test]
+    fn parses_rfc3339_back_to_the_millisecond() {
+        let t = Timestamp(1_764_604_800_123);
+        assert_eq!(Timestamp::parse_rfc3339(&t.to_rfc3339()), Some(t));
+        assert_eq!(Timestamp::parse_rfc3339("yesterday"), None);
     }
 
     #[test]

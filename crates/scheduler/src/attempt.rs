@@ -183,7 +183,7 @@ pub(crate) fn cancel_running(tx: &mut dyn Tx, x: &mut Execution, now: Timestamp)
 /// Whether `execution` is its Work's first attempt to start a process: no earlier attempt of the
 /// Work ever ran one (a start gate that parked the Work keeps its next attempt "first").
 pub fn first_to_start(tx: &mut dyn Tx, execution: &Execution) -> Result<bool, HostError> {
-    let earlier = tx.list_executions(Some(&execution.work_id))?;
+    let earlier = tx.executions_of_work(&execution.work_id)?;
     Ok(earlier.iter().all(|x| x.id == execution.id || x.pid.is_none()))
 }
 

@@ -42,7 +42,7 @@ pub fn cancel_work(
         control_event(&work.scope, id, "core.work.cancelled", json!({}), by, now),
     )?;
     for mut x in tx
-        .list_executions(Some(id))?
+        .executions_of_work(id)?
         .into_iter()
         .filter(|x| x.state == ExecutionState::Running)
     {
@@ -234,7 +234,7 @@ pub fn retry_work(
 /// Work is not retried until the host saw it end or an operator confirms it stopped.
 fn refuse_unconfirmed_stop(tx: &mut dyn Tx, work: &str) -> Result<(), HostError> {
     let unconfirmed = tx
-        .list_executions(Some(work))?
+        .executions_of_work(work)?
         .into_iter()
         .find(|x| x.state == ExecutionState::Cancelled && x.stopped_at.is_none());
     match unconfirmed {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use conduit_config::Diagnostic;
 use conduit_core::{ArtifactRecord, Refusal};
+use conduit_store::PackageRecord;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -54,7 +55,8 @@ pub type SharedConfigControl = Arc<dyn ConfigControl>;
 /// version, requirements, permissions, operations, what its install was approved against, and
 /// its status under the current grant).
 pub trait PackageControl: Send + Sync {
-    fn list(&self) -> Result<Vec<Value>, Refusal>;
+    /// A package as operators see it, judged against the current grant set.
+    fn listing(&self, record: &PackageRecord) -> Value;
     fn show(&self, name: &str) -> Result<Value, Refusal>;
     /// Installs the package in `dir` (an absolute path on this machine), or refuses it:
     /// `invalid_manifest`, the RFC 0076 `pack_runtime_requirement_unmet`, or a name `conflict`.

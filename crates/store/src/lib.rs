@@ -20,4 +20,6 @@ pub use tx::{
     ApprovalRows, ArtifactRows, EventRows, ExecutionRows, GenerationRows, IdempotencyRows, OperatorRows, PackageRows,
     RequestRows, TokenRows, ToolSessionRows, WaitRows, WorkRows,
 };
-pub use tx::{AuditFilter, IdempotentRecord, PackageRecord, Page, ScopeRecord, Store, Tx, WorkFilter};
+pub use tx::{
+    ArtifactEntry, ArtifactKey, AuditFilter, IdempotentRecord, PackageRecord, Page, ScopeRecord, Store, Tx, WorkFilter,
+};

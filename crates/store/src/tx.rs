@@ -58,12 +58,34 @@ pub struct Page<K> {
     pub limit: usize,
 }
 
+/// Where an artifact sits in the artifact list: its execution's start, the execution, and its
+/// index (-1 for the execution's log).
+pub type ArtifactKey = (i64, String, i64);
+
+/// One entry of the artifact list: an execution's log, or a file it declared.
+#[derive(Debug, Clone)]
+pub struct ArtifactEntry {
+    pub started_at: i64,
+    pub execution_id: String,
+    /// `None` for the execution's log.
+    pub declared: Option<ArtifactRecord>,
+}
+
+impl ArtifactEntry {
+    pub fn key(&self) -> ArtifactKey {
+        let index = self.declared.as_ref().map_or(-1, |a| i64::from(a.index));
+        (self.started_at, self.execution_id.clone(), index)
+    }
+}
+
 /// Filters for listing audit records; each that is set must match.
 #[derive(Debug, Clone, Default)]
 pub struct AuditFilter {
     pub execution: Option<String>,
     pub work: Option<String>,
     pub operation: Option<String>,
+    /// Recorded at or after this time.
+    pub since: Option<Timestamp>,
     /// `ok`, `replayed`, or a refusal's code.
     pub result: Option<String>,
 }
@@ -115,7 +137,8 @@ pub trait ExecutionRows {
     fn get_execution(&mut self, id: &str) -> Result<Option<Execution>>;
     fn update_execution(&mut self, execution: &Execution) -> Result<()>;
     /// Oldest first; all executions when `work` is `None`.
-    fn list_executions(&mut self, work: Option<&str>) -> Result<Vec<Execution>>;
+    /// Every attempt of one Work, oldest first.
+    fn executions_of_work(&mut self, work: &str) -> Result<Vec<Execution>>;
     fn executions_in_state(&mut self, state: ExecutionState) -> Result<Vec<Execution>>;
     /// A page of executions, oldest first by `(started_at, id)`, started at or before `page.upper`.
     fn page_executions(&mut self, work: Option<&str>, page: &Page<(i64, String)>) -> Result<Vec<Execution>>;
@@ -212,8 +235,10 @@ pub trait ArtifactRows {
     /// segment end observed again after a restart).
     fn put_artifact(&mut self, artifact: &ArtifactRecord) -> Result<()>;
     fn get_artifact(&mut self, execution_id: &str, index: u32) -> Result<Option<ArtifactRecord>>;
-    /// Declared files, of one execution or of all, in execution then declaration order.
-    fn list_artifacts(&mut self, execution: Option<&str>) -> Result<Vec<ArtifactRecord>>;
+    /// A page of artifacts, of one execution or of all, oldest execution first: each execution's
+    /// log, then its declared files in declaration order; keyed by `(started_at, execution, index)`
+    /// with the log at index -1, of executions started at or before `page.upper`.
+    fn page_artifacts(&mut self, execution: Option<&str>, page: &Page<ArtifactKey>) -> Result<Vec<ArtifactEntry>>;
 }
 
 /// Installed packages.
@@ -221,8 +246,8 @@ pub trait PackageRows {
     /// Records an install, replacing an earlier install of the same package.
     fn put_package(&mut self, package: &PackageRecord) -> Result<()>;
     fn get_package(&mut self, name: &str) -> Result<Option<PackageRecord>>;
-    /// Every installed package, by name.
-    fn list_packages(&mut self) -> Result<Vec<PackageRecord>>;
+    /// A page of installed packages, by name.
+    fn page_packages(&mut self, page: &Page<String>) -> Result<Vec<PackageRecord>>;
     /// Removes a package's record; `false` when there was none.
     fn delete_package(&mut self, name: &str) -> Result<bool>;
 }

@@ -249,7 +249,7 @@ fn read_context(tx: &mut dyn Tx, config: &Snapshot, a: &Authority, _: Empty) -> 
 /// first attempt), less the Work's own emissions and the host's call records.
 fn input_since_acknowledged(tx: &mut dyn Tx, a: &Authority) -> Result<Vec<Event>, HostError> {
     let acknowledged = tx
-        .list_executions(Some(&a.work.id))?
+        .executions_of_work(&a.work.id)?
         .into_iter()
         .filter(|x| x.id != a.execution.id)
         .map(|x| x.watermark)

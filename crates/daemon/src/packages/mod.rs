@@ -37,9 +37,33 @@ pub struct PackageService {
 }
 
 impl PackageControl for PackageService {
-    fn list(&self) -> Result<Vec<Value>, Refusal> {
-        let records = self.store.read(|tx| tx.list_packages()).map_err(internal)?;
-        Ok(records.iter().map(|r| self.listing(r)).collect())
+    fn listing(&self, record: &PackageRecord) -> Value {
+        let manifest: Option<Manifest> = serde_json::from_str(&record.manifest).ok();
+        let requires = manifest
+            .as_ref()
+            .map(|m| m.runtime.requires.clone())
+            .unwrap_or_default();
+        let config = self.config.get();
+        let unmet = unmet_now(&requires, &config.package_grant(), config.package_gating());
+        let names = |ops: Vec<String>| json!(ops);
+        json!({
+            "name": record.name,
+            "version": record.version,
+            "manifest": format!("{}@{}", record.name, record.version),
+            "requires": requires,
+            "permissions": manifest.as_ref().map(|m| m.permissions.clone()).unwrap_or_default(),
+            "operations": names(manifest.as_ref().map(|m| m.provides.operations.iter().map(|o| o.name.clone()).collect()).unwrap_or_default()),
+            "toolsets": names(manifest.as_ref().map(|m| m.provides.toolsets.iter().map(|t| t.name.clone()).collect()).unwrap_or_default()),
+            "approved": {"grant": record.approved_grant, "gating": record.approved_gating},
+            "gate": match manifest.as_ref().map(|m| (m.provides.operation_gate, m.gates())) {
+                Some((true, true)) => json!("installed"),
+                Some((true, false)) => json!("not installed: the manifest does not ask for the operation.gate permission"),
+                _ => Value::Null,
+            },
+            "status": if unmet.is_empty() { "ok" } else { "requirement_unmet" },
+            "unmet": unmet,
+            "installed_at": record.installed_at,
+        })
     }
 
     fn show(&self, name: &str) -> Result<Value, Refusal> {
@@ -82,36 +106,6 @@ impl PackageControl for PackageService {
 }
 
 impl PackageService {
-    /// A package as operators see it, judged against the current grant set.
-    fn listing(&self, record: &PackageRecord) -> Value {
-        let manifest: Option<Manifest> = serde_json::from_str(&record.manifest).ok();
-        let requires = manifest
-            .as_ref()
-            .map(|m| m.runtime.requires.clone())
-            .unwrap_or_default();
-        let config = self.config.get();
-        let unmet = unmet_now(&requires, &config.package_grant(), config.package_gating());
-        let names = |ops: Vec<String>| json!(ops);
-        json!({
-            "name": record.name,
-            "version": record.version,
-            "manifest": format!("{}@{}", record.name, record.version),
-            "requires": requires,
-            "permissions": manifest.as_ref().map(|m| m.permissions.clone()).unwrap_or_default(),
-            "operations": names(manifest.as_ref().map(|m| m.provides.operations.iter().map(|o| o.name.clone()).collect()).unwrap_or_default()),
-            "toolsets": names(manifest.as_ref().map(|m| m.provides.toolsets.iter().map(|t| t.name.clone()).collect()).unwrap_or_default()),
-            "approved": {"grant": record.approved_grant, "gating": record.approved_gating},
-            "gate": match manifest.as_ref().map(|m| (m.provides.operation_gate, m.gates())) {
-                Some((true, true)) => json!("installed"),
-                Some((true, false)) => json!("not installed: the manifest does not ask for the operation.gate permission"),
-                _ => Value::Null,
-            },
-            "status": if unmet.is_empty() { "ok" } else { "requirement_unmet" },
-            "unmet": unmet,
-            "installed_at": record.installed_at,
-        })
-    }
-
     /// The package's names against the release and every other installed package: the toolbelt's
     /// registration rules (namespace, conflicts, no exec tier) decide.
     fn check_names(&self, manifest: &Manifest) -> Result<(), Refusal> {

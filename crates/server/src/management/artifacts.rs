@@ -4,46 +4,72 @@
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::IntoResponse;
 use conduit_core::artifact::parse_file_id;
-use conduit_core::{ArtifactRecord, ErrorCode, Execution, Refusal, Role};
+use conduit_core::{ArtifactRecord, ErrorCode, Refusal, Role};
+use conduit_store::{ArtifactEntry, ArtifactKey};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio_util::io::ReaderStream;
 
-use super::access::{operator, read};
-use super::paging::ByExecution;
+use super::access::operator;
+use super::paging::{page_until_now, List};
 use super::state::Management;
 use crate::envelope::{blocking, Answer, Failure};
 use crate::ports::ArtifactFiles;
 
 const LOG_PREFIX: &str = "log:";
 
-/// The artifacts of an execution (or of every execution): its log, then its declared files.
-pub async fn list(State(s): State<Management>, Query(q): Query<ByExecution>) -> Answer {
+/// The artifacts of an execution (or of every execution), a page at a time: each execution's log,
+/// then its declared files.
+pub async fn list(State(s): State<Management>, uri: Uri, Query(q): Query<ArtifactQuery>) -> Answer {
     let files = s.files.clone();
-    read(&s, move |tx| {
-        let executions = match &q.execution {
-            Some(id) => tx.get_execution(id)?.into_iter().collect(),
-            None => tx.list_executions(None)?,
-        };
-        let mut declared = tx.list_artifacts(q.execution.as_deref())?.into_iter().peekable();
-        let mut items = Vec::new();
-        for x in &executions {
-            items.extend(log_item(&files, x));
-            while let Some(a) = declared.next_if(|a| a.execution_id == x.id) {
-                items.push(declared_item(&a));
-            }
-        }
-        Ok::<_, Failure>(json!({ "items": items }))
-    })
+    let filters = format!("execution={}", q.execution.as_deref().unwrap_or(""));
+    let list = List::at(&uri, filters, q.cursor, q.limit);
+    page_until_now(
+        &s,
+        list,
+        move |tx, page| {
+            let entries = tx.page_artifacts(q.execution.as_deref(), page)?;
+            Ok(entries.into_iter().map(|entry| listed(&files, entry)).collect())
+        },
+        |item: &Listed| item.key.clone(),
+    )
     .await
 }
 
-fn log_item(files: &ArtifactFiles, x: &Execution) -> Option<Value> {
-    let size = std::fs::metadata(files.log(&x.id)).ok()?.len();
-    Some(json!({"id": format!("{LOG_PREFIX}{}", x.id), "kind": "log", "execution_id": x.id, "size": size}))
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ArtifactQuery {
+    execution: Option<String>,
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+/// An artifact as listed, with the key the next page starts after.
+#[derive(Serialize)]
+pub(super) struct Listed {
+    #[serde(skip)]
+    key: ArtifactKey,
+    #[serde(flatten)]
+    item: Value,
+}
+
+fn listed(files: &ArtifactFiles, entry: ArtifactEntry) -> Listed {
+    let key = entry.key();
+    let item = match &entry.declared {
+        Some(a) => declared_item(a),
+        None => log_item(files, &entry.execution_id),
+    };
+    Listed { key, item }
+}
+
+/// An execution's log (stdout and stderr); empty until its process writes.
+fn log_item(files: &ArtifactFiles, execution: &str) -> Value {
+    let size = std::fs::metadata(files.log(execution)).map_or(0, |m| m.len());
+    json!({"id": format!("{LOG_PREFIX}{execution}"), "kind": "log", "execution_id": execution, "size": size})
 }
 
 fn declared_item(a: &ArtifactRecord) -> Value {
@@ -64,6 +90,7 @@ pub async fn content(State(s): State<Management>, headers: HeaderMap, Path(id): 
     operator(Role::View)?;
     let store = s.store.clone();
     let files = s.files.clone();
+    let is_log = id.starts_with(LOG_PREFIX);
     // Paths come from the store's records, never from the request's text.
     let path = blocking(move || {
         store.read(|tx| {
@@ -79,10 +106,21 @@ pub async fn content(State(s): State<Management>, headers: HeaderMap, Path(id): 
         })
     })
     .await?;
-    let file = tokio::fs::File::open(path).await.map_err(|_| not_found())?;
+    let file = match tokio::fs::File::open(&path).await {
+        Ok(file) => file,
+        // A log is listed from its execution's start; until the process writes, it is empty.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && is_log => {
+            return ok_empty();
+        }
+        Err(_) => return Err(not_found()),
+    };
     let size = file.metadata().await.map_err(|_| not_found())?.len();
     let range = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
     ranged(file, size, range).await
+}
+
+fn ok_empty() -> Answer {
+    Ok((StatusCode::OK, [(header::CONTENT_LENGTH, "0")], Body::empty()).into_response())
 }
 
 fn not_found() -> Failure {

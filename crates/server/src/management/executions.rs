@@ -4,17 +4,17 @@ use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::http::Uri;
 use conduit_config::Snapshot;
-use conduit_core::{AuditRecord, Execution};
+use conduit_core::{AuditRecord, ErrorCode, Execution, Refusal, Timestamp};
 use conduit_scheduler::{cancel_execution, confirm_stopped, Operator};
 use conduit_store::{AuditFilter, Tx};
 use serde::Deserialize;
 use serde_json::json;
 
 use super::access::{found, read_one, NoBody, Reply};
-use super::paging::{page_until_now, ByWork, List};
+use super::paging::{page, page_until_now, ByWork, List};
 use super::state::Management;
 use crate::clock::now;
-use crate::envelope::Answer;
+use crate::envelope::{Answer, Failure};
 
 /// Cancels one attempt and holds its Work until a manual retry.
 pub(super) fn cancel_attempt(tx: &mut dyn Tx, config: &Snapshot, id: &str, by: &Operator, _: NoBody) -> Reply {
@@ -44,29 +44,47 @@ pub(super) async fn get_execution(State(s): State<Management>, headers: HeaderMa
     read_one(&s, &headers, move |tx| found(tx.get_execution(&id)?, "execution")).await
 }
 
-/// Audit records, oldest first, a page at a time; each filter that is given must match.
+/// Audit records, oldest first, a page at a time; each filter that is given must match, and
+/// `since`/`until` bound the time recorded (`since` inclusive, `until` exclusive).
 pub(super) async fn list_audit(State(s): State<Management>, uri: Uri, Query(q): Query<AuditQuery>) -> Answer {
+    let since = q.since.as_deref().map(|t| time("since", t)).transpose()?;
+    let until = q.until.as_deref().map(|t| time("until", t)).transpose()?;
     let filter = AuditFilter {
         execution: q.execution,
         work: q.work,
         operation: q.operation,
         result: q.result,
+        since,
     };
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
     let filters = format!(
-        "execution={}&work={}&operation={}&result={}",
-        filter.execution.as_deref().unwrap_or(""),
-        filter.work.as_deref().unwrap_or(""),
-        filter.operation.as_deref().unwrap_or(""),
-        filter.result.as_deref().unwrap_or("")
+        "execution={}&work={}&operation={}&result={}&since={}&until={}",
+        text(&filter.execution),
+        text(&filter.work),
+        text(&filter.operation),
+        text(&filter.result),
+        since.map_or(String::new(), |t| t.0.to_string()),
+        until.map_or(String::new(), |t| t.0.to_string()),
     );
     let list = List::at(&uri, filters, q.cursor, q.limit);
-    page_until_now(
+    let upper = move |_: &mut dyn Tx| Ok(until.map_or(now().0, |u| (u.0 - 1).min(now().0)));
+    page(
         &s,
         list,
+        upper,
         move |tx, page| tx.page_audit(&filter, page),
         |a: &AuditRecord| (a.at.0, a.id.clone()),
     )
     .await
+}
+
+fn time(name: &str, text: &str) -> Result<Timestamp, Failure> {
+    Timestamp::parse_rfc3339(text).ok_or_else(|| {
+        Failure(Refusal::new(
+            ErrorCode::InvalidRequest,
+            format!("{name} is an RFC 3339 time, such as 2026-12-01T16:00:00Z"),
+        ))
+    })
 }
 
 #[derive(Deserialize)]
@@ -76,6 +94,8 @@ pub(super) struct AuditQuery {
     work: Option<String>,
     operation: Option<String>,
     result: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
     cursor: Option<String>,
     limit: Option<usize>,
 }

@@ -3,21 +3,30 @@
 //! the manifest, the install gate, copying the package) is the daemon's, behind [`PackageControl`].
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use conduit_core::Role;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::Value;
 
 use super::access::{admit, operator};
+use super::paging::{page, List};
 use super::state::Management;
+use crate::cursor::Paging;
 use crate::envelope::{blocking, ok, Answer};
 
-pub async fn list(State(s): State<Management>) -> Answer {
-    operator(Role::View)?;
+/// Installed packages by name, a page at a time.
+pub async fn list(State(s): State<Management>, uri: Uri, Query(paging): Query<Paging>) -> Answer {
     let packages = s.packages.clone();
-    let items = blocking(move || Ok(packages.list()?)).await?;
-    ok(StatusCode::OK, &json!({ "items": items }))
+    let list = List::at(&uri, String::new(), paging.cursor, paging.limit);
+    page(
+        &s,
+        list,
+        |_| Ok(0),
+        move |tx, page| Ok(tx.page_packages(page)?.iter().map(|r| packages.listing(r)).collect()),
+        |package: &Value| package["name"].as_str().unwrap_or_default().to_owned(),
+    )
+    .await
 }
 
 pub async fn show(State(s): State<Management>, Path(name): Path<String>) -> Answer {

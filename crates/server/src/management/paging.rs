@@ -13,13 +13,6 @@ use crate::clock::now;
 use crate::cursor::{Paging, Position, CURSOR_LIFETIME};
 use crate::envelope::{Answer, Failure};
 
-/// A list filter: one execution's records, or every execution's.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ByExecution {
-    pub(super) execution: Option<String>,
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ByWork {

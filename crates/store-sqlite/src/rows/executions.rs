@@ -104,11 +104,8 @@ impl ExecutionRows for SqliteTx<'_> {
         Ok(())
     }
 
-    fn list_executions(&mut self, work: Option<&str>) -> Result<Vec<Execution>> {
-        let sql = format!(
-            "SELECT {EXECUTION_COLUMNS} FROM executions WHERE (?1 IS NULL OR work_id = ?1)
-             ORDER BY started_at, id LIMIT 500"
-        );
+    fn executions_of_work(&mut self, work: &str) -> Result<Vec<Execution>> {
+        let sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE work_id = ?1 ORDER BY started_at, id");
         self.query_all(&sql, [work], execution_row)
     }
 

@@ -1,7 +1,7 @@
 //! Installed packages: the SQLite statements and row mapping of [`PackageRows`].
 
 use conduit_core::Timestamp;
-use conduit_store::{PackageRecord, PackageRows};
+use conduit_store::{PackageRecord, PackageRows, Page};
 use rusqlite::{params, Row};
 
 use super::{from_json, to_json, SqliteTx};
@@ -46,9 +46,10 @@ impl PackageRows for SqliteTx<'_> {
         self.query_one(&sql, [name], package_row)
     }
 
-    fn list_packages(&mut self) -> Result<Vec<PackageRecord>> {
-        let sql = format!("SELECT {PACKAGE_COLUMNS} FROM packages ORDER BY name");
-        self.query_all(&sql, [], package_row)
+    fn page_packages(&mut self, page: &Page<String>) -> Result<Vec<PackageRecord>> {
+        let after = page.after.clone().unwrap_or_default();
+        let sql = format!("SELECT {PACKAGE_COLUMNS} FROM packages WHERE name > ?1 ORDER BY name LIMIT ?2");
+        self.query_all(&sql, params![after, page.limit as i64], package_row)
     }
 
     fn delete_package(&mut self, name: &str) -> Result<bool> {

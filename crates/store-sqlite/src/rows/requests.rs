@@ -117,11 +117,13 @@ impl RequestRows for SqliteTx<'_> {
         let sql = format!(
             "SELECT {AUDIT_COLUMNS} FROM toolbelt_audit
              WHERE (?1 IS NULL OR execution_id = ?1) AND (?2 IS NULL OR work_id = ?2)
-             AND (?3 IS NULL OR operation = ?3) AND (?4 IS NULL OR result = ?4) AND {}",
-            oldest_first("at", 5)
+             AND (?3 IS NULL OR operation = ?3) AND (?4 IS NULL OR result = ?4) AND (?5 IS NULL OR at >= ?5)
+             AND {}",
+            oldest_first("at", 6)
         );
         let (f, (upper, at, id, limit)) = (filter, oldest_first_params(page));
-        let params = params![f.execution, f.work, f.operation, f.result, upper, at, id, limit];
+        let since = f.since.map(|t| t.0);
+        let params = params![f.execution, f.work, f.operation, f.result, since, upper, at, id, limit];
         self.query_all(&sql, params, audit_row)
     }
 }

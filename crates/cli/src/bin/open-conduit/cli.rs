@@ -42,6 +42,10 @@ pub struct Global {
     /// Idempotency-Key for a mutation; give the same one to retry it safely [default: a fresh key]
     #[arg(long, global = true, value_name = "KEY")]
     pub idempotency_key: Option<String>,
+
+    /// For a list: show at most N items, from its start (lists run oldest first) [default: all]
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -102,6 +106,12 @@ pub enum Command {
         /// Only the calls with this result: ok, replayed, or a refusal's code
         #[arg(long, value_name = "RESULT")]
         result: Option<String>,
+        /// Only the calls recorded at or after this RFC 3339 time (2026-12-01T16:00:00Z)
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// Only the calls recorded before this RFC 3339 time
+        #[arg(long, value_name = "TIME")]
+        until: Option<String>,
     },
     /// List executions, the attempts at running Work; cancel one, or confirm a cancelled one stopped
     #[command(subcommand, alias = "execution")]

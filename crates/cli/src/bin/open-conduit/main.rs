@@ -27,6 +27,7 @@ fn main() -> ExitCode {
         endpoint: global.endpoint,
         token_file: global.token_file,
         idempotency_key: global.idempotency_key,
+        limit: global.limit.map(|n| n as usize),
     };
     match plan(command, locations.state_dir().ok().as_deref()) {
         Plan::Daemon(args) => reporter.finish_printed(run_daemon(&locations, args)),

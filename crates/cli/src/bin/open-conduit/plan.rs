@@ -62,12 +62,16 @@ pub fn plan(command: Command, state_dir: Option<&Path>) -> Plan {
             work,
             operation,
             result,
+            since,
+            until,
         } => {
             let query = m::AuditQuery {
                 execution: execution.as_deref(),
                 work: work.as_deref(),
                 operation: operation.as_deref(),
                 result: result.as_deref(),
+                since: since.as_deref(),
+                until: until.as_deref(),
             };
             Plan::Call(m::list_audit(&query), render::audit_table)
         }
