@@ -257,3 +257,50 @@ fn oversized_ids_keys_and_event_data_are_refused_before_anything_is_stored() {
     let listed = daemon.json(&["work", "list"])["items"].as_array().unwrap().len();
     assert_eq!(listed, 1, "no Work was created");
 }
+
+#[test]
+fn a_work_past_its_store_quota_is_refused_new_writes_but_can_still_finish() {
+    let tmp = meeting();
+    let mut config: serde_json::Value = serde_json::from_str(&shell_config(&publish_and_hold(tmp.path()))).unwrap();
+    config["limits"] = json!({"work_store_bytes": 200_000});
+    let daemon = Daemon::start(Some(&config.to_string()));
+    let (work, socket, token_file) = hold_one(&daemon, tmp.path());
+    let token = read_token(&token_file);
+    let emit = |n: usize| {
+        let body = json!({"operation": "emit", "request_id": format!("e-{n}"),
+                          "input": {"type": "demo.big", "data": {"n": n, "text": "x".repeat(10 * 1024)}}});
+        http(&socket, "POST", "/v1/toolbelt/call", Some(&token), Some(&body))
+    };
+    let accepted = (0..100).take_while(|&n| emit(n).0 == 200).count();
+    assert!(
+        (10..20).contains(&accepted),
+        "about 200 KB of 10 KiB events, then refused: {accepted}"
+    );
+    let (status, answer) = emit(accepted);
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (422, Some("quota_exceeded")),
+        "{answer}"
+    );
+    assert!(answer["remedy"].as_str().unwrap().contains("work_store_bytes"));
+    assert_eq!(
+        toolbelt_call(&socket, &token, "read_context", json!({})).1["error"],
+        "quota_exceeded"
+    );
+    assert_eq!(emit(0).0, 200, "a retry of a committed call replays");
+
+    let declared = toolbelt_call(&socket, &token, "declare_outcome", json!({"status": "succeeded"}));
+    assert_eq!(
+        declared.0, 200,
+        "a Work past its quota can still finish: {}",
+        declared.1
+    );
+    std::fs::write(tmp.path().join("release"), "").unwrap();
+    daemon.await_work(&work, "succeeded");
+    std::fs::remove_file(tmp.path().join("release")).unwrap();
+
+    let (_, other_socket, other_token) = hold_one(&daemon, tmp.path());
+    let other = toolbelt_call(&other_socket, &read_token(&other_token), "read_context", json!({}));
+    assert_eq!(other.0, 200, "each Work has its own quota");
+    std::fs::write(tmp.path().join("release"), "").unwrap();
+}

@@ -148,6 +148,10 @@ pub struct Limits {
     /// The largest `data` an event may carry, in bytes of JSON: every event is stored whole.
     #[serde(default = "default_event_data_bytes")]
     pub event_data_bytes: u32,
+    /// The bytes of events and replay records one Work may write; past them its calls are refused
+    /// (`quota_exceeded`) but it can still declare an outcome or a wait.
+    #[serde(default = "default_work_store_bytes")]
+    pub work_store_bytes: u64,
 }
 
 fn default_causal_max_depth() -> u32 {
@@ -178,6 +182,10 @@ fn default_event_data_bytes() -> u32 {
     64 * 1024
 }
 
+fn default_work_store_bytes() -> u64 {
+    256 * 1024 * 1024
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -188,6 +196,7 @@ impl Default for Limits {
             toolbelt_connections: default_toolbelt_connections(),
             management_connections: default_management_connections(),
             event_data_bytes: default_event_data_bytes(),
+            work_store_bytes: default_work_store_bytes(),
         }
     }
 }

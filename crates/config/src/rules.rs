@@ -98,7 +98,7 @@ impl Checker<'_> {
             limits.management_connections,
             limits.event_data_bytes,
         ];
-        if counts.contains(&0) {
+        if counts.contains(&0) || limits.work_store_bytes == 0 {
             self.report(
                 "/limits",
                 "invalid_value",

@@ -31,6 +31,7 @@ pub enum ErrorCode {
     EventTypeNotAllowed,
     CausalDepthExceeded,
     CausalRateExceeded,
+    QuotaExceeded,
     RequestConflict,
     SessionNotOpen,
     InvalidManifest,
@@ -68,6 +69,7 @@ impl ErrorCode {
             ErrorCode::EventTypeNotAllowed => "event_type_not_allowed",
             ErrorCode::CausalDepthExceeded => "causal_depth_exceeded",
             ErrorCode::CausalRateExceeded => "causal_rate_exceeded",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::RequestConflict => "request_conflict",
             ErrorCode::SessionNotOpen => "session_not_open",
             ErrorCode::InvalidManifest => "invalid_manifest",
@@ -112,6 +114,7 @@ impl ErrorCode {
             | ErrorCode::InvalidConfig
             | ErrorCode::CausalDepthExceeded
             | ErrorCode::CausalRateExceeded
+            | ErrorCode::QuotaExceeded
             | ErrorCode::OperationFailed => 422,
         }
     }

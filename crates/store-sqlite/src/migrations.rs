@@ -261,6 +261,10 @@ ALTER TABLE operators ADD COLUMN revoked_by TEXT;
 CREATE INDEX toolbelt_audit_by_time ON toolbelt_audit (at, id);
 CREATE INDEX toolbelt_audit_by_work ON toolbelt_audit (work_id, at, id);
 "#,
+    // What each Work has written, charged against limits.work_store_bytes.
+    r#"
+CREATE TABLE work_usage (work_id TEXT PRIMARY KEY, stored_bytes INTEGER NOT NULL) WITHOUT ROWID;
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

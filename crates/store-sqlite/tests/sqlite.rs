@@ -238,14 +238,70 @@ fn the_key_index_migration_indexes_waits_armed_before_it() {
             .unwrap();
     }
     let conn = rusqlite::Connection::open(&path).unwrap();
-    // Undo migrations 13 (the key index), 14 (who revoked an operator) and 15 (audit by time) by hand.
+    // Undo migrations 13 (the key index), 14 (who revoked an operator), 15 (audit by time) and 16
+    // (what each Work wrote) by hand.
     conn.execute_batch(
         "DROP TABLE wait_keys; DROP INDEX waits_by_work; ALTER TABLE operators DROP COLUMN revoked_by; \
-         DROP INDEX toolbelt_audit_by_time; DROP INDEX toolbelt_audit_by_work; PRAGMA user_version = 12;",
+         DROP INDEX toolbelt_audit_by_time; DROP INDEX toolbelt_audit_by_work; DROP TABLE work_usage; \
+         PRAGMA user_version = 12;",
     )
     .unwrap();
     drop(conn);
     let store = open(&dir);
     let found = store.read(|tx| tx.armed_waits_for_key("a")).unwrap();
     assert_eq!(found.len(), 1);
+}
+
+#[test]
+fn a_works_events_and_replay_records_are_charged_to_it_as_written() {
+    use conduit_core::{quota, Execution, ExecutionState, RequestRecord};
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let data = json!({"a": [1, 2]});
+    let response = json!({"operation": "emit", "output": {"id": "e9"}});
+    let execution = Execution {
+        id: "x1".into(),
+        work_id: "work1".into(),
+        scope: "setup".into(),
+        binding: "shell".into(),
+        epoch: 1,
+        owner: "me".into(),
+        state: ExecutionState::Running,
+        cause_event: "e0".into(),
+        watermark: 0,
+        declaration: None,
+        outcome: None,
+        exit_code: None,
+        pid: None,
+        generation: 1,
+        lease_expires_at: Timestamp(100),
+        deadline_at: Timestamp(100),
+        started_at: Timestamp(1),
+        ended_at: None,
+        stopped_at: None,
+    };
+    let stored = store
+        .write(|tx| {
+            tx.insert_work(&work("work1", &[]))?;
+            tx.insert_work(&work("work2", &[]))?;
+            tx.insert_execution(&execution)?;
+            tx.insert_event(NewEvent {
+                work_id: Some("work1".into()),
+                ..event("e1")
+            })?;
+            tx.insert_event(event("e2"))?;
+            tx.insert_request(&RequestRecord {
+                execution_id: "x1".into(),
+                operation: "emit".into(),
+                request_id: "r1".into(),
+                body_hash: "h".into(),
+                status: 200,
+                response: response.clone(),
+                created_at: Timestamp(2),
+            })?;
+            Ok::<_, StoreError>((tx.work_stored_bytes("work1")?, tx.work_stored_bytes("work2")?))
+        })
+        .unwrap();
+    let text = |v: &serde_json::Value| v.to_string().len();
+    assert_eq!(stored, (quota::charge(text(&data)) + quota::charge(text(&response)), 0));
 }

@@ -129,6 +129,10 @@ pub trait WorkRows {
     fn work_owning_key(&mut self, key: &str) -> Result<Option<String>>;
     /// How many Works in `scope` are not finished (ready, running or waiting).
     fn count_unfinished_work(&mut self, scope: &str) -> Result<u64>;
+    /// The bytes charged to a Work for the events and replay records it has written
+    /// (`conduit_core::quota`); every event with its `work_id` and every replay record of one of
+    /// its executions is charged as the store writes it.
+    fn work_stored_bytes(&mut self, work_id: &str) -> Result<u64>;
 }
 
 /// Executions (attempts of a Work).

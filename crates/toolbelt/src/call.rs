@@ -199,6 +199,7 @@ impl Toolbelt {
                 )?;
                 return replayed.map(Begun::Answered).map_err(Failed::from);
             }
+            checks::within_quota(tx, &config, &authority, &request.operation)?;
             match registry.operation(&request.operation) {
                 None => self.run_builtin(tx, &config, &call, &authority).map(Begun::Answered),
                 Some(registered) => {

@@ -8,9 +8,12 @@
 //!    token's owner with a live lease, its Work runs in the token's scope, and the segment has not
 //!    declared. A genuine token whose segment declared is `authority_released`; every other failure
 //!    is the bare `forbidden`, which says nothing of which check failed.
+//!
+//! Past the checks, a call that is not a retry of a committed one meets the Work's store quota
+//! ([`within_quota`]).
 
 use conduit_config::Snapshot;
-use conduit_core::{ExecutionState, Refusal, Timestamp, TokenRecord, WorkState};
+use conduit_core::{quota, ExecutionState, Refusal, Timestamp, TokenRecord, WorkState};
 use conduit_scheduler::HostError;
 use conduit_store::Tx;
 
@@ -34,6 +37,13 @@ pub fn authorize(
         return Err(Refusal::forbidden().into());
     }
     lease_guard(tx, token, now)
+}
+
+/// A call that would write more for a Work past its store quota is refused; a retry of a committed
+/// call is not a new write, so this comes after the replay lookup.
+pub fn within_quota(tx: &mut dyn Tx, config: &Snapshot, a: &Authority, operation: &str) -> Result<(), HostError> {
+    let stored = tx.work_stored_bytes(&a.work.id)?;
+    Ok(quota::check(stored, config.limits().work_store_bytes, operation)?)
 }
 
 /// Check 1, and the socket's own execution assertion: a live token issued to this socket's execution.

@@ -1,6 +1,6 @@
 //! Accepted events and the causal pins of their roots: the SQLite statements and row mapping of [`EventRows`].
 
-use conduit_core::{CausalPin, Causation, Event, NewEvent, Source, Timestamp};
+use conduit_core::{quota, CausalPin, Causation, Event, NewEvent, Source, Timestamp};
 use conduit_store::{EventRows, Page};
 use rusqlite::{params, OptionalExtension, Row};
 
@@ -38,6 +38,10 @@ fn event_row(r: &Row) -> rusqlite::Result<Result<Event>> {
 
 impl EventRows for SqliteTx<'_> {
     fn insert_event(&mut self, e: NewEvent) -> Result<Event> {
+        let data = to_json(&e.data)?;
+        if let Some(work) = &e.work_id {
+            self.charge_work(work, quota::charge(data.len()))?;
+        }
         self.exec(
             "INSERT INTO events (id, type, source, scope, work_id, execution_id, correlation_key, parent_id, root_id,
                  depth, actor, data, accepted_at, delivery_id)
@@ -58,7 +62,7 @@ impl EventRows for SqliteTx<'_> {
                 } else {
                     None
                 },
-                to_json(&e.data)?,
+                data,
                 e.accepted_at.0,
                 e.delivery_id
             ],

@@ -1,6 +1,6 @@
 //! Toolbelt replay records and the audit trail: the SQLite statements and row mapping of [`RequestRows`].
 
-use conduit_core::{AuditKind, AuditRecord, RequestRecord, Timestamp};
+use conduit_core::{quota, AuditKind, AuditRecord, RequestRecord, Timestamp};
 use conduit_store::{AuditFilter, Page, RequestRows};
 use rusqlite::{params, Row};
 
@@ -59,6 +59,8 @@ impl RequestRows for SqliteTx<'_> {
     }
 
     fn insert_request(&mut self, r: &RequestRecord) -> Result<()> {
+        let response = to_json(&r.response)?;
+        self.charge_execution_work(&r.execution_id, quota::charge(response.len()))?;
         self.exec(
             &format!("INSERT INTO toolbelt_requests ({REQUEST_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
             params![
@@ -67,7 +69,7 @@ impl RequestRows for SqliteTx<'_> {
                 r.request_id,
                 r.body_hash,
                 r.status,
-                to_json(&r.response)?,
+                response,
                 r.created_at.0
             ],
         )

@@ -37,6 +37,28 @@ fn work_row(r: &Row) -> rusqlite::Result<Result<Work>> {
 }
 
 impl SqliteTx<'_> {
+    /// Adds `bytes` to what `work_id` has written (see `conduit_core::quota`).
+    pub(super) fn charge_work(&self, work_id: &str, bytes: u64) -> Result<()> {
+        self.exec(
+            "INSERT INTO work_usage (work_id, stored_bytes) VALUES (?1, ?2)
+             ON CONFLICT (work_id) DO UPDATE SET stored_bytes = stored_bytes + excluded.stored_bytes",
+            params![work_id, bytes as i64],
+        )
+        .map_err(sqlite_error)?;
+        Ok(())
+    }
+
+    /// Adds `bytes` to what the Work of `execution_id` has written.
+    pub(super) fn charge_execution_work(&self, execution_id: &str, bytes: u64) -> Result<()> {
+        self.exec(
+            "INSERT INTO work_usage (work_id, stored_bytes) SELECT work_id, ?2 FROM executions WHERE id = ?1
+             ON CONFLICT (work_id) DO UPDATE SET stored_bytes = stored_bytes + excluded.stored_bytes",
+            params![execution_id, bytes as i64],
+        )
+        .map_err(sqlite_error)?;
+        Ok(())
+    }
+
     fn work_keys(&self, work_id: &str) -> Result<Vec<String>> {
         let mut stmt = self
             .tx
@@ -152,6 +174,16 @@ impl WorkRows for SqliteTx<'_> {
             .query_row("SELECT work_id FROM work_keys WHERE key = ?1", [key], |r| r.get(0))
             .optional()
             .map_err(sqlite_error)
+    }
+
+    fn work_stored_bytes(&mut self, work_id: &str) -> Result<u64> {
+        let sql = "SELECT stored_bytes FROM work_usage WHERE work_id = ?1";
+        let stored: Option<i64> = self
+            .tx
+            .query_row(sql, [work_id], |r| r.get(0))
+            .optional()
+            .map_err(sqlite_error)?;
+        Ok(stored.map_or(0, |b| b as u64))
     }
 
     fn count_unfinished_work(&mut self, scope: &str) -> Result<u64> {
