@@ -212,6 +212,16 @@ fn oversized_ids_keys_and_event_data_are_refused_before_anything_is_stored() {
     let body = json!({"operation": "read_context", "input": {}}).to_string();
     let (status, answer) = http_raw(&socket, "POST", "/v1/toolbelt/call", &headers, &body);
     assert_eq!((status, answer["error"].as_str()), (400, Some("invalid_input")));
+    for (field, value) in [("operation", "o".repeat(129)), ("work_id", "w".repeat(201))] {
+        let mut call = json!({"operation": "read_context", "input": {}});
+        call[field] = json!(value);
+        let (status, answer) = http(&socket, "POST", "/v1/toolbelt/call", Some(&token), Some(&call));
+        assert_eq!(
+            (status, answer["error"].as_str()),
+            (400, Some("invalid_input")),
+            "{field}"
+        );
+    }
     assert_eq!(audit(), before, "nothing was recorded");
     let at_limit = json!({"operation": "read_context", "input": {}, "request_id": "k".repeat(200)});
     assert_eq!(

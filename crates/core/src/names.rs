@@ -23,6 +23,16 @@ pub fn is_key(text: &str) -> bool {
     !text.is_empty() && text.len() <= MAX_KEY_BYTES && !text.chars().any(char::is_control)
 }
 
+/// The longest operation name a call may give, in bytes: a call is audited with the name it gave,
+/// declared or not.
+pub const MAX_OPERATION_BYTES: usize = 128;
+
+/// Text a call gives as an operation name: 1 to 128 bytes with no control character. (Whether such
+/// an operation is declared is the checks' question; this only bounds what the audit keeps.)
+pub fn is_operation_text(text: &str) -> bool {
+    !text.is_empty() && text.len() <= MAX_OPERATION_BYTES && !text.chars().any(char::is_control)
+}
+
 /// An event type is namespaced: two or more dot-separated segments, each a letter followed by letters,
 /// digits, `_` or `-` (`demo.hello`, `agent.toolCalled`).
 pub fn is_event_type(text: &str) -> bool {

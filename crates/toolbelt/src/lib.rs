@@ -26,7 +26,7 @@ pub mod token;
 use std::sync::Arc;
 
 use conduit_config::CurrentConfig;
-use conduit_core::names::is_key;
+use conduit_core::names::{is_key, is_operation_text};
 use conduit_core::{Clock, Refusal, TokenRecord};
 use conduit_scheduler::HostError;
 use conduit_store::Store;
@@ -66,10 +66,23 @@ pub struct CallRequest {
 }
 
 impl CallRequest {
-    /// What a call's own fields must keep before anything is looked up: a request id (from the
-    /// body or the Idempotency-Key header) is 1 to 200 bytes with no control character.
+    /// What a call's own fields must keep before anything is looked up or audited: a request id
+    /// (from the body or the Idempotency-Key header) and the asserted ids are 1 to 200 bytes with
+    /// no control character, the operation name 1 to 128.
     pub fn check_bounds(&self) -> Result<(), Refusal> {
-        check_request_id(self.request_id.as_deref())
+        check_request_id(self.request_id.as_deref())?;
+        if !is_operation_text(&self.operation) {
+            return Err(Refusal::invalid_input(
+                "`operation` is 1 to 128 bytes with no control character",
+            ));
+        }
+        let ids = [&self.scope_id, &self.work_id, &self.execution_id, &self.session_id];
+        if ids.iter().any(|id| id.as_deref().is_some_and(|id| !is_key(id))) {
+            return Err(Refusal::invalid_input(
+                "`scope_id`, `work_id`, `execution_id` and `session_id` are 1 to 200 bytes each",
+            ));
+        }
+        Ok(())
     }
 
     /// A call of `operation` with no input and no assertions: what opening a session of it checks.
