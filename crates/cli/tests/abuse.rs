@@ -148,6 +148,27 @@ fn floods_on_one_toolbelt_socket_leave_the_owner_and_other_executions_served() {
     drop(slow);
 }
 
+/// The daemon under an open-files limit of 400 has a toolbelt connection budget of one socket's
+/// cap (32); thirteen flooded sockets would hold 416 connections without it, more than its files.
+#[test]
+fn many_flooded_toolbelt_sockets_together_leave_the_owner_room() {
+    let tmp = meeting();
+    let daemon = Daemon::start_with_open_files(400, &shell_config(&publish_and_hold(tmp.path())));
+    let sockets: Vec<_> = (0..13).map(|_| hold_one(&daemon, tmp.path()).1).collect();
+    let floods: Vec<(Holder, usize)> = sockets.iter().map(|s| Holder::start(s, 32, false)).collect();
+    let attempted: usize = floods.iter().map(|(_, n)| n).sum();
+    let during = open_files(daemon.pid());
+    eprintln!("{attempted} flood connections on 13 sockets; the daemon's open files: {during} of 400");
+    assert!(during < 400, "the daemon kept files of its own: {during}");
+    let management = daemon.management_socket();
+    let owner = daemon.operator_token();
+    answers_within_a_minute("the owner's health", move || {
+        assert_eq!(http(&management, "GET", "/v1/health", Some(&owner), None).0, 200);
+    });
+    drop(floods);
+    std::fs::write(tmp.path().join("release"), "").unwrap();
+}
+
 #[test]
 fn a_half_sent_request_is_closed_after_the_header_timeout() {
     let daemon = Daemon::start(Some(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use conduit_config::CurrentConfig;
 use conduit_server::{
     bind_owner_only, loopback_router, management_router, now, serve, ArtifactFiles, ConnectionLimits, Cursors,
-    Management, SystemClock,
+    Management, SharedConnections, SystemClock,
 };
 use conduit_store::{new_id, Store};
 use conduit_store_sqlite::SqliteStore;
@@ -30,18 +30,19 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     }
     let state = StateDir::lock(&options.state_dir)?;
     make_non_dumpable(&state)?;
-    raise_open_files_limit();
+    let open_files = raise_open_files_limit();
     // Before anything is served: a signal that arrives once clients can see the daemon stops it cleanly.
     let signals = Signals::install(&state)?;
     let services = Services::assemble(&state, &options)?;
     let (stop, shutdown) = watch::channel(false);
     let socket_path = state.clear_management_socket()?;
     let server = serve_management(&state, &services, &options, &socket_path, &shutdown).await?;
+    let toolbelt_connections = toolbelt_budget(open_files, &services.config.get().limits());
     let scheduler = start_scheduler(
         &state,
         services,
         options.os_dir.clone(),
-        options.token_lifetime,
+        (options.token_lifetime, toolbelt_connections),
         shutdown,
     )
     .await;
@@ -62,17 +63,32 @@ fn make_non_dumpable(state: &StateDir) -> Result<(), DaemonError> {
         .map_err(|e| DaemonError::io("make the daemon non-dumpable (prctl) for", state.root(), e.into()))
 }
 
+/// What every execution's toolbelt socket shares, sized once at start from the open-files limit.
+fn toolbelt_budget(open_files: u64, limits: &conduit_config::Limits) -> SharedConnections {
+    let budget =
+        SharedConnections::within_open_files(open_files, limits.management_connections, limits.toolbelt_connections);
+    tracing::info!(open_files, toolbelt_connections = budget.size(), "connection budget");
+    budget
+}
+
 /// Lets the daemon hold as many open files as the hard limit allows: every connection, socket, log
-/// and child pipe is one, and each socket's connection cap is what keeps them bounded.
-fn raise_open_files_limit() {
+/// and child pipe is one, and the connection caps are what keep them bounded. Answers the limit
+/// the daemon runs under.
+fn raise_open_files_limit() -> u64 {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-    if limit.current < limit.maximum {
-        let raised = rustix::process::Rlimit {
-            current: limit.maximum,
-            maximum: limit.maximum,
-        };
-        if let Err(e) = rustix::process::setrlimit(rustix::process::Resource::Nofile, raised) {
+    let (current, maximum) = (limit.current.unwrap_or(u64::MAX), limit.maximum.unwrap_or(u64::MAX));
+    if current >= maximum {
+        return current;
+    }
+    let raised = rustix::process::Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    match rustix::process::setrlimit(rustix::process::Resource::Nofile, raised) {
+        Ok(()) => maximum,
+        Err(e) => {
             tracing::warn!(error = %e, "could not raise the open files limit");
+            current
         }
     }
 }
@@ -187,7 +203,7 @@ async fn serve_management(
             .map_err(|e| DaemonError::io("listen on", Path::new(&addr.to_string()), e))?;
         tracing::info!(%addr, seams = options.conformance_seams, "serving the management API on loopback TCP too");
         let loopback = loopback_router(api.clone(), options.conformance_seams);
-        tokio::spawn(serve(tcp, loopback, limits, stopped(shutdown.clone())));
+        tokio::spawn(serve(tcp, loopback, limits.clone(), stopped(shutdown.clone())));
     }
     Ok(tokio::spawn(serve(
         listener,
@@ -206,7 +222,7 @@ async fn start_scheduler(
     state: &StateDir,
     services: Services,
     os_dir: Option<PathBuf>,
-    token_lifetime: Option<conduit_core::Duration>,
+    (token_lifetime, toolbelt_connections): (Option<conduit_core::Duration>, SharedConnections),
     shutdown: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     let os_dir = os_dir.unwrap_or_else(own_dir);
@@ -233,6 +249,7 @@ async fn start_scheduler(
         os_dir,
         hidden: services.hidden,
         token_lifetime,
+        toolbelt_connections,
         kick: services.kick,
         shutdown,
         supervised: Arc::default(),

@@ -14,7 +14,8 @@ use conduit_scheduler::{
     HostError, LEASE,
 };
 use conduit_server::{
-    bind_owner_only, execution_router, now, serve, ArtifactFiles, ConnectionLimits, ExecutionSocket, IDEMPOTENCY_KEPT,
+    bind_owner_only, execution_router, now, serve, ArtifactFiles, ConnectionLimits, ExecutionSocket, SharedConnections,
+    IDEMPOTENCY_KEPT,
 };
 use conduit_store::{Store, Tx};
 use conduit_toolbelt::gate::{decide_start, StartCall, Verdict};
@@ -59,6 +60,8 @@ pub struct Runtime {
     pub hidden: confine::Hidden,
     /// A token lifetime shorter than the attempt deadline; tokens are then rotated while it runs.
     pub token_lifetime: Option<Duration>,
+    /// What every execution's toolbelt socket draws its connections from.
+    pub toolbelt_connections: SharedConnections,
     pub kick: Arc<Notify>,
     pub shutdown: watch::Receiver<bool>,
     /// The attempts this daemon supervises, each with the signal that stops it once it is fenced.
@@ -294,7 +297,7 @@ impl Runtime {
             execution_id: id.clone().into(),
             kick: self.kick.clone(),
         });
-        let limits = ConnectionLimits::toolbelt(&self.config.get().limits());
+        let limits = ConnectionLimits::toolbelt(&self.config.get().limits(), &self.toolbelt_connections);
         tokio::spawn(serve(socket, router, limits, async move {
             let _ = socket_stopped.await;
         }));

@@ -17,7 +17,7 @@ pub use clock::{now, SystemClock};
 pub use cursor::{Cursors, Position};
 pub use execution::{execution_router, ExecutionSocket};
 pub use idempotency::KEPT as IDEMPOTENCY_KEPT;
-pub use listen::{bind_owner_only, serve, ConnectionLimits};
+pub use listen::{bind_owner_only, serve, ConnectionLimits, SharedConnections};
 pub use management::{loopback_router, management_router, management_routes, Management, OPENAPI};
 pub use ports::{
     Applied, ArtifactFiles, Checked, ConfigControl, ConfigView, PackageControl, SharedConfigControl,

@@ -18,7 +18,7 @@ use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::UnixListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 
 /// Binds a Unix socket at `path` with mode 0600. The caller holds the state lock and has already
@@ -31,19 +31,25 @@ pub fn bind_owner_only(path: &Path) -> std::io::Result<UnixListener> {
 }
 
 /// What one listener allows each connection, and how many connections at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ConnectionLimits {
     /// For a request's headers, and for the wait between requests on a kept-alive connection.
     pub header_timeout: Duration,
     /// For a request's body, from when its headers arrived.
     pub body_timeout: Duration,
     pub max_connections: usize,
+    /// What this listener's connections also draw from, with other listeners'.
+    pub shared: Option<SharedConnections>,
 }
 
 impl ConnectionLimits {
-    /// An execution's toolbelt socket, as the configuration's `limits` says.
-    pub fn toolbelt(limits: &Limits) -> ConnectionLimits {
-        ConnectionLimits::with_connections(limits, limits.toolbelt_connections)
+    /// An execution's toolbelt socket, as the configuration's `limits` says, drawing from what
+    /// every execution's socket shares.
+    pub fn toolbelt(limits: &Limits, shared: &SharedConnections) -> ConnectionLimits {
+        ConnectionLimits {
+            shared: Some(shared.clone()),
+            ..ConnectionLimits::with_connections(limits, limits.toolbelt_connections)
+        }
     }
 
     /// The management socket and the loopback listener.
@@ -56,8 +62,49 @@ impl ConnectionLimits {
             header_timeout: Duration::from_secs(limits.header_timeout_seconds.into()),
             body_timeout: Duration::from_secs(limits.body_timeout_seconds.into()),
             max_connections: connections as usize,
+            shared: None,
         }
     }
+}
+
+/// Files the daemon keeps for itself whatever its executions' sockets hold: the store, logs,
+/// listeners, child pipes, package processes.
+const KEPT_FILES: u64 = 256;
+
+/// The connections all executions' toolbelt sockets hold together. Each socket has its own cap,
+/// but many flooded sockets together could use up the daemon's open files, and then the owner's
+/// management socket could accept nothing: this budget leaves the management socket its cap and
+/// the daemon its own files.
+#[derive(Debug, Clone)]
+pub struct SharedConnections(Arc<Semaphore>);
+
+impl SharedConnections {
+    /// The budget under an open-files limit of `open_files`, with `management` connections kept
+    /// for the management socket: half of what remains (the other half is for what each execution
+    /// costs beyond its connections: its listener, pipes and log), and at least one socket's cap.
+    pub fn within_open_files(open_files: u64, management: u32, per_socket: u32) -> SharedConnections {
+        let spare = open_files.saturating_sub(u64::from(management) + KEPT_FILES) / 2;
+        let budget = spare.max(u64::from(per_socket)).min(Semaphore::MAX_PERMITS as u64);
+        SharedConnections(Arc::new(Semaphore::new(budget as usize)))
+    }
+
+    /// How many connections the budget holds.
+    pub fn size(&self) -> usize {
+        self.0.available_permits()
+    }
+}
+
+/// A connection's places, held while it is served: one on its socket, and one in what it shares
+/// with other sockets.
+type Slots = (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>);
+
+fn take_slots(own: &Arc<Semaphore>, shared: Option<&SharedConnections>) -> Option<Slots> {
+    let mine = own.clone().try_acquire_owned().ok()?;
+    let theirs = match shared {
+        Some(SharedConnections(budget)) => Some(budget.clone().try_acquire_owned().ok()?),
+        None => None,
+    };
+    Some((mine, theirs))
 }
 
 /// Serves `router` on `listener` (a Unix socket or a TCP listener) until `shutdown` completes, then
@@ -79,14 +126,14 @@ pub async fn serve<L>(
             (io, _) = listener.accept() => io,
             () = &mut shutdown => break,
         };
-        let Ok(slot) = open.clone().try_acquire_owned() else {
+        let Some(slots) = take_slots(&open, limits.shared.as_ref()) else {
             tracing::debug!("a socket is at its connection limit; closed a new connection");
             continue;
         };
-        let (router, stopped) = (router.clone(), stopped.clone());
+        let (router, stopped, limits) = (router.clone(), stopped.clone(), limits.clone());
         tokio::spawn(async move {
-            serve_connection(io, router, limits, stopped).await;
-            drop(slot);
+            serve_connection(io, router, &limits, stopped).await;
+            drop(slots);
         });
     }
     let _ = stop.send(true);
@@ -95,7 +142,7 @@ pub async fn serve<L>(
 
 /// Serves one HTTP/1 connection, each request's body under the body timeout, until it ends or,
 /// once the listener stops, until the request it is serving is answered.
-async fn serve_connection<I>(io: I, router: Router, limits: ConnectionLimits, mut stopped: watch::Receiver<bool>)
+async fn serve_connection<I>(io: I, router: Router, limits: &ConnectionLimits, mut stopped: watch::Receiver<bool>)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -165,5 +212,19 @@ impl hyper::body::Body for Timed {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shared_budget_leaves_the_management_cap_and_the_daemons_files() {
+        let size = |open_files| SharedConnections::within_open_files(open_files, 256, 32).size();
+        assert_eq!(size(20_000), (20_000 - 256 - 256) / 2);
+        assert_eq!(size(1_024), (1_024 - 512) / 2);
+        assert_eq!(size(400), 32, "never less than one socket's cap");
+        assert_eq!(size(u64::MAX), Semaphore::MAX_PERMITS);
     }
 }

@@ -81,9 +81,31 @@ impl Daemon {
         self.launch_with_env(&[]);
     }
 
+    /// Starts with `config` under an open-files limit of `open_files` (soft and hard, as
+    /// `prlimit` sets it before the daemon starts).
+    pub fn start_with_open_files(open_files: u64, config: &str) -> Daemon {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("config.json");
+        let scratch = scratch_of(tmp.path());
+        std::fs::write(&path, writing_scratch(config, &scratch)).unwrap();
+        let mut daemon = Daemon::unlaunched(tmp, Some(path));
+        let mut prlimit = Command::new("prlimit");
+        prlimit
+            .arg(format!("--nofile={open_files}:{open_files}"))
+            .arg("--")
+            .arg(OPEN_CONDUIT);
+        daemon.launch_via(prlimit, &[]);
+        daemon
+    }
+
     /// Launches with extra environment variables (such as a failpoint) and waits for health.
     pub fn launch_with_env(&mut self, env: &[(&str, &str)]) {
-        let mut cmd = Command::new(OPEN_CONDUIT);
+        self.launch_via(Command::new(OPEN_CONDUIT), env);
+    }
+
+    /// Launches `cmd` (the daemon's binary, or a launcher that runs it with the arguments that
+    /// follow) as the daemon and waits for health.
+    fn launch_via(&mut self, mut cmd: Command, env: &[(&str, &str)]) {
         cmd.envs(env.iter().copied());
         cmd.arg("daemon").arg("--state").arg(&self.state);
         if let Some(config) = &self.config {
