@@ -17,10 +17,16 @@ pub fn parse_token_lifetime(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// Threads for blocking work: store transactions (one SQLite connection, so more threads would
+/// only queue on its lock), secret resolution, confinement rulesets. Tokio's default of 512 let a
+/// burst of calls start ~260 threads, of which dozens stayed alive for minutes (the periodic
+/// store reads kept waking idle ones), each keeping its stack and allocator arena resident.
+const BLOCKING_THREADS: usize = 32;
+
 /// Runs the daemon until it stops.
 pub fn run(options: DaemonOptions) -> Result<(), Failure> {
     init_tracing();
-    runtime::build(&mut tokio::runtime::Builder::new_multi_thread())?
+    runtime::build(tokio::runtime::Builder::new_multi_thread().max_blocking_threads(BLOCKING_THREADS))?
         .block_on(conduit_daemon::run(options))
         .map_err(|e| Failure::Local(e.to_string()))
 }

@@ -1,0 +1,210 @@
+//! The daemon's memory through a burst, and a toolbelt call's latency beside a connection flood, in
+//! one run against a real daemon (`cargo bench -p conduit-cli --bench burst`).
+//!
+//! Memory: the daemon's resident set idle, right after `BENCH_BURST` (default 2,000) concurrent
+//! `read_context` calls spread over 8 executions' sockets, and `BENCH_SETTLE` seconds (default
+//! 60) later; twice, so a leak shows as growth from the first burst to the second. Latency: `read_context` p50/p99 on one execution, alone and while a helper process
+//! holds 20,000 idle connections (two helper processes of 10,000) on another execution's socket.
+
+// A bench, like a test, stops loudly on what it did not expect.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::json;
+
+const SOCKETS: usize = 8;
+
+fn main() {
+    let setting = |name: &str, default: u64| std::env::var(name).ok().and_then(|n| n.parse().ok()).unwrap_or(default);
+    let (burst, settle) = (setting("BENCH_BURST", 2_000) as usize, setting("BENCH_SETTLE", 60));
+    let tmp = meeting();
+    let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
+    let held: Vec<(PathBuf, String)> = (0..SOCKETS)
+        .map(|_| {
+            let (_, socket, token_file) = hold_one(&daemon, tmp.path());
+            (socket, read_token(&token_file))
+        })
+        .collect();
+    let pid = daemon.pid();
+    std::thread::sleep(Duration::from_secs(2));
+    let idle = rss_kib(pid);
+
+    let first = burst_and_settle(pid, &held, burst, settle);
+    let second = burst_and_settle(pid, &held, burst, settle);
+    println!("memory through bursts of {burst} concurrent read_context calls over {SOCKETS} sockets");
+    println!("  RSS idle                  {:>7.1} MiB", mib(idle));
+    for (n, b) in [first, second].iter().enumerate() {
+        println!("  burst {} ({:.1?}, {} retried at a cap)", n + 1, b.took, b.retries);
+        for (when, (rss, threads)) in [("right after", b.after), ("after settling", b.settled)] {
+            println!(
+                "    {when:<15} RSS {:>7.1} MiB ({:.2}x idle), {threads} threads",
+                mib(rss),
+                rss as f64 / idle as f64
+            );
+        }
+    }
+
+    let (socket, token) = &held[0];
+    let quiet = latencies(socket, token, 1_000);
+    let flood = [
+        hold_connections(&held[1].0, 10_000),
+        hold_connections(&held[1].0, 10_000),
+    ];
+    let flooded = latencies(socket, token, 1_000);
+    drop(flood);
+    println!("read_context on one execution, 1,000 calls one after another");
+    println!(
+        "  alone                                  p50 {:>7.2?}  p99 {:>7.2?}",
+        quiet.0, quiet.1
+    );
+    println!(
+        "  20,000 idle connections on another     p50 {:>7.2?}  p99 {:>7.2?}",
+        flooded.0, flooded.1
+    );
+    println!(
+        "  ratio                                  p50 {:.2}x   p99 {:.2}x",
+        flooded.0.as_secs_f64() / quiet.0.as_secs_f64(),
+        flooded.1.as_secs_f64() / quiet.1.as_secs_f64()
+    );
+    std::fs::write(tmp.path().join("release"), "").unwrap();
+}
+
+/// What one burst did to the daemon: its RSS (KiB) and threads right after and once settled.
+struct Burst {
+    took: Duration,
+    retries: usize,
+    after: (u64, u64),
+    settled: (u64, u64),
+}
+
+fn burst_and_settle(pid: u32, held: &[(PathBuf, String)], count: usize, settle: u64) -> Burst {
+    let started = Instant::now();
+    let retries = concurrent_calls(held, count);
+    let took = started.elapsed();
+    let after = (rss_kib(pid), status_field(pid, "Threads:"));
+    eprintln!("settling for {settle} s ...");
+    std::thread::sleep(Duration::from_secs(settle));
+    let settled = (rss_kib(pid), status_field(pid, "Threads:"));
+    Burst {
+        took,
+        retries,
+        after,
+        settled,
+    }
+}
+
+/// `count` calls at once, each on a thread of its own spread over the sockets; a connection a
+/// socket closed at its cap is tried again. Answers how many were tried again.
+fn concurrent_calls(held: &[(PathBuf, String)], count: usize) -> usize {
+    let gate = std::sync::Arc::new(std::sync::Barrier::new(count));
+    let threads: Vec<_> = (0..count)
+        .map(|i| {
+            let (socket, token) = held[i % held.len()].clone();
+            let gate = gate.clone();
+            std::thread::Builder::new()
+                .stack_size(128 * 1024)
+                .spawn(move || {
+                    gate.wait();
+                    let mut retries = 0;
+                    while call(&socket, &token) != Some(200) {
+                        retries += 1;
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    retries
+                })
+                .unwrap()
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).sum()
+}
+
+/// One `read_context` call; its status, or `None` when the socket closed the connection.
+fn call(socket: &Path, token: &str) -> Option<u16> {
+    let body = json!({"operation": "read_context", "input": {}}).to_string();
+    let request = format!(
+        "POST /v1/toolbelt/call HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = UnixStream::connect(socket).ok()?;
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response.split(' ').nth(1)?.parse().ok()
+}
+
+/// p50 and p99 of `n` calls one after another.
+fn latencies(socket: &Path, token: &str, n: usize) -> (Duration, Duration) {
+    let mut took: Vec<Duration> = (0..n)
+        .map(|_| {
+            let started = Instant::now();
+            assert_eq!(call(socket, token), Some(200));
+            started.elapsed()
+        })
+        .collect();
+    took.sort();
+    (took[n / 2], took[n * 99 / 100])
+}
+
+/// A helper process holding `count` idle connections to `socket` until it is killed.
+struct Held(std::process::Child);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn hold_connections(socket: &Path, count: usize) -> Held {
+    const HOLD: &str = r#"
+import socket, sys
+held = []
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(sys.argv[1])
+        held.append(s)
+    except OSError:
+        s.close()
+print(len(held), flush=True)
+sys.stdin.read()
+"#;
+    let mut child = Command::new("python3")
+        .args(["-c", HOLD])
+        .arg(socket)
+        .arg(count.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    Held(child)
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    status_field(pid, "VmRSS:")
+}
+
+/// A number of `/proc/<pid>/status`: the first word after `field`.
+fn status_field(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
