@@ -1,6 +1,6 @@
 //! Every answer of both sockets is the flat JSON envelope with a stable code, whatever goes wrong:
 //! no credential, the wrong credential class, a method a route does not take, a bad query, a body
-//! over 1 MiB, a path that is not UTF-8. One row per route of the management API's own table (which
+//! over 1 MiB, a path that is not UTF-8, a request target or header section past its bound. One row per route of the management API's own table (which
 //! the OpenAPI document matches) and per route of an execution's toolbelt socket.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -17,13 +17,25 @@ use serde_json::Value;
 /// Sends a request and reads the answer; a server that answers before reading a whole oversized
 /// body may close the connection mid-write, so a failed write is not the test's failure.
 fn send(socket: &Path, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String, Value) {
+    send_with(socket, method, path, token, "", body)
+}
+
+/// [`send`] with `extra` header lines (each ending in CRLF).
+fn send_with(
+    socket: &Path,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    extra: &str,
+    body: &str,
+) -> (u16, String, Value) {
     let mut stream = UnixStream::connect(socket).unwrap();
     let auth = token
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
     let head = format!(
         "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{auth}Content-Type: application/json\r\n\
-         Idempotency-Key: envelope-{}\r\nContent-Length: {}\r\n\r\n",
+         Idempotency-Key: envelope-{}\r\n{extra}Content-Length: {}\r\n\r\n",
         std::process::id(),
         body.len()
     );
@@ -189,4 +201,35 @@ fn every_toolbelt_route_answers_every_kind_of_bad_request_in_the_envelope() {
     );
     let (status, _) = toolbelt_call(&socket, &token, "read_context", serde_json::json!({}));
     assert_eq!(status, 200, "the socket kept serving");
+}
+
+#[test]
+fn a_long_request_target_or_header_section_is_answered_in_the_envelope_on_both_sockets() {
+    let tmp = meeting();
+    let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
+    let (_, toolbelt, token_file) = hold_one(&daemon, tmp.path());
+    let token = read_token(&token_file);
+    let owner = daemon.operator_token();
+    let many: String = (0..150).map(|i| format!("X-Filler-{i}: y\r\n")).collect();
+    let wide = format!("X-Filler: {}\r\n", "y".repeat(40 * 1024));
+    for (socket, path, credential) in [
+        (daemon.management_socket(), "/v1/work", owner.as_str()),
+        (toolbelt, "/v1/tools", token.as_str()),
+    ] {
+        let long = format!("{path}?scope={}", "s".repeat(9 * 1024));
+        for credential in [Some(credential), None] {
+            let what = format!("{path} with credential {}", credential.is_some());
+            refused(&what, send(&socket, "GET", &long, credential, ""), 414, "uri_too_long");
+            for extra in [&many, &wide] {
+                let answer = send_with(&socket, "GET", path, credential, extra, "");
+                refused(&what, answer, 431, "headers_too_large");
+            }
+        }
+        let within = format!("{path}?scope={}", "s".repeat(4 * 1024));
+        assert_ne!(
+            send(&socket, "GET", &within, Some(credential), "").0,
+            414,
+            "4 KiB is within"
+        );
+    }
 }

@@ -14,6 +14,8 @@ pub enum ErrorCode {
     MethodNotAllowed,
     BodyTooLarge,
     RequestTimeout,
+    UriTooLong,
+    HeadersTooLarge,
     IdempotencyKeyRequired,
     IdempotencyConflict,
     StaleGeneration,
@@ -52,6 +54,8 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::BodyTooLarge => "body_too_large",
             ErrorCode::RequestTimeout => "request_timeout",
+            ErrorCode::UriTooLong => "uri_too_long",
+            ErrorCode::HeadersTooLarge => "headers_too_large",
             ErrorCode::IdempotencyKeyRequired => "idempotency_key_required",
             ErrorCode::IdempotencyConflict => "idempotency_conflict",
             ErrorCode::StaleGeneration => "stale_generation",
@@ -106,6 +110,8 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::BodyTooLarge => 413,
             ErrorCode::RequestTimeout => 408,
+            ErrorCode::UriTooLong => 414,
+            ErrorCode::HeadersTooLarge => 431,
             ErrorCode::UnknownScope
             | ErrorCode::UnknownBinding
             | ErrorCode::ScopeDisabled

@@ -125,6 +125,9 @@ fn too_large() -> Failure {
 /// by itself (a method the route does not take, a body over the limit, a path or query that does not
 /// parse) is put in the envelope with a stable code.
 pub async fn enveloped(request: Request, next: Next) -> Response {
+    if let Err(refusal) = head_within_bounds(&request) {
+        return Failure(refusal).into_response();
+    }
     let response = match tokio::spawn(next.run(request)).await {
         Ok(response) => response,
         Err(_) => {
@@ -137,6 +140,37 @@ pub async fn enveloped(request: Request, next: Next) -> Response {
         return framework_failure(response);
     }
     response
+}
+
+/// The longest request target either socket reads, in bytes.
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+/// The most headers, and header bytes, a request may carry. hyper itself refuses (with a bare
+/// status, outside the envelope) only far past these: at 1,000 headers or ~400 KB of head.
+pub const MAX_HEADERS: usize = 100;
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+
+/// A request target or header section past the bounds is answered in the envelope before anything
+/// else looks at the request.
+fn head_within_bounds(request: &Request) -> Result<(), Refusal> {
+    let uri = request.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if uri > MAX_URI_BYTES {
+        return Err(Refusal::new(
+            ErrorCode::UriTooLong,
+            format!("a request target is at most {MAX_URI_BYTES} bytes"),
+        ));
+    }
+    let headers = request.headers();
+    let bytes: usize = headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len())
+        .sum();
+    if headers.len() > MAX_HEADERS || bytes > MAX_HEADER_BYTES {
+        return Err(Refusal::new(
+            ErrorCode::HeadersTooLarge,
+            format!("a request has at most {MAX_HEADERS} headers of {MAX_HEADER_BYTES} bytes in all"),
+        ));
+    }
+    Ok(())
 }
 
 fn is_json(response: &Response) -> bool {

@@ -152,9 +152,12 @@ where
         router.clone().oneshot(request)
     });
     let mut builder = http1::Builder::new();
+    // Room past the envelope's own header bounds, so a request a little over them gets the
+    // envelope's 431 rather than hyper's bare one.
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
+        .header_read_timeout(limits.header_timeout)
+        .max_headers(1_000);
     let connection = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
     tokio::select! {
