@@ -264,20 +264,42 @@ fn oversized_ids_keys_and_event_data_are_refused_before_anything_is_stored() {
 
     let owner = format!("Bearer {}", daemon.operator_token());
     let management = daemon.management_socket();
-    let keyed = |key: &str| {
+    let create = |key: &str, body: serde_json::Value| {
         let headers = [
             ("Content-Type", "application/json"),
             ("Authorization", owner.as_str()),
             ("Idempotency-Key", key),
         ];
-        let body = json!({"scope": "demo", "binding": "shell", "keys": [long.clone()]}).to_string();
-        http_raw(&management, "POST", "/v1/work", &headers, &body)
+        http_raw(&management, "POST", "/v1/work", &headers, &body.to_string())
+    };
+    let keyed = |key: &str| {
+        create(
+            key,
+            json!({"scope": "demo", "binding": "shell", "keys": [long.clone()]}),
+        )
     };
     let (status, answer) = keyed("oversized-key");
     assert_eq!(
         (status, answer["error"].as_str()),
         (400, Some("invalid_input")),
         "a 201-byte correlation key"
+    );
+    let keys: Vec<String> = (0..33).map(|i| format!("k{i}")).collect();
+    let too_many = create("many-keys", json!({"scope": "demo", "binding": "shell", "keys": keys}));
+    assert_eq!(
+        (too_many.0, too_many.1["error"].as_str()),
+        (400, Some("invalid_input")),
+        "33 keys"
+    );
+    let input = json!({"text": "x".repeat(70 * 1024)});
+    let large = create(
+        "large-input",
+        json!({"scope": "demo", "binding": "shell", "input": input}),
+    );
+    assert_eq!(
+        (large.0, large.1["error"].as_str()),
+        (400, Some("invalid_input")),
+        "70 KiB of input"
     );
     let (status, answer) = keyed(&long);
     assert_eq!(

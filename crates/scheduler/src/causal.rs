@@ -18,19 +18,20 @@ pub fn record(tx: &mut dyn Tx, config: &Snapshot, event: NewEvent) -> Result<Eve
     if let Some(key) = &event.correlation_key {
         check_key(key)?;
     }
-    check_data_size(config, &event)?;
+    check_json_size(config, &event.data, "an event's data")?;
     check_causal_bounds(tx, config, &event)?;
     Ok(tx.insert_event(event)?)
 }
 
-/// An event is stored whole, so its `data` is bounded (`limits.event_data_bytes`) as it is recorded.
-fn check_data_size(config: &Snapshot, event: &NewEvent) -> Result<(), Refusal> {
+/// An event's data and a Work's input are stored whole, so each is bounded
+/// (`limits.event_data_bytes`) as it is recorded.
+pub(crate) fn check_json_size(config: &Snapshot, value: &serde_json::Value, what: &str) -> Result<(), Refusal> {
     let limit = config.limits().event_data_bytes as usize;
-    if json_len(&event.data) <= limit {
+    if json_len(value) <= limit {
         return Ok(());
     }
     Err(
-        Refusal::invalid_input(format!("an event's data is at most {limit} bytes of JSON"))
+        Refusal::invalid_input(format!("{what} is at most {limit} bytes of JSON"))
             .with_remedy("keep large content in an artifact or a file and refer to it"),
     )
 }

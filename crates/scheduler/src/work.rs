@@ -6,7 +6,7 @@ use conduit_core::{Causation, ErrorCode, Event, NewEvent, Refusal, Source, Times
 use conduit_store::{derived_id, new_id, StoreError, Tx};
 use serde_json::{json, Value};
 
-use crate::causal::{check_key, record};
+use crate::causal::{check_json_size, check_key, record};
 use crate::HostError;
 
 /// What a caller asks for when it creates Work.
@@ -42,6 +42,9 @@ impl NewWork {
     }
 }
 
+/// The most correlation keys a Work may claim besides its own: each is stored and indexed.
+const MAX_KEYS: usize = 32;
+
 /// Creates ready Work and its `core.work.created` event (derived from `cause`, or a new root).
 pub fn create_work(
     tx: &mut dyn Tx,
@@ -51,6 +54,10 @@ pub fn create_work(
     now: Timestamp,
 ) -> Result<(Work, Event), HostError> {
     check_target(config, &new.scope, &new.binding)?;
+    check_json_size(config, &new.input, "a Work's input")?;
+    if new.keys.len() > MAX_KEYS {
+        return Err(Refusal::invalid_input(format!("a Work claims at most {MAX_KEYS} correlation keys")).into());
+    }
     for key in &new.keys {
         check_key(key)?;
     }
