@@ -345,7 +345,19 @@ fn playbooks_warn_of_missing_grants_and_refusals_record_config_drift() {
 /// Runs `open-conduit ARGS`, killed if it has not finished within 20 s (a file read whole, or a
 /// FIFO waited on, would not finish).
 fn bounded(args: &[&str]) -> std::process::Output {
-    let child = std::process::Command::new(OPEN_CONDUIT)
+    bounded_command(std::process::Command::new(OPEN_CONDUIT), args)
+}
+
+/// [`bounded`] with at most 1 GiB of address space: reading `/dev/zero` whole would pass it in
+/// seconds and end the process with an allocation failure instead of the refusal.
+fn bounded_in_memory(args: &[&str]) -> std::process::Output {
+    let mut prlimit = std::process::Command::new("prlimit");
+    prlimit.arg(format!("--as={}", 1u64 << 30)).arg("--").arg(OPEN_CONDUIT);
+    bounded_command(prlimit, args)
+}
+
+fn bounded_command(mut command: std::process::Command, args: &[&str]) -> std::process::Output {
+    let child = command
         .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -381,10 +393,10 @@ fn config_check_refuses_devices_fifos_and_oversized_files_without_reading_them_w
         (big.as_str(), "too_large"),
     ];
     for (file, code) in cases {
-        let out = bounded(&["config", "check", file]);
+        let out = bounded_in_memory(&["config", "check", file]);
         assert_eq!(out.status.code(), Some(1), "{file}: {}", stdout(&out));
         assert!(stdout(&out).contains(code), "{file}: {}", stdout(&out));
-        let out = bounded(&["config", "validate", file, "--state", "/no/daemon/here"]);
+        let out = bounded_in_memory(&["config", "validate", file, "--state", "/no/daemon/here"]);
         assert!(!out.status.success(), "{file}");
     }
 }
