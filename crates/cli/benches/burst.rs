@@ -12,12 +12,12 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::holder::Holder;
 use common::*;
 use serde_json::json;
 
@@ -56,8 +56,8 @@ fn main() {
     let (socket, token) = &held[0];
     let quiet = latencies(socket, token, 1_000);
     let flood = [
-        hold_connections(&held[1].0, 10_000),
-        hold_connections(&held[1].0, 10_000),
+        Holder::start(&held[1].0, 10_000, false),
+        Holder::start(&held[1].0, 10_000, false),
     ];
     let flooded = latencies(socket, token, 1_000);
     drop(flood);
@@ -153,45 +153,6 @@ fn latencies(socket: &Path, token: &str, n: usize) -> (Duration, Duration) {
         .collect();
     took.sort();
     (took[n / 2], took[n * 99 / 100])
-}
-
-/// A helper process holding `count` idle connections to `socket` until it is killed.
-struct Held(std::process::Child);
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn hold_connections(socket: &Path, count: usize) -> Held {
-    const HOLD: &str = r#"
-import socket, sys
-held = []
-for _ in range(int(sys.argv[2])):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.connect(sys.argv[1])
-        held.append(s)
-    except OSError:
-        s.close()
-print(len(held), flush=True)
-sys.stdin.read()
-"#;
-    let mut child = Command::new("python3")
-        .args(["-c", HOLD])
-        .arg(socket)
-        .arg(count.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    Held(child)
 }
 
 fn rss_kib(pid: u32) -> u64 {
