@@ -99,20 +99,24 @@ pub fn send_all(connection: &Connection, request: &Request) -> Result<Value, Fai
     send_up_to(connection, request, None)
 }
 
-/// Sends a request and, for a list, follows its cursors until `limit` items (or the last page).
-/// A list cut short answers `"more": true`.
+/// Sends a request and, for a list, follows its cursors until more than `limit` items (or the last
+/// page), asking each later page for no more than that takes. A list cut short answers
+/// `"more": true`, exactly when an item past the limit exists.
 pub fn send_up_to(connection: &Connection, request: &Request, limit: Option<usize>) -> Result<Value, Failure> {
     let mut answer = send(connection, request)?;
     let Request::Get(path) = request else { return Ok(answer) };
-    let enough = |answer: &Value| limit.is_some_and(|n| items_in(answer) >= n);
+    let separator = if path.contains('?') { '&' } else { '?' };
     while let Some(cursor) = answer.get("next_cursor").and_then(Value::as_str).map(str::to_owned) {
-        if enough(&answer) {
-            break;
-        }
-        let separator = if path.contains('?') { '&' } else { '?' };
+        let have = items_in(&answer);
+        let page = match limit {
+            Some(n) if have > n => break,
+            // One past the limit, so whether more remain is known without another request.
+            Some(n) => format!("&limit={}", (n + 1 - have).min(MAX_PAGE)),
+            None => String::new(),
+        };
         let next = send(
             connection,
-            &Request::Get(format!("{path}{separator}cursor={}", encode(&cursor))),
+            &Request::Get(format!("{path}{separator}cursor={}{page}", encode(&cursor))),
         )?;
         let items = next.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
         if let Some(all) = answer.get_mut("items").and_then(Value::as_array_mut) {
@@ -120,9 +124,8 @@ pub fn send_up_to(connection: &Connection, request: &Request, limit: Option<usiz
         }
         answer["next_cursor"] = next.get("next_cursor").cloned().unwrap_or(Value::Null);
     }
-    let pending = answer.get("next_cursor").is_some_and(Value::is_string);
     if let (Some(n), Some(all)) = (limit, answer.get_mut("items").and_then(Value::as_array_mut)) {
-        let more = pending || all.len() > n;
+        let more = all.len() > n;
         all.truncate(n);
         // The cursor of the last page fetched does not start after the last item kept.
         answer["next_cursor"] = Value::Null;
@@ -130,6 +133,9 @@ pub fn send_up_to(connection: &Connection, request: &Request, limit: Option<usiz
     }
     Ok(answer)
 }
+
+/// The most rows a list answers in one page.
+const MAX_PAGE: usize = 500;
 
 fn items_in(answer: &Value) -> usize {
     answer.get("items").and_then(Value::as_array).map_or(0, Vec::len)

@@ -289,6 +289,13 @@ fn a_work_past_its_store_quota_is_refused_new_writes_but_can_still_finish() {
         toolbelt_call(&socket, &token, "read_context", json!({})).1["error"],
         "quota_exceeded"
     );
+    let session = json!({"tool_id": "read_context"});
+    let opened = http(&socket, "POST", "/v1/toolbelt/sessions", Some(&token), Some(&session));
+    assert_eq!(
+        (opened.0, opened.1["error"].as_str()),
+        (422, Some("quota_exceeded")),
+        "no session opens"
+    );
     assert_eq!(emit(0).0, 200, "a retry of a committed call replays");
 
     let declared = toolbelt_call(&socket, &token, "declare_outcome", json!({"status": "succeeded"}));

@@ -63,6 +63,16 @@ fn the_audit_trail_pages_past_a_thousand_records_and_the_cli_shows_them_all() {
         (first["more"].clone(), first["items"][149]["id"].clone()),
         (json!(true), records[149]["id"].clone())
     );
+    let exactly = daemon.json(&[
+        "audit",
+        "--execution",
+        &execution,
+        "--result",
+        "forbidden",
+        "--limit",
+        "1",
+    ]);
+    assert_eq!(exactly["more"], false, "a list of exactly the limit has no more");
     let human = daemon.cli(&["audit", "--execution", &execution, "--limit", "3"]);
     let told = String::from_utf8_lossy(&human.stderr);
     assert!(told.contains("raise --limit"), "{told}");

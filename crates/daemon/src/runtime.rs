@@ -466,9 +466,9 @@ impl Runtime {
                 .ok_or_else(|| ("*".to_owned(), "generation_unavailable"))?;
             resolve_for(&resolver, &pinned, &current, &x.scope, &x.binding)
         };
-        tokio::task::spawn_blocking(resolve)
+        crate::secrets::off_runtime(resolve)
             .await
-            .unwrap_or_else(|_| Err(("*".to_owned(), "internal")))
+            .unwrap_or_else(|| Err(("*".to_owned(), "internal")))
     }
 
     /// With a token lifetime shorter than the attempt, rotates the token once it is within two renewal

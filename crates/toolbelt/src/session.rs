@@ -56,15 +56,18 @@ impl Toolbelt {
                     "the request id opened a session of another tool",
                 )
                 .into()),
-                None => open_session(
-                    tx,
-                    &a.execution,
-                    a.cause.as_ref(),
-                    &a.work.scope,
-                    &request.tool_id,
-                    id,
-                    now,
-                ),
+                None => {
+                    checks::within_quota(tx, &config, &a, &request.tool_id)?;
+                    open_session(
+                        tx,
+                        &a.execution,
+                        a.cause.as_ref(),
+                        &a.work.scope,
+                        &request.tool_id,
+                        id,
+                        now,
+                    )
+                }
             }
         });
         opened.map(|s| answer(&s)).map_err(|e| e.refusal())

@@ -98,9 +98,9 @@ impl HttpFetch {
             .filter(|_| granted)
             .ok_or_else(not_granted)?
             .to_owned();
-        tokio::task::spawn_blocking(move || access.resolver.resolve(&reference))
+        crate::secrets::off_runtime(move || access.resolver.resolve(&reference))
             .await
-            .map_err(|_| refusal("secret_unavailable", "the secret could not be resolved".into()))?
+            .ok_or_else(|| refusal("secret_unavailable", "the secret could not be resolved".into()))?
             .map(|s| s.expose().to_owned())
             .map_err(|e| {
                 refusal(

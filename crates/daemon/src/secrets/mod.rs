@@ -30,6 +30,17 @@ pub use error::SecretError;
 pub use file::MAX_SECRETS_FILE_BYTES;
 pub use keyring::{KeyringBackend, KeyringUnavailable, SystemKeyring};
 
+/// Resolutions that may run at once. A `cmd:` may take seconds on a thread of the runtime's blocking
+/// pool, which the store's transactions share: a burst of resolutions waits here instead of taking
+/// every thread the store needs.
+static RESOLVING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+
+/// Runs `resolve` (a resolution, or several) on the blocking pool, at most four at a time.
+pub async fn off_runtime<T: Send + 'static>(resolve: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let _lane = RESOLVING.acquire().await.ok()?;
+    tokio::task::spawn_blocking(resolve).await.ok()
+}
+
 /// A resolved secret value. `Debug` and `Display` redact it; only [`Secret::expose`] reveals it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
