@@ -146,6 +146,13 @@ fn operators_see_every_registered_tool_narrowed_by_scope_and_source() {
     assert_eq!(get("/v1/tools/http.fetch").1["egress"], "safe-fetch");
     assert_eq!(get("/v1/tools?source=mcp").1, json!([]));
     assert_eq!(get("/v1/tools?source=plugin").0, 400);
+    for unserved in ["workflow", "connector"] {
+        assert_eq!(
+            get(&format!("/v1/tools?source={unserved}")),
+            (200, json!([])),
+            "an RFC source this host has none of"
+        );
+    }
     assert_eq!(get("/v1/tools?scope=nope").1["error"], "unknown_scope");
     assert_eq!(get("/v1/tools/emit").1["safetyTier"], "write");
     assert_eq!(get("/v1/tools/nope").0, 404);
@@ -154,4 +161,22 @@ fn operators_see_every_registered_tool_narrowed_by_scope_and_source() {
     let narrowed = granting("true", json!(["emit", "read_context"]));
     daemon.apply(&narrowed);
     assert_eq!(ids(&get("/v1/tools?scope=demo").1), ["emit", "read_context"]);
+}
+
+/// RFC 0078 §B: "a tool the principal cannot invoke MUST NOT appear". Once the segment declared,
+/// every call is `authority_released`, so the catalog lists nothing.
+#[test]
+fn after_a_declaration_the_catalog_lists_nothing() {
+    let tmp = meeting();
+    let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
+    let (_, socket, token_file) = hold_one(&daemon, tmp.path());
+    let token = read_token(&token_file);
+    assert_eq!(http(&socket, "GET", "/v1/tools/emit", Some(&token), None).0, 200);
+    let declared = toolbelt_call(&socket, &token, "declare_outcome", json!({"status": "succeeded"}));
+    assert_eq!(declared.0, 200, "{}", declared.1);
+    let called = toolbelt_call(&socket, &token, "emit", json!({"type": "demo.late"}));
+    assert_eq!(called.1["error"], "authority_released");
+    assert_eq!(http(&socket, "GET", "/v1/tools", Some(&token), None), (200, json!([])));
+    assert_eq!(http(&socket, "GET", "/v1/tools/emit", Some(&token), None).0, 404);
+    std::fs::write(tmp.path().join("release"), "").unwrap();
 }

@@ -102,6 +102,45 @@ fn installed_packages_page_with_cursors_by_name() {
     );
 }
 
+/// RFC 0078 §C: every descriptor the catalog serves, an installed package's included, validates
+/// against the descriptor schema.
+#[test]
+fn every_served_descriptor_an_installed_packages_included_validates_against_the_schema() {
+    let daemon = Daemon::start(None);
+    let dir = package(daemon.scratch(), "notes", &["clock"], "notes.view");
+    let path = dir.join("open-conduit.json");
+    let mut manifest: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    manifest["provides"]["operations"][0]["output_schema"] = json!({"type": "object", "required": ["text"]});
+    std::fs::write(&path, manifest.to_string()).unwrap();
+    assert_eq!(install(&daemon, &dir).0, Some(0));
+    let schema_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../schemas/tool-descriptor.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();
+    let schema = jsonschema::validator_for(&schema).unwrap();
+    let (status, tools) = http(
+        &daemon.management_socket(),
+        "GET",
+        "/v1/tools",
+        Some(&daemon.operator_token()),
+        None,
+    );
+    assert_eq!(status, 200);
+    let tools = tools.as_array().unwrap();
+    let served = tools
+        .iter()
+        .find(|t| t["toolId"] == "notes.view")
+        .expect("the package's tool");
+    assert_eq!(
+        (
+            served["source"].as_str(),
+            served["outputSchema"]["required"][0].as_str()
+        ),
+        (Some("node-pack"), Some("text"))
+    );
+    for tool in tools {
+        assert!(schema.is_valid(tool), "{tool}");
+    }
+}
+
 #[test]
 fn a_gating_host_refuses_an_unmet_requirement_with_exactly_the_rfc_payload() {
     let daemon = Daemon::start(None);
@@ -203,6 +242,101 @@ fn a_grant_tightened_after_approval_flags_the_package() {
     assert_eq!(daemon.json(&["package", "list"])["items"][0]["status"], "ok");
 }
 
+/// RFC 0078 §B/§F-2 and RFC 0076: once the grant set no longer covers a package's requirement, its
+/// tools leave every catalog that lists what a caller could call, and a call is refused with the
+/// same payload the install gate gives.
+#[test]
+fn a_package_whose_requirement_is_unmet_is_hidden_and_refused_with_the_rfc_payload() {
+    let tmp = meeting();
+    let daemon = Daemon::start(None);
+    let dir = package(daemon.scratch(), "notes", &["clock"], "notes.view");
+    assert_eq!(install(&daemon, &dir).0, Some(0));
+    let mut config = granting(
+        &publish_and_hold(tmp.path()),
+        json!(["read_context", "declare_outcome", "notes.view"]),
+    );
+    config["packages"] = json!({"grant": ["crypto", "clock"]});
+    daemon.apply(&config);
+    let (_, socket, token_file) = hold_one(&daemon, tmp.path());
+    let token = read_token(&token_file);
+    let ids = |path: &str| -> Vec<String> {
+        let (status, tools) = http(&socket, "GET", path, Some(&token), None);
+        assert_eq!(status, 200, "{path}: {tools}");
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["toolId"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids("/v1/tools"), ["declare_outcome", "notes.view", "read_context"]);
+    assert_eq!(ids("/v1/tools?source=node-pack"), ["notes.view"]);
+    assert_eq!(
+        ids("/v1/tools?source=host-extension"),
+        ["declare_outcome", "read_context"]
+    );
+    assert!(ids("/v1/tools?source=workflow").is_empty());
+    assert_eq!(
+        http(&socket, "GET", "/v1/tools?source=plugin", Some(&token), None).0,
+        400
+    );
+
+    config["packages"] = json!({"grant": ["crypto"]});
+    daemon.apply(&config);
+    assert_eq!(
+        ids("/v1/tools"),
+        ["declare_outcome", "read_context"],
+        "hidden once unmet"
+    );
+    assert_eq!(http(&socket, "GET", "/v1/tools/notes.view", Some(&token), None).0, 404);
+    let management = |path: &str| {
+        http(
+            &daemon.management_socket(),
+            "GET",
+            path,
+            Some(&daemon.operator_token()),
+            None,
+        )
+        .1
+    };
+    let scoped = management("/v1/tools?scope=demo");
+    assert!(
+        !scoped.as_array().unwrap().iter().any(|t| t["toolId"] == "notes.view"),
+        "{scoped}"
+    );
+    assert_eq!(
+        management("/v1/tools/notes.view")["toolId"],
+        "notes.view",
+        "still registered"
+    );
+
+    let auth = format!("Bearer {token}");
+    let body = json!({"operation": "notes.view", "input": {}}).to_string();
+    let headers = [("Authorization", auth.as_str()), ("Content-Type", "application/json")];
+    let (status, refused) = http_raw(&socket, "POST", "/v1/toolbelt/call", &headers, &body);
+    assert_eq!(status, 400, "{refused}");
+    let mut keys: Vec<&String> = refused.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        ["advice", "error", "manifest", "unmet"],
+        "exactly the RFC payload: {refused}"
+    );
+    assert_eq!(
+        (
+            refused["error"].as_str(),
+            refused["unmet"].clone(),
+            refused["manifest"].as_str()
+        ),
+        (
+            Some("pack_runtime_requirement_unmet"),
+            json!(["clock"]),
+            Some("notes@1.0.0")
+        )
+    );
+    std::fs::write(tmp.path().join("release"), "").unwrap();
+}
+
 #[test]
 fn manifests_and_names_that_cannot_be_installed_are_refused() {
     let daemon = Daemon::start(None);
@@ -227,6 +361,29 @@ fn manifests_and_names_that_cannot_be_installed_are_refused() {
         "conflict",
         "the host's own registration name"
     );
+    for (field, schema, pointer) in [
+        (
+            "output_schema",
+            json!("not-a-schema"),
+            "/provides/operations/0/output_schema",
+        ),
+        (
+            "input_schema",
+            json!({"type": 5}),
+            "/provides/operations/0/input_schema",
+        ),
+    ] {
+        let dir = package(daemon.scratch(), "schemas", &[], "schemas.op");
+        let path = dir.join("open-conduit.json");
+        let mut manifest: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        manifest["provides"]["operations"][0][field] = schema;
+        std::fs::write(&path, manifest.to_string()).unwrap();
+        let (_, refused) = install(&daemon, &dir);
+        assert_eq!(
+            (refused["error"].as_str(), refused["pointer"].as_str()),
+            (Some("invalid_manifest"), Some(pointer))
+        );
+    }
     let missing = daemon.scratch().join("nothing-here");
     assert_eq!(install(&daemon, &missing).1["error"], "invalid_manifest");
 

@@ -19,6 +19,8 @@ pub const PRIMITIVES: [&str; 8] = [
 /// outside the package's own process (outbound HTTP goes through the host's `http.safeFetch`).
 pub const DEFAULT_GRANT: [&str; 2] = ["crypto", "clock"];
 
+use crate::Refusal;
+
 pub fn is_primitive(token: &str) -> bool {
     PRIMITIVES.contains(&token)
 }
@@ -35,6 +37,40 @@ pub fn invalid_token(requires: &[String]) -> Option<(usize, &str)> {
 /// What `requires` needs that `grant` does not give, in the package's own order.
 pub fn unmet(requires: &[String], grant: &[String]) -> Vec<String> {
     requires.iter().filter(|t| !grant.contains(t)).cloned().collect()
+}
+
+/// What is unmet under the host's current grant set: nothing on a host that does not gate.
+pub fn unmet_now(requires: &[String], grant: &[String], gating: bool) -> Vec<String> {
+    if gating {
+        unmet(requires, grant)
+    } else {
+        Vec::new()
+    }
+}
+
+/// What an installed package's runtime code exercises, judged at install and again at every call
+/// and catalog read (the grant set may have shrunk since).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    /// `name@version`.
+    pub manifest: String,
+    pub requires: Vec<String>,
+}
+
+impl Requirement {
+    /// RFC 0076's refusal when the grant set does not cover the requirement, the same payload at
+    /// install and at call time.
+    pub fn check(&self, grant: &[String], gating: bool) -> Result<(), Refusal> {
+        let unmet = unmet_now(&self.requires, grant, gating);
+        if unmet.is_empty() {
+            return Ok(());
+        }
+        let advice = format!(
+            "the host's package grant set does not include {}: add it to /packages/grant (open-conduit config set) if you accept what it allows, or do without this package",
+            unmet.join(", ")
+        );
+        Err(Refusal::requirement_unmet(unmet, self.manifest.clone(), advice))
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,39 @@ pub enum ToolSource {
     Mcp,
 }
 
+/// A catalog's `?source=` filter: one of RFC 0078's five sources. This host backs tools with three;
+/// `workflow` and `connector` are valid filters that match nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceFilter {
+    Served(ToolSource),
+    Unserved,
+}
+
+impl SourceFilter {
+    /// The filter `text` names; `None` for a word that is no RFC 0078 source.
+    pub fn parse(text: &str) -> Option<SourceFilter> {
+        match text {
+            "host-extension" => Some(SourceFilter::Served(ToolSource::HostExtension)),
+            "node-pack" => Some(SourceFilter::Served(ToolSource::NodePack)),
+            "mcp" => Some(SourceFilter::Served(ToolSource::Mcp)),
+            "workflow" | "connector" => Some(SourceFilter::Unserved),
+            _ => None,
+        }
+    }
+
+    /// The filter a `?source=` query gives, or `400 invalid_request` for another word.
+    pub fn from_query(text: &str) -> Result<SourceFilter, crate::Refusal> {
+        SourceFilter::parse(text).ok_or_else(|| {
+            crate::Refusal::new(crate::ErrorCode::InvalidRequest, "unknown tool source")
+                .with_remedy("use node-pack, workflow, mcp, connector or host-extension (RFC 0078)")
+        })
+    }
+
+    pub fn admits(self, source: ToolSource) -> bool {
+        self == SourceFilter::Served(source)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SafetyTier {
@@ -174,6 +207,25 @@ impl ToolDescriptor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_rfc_source_is_a_filter_and_only_the_served_ones_match() {
+        for source in [ToolSource::HostExtension, ToolSource::NodePack, ToolSource::Mcp] {
+            let text = serde_json::to_value(source).unwrap();
+            let filter = SourceFilter::parse(text.as_str().unwrap()).unwrap();
+            assert!(filter.admits(source));
+            assert!(!filter.admits(if source == ToolSource::Mcp {
+                ToolSource::NodePack
+            } else {
+                ToolSource::Mcp
+            }));
+        }
+        for unserved in ["workflow", "connector"] {
+            let filter = SourceFilter::parse(unserved).unwrap();
+            assert!(!filter.admits(ToolSource::HostExtension), "{unserved}");
+        }
+        assert_eq!(SourceFilter::parse("plugin"), None);
+    }
 
     #[test]
     fn wire_names_are_the_rfcs() {

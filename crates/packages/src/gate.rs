@@ -2,7 +2,6 @@
 //! grant set does not give, with the RFC's payload; a non-gating host installs it and shows what
 //! it requires. An installed package is re-judged against every later grant set.
 
-use conduit_core::requires::unmet;
 use conduit_core::Refusal;
 use serde::{Deserialize, Serialize};
 
@@ -17,33 +16,11 @@ pub struct Approval {
 
 /// Whether the host installs `manifest` under `grant`.
 pub fn check(manifest: &Manifest, grant: &[String], gating: bool) -> Result<Approval, Refusal> {
-    let missing = unmet(&manifest.runtime.requires, grant);
-    if gating && !missing.is_empty() {
-        return Err(refusal(manifest.id(), missing));
-    }
+    manifest.requirement().check(grant, gating)?;
     Ok(Approval {
         grant: grant.to_vec(),
         gating,
     })
-}
-
-/// What an installed package requires that the current grant no longer gives (nothing when the
-/// host does not gate): while this is not empty, the package is flagged and its operations refused.
-pub fn unmet_now(requires: &[String], grant: &[String], gating: bool) -> Vec<String> {
-    if gating {
-        unmet(requires, grant)
-    } else {
-        Vec::new()
-    }
-}
-
-/// RFC 0076's refusal, naming what is unmet and how the operator could grant it.
-pub fn refusal(manifest: String, unmet: Vec<String>) -> Refusal {
-    let advice = format!(
-        "the host's package grant set does not include {}: add it to /packages/grant (open-conduit config set) if you accept what it allows, or do not install this package",
-        unmet.join(", ")
-    );
-    Refusal::requirement_unmet(unmet, manifest, advice)
 }
 
 #[cfg(test)]
@@ -88,6 +65,7 @@ mod tests {
 
     #[test]
     fn a_tightened_grant_flags_an_installed_package() {
+        use conduit_core::requires::unmet_now;
         let requires = list(&["net.dns", "clock"]);
         assert!(unmet_now(&requires, &list(&["net.dns", "clock"]), true).is_empty());
         assert_eq!(unmet_now(&requires, &list(&["clock"]), true), list(&["net.dns"]));

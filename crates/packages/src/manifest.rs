@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use conduit_core::names::is_registration_name;
-use conduit_core::requires::invalid_token;
+use conduit_core::requires::{invalid_token, Requirement};
 use conduit_core::tool::{Approval, CatalogFields, Egress, Hint, ReplayPolicy, SafetyTier, ToolSource};
-use conduit_toolbelt::registry::{Handler, OperationSpec, Registration, ToolsetEntry, ToolsetSpec};
+use conduit_toolbelt::registry::{compiled, Handler, OperationSpec, Registration, ToolsetEntry, ToolsetSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -145,6 +145,14 @@ impl Manifest {
         format!("{}@{}", self.name, self.version)
     }
 
+    /// What its runtime code exercises, as the install gate and every later call judge it.
+    pub fn requirement(&self) -> Requirement {
+        Requirement {
+            manifest: self.id(),
+            requires: self.runtime.requires.clone(),
+        }
+    }
+
     fn validate(&self) -> Result<(), Invalid> {
         if !is_registration_name(&self.name) {
             return Err(invalid(
@@ -196,10 +204,16 @@ impl Manifest {
             return Err(invalid("/provides/executors", "this host runs no package executors"));
         }
         for (i, op) in self.provides.operations.iter().enumerate() {
-            if !op.input_schema.is_object() {
+            if compiled(&op.input_schema).is_none() {
                 return Err(invalid(
                     format!("/provides/operations/{i}/input_schema"),
-                    "an input schema is a JSON Schema object",
+                    "an input schema is a JSON Schema (2020-12) object",
+                ));
+            }
+            if op.output_schema.as_ref().is_some_and(|s| compiled(s).is_none()) {
+                return Err(invalid(
+                    format!("/provides/operations/{i}/output_schema"),
+                    "an output schema is a JSON Schema (2020-12) object",
                 ));
             }
         }

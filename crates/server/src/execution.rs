@@ -4,11 +4,12 @@
 use std::sync::Arc;
 
 use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::{middleware, Router};
-use conduit_core::Refusal;
+use conduit_core::{ErrorCode, Refusal};
 use conduit_toolbelt::{Begun, CallRequest, CloseSession, OpenSession, Toolbelt};
 use serde::Deserialize;
 use tokio::sync::Notify;
@@ -111,11 +112,29 @@ async fn openwop(State(s): State<ExecutionSocket>) -> Answer {
     crate::discovery::answer(&s.toolbelt.registry())
 }
 
-/// The execution's catalog: a bare array of descriptors sorted by `toolId`.
-async fn tools(State(s): State<ExecutionSocket>, headers: HeaderMap) -> Answer {
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolsQuery {
+    source: Option<String>,
+}
+
+/// The execution's catalog: a bare array of descriptors sorted by `toolId`, optionally of one
+/// `?source=`.
+async fn tools(
+    State(s): State<ExecutionSocket>,
+    headers: HeaderMap,
+    query: Result<Query<ToolsQuery>, QueryRejection>,
+) -> Answer {
     let token = bearer(&headers)?;
+    // The credential is judged before the query is.
+    let Query(q) = query.map_err(|_| {
+        Failure(Refusal::new(
+            ErrorCode::InvalidRequest,
+            "the query string does not fit this route",
+        ))
+    })?;
     let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
-    ok_json(blocking(move || Ok(toolbelt.tools(&execution, &token)?)).await?)
+    ok_json(blocking(move || Ok(toolbelt.tools(&execution, &token, q.source.as_deref())?)).await?)
 }
 
 async fn tool(State(s): State<ExecutionSocket>, headers: HeaderMap, Path(tool_id): Path<String>) -> Answer {

@@ -203,6 +203,9 @@ impl Toolbelt {
             match registry.operation(&request.operation) {
                 None => self.run_builtin(tx, &config, &call, &authority).map(Begun::Answered),
                 Some(registered) => {
+                    registry
+                        .requirement_met(&request.operation, &config.package_grant(), config.package_gating())
+                        .map_err(HostError::from)?;
                     validate_input(registered, &request.input)
                         .map_err(|at| Failed::reached(invalid_at(&at), &authority))?;
                     let called = audit::tool_called(tx, &call, &authority)?;

@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use conduit_config::CurrentConfig;
 use conduit_core::names::{is_key, is_operation_text};
+use conduit_core::tool::{SourceFilter, ToolDescriptor};
 use conduit_core::{Clock, Refusal, TokenRecord};
 use conduit_scheduler::HostError;
 use conduit_store::Store;
@@ -173,11 +174,15 @@ impl Toolbelt {
         }))
     }
 
-    /// The catalog an execution sees, as a bare JSON array: its token's granted operations that the
-    /// active configuration's ceiling still allows, so narrowing the config hides tools at once.
-    pub fn tools(&self, socket_execution: &str, bearer: &str) -> Result<String, Refusal> {
+    /// The catalog an execution sees, as a bare JSON array: what it could call now. Its token's
+    /// granted operations that the active configuration's ceiling still allows (so narrowing the
+    /// config hides tools at once), less a package's whose requirement the grant set no longer
+    /// covers, and nothing once its segment has declared. `source` narrows it to one RFC 0078 source.
+    pub fn tools(&self, socket_execution: &str, bearer: &str, source: Option<&str>) -> Result<String, Refusal> {
+        let source = source.map(SourceFilter::from_query).transpose()?;
         let (sees, gated) = self.visibility(socket_execution, bearer)?;
-        Ok(self.registry.get().catalog().select_gated(|t| sees(&t.tool_id), gated))
+        let keep = |t: &ToolDescriptor| source.is_none_or(|s| s.admits(t.source)) && sees(&t.tool_id);
+        Ok(self.registry.get().catalog().select_gated(keep, gated))
     }
 
     /// One tool of [`Toolbelt::tools`], as JSON. An unknown id and one the token may not see are the
@@ -193,20 +198,26 @@ impl Toolbelt {
             .ok_or_else(|| Refusal::not_found("tool"))
     }
 
-    /// Whether the caller's live token may see a tool (granted, and within the current ceiling),
-    /// and whether an approval rule of its scope covers it.
+    /// Whether the caller may see a tool (it could call it now: see [`Toolbelt::tools`]), and
+    /// whether an approval rule of its scope covers it.
     #[allow(clippy::type_complexity)]
     fn visibility(
         &self,
         socket_execution: &str,
         bearer: &str,
     ) -> Result<(impl Fn(&str) -> bool, impl Fn(&str) -> bool), Refusal> {
-        let token = self.identify(socket_execution, bearer)?;
+        let (token, released) = self.identify_with_authority(socket_execution, bearer)?;
         let (config, registry) = (self.config.get(), self.registry.get());
         let scope = token.scope.clone();
         let gating = config.clone();
+        let packages = registry.clone();
         let sees = move |tool_id: &str| {
-            token.operations.iter().any(|op| op == tool_id) && config.authorize_operation(&token.scope, tool_id)
+            !released
+                && token.operations.iter().any(|op| op == tool_id)
+                && config.authorize_operation(&token.scope, tool_id)
+                && packages
+                    .requirement_met(tool_id, &config.package_grant(), config.package_gating())
+                    .is_ok()
         };
         let gated = move |tool_id: &str| {
             gating
@@ -221,6 +232,21 @@ impl Toolbelt {
     pub fn serving(&self, socket_execution: &str, bearer: &str, capability: &str) -> Result<Value, Refusal> {
         self.identify(socket_execution, bearer)?;
         Ok(json!({"capability": capability, "operations": []}))
+    }
+
+    /// [`Toolbelt::identify`], and whether the execution's segment has declared (released its
+    /// authority: every call would be `authority_released`).
+    fn identify_with_authority(&self, socket_execution: &str, bearer: &str) -> Result<(TokenRecord, bool), Refusal> {
+        let now = self.clock.now();
+        self.store
+            .read(|tx| {
+                let token = checks::live_token(tx, socket_execution, bearer, now)?;
+                let declared = tx
+                    .get_execution(&token.execution_id)?
+                    .is_some_and(|x| x.declaration.is_some());
+                Ok((token, declared))
+            })
+            .map_err(|e: HostError| e.refusal())
     }
 
     /// The read-only routes' checks: a live token of this socket's execution.

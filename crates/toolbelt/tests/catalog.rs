@@ -130,9 +130,13 @@ fn the_rfcs_examples_hold_against_the_schema() {
     for example in &negative {
         assert!(!schema.is_valid(example), "{example}");
     }
-    // The exec-from-node-pack example passes the schema: its refusal is the cross-field rule.
-    let exec = json!({"toolId": "openwop:run-shell", "source": "node-pack", "safetyTier": "exec"});
-    assert!(schema.is_valid(&exec));
-    let descriptor: conduit_core::tool::ToolDescriptor = serde_json::from_value(exec).unwrap();
-    assert!(descriptor.check().is_err());
+    // §C-1: the schema itself refuses exec from any source but host-extension, as the type does.
+    for source in ["node-pack", "workflow", "mcp", "connector"] {
+        let exec = json!({"toolId": "openwop:run-shell", "source": source, "safetyTier": "exec"});
+        assert!(!schema.is_valid(&exec), "{exec}");
+        // The host's own type has no workflow or connector source at all.
+        if let Ok(descriptor) = serde_json::from_value::<conduit_core::tool::ToolDescriptor>(exec) {
+            assert!(descriptor.check().is_err());
+        }
+    }
 }

@@ -132,6 +132,12 @@ impl PackageHost {
             live: self.live.clone(),
         };
         let mut registry = registry_with(Some(self.secrets.clone()), Some(Arc::new(approvals)), registrations);
+        for runtime in runtimes.values() {
+            let manifest = &runtime.manifest;
+            if let Err(e) = registry.set_requirement(&manifest.name, manifest.requirement()) {
+                tracing::warn!(package = %manifest.name, error = %e, "a package's requirement was not recorded");
+            }
+        }
         for runtime in runtimes.values().filter(|r| r.manifest.gates()) {
             let gate = Arc::new(PackageGate(runtime.clone()));
             if let Err(e) = registry.set_gate(&runtime.manifest.name, gate) {

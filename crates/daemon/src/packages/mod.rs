@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use conduit_config::CurrentConfig;
+use conduit_core::requires::unmet_now;
 use conduit_core::{ErrorCode, Refusal};
-use conduit_packages::gate::{self, unmet_now};
+use conduit_packages::gate;
 use conduit_packages::Manifest;
 use conduit_server::{now, PackageControl};
 use conduit_store::{PackageRecord, Store};

@@ -14,7 +14,6 @@ use conduit_core::tool_call::{ToolCalled, ToolReturned, TOOL_CALLED, TOOL_RETURN
 use conduit_core::toolbelt_env::OS_PREFIX;
 use conduit_core::Event;
 use conduit_egress::{FetchRequest, SafeFetch};
-use conduit_packages::gate::unmet_now;
 use conduit_packages::protocol::{HostFuture, HostMethods, Launch, Peer, RpcError, PROTOCOL};
 use conduit_packages::Manifest;
 use conduit_scheduler::{append_host_record, HostError, HostRecord};
@@ -91,7 +90,6 @@ impl PackageRuntime {
     }
 
     async fn call(self: Arc<Self>, call: HandlerCall) -> Result<HandlerOutput, OperationError> {
-        self.check_requirements()?;
         let peer = self.running().await?;
         let call_id = new_id();
         let params = json!({
@@ -112,29 +110,19 @@ impl PackageRuntime {
         handler_output(&result)
     }
 
-    /// RFC 0076 at call time: the host's package grant set must still cover what the package requires.
+    /// The host's package grant set must still cover what the package requires before its code
+    /// runs (the toolbelt refuses such calls first, with RFC 0076's payload; a gate fails closed).
     fn check_requirements(&self) -> Result<(), OperationError> {
         let config = self.config.get();
-        let unmet = unmet_now(
-            &self.manifest.runtime.requires,
-            &config.package_grant(),
-            config.package_gating(),
-        );
-        if unmet.is_empty() {
-            return Ok(());
-        }
-        Err(refusal(
-            "pack_runtime_requirement_unmet",
-            format!(
-                "the host's package grant set no longer covers {} for {}",
-                unmet.join(", "),
-                self.manifest.id()
-            ),
-        ))
+        let requirement = self.manifest.requirement();
+        requirement
+            .check(&config.package_grant(), config.package_gating())
+            .map_err(|refused| refusal(refused.code.as_str(), refused.message))
     }
 
     /// The package's process, started (and initialized) if it is not running.
     async fn running(self: &Arc<Self>) -> Result<Arc<Peer>, OperationError> {
+        self.check_requirements()?;
         let mut slot = self.peer.lock().await;
         if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(refusal(

@@ -2,8 +2,8 @@
 //! `?scope=` (what that scope's ceiling allows) and `?source=`.
 
 use axum::extract::{Path, Query, State};
-use conduit_core::tool::ToolSource;
-use conduit_core::{ErrorCode, Refusal, Role};
+use conduit_core::tool::SourceFilter;
+use conduit_core::{Refusal, Role};
 use serde::Deserialize;
 
 use super::access::operator;
@@ -39,7 +39,8 @@ fn visible(s: &Management, q: &ToolsQuery) -> Result<String, Failure> {
             return Err(Failure(Refusal::unknown_scope()));
         }
     }
-    let source = q.source.as_deref().map(parse_source).transpose()?;
+    let source = q.source.as_deref().map(SourceFilter::from_query).transpose()?;
+    let (grant, gating) = (config.package_grant(), config.package_gating());
     let registry = s.registry.get();
     let gated = |tool_id: &str| {
         q.scope.as_deref().is_some_and(|scope| {
@@ -48,20 +49,14 @@ fn visible(s: &Management, q: &ToolsQuery) -> Result<String, Failure> {
                 .is_some()
         })
     };
+    // With `?scope=`, what Work in that scope could call: allowed by its ceiling, and not a
+    // package's whose requirement the grant set no longer covers.
+    let callable_in = |scope: &str, tool_id: &str| {
+        config.authorize_operation(scope, tool_id) && registry.requirement_met(tool_id, &grant, gating).is_ok()
+    };
     let keep = |t: &conduit_core::tool::ToolDescriptor| {
-        source.is_none_or(|source| t.source == source)
-            && q.scope
-                .as_deref()
-                .is_none_or(|scope| config.authorize_operation(scope, &t.tool_id))
+        source.is_none_or(|source| source.admits(t.source))
+            && q.scope.as_deref().is_none_or(|scope| callable_in(scope, &t.tool_id))
     };
     Ok(registry.catalog().select_gated(keep, gated))
-}
-
-fn parse_source(text: &str) -> Result<ToolSource, Failure> {
-    serde_json::from_value(serde_json::Value::from(text)).map_err(|_| {
-        Failure(
-            Refusal::new(ErrorCode::InvalidRequest, "unknown tool source")
-                .with_remedy("use host-extension, node-pack or mcp"),
-        )
-    })
 }

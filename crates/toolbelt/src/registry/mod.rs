@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::sync::OnceLock;
 
 use conduit_core::names::{is_registration_name, BUILTIN_OPERATIONS};
+use conduit_core::requires::Requirement;
 use conduit_core::tool::{CatalogFields, Egress, ToolSource};
+use conduit_core::Refusal;
 use jsonschema::Validator;
 use serde_json::Value;
 
@@ -122,6 +124,8 @@ pub struct Registry {
     gates: BTreeMap<String, Arc<dyn crate::gate::Gate>>,
     /// Each registration's start gate, by registration name.
     start_gates: BTreeMap<String, Arc<dyn crate::gate::StartGate>>,
+    /// What each installed package's runtime code exercises, by registration name.
+    requirements: BTreeMap<String, Requirement>,
 }
 
 impl Registry {
@@ -157,8 +161,10 @@ impl Registry {
             {
                 return Err(refuse("conflict", &name, "this operation name is already registered"));
             }
-            let validator = jsonschema::validator_for(&spec.input_schema)
-                .map_err(|_| refuse("invalid", &name, "its input schema is not a valid JSON Schema"))?;
+            let validator = compiled(&spec.input_schema)
+                .ok_or_else(|| refuse("invalid", &name, "its input schema is not a valid JSON Schema object"))?;
+            compiled(&spec.output_schema)
+                .ok_or_else(|| refuse("invalid", &name, "its output schema is not a valid JSON Schema object"))?;
             let registered = Registered {
                 registration: registration.name.clone(),
                 source: registration.source,
@@ -179,15 +185,38 @@ impl Registry {
 
     /// Gives a registered registration a gate over every other registration's operations.
     pub fn set_gate(&mut self, registration: &str, gate: Arc<dyn crate::gate::Gate>) -> Result<(), RegistrationError> {
-        if !self.registrations.contains_key(registration) {
-            return Err(RegistrationError {
-                code: "invalid",
-                operation: registration.to_owned(),
-                reason: "a gate belongs to a registered registration".into(),
-            });
-        }
+        self.check_registered(registration, "a gate")?;
         self.gates.insert(registration.to_owned(), gate);
         Ok(())
+    }
+
+    /// Records what a registered package requires of the host: while the grant set does not cover
+    /// it, its operations are neither listed nor called.
+    pub fn set_requirement(&mut self, registration: &str, requirement: Requirement) -> Result<(), RegistrationError> {
+        self.check_registered(registration, "a requirement")?;
+        self.requirements.insert(registration.to_owned(), requirement);
+        Ok(())
+    }
+
+    /// RFC 0076 at call time: `pack_runtime_requirement_unmet` when `operation` is a package's and
+    /// the host's grant set no longer covers what the package requires.
+    pub fn requirement_met(&self, operation: &str, grant: &[String], gating: bool) -> Result<(), Refusal> {
+        let requirement = self
+            .operations
+            .get(operation)
+            .and_then(|r| self.requirements.get(&r.registration));
+        requirement.map_or(Ok(()), |r| r.check(grant, gating))
+    }
+
+    fn check_registered(&self, registration: &str, what: &str) -> Result<(), RegistrationError> {
+        if self.registrations.contains_key(registration) {
+            return Ok(());
+        }
+        Err(RegistrationError {
+            code: "invalid",
+            operation: registration.to_owned(),
+            reason: format!("{what} belongs to a registered registration"),
+        })
     }
 
     /// Gives a registered registration a start gate over every Work's first attempt.
@@ -196,13 +225,7 @@ impl Registry {
         registration: &str,
         gate: Arc<dyn crate::gate::StartGate>,
     ) -> Result<(), RegistrationError> {
-        if !self.registrations.contains_key(registration) {
-            return Err(RegistrationError {
-                code: "invalid",
-                operation: registration.to_owned(),
-                reason: "a start gate belongs to a registered registration".into(),
-            });
-        }
+        self.check_registered(registration, "a start gate")?;
         self.start_gates.insert(registration.to_owned(), gate);
         Ok(())
     }
@@ -281,6 +304,15 @@ impl Registry {
 
 /// An operation is `<registration>.<suffix>` with a well-formed suffix, and only a host extension may
 /// declare the `exec` tier.
+/// A tool's input or output schema as the catalog serves it: a JSON Schema (2020-12) object
+/// that compiles. (A bare `true`/`false` is a schema too, but the descriptor's fields are objects.)
+pub fn compiled(schema: &Value) -> Option<Validator> {
+    schema
+        .is_object()
+        .then(|| jsonschema::validator_for(schema).ok())
+        .flatten()
+}
+
 fn check_operation(
     registration: &str,
     source: ToolSource,
