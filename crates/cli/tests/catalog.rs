@@ -164,12 +164,13 @@ fn operators_see_every_registered_tool_narrowed_by_scope_and_source() {
 }
 
 /// RFC 0078 §B: "a tool the principal cannot invoke MUST NOT appear". Once the segment declared,
-/// every call is `authority_released`, so the catalog lists nothing.
+/// every call is `authority_released`, so the catalog lists nothing. The calls' records name their
+/// transport as RFC 0064 does.
 #[test]
 fn after_a_declaration_the_catalog_lists_nothing() {
     let tmp = meeting();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
-    let (_, socket, token_file) = hold_one(&daemon, tmp.path());
+    let (work, socket, token_file) = hold_one(&daemon, tmp.path());
     let token = read_token(&token_file);
     assert_eq!(http(&socket, "GET", "/v1/tools/emit", Some(&token), None).0, 200);
     let declared = toolbelt_call(&socket, &token, "declare_outcome", json!({"status": "succeeded"}));
@@ -178,5 +179,15 @@ fn after_a_declaration_the_catalog_lists_nothing() {
     assert_eq!(called.1["error"], "authority_released");
     assert_eq!(http(&socket, "GET", "/v1/tools", Some(&token), None), (200, json!([])));
     assert_eq!(http(&socket, "GET", "/v1/tools/emit", Some(&token), None).0, 404);
+    // RFC 0064's transport vocabulary: a builtin is the host's own, `native`.
+    let called: Vec<Value> = daemon
+        .events(&work)
+        .into_iter()
+        .filter(|e| e["type"] == "agent.toolCalled")
+        .collect();
+    assert!(
+        !called.is_empty() && called.iter().all(|e| e["data"]["transport"] == "native"),
+        "{called:?}"
+    );
     std::fs::write(tmp.path().join("release"), "").unwrap();
 }

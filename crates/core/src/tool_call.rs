@@ -7,6 +7,26 @@ use serde_json::{json, Value};
 pub const TOOL_CALLED: &str = "agent.toolCalled";
 pub const TOOL_RETURNED: &str = "agent.toolReturned";
 
+/// How a call reached its tool, as RFC 0064's `transport` names it: `http` for a fetch through the
+/// egress guard (RFC 0076 §B), `mcp` for a mounted MCP server's tool, `native` for what the host
+/// runs itself (builtins, first-party extensions, installed packages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Http,
+    Mcp,
+    Native,
+}
+
+impl Transport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Http => "http",
+            Transport::Mcp => "mcp",
+            Transport::Native => "native",
+        }
+    }
+}
+
 /// What `agent.toolCalled` says of a call.
 pub struct ToolCalled<'a> {
     /// The execution making the call.
@@ -17,8 +37,7 @@ pub struct ToolCalled<'a> {
     pub args_hash: &'a str,
     /// Who the host acts for: `execution:<id>`, `package:<name>` or an operator.
     pub principal: &'a str,
-    /// `http` for the egress guard's fetches, else `toolbelt`.
-    pub transport: &'a str,
+    pub transport: Transport,
     pub session_id: Option<&'a str>,
 }
 
@@ -30,7 +49,7 @@ impl ToolCalled<'_> {
             "callId": self.call_id,
             "argsHash": self.args_hash,
             "principal": self.principal,
-            "transport": self.transport,
+            "transport": self.transport.as_str(),
         });
         if let Some(session) = self.session_id {
             data["sessionId"] = json!(session);
@@ -74,7 +93,7 @@ mod tests {
             call_id: "c1",
             args_hash: "h",
             principal: "execution:x1",
-            transport: "toolbelt",
+            transport: Transport::Native,
             session_id: None,
         };
         assert!(called.data().get("sessionId").is_none());

@@ -1,5 +1,11 @@
 //! Which addresses a fetch may connect to: public unicast only. Pure: no resolution, no sockets.
 //!
+//! The table follows IANA's IPv4 and IPv6 special-purpose address registries (reviewed
+//! 2026-12-01): every block those registries do not mark globally reachable is refused, as are a
+//! few blocks they do that a fetch has no business reaching (all of 192.0.0.0/24 and 2001::/23,
+//! the deprecated 6to4 relay anycast 192.88.99.0/24) and cloud platforms' metadata endpoints. In
+//! IPv6 only global unicast (2000::/3) passes at all.
+//!
 //! An IPv6 address that embeds an IPv4 one (mapped, compatible, NAT64, 6to4) is judged by the IPv4
 //! address it carries; Teredo, whose embedded address is obfuscated, is refused outright.
 
@@ -23,6 +29,8 @@ pub enum Blocked {
     Benchmarking,
     ProtocolAssignments,
     Teredo,
+    /// 192.88.99.0/24, the deprecated 6to4 relay anycast (RFC 7526): a relay anyone may run.
+    RelayAnycast,
     /// The request would switch protocols (`Connection: upgrade`, `Upgrade`, a `101` answer).
     Upgrade,
 }
@@ -45,6 +53,7 @@ impl Blocked {
             Blocked::Benchmarking => "benchmarking",
             Blocked::ProtocolAssignments => "protocol_assignments",
             Blocked::Teredo => "teredo",
+            Blocked::RelayAnycast => "relay_anycast",
             Blocked::Upgrade => "upgrade",
         }
     }
@@ -87,8 +96,11 @@ fn check_v4(ip: Ipv4Addr) -> Result<(), Blocked> {
         (10, ..) | (172, 16..=31, _) | (192, 168, _) => Blocked::Private,
         (100, 64..=127, _) => Blocked::SharedAddressSpace,
         (169, 254, 169) if ip.octets()[3] == 254 => Blocked::Metadata,
+        // Azure's platform endpoint (WireServer): a public-looking address only VMs reach.
+        (168, 63, 129) if ip.octets()[3] == 16 => Blocked::Metadata,
         (169, 254, _) => Blocked::LinkLocal,
         (192, 0, 0) => Blocked::ProtocolAssignments,
+        (192, 88, 99) => Blocked::RelayAnycast,
         (192, 0, 2) | (198, 51, 100) | (203, 0, 113) => Blocked::Documentation,
         (198, 18..=19, _) => Blocked::Benchmarking,
         (224..=239, ..) => Blocked::Multicast,
@@ -136,5 +148,37 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
         [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(low(hi, lo)),
         [0x2002, hi, lo, ..] => Some(low(hi, lo)),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Boundary rows, smokescreen-style: the first and last address of each block this review
+    /// added, and the public neighbours on either side. Pure: nothing here is connected to.
+    #[test]
+    fn the_blocks_added_in_review_end_exactly_where_the_registries_say() {
+        let cases: &[(&str, Result<(), Blocked>)] = &[
+            ("192.88.98.255", Ok(())),
+            ("192.88.99.0", Err(Blocked::RelayAnycast)),
+            ("192.88.99.255", Err(Blocked::RelayAnycast)),
+            ("192.88.100.0", Ok(())),
+            ("2002:c058:6301::1", Err(Blocked::RelayAnycast)),
+            ("168.63.129.15", Ok(())),
+            ("168.63.129.16", Err(Blocked::Metadata)),
+            ("168.63.129.17", Ok(())),
+            ("192.0.0.255", Err(Blocked::ProtocolAssignments)),
+            ("192.0.1.0", Ok(())),
+            ("2001:1ff:ffff::1", Err(Blocked::ProtocolAssignments)),
+            ("2001:200::1", Ok(())),
+            ("5f00::1", Err(Blocked::Reserved)),
+            ("fd00:ec2::254", Err(Blocked::UniqueLocal)),
+            ("::ffff:0:7f00:1", Err(Blocked::Reserved)),
+        ];
+        for (text, expected) in cases {
+            let ip: IpAddr = text.parse().unwrap();
+            assert_eq!(check(ip), *expected, "{text}");
+        }
     }
 }

@@ -201,6 +201,9 @@ async fn every_address_class_and_spelling_is_judged_through_the_fetch_path() {
         ("http://192.0.0.1/", ProtocolAssignments),
         ("http://[2001:10::1]/", ProtocolAssignments),
         ("http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", Teredo),
+        ("http://192.88.99.1/", RelayAnycast),
+        ("http://[2002:c058:6301::1]/", RelayAnycast),
+        ("http://168.63.129.16/", Metadata),
     ];
     for (url, class) in blocked {
         let got = outcome(fetch.fetch(get(url)).await);

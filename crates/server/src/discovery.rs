@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use axum::http::StatusCode;
 use conduit_core::tool::ToolSource;
+use conduit_core::tool_call::Transport;
 use conduit_egress::request::METHODS;
 use conduit_egress::Limits;
 use conduit_toolbelt::Registry;
@@ -24,7 +25,7 @@ pub fn document(registry: &Registry) -> Value {
         "toolCatalog": {"supported": true, "sources": sources, "sessionLifecycle": true},
         "toolHooks": {"supported": true, "prePostEvents": true},
     });
-    if registry.transport("http.fetch") == "http" {
+    if registry.transport("http.fetch") == Transport::Http {
         document["httpClient"] = http_client();
     }
     document

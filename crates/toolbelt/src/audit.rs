@@ -2,7 +2,7 @@
 //! and `agent.toolCalled` / `agent.toolReturned` on the Work's event log for every call that reaches
 //! its operation (OpenWOP's payload shapes).
 
-use conduit_core::tool_call::{ToolCalled, ToolReturned, TOOL_CALLED, TOOL_RETURNED};
+use conduit_core::tool_call::{ToolCalled, ToolReturned, Transport, TOOL_CALLED, TOOL_RETURNED};
 use conduit_core::{AuditKind, AuditRecord, Event, Timestamp};
 use conduit_scheduler::{append_host_record, HostError, HostRecord};
 use conduit_store::{new_id, Tx};
@@ -17,8 +17,8 @@ pub struct Call<'a> {
     /// SHA-256 of the input's RFC 8785 form: records carry this, never the input.
     pub input_hash: String,
     pub started: Timestamp,
-    /// How the operation reaches out: `http` for the egress guard's fetches, else `toolbelt`.
-    pub transport: &'static str,
+    /// How the call reaches its tool.
+    pub transport: Transport,
 }
 
 /// A record's optional attributes: `toolbelt.refusal` (why a genuine token was refused) and

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use conduit_config::Snapshot;
 use conduit_core::canonical::canonical_hash;
+use conduit_core::tool_call::Transport;
 use conduit_core::wait::is_valid_wait;
 use conduit_core::{AuditKind, Declaration, ErrorCode, Event, Refusal, Timestamp, TokenRecord};
 use conduit_scheduler::HostError;
@@ -37,7 +38,7 @@ pub struct Pending {
     request: CallRequest,
     input_hash: String,
     started: Timestamp,
-    transport: &'static str,
+    transport: Transport,
     authority: Authority,
     called: Event,
     handler: Arc<dyn Handler>,

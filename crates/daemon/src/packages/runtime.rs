@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use conduit_config::CurrentConfig;
 use conduit_core::canonical::canonical_hash;
-use conduit_core::tool_call::{ToolCalled, ToolReturned, TOOL_CALLED, TOOL_RETURNED};
+use conduit_core::tool_call::{ToolCalled, ToolReturned, Transport, TOOL_CALLED, TOOL_RETURNED};
 use conduit_core::toolbelt_env::OS_PREFIX;
 use conduit_core::Event;
 use conduit_egress::{FetchRequest, SafeFetch};
@@ -263,7 +263,7 @@ impl PackageRuntime {
             call_id: &id,
             args_hash: &canonical_hash(params),
             principal: &format!("package:{}", self.manifest.name),
-            transport: "http",
+            transport: Transport::Http,
             session_id: None,
         }
         .data();

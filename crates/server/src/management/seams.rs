@@ -16,7 +16,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use conduit_core::canonical::canonical_hash;
 use conduit_core::requires::{invalid_token, unmet};
-use conduit_core::tool_call::{ToolCalled, ToolReturned, TOOL_RETURNED};
+use conduit_core::tool_call::{ToolCalled, ToolReturned, Transport, TOOL_RETURNED};
 use conduit_core::{ErrorCode, Refusal, Role};
 use conduit_egress::fetch::SystemResolver;
 use conduit_egress::{Blocked, FetchError, FetchRequest, Limits, Resolve, SafeFetch};
@@ -96,7 +96,7 @@ async fn safe_fetch(body: Bytes) -> Answer {
         call_id: &call_id,
         args_hash: &canonical_hash(&json!({"url": probe.url, "init": probe.init})),
         principal: &op.principal(),
-        transport: "http",
+        transport: Transport::Http,
         session_id: None,
     }
     .data();

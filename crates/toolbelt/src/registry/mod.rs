@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 use conduit_core::names::{is_registration_name, BUILTIN_OPERATIONS};
 use conduit_core::requires::Requirement;
 use conduit_core::tool::{CatalogFields, Egress, ToolSource};
+use conduit_core::tool_call::Transport;
 use conduit_core::Refusal;
 use jsonschema::Validator;
 use serde_json::Value;
@@ -268,12 +269,12 @@ impl Registry {
         self.operations.get(name)
     }
 
-    /// The transport an operation's call records name: `http` when it fetches through the egress
-    /// guard (RFC 0076 §B), else `toolbelt`.
-    pub fn transport(&self, name: &str) -> &'static str {
+    /// The transport an operation's call records name (see [`Transport`]).
+    pub fn transport(&self, name: &str) -> Transport {
         match self.operation(name) {
-            Some(r) if r.spec.catalog.egress == Egress::SafeFetch => "http",
-            _ => "toolbelt",
+            Some(r) if r.spec.catalog.egress == Egress::SafeFetch => Transport::Http,
+            Some(r) if r.source == ToolSource::Mcp => Transport::Mcp,
+            _ => Transport::Native,
         }
     }
 
