@@ -183,9 +183,18 @@ fn tcp_get_body(port: u16, path: &str, token: &str) -> serde_json::Value {
 #[test]
 fn the_run_seams_drive_real_executions() {
     let (server_port, _) = test_server();
+    // A loopback port nothing listens on: the allowance lets the fetch try it, and it fails.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let (daemon, port) = on_loopback(&[
         ("OPEN_CONDUIT_CONFORMANCE_SEAMS", "1"),
-        ("OPEN_CONDUIT_TEST_FETCH_ALLOW", &format!("127.0.0.1:{server_port}")),
+        (
+            "OPEN_CONDUIT_TEST_FETCH_ALLOW",
+            &format!("127.0.0.1:{server_port},127.0.0.1:{closed}"),
+        ),
     ]);
     let token = daemon.operator_token();
     let run = |path: &str, body: &str| {
@@ -205,6 +214,11 @@ fn the_run_seams_drive_real_executions() {
     assert_eq!(fetched["outcome"], "fetched", "{fetched}");
     let (_, blocked) = run(fetch, r#"{"url": "http://169.254.169.254/latest/meta-data/"}"#);
     assert_eq!(blocked["outcome"], "blocked");
+    let (_, refused) = run(fetch, &format!(r#"{{"url": "http://127.0.0.1:{closed}/"}}"#));
+    assert_eq!(
+        refused["outcome"], "failed",
+        "a connection failure is not the guard's block"
+    );
     let run_id = blocked["runId"].as_str().unwrap();
     let called = tcp_get_body(
         port,
@@ -238,6 +252,11 @@ fn the_run_seams_drive_real_executions() {
         .filter(|t| t.starts_with("tool.session.") || t.starts_with("agent.tool"))
         .collect();
     assert_eq!(kinds.first(), Some(&"tool.session.opened"));
+    assert_eq!(
+        kinds.last(),
+        Some(&"tool.session.closed"),
+        "the close follows the run's last call record"
+    );
     assert_eq!(kinds.iter().filter(|t| **t == "tool.session.closed").count(), 1);
     let closed_at = kinds.iter().position(|t| *t == "tool.session.closed").unwrap();
     assert_eq!(

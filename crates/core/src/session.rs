@@ -6,13 +6,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::Timestamp;
 
-/// How a session ended: closed by its execution, or by the host when the execution's authority
-/// ended with the session still open (`failed`).
+/// How a session ended: closed by its execution (`completed` or `failed`), or by the host: `parked`
+/// when a gate parked a call in it (the approval interrupt ends the segment, inside the bracket;
+/// the resumed attempt opens a session of its own), `failed` when the execution's authority ended
+/// otherwise with the session still open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionOutcome {
     Completed,
     Failed,
+    Parked,
 }
 
 impl SessionOutcome {
@@ -20,13 +23,18 @@ impl SessionOutcome {
         match self {
             SessionOutcome::Completed => "completed",
             SessionOutcome::Failed => "failed",
+            SessionOutcome::Parked => "parked",
         }
     }
 
     pub fn parse(text: &str) -> Option<SessionOutcome> {
-        [SessionOutcome::Completed, SessionOutcome::Failed]
-            .into_iter()
-            .find(|o| o.as_str() == text)
+        [
+            SessionOutcome::Completed,
+            SessionOutcome::Failed,
+            SessionOutcome::Parked,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == text)
     }
 }
 

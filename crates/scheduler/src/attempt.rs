@@ -2,6 +2,7 @@
 
 use conduit_config::Snapshot;
 use conduit_core::execution::{settle, SegmentEnd, Settlement};
+use conduit_core::session::SessionOutcome;
 use conduit_core::{Declaration, Duration, Execution, ExecutionState, OutcomeStatus, Timestamp, Work, WorkState};
 use conduit_store::{new_id, Tx};
 
@@ -169,7 +170,7 @@ pub fn complete(
 /// Ends an execution's authority: its tokens revoked and its open tool sessions closed.
 fn end_authority(tx: &mut dyn Tx, execution_id: &str, now: Timestamp) -> Result<(), HostError> {
     tx.revoke_execution_tokens(execution_id, now)?;
-    crate::close_open_sessions(tx, execution_id, now)
+    crate::close_open_sessions(tx, execution_id, SessionOutcome::Failed, now)
 }
 
 /// Cancels a running attempt: cancelled now, its authority ended.

@@ -100,10 +100,15 @@ pub fn close_session(
     })
 }
 
-/// Closes every session the execution still has open with `failed`: its authority has ended.
-pub fn close_open_sessions(tx: &mut dyn Tx, execution_id: &str, now: Timestamp) -> Result<(), HostError> {
+/// Closes every session the execution still has open with `outcome`: its authority has ended.
+pub fn close_open_sessions(
+    tx: &mut dyn Tx,
+    execution_id: &str,
+    outcome: SessionOutcome,
+    now: Timestamp,
+) -> Result<(), HostError> {
     for session in tx.open_tool_sessions(execution_id)? {
-        close_session(tx, &session, SessionOutcome::Failed, now)?;
+        close_session(tx, &session, outcome, now)?;
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 use conduit_config::Snapshot;
 use conduit_core::names::{is_event_type, is_reserved_type, type_matches};
+use conduit_core::session::SessionOutcome;
 use conduit_core::tool::{CatalogFields, ToolDescriptor, ToolSource};
 use conduit_core::wait::is_valid_wait;
 use conduit_core::{
@@ -335,11 +336,22 @@ pub(crate) fn declare(
     declaration: Declaration,
     now: Timestamp,
 ) -> Result<(), HostError> {
+    declare_closing(tx, a, declaration, SessionOutcome::Failed, now)
+}
+
+/// [`declare`], closing the sessions still open with `sessions` (declaring releases the
+/// segment's authority: they end with it).
+pub(crate) fn declare_closing(
+    tx: &mut dyn Tx,
+    a: &Authority,
+    declaration: Declaration,
+    sessions: SessionOutcome,
+    now: Timestamp,
+) -> Result<(), HostError> {
     let mut execution = a.execution.clone();
     execution.declaration = Some(declaration);
     tx.update_execution(&execution)?;
-    // Declaring releases the segment's authority: sessions still open end with it.
-    conduit_scheduler::close_open_sessions(tx, &execution.id, now)?;
+    conduit_scheduler::close_open_sessions(tx, &execution.id, sessions, now)?;
     Ok(())
 }
 

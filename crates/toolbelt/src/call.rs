@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use conduit_config::Snapshot;
 use conduit_core::canonical::canonical_hash;
+use conduit_core::session::SessionOutcome;
 use conduit_core::tool_call::Transport;
 use conduit_core::wait::is_valid_wait;
 use conduit_core::{AuditKind, Declaration, ErrorCode, Event, Refusal, Timestamp, TokenRecord};
@@ -305,8 +306,9 @@ impl Toolbelt {
                 keys: plan.keys.clone(),
                 timeout: plan.timeout,
             };
-            builtins::declare(tx, &a, wait, now).map_err(fenced)?;
+            // The parked call returns inside its session's bracket; the session then closes `parked`.
             audit::tool_returned(tx, &call, &a, &pending.called, "parked", now)?;
+            builtins::declare_closing(tx, &a, wait, SessionOutcome::Parked, now).map_err(fenced)?;
             let marks = Marks {
                 refusal: None,
                 gate: Some(gate),

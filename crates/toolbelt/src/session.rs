@@ -82,6 +82,9 @@ impl Toolbelt {
         session_id: &str,
         request: &CloseSession,
     ) -> Result<Value, Refusal> {
+        if request.outcome == SessionOutcome::Parked {
+            return Err(Refusal::invalid_input("a session is closed `completed` or `failed`"));
+        }
         let now = self.clock.now();
         let closed = self.store.write(|tx| -> Result<ToolSession, HostError> {
             let token = checks::live_token(tx, socket_execution, bearer, now)?;

@@ -297,3 +297,53 @@ fn a_start_gate_parks_or_fails_a_works_first_attempt() {
     let summary = failed.outcome.unwrap().summary.unwrap();
     assert!(summary.starts_with("change_frozen: no changes this week"), "{summary}");
 }
+
+/// RFC 0078 §D puts the approval interrupt inside the bracket: a call parked in a session returns
+/// (`agent.toolReturned {status: parked}`) before the host closes the session, `parked`.
+#[test]
+fn a_call_parked_in_a_session_returns_inside_the_bracket_and_closes_it_parked() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let plan = WaitPlan {
+        output: json!({"awaiting": "approval"}),
+        types: vec!["approval.decided".into()],
+        keys: vec![],
+        timeout: None,
+    };
+    let h = harness([
+        ("gamma", recording("gamma", &asked, GateAnswer::Pass)),
+        ("alpha", recording("alpha", &asked, GateAnswer::Pass)),
+        ("beta", recording("beta", &asked, GateAnswer::Park(plan))),
+    ]);
+    let (claim, token) = h.attempt();
+    let open = conduit_toolbelt::OpenSession {
+        tool_id: "notes.op".into(),
+        request_id: None,
+    };
+    let opened = h.toolbelt.open_session(&claim.execution.id, &token, &open).unwrap();
+    let request = json!({"operation": "notes.op", "input": {}, "session_id": opened["session_id"]});
+    let request: CallRequest = serde_json::from_value(request).unwrap();
+    let parked = block_on(h.toolbelt.call(&claim.execution.id, &token, &request)).unwrap();
+    assert_eq!(parked["parked"]["gate"], "beta");
+    let log: Vec<(String, Value)> = h
+        .store
+        .read(|tx| tx.list_events(Some(&claim.work.id), 1000))
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event_type.starts_with("tool.session.") || e.event_type.starts_with("agent.tool"))
+        .map(|e| (e.event_type, e.data))
+        .collect();
+    let kinds: Vec<&str> = log.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "tool.session.opened",
+            "agent.toolCalled",
+            "agent.toolReturned",
+            "tool.session.closed"
+        ]
+    );
+    assert_eq!(
+        (log[2].1["status"].as_str(), log[3].1["outcome"].as_str()),
+        (Some("parked"), Some("parked"))
+    );
+}

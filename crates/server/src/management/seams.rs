@@ -16,11 +16,12 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use conduit_core::canonical::canonical_hash;
 use conduit_core::requires::{invalid_token, unmet};
-use conduit_core::tool_call::{ToolCalled, ToolReturned, Transport, TOOL_RETURNED};
+use conduit_core::tool_call::{ToolCalled, ToolReturned, Transport};
 use conduit_core::{ErrorCode, Refusal, Role};
 use conduit_egress::fetch::SystemResolver;
 use conduit_egress::{Blocked, FetchError, FetchRequest, Limits, Resolve, SafeFetch};
 use conduit_scheduler::{create_work, NewWork};
+use conduit_store::{AuditFilter, Page};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -140,26 +141,47 @@ async fn safe_fetch_run(State(s): State<Management>, body: Bytes) -> Answer {
         }
     }
     let run = start_run(&s, &op.principal(), "safe-fetch", input).await?;
-    let events = finished_run(&s, &run).await?;
-    let returned = events
-        .iter()
-        .find(|e| e.event_type == TOOL_RETURNED && e.data["toolName"] == "http.fetch");
-    let outcome = match returned.map(|e| e.data["status"].as_str()) {
-        Some(Some("ok")) => "fetched",
-        Some(_) => "blocked",
-        None => "failed",
+    finished_run(&s, &run).await?;
+    let result = fetch_result(&s, &run).await?;
+    // Only the guard's refusal is `blocked`; DNS and connection failures, a bad URL, a call that
+    // never ran, are `failed`.
+    let outcome = match result.as_deref() {
+        Some("ok") => "fetched",
+        Some("ssrf_blocked") => "blocked",
+        _ => "failed",
     };
     ok(StatusCode::OK, &json!({"runId": run, "outcome": outcome}))
 }
 
+/// The audited result of the run's `http.fetch` call (`ok` or its refusal's code), if it made one.
+async fn fetch_result(s: &Management, run: &str) -> Result<Option<String>, Failure> {
+    let filter = AuditFilter {
+        work: Some(run.to_owned()),
+        operation: Some("http.fetch".to_owned()),
+        ..AuditFilter::default()
+    };
+    let page = Page {
+        after: None,
+        upper: now().0,
+        limit: 1,
+    };
+    let store = s.store.clone();
+    let records = blocking(move || Ok(store.read(|tx| tx.page_audit(&filter, &page))?)).await?;
+    Ok(records.into_iter().next().map(|r| r.result))
+}
+
 /// `POST /v1/host/sample/tools/session-run`: a real Work's execution (binding
-/// `conformance/session`) opens a tool session, calls within it twice and closes it.
+/// `conformance/session`) opens a tool session, calls within it twice and closes it, making no
+/// call after (its exit ends the Work), so the close is the run's last call record. `completed`
+/// only when the session closed `completed`.
 async fn session_run(State(s): State<Management>) -> Answer {
     let op = operator(Role::Operate)?;
     let run = start_run(&s, &op.principal(), "session", json!({})).await?;
     let events = finished_run(&s, &run).await?;
-    let closed = events.iter().any(|e| e.event_type == "tool.session.closed");
-    let outcome = if closed { "completed" } else { "failed" };
+    let completed = events
+        .iter()
+        .any(|e| e.event_type == "tool.session.closed" && e.data["outcome"] == "completed");
+    let outcome = if completed { "completed" } else { "failed" };
     ok(StatusCode::OK, &json!({"runId": run, "outcome": outcome}))
 }
 
