@@ -126,14 +126,21 @@ fn the_conformance_seams_judge_fetches_and_install_gates_for_authenticated_opera
     );
 
     let gate = "/v1/host/sample/packs/install-gate";
-    let manifest = r#"{"manifest": {"name": "core.openwop.cron", "version": "1.0.0", "runtime": {"language": "node", "entry": "x.js", "requires": ["subprocess"]}}, "grantSet": ["net.dns"]}"#;
+    let manifest = r#"{"manifest": {"name": "cron", "version": "1.0.0", "runtime": {"language": "process", "entry": "bin/cron", "requires": ["subprocess"]}}, "grantSet": ["net.dns"]}"#;
     let (status, refused) = tcp_post(port, gate, Some(&token), manifest);
     assert_eq!(status, 400);
     assert!(
-        refused.starts_with(
-            r#"{"error":"pack_runtime_requirement_unmet","unmet":["subprocess"],"manifest":"core.openwop.cron@1.0.0""#
-        ),
+        refused
+            .starts_with(r#"{"error":"pack_runtime_requirement_unmet","unmet":["subprocess"],"manifest":"cron@1.0.0""#),
         "{refused}"
+    );
+    // The production parser judges the manifest first, as install does: this host runs no `node`.
+    let node = manifest.replace(r#""language": "process""#, r#""language": "node""#);
+    let (status, invalid) = tcp_post(port, gate, Some(&token), &node);
+    assert_eq!(status, 400);
+    assert!(
+        invalid.contains(r#""error":"invalid_manifest""#) && invalid.contains("/runtime/language"),
+        "{invalid}"
     );
     let projected = manifest.replace(r#""grantSet": ["net.dns"]"#, r#""grantSet": [], "gating": false"#);
     let (status, installed) = tcp_post(port, gate, Some(&token), &projected);

@@ -212,6 +212,10 @@ impl PackageControl for NoPackages {
         Err(unserved())
     }
 
+    fn judge(&self, _: &[u8], _: &[String], _: bool) -> Result<(String, Vec<String>), Refusal> {
+        Err(unserved())
+    }
+
     fn remove(&self, _: &str) -> Result<Value, Refusal> {
         Err(unserved())
     }

@@ -62,6 +62,10 @@ pub trait PackageControl: Send + Sync {
     /// `invalid_manifest`, the RFC 0076 `pack_runtime_requirement_unmet`, or a name `conflict`.
     fn install(&self, dir: &str) -> Result<Value, Refusal>;
     fn remove(&self, name: &str) -> Result<Value, Refusal>;
+    /// The install gate on a manifest's text under `grant`, exactly as `install` judges it (the
+    /// production parser, then RFC 0076's gate), installing nothing: its `name@version` and what
+    /// it requires.
+    fn judge(&self, manifest: &[u8], grant: &[String], gating: bool) -> Result<(String, Vec<String>), Refusal>;
 }
 
 pub type SharedPackageControl = Arc<dyn PackageControl>;

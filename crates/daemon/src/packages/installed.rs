@@ -45,7 +45,12 @@ pub(super) fn read_manifest(dir: &Path) -> Result<Manifest, Refusal> {
     if bytes.len() as u64 > MAX_MANIFEST {
         return Err(unreadable());
     }
-    Manifest::parse(&bytes).map_err(|invalid| {
+    parse_manifest(&bytes)
+}
+
+/// A manifest's text, parsed and validated as install does: `invalid_manifest` with the pointer.
+pub(super) fn parse_manifest(bytes: &[u8]) -> Result<Manifest, Refusal> {
+    Manifest::parse(bytes).map_err(|invalid| {
         Refusal::new(ErrorCode::InvalidManifest, invalid.message).with_field("pointer", invalid.pointer.into())
     })
 }

@@ -26,7 +26,7 @@ use conduit_store::{PackageRecord, Store};
 use serde_json::{json, Value};
 
 use crate::state::create_private_dir;
-use installed::{invalid, open_regular, read_manifest};
+use installed::{invalid, open_regular, parse_manifest, read_manifest};
 
 pub struct PackageService {
     pub store: Arc<dyn Store>,
@@ -72,6 +72,12 @@ impl PackageControl for PackageService {
         record
             .map(|r| self.listing(&r))
             .ok_or_else(|| Refusal::not_found("package"))
+    }
+
+    fn judge(&self, manifest: &[u8], grant: &[String], gating: bool) -> Result<(String, Vec<String>), Refusal> {
+        let manifest = parse_manifest(manifest)?;
+        gate::check(&manifest, grant, gating)?;
+        Ok((manifest.id(), manifest.runtime.requires))
     }
 
     fn install(&self, dir: &str) -> Result<Value, Refusal> {

@@ -15,7 +15,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use conduit_core::canonical::canonical_hash;
-use conduit_core::requires::{invalid_token, unmet};
 use conduit_core::tool_call::{ToolCalled, ToolReturned, Transport};
 use conduit_core::{ErrorCode, Refusal, Role};
 use conduit_egress::fetch::SystemResolver;
@@ -233,8 +232,10 @@ struct GateProbe {
     gating: Option<bool>,
 }
 
-/// `POST /v1/host/sample/packs/install-gate`: the RFC 0076 §A gate on a manifest, against the given
-/// grant set (else the configuration's), changing nothing.
+/// `POST /v1/host/sample/packs/install-gate`: the production install gate (the manifest parser,
+/// then RFC 0076 §A's gate) on a manifest, against the given grant set (else the configuration's),
+/// changing nothing. A manifest this host would not install (another runtime language, a name
+/// outside the grammar) is `invalid_manifest` here as at install.
 async fn install_gate(State(s): State<Management>, body: Bytes) -> Answer {
     operator(Role::Operate)?;
     let probe: GateProbe = serde_json::from_slice(&body)
@@ -242,35 +243,14 @@ async fn install_gate(State(s): State<Management>, body: Bytes) -> Answer {
     let config = s.config.get();
     let grant = probe.grant_set.unwrap_or_else(|| config.package_grant());
     let gating = probe.gating.unwrap_or_else(|| config.package_gating());
-    let requires: Vec<String> = match probe.manifest.pointer("/runtime/requires") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(list) => serde_json::from_value(list.clone())
-            .map_err(|_| invalid_manifest("`runtime.requires` is a list of tokens"))?,
-    };
-    if let Some((_, token)) = invalid_token(&requires) {
-        return Err(invalid_manifest(&format!(
-            "`{token}` is not a runtime primitive, or is listed twice"
-        )));
-    }
-    let id = format!(
-        "{}@{}",
-        probe.manifest["name"].as_str().unwrap_or("unnamed"),
-        probe.manifest["version"].as_str().unwrap_or("0.0.0")
-    );
-    let missing = unmet(&requires, &grant);
-    if gating && !missing.is_empty() {
-        let advice = format!("the grant set does not include {}", missing.join(", "));
-        return Err(Failure(Refusal::requirement_unmet(missing, id, advice)));
-    }
+    let text = probe.manifest.to_string();
+    let packages = s.packages.clone();
+    let (id, requires) = blocking(move || Ok(packages.judge(text.as_bytes(), &grant, gating)?)).await?;
     let mut answer = json!({"outcome": "installed", "manifest": id});
     if !gating {
         answer["requiresProjected"] = json!(requires);
     }
     ok(StatusCode::OK, &answer)
-}
-
-fn invalid_manifest(message: &str) -> Failure {
-    Failure(Refusal::new(ErrorCode::InvalidManifest, message))
 }
 
 #[derive(Deserialize)]
