@@ -139,6 +139,16 @@ fn every_served_descriptor_an_installed_packages_included_validates_against_the_
     for tool in tools {
         assert!(schema.is_valid(tool), "{tool}");
     }
+    let (_, discovery) = http(&daemon.management_socket(), "GET", "/.well-known/openwop", None, None);
+    assert_eq!(
+        discovery["toolCatalog"]["sources"],
+        json!(["host-extension", "node-pack"])
+    );
+    assert_eq!(
+        discovery["packRuntime"],
+        json!({"requires": ["net.dns", "net.outbound", "crypto", "subprocess", "fs.read", "fs.write", "env.read", "clock"],
+               "grant": ["crypto", "clock"], "gating": true})
+    );
 }
 
 #[test]
@@ -530,6 +540,25 @@ fn an_installed_gate_decides_and_fails_closed() {
         .as_str()
         .unwrap()
         .starts_with("not installed"));
+    // Catalog honesty: a package's gate may park other tools, so their approval is conditional.
+    let tool = |id: &str| {
+        let path = format!("/v1/tools/{id}");
+        http(
+            &daemon.management_socket(),
+            "GET",
+            &path,
+            Some(&daemon.operator_token()),
+            None,
+        )
+        .1
+    };
+    assert_eq!(tool("notes.echo")["approval"], "conditional");
+    assert_eq!(
+        tool("guard.op")["approval"],
+        "never",
+        "its own gate is not asked about it"
+    );
+    assert_eq!(tool("emit")["approval"], "never", "builtins pass no gate");
 
     let d = daemon.scratch().display().to_string();
     let script = format!(

@@ -68,8 +68,9 @@ pub struct OperationManifest {
     #[serde(default)]
     pub output_schema: Option<Value>,
     pub safety_tier: SafetyTier,
-    #[serde(default = "no_egress")]
-    pub egress: Egress,
+    /// Absent: what the package's grants allow (see [`Manifest::egress_of`]).
+    #[serde(default)]
+    pub egress: Option<Egress>,
     #[serde(default = "non_deterministic")]
     pub replay_policy: ReplayPolicy,
     #[serde(default)]
@@ -78,10 +79,6 @@ pub struct OperationManifest {
     pub cost_hint: Option<Hint>,
     #[serde(default)]
     pub latency_hint: Option<Hint>,
-}
-
-fn no_egress() -> Egress {
-    Egress::None
 }
 
 fn non_deterministic() -> ReplayPolicy {
@@ -134,6 +131,30 @@ impl Manifest {
         Ok(manifest)
     }
 
+    /// An operation's egress as the catalog says it, which must be what the package can do: with
+    /// `net.outbound` it connects by itself (`host-owned` by default; never `none` or
+    /// `safe-fetch`, which would hide a direct connection), else with `http.safeFetch` it may fetch
+    /// through the host (`safe-fetch` by default; never `none`), else it has no way out (`none`).
+    pub fn egress_of(&self, op: &OperationManifest) -> Result<Egress, &'static str> {
+        let direct = self.runtime.requires.iter().any(|r| r == "net.outbound");
+        let fetches = self.permissions.iter().any(|p| p == "http.safeFetch");
+        match (op.egress, direct, fetches) {
+            (None, true, _) => Ok(Egress::HostOwned),
+            (Some(Egress::None | Egress::SafeFetch), true, _) => Err(
+                "a package that requires net.outbound connects by itself: its egress is host-owned or host-mediated",
+            ),
+            (None, false, true) => Ok(Egress::SafeFetch),
+            (Some(Egress::None), false, true) => {
+                Err("a package holding http.safeFetch may fetch: its egress is not none")
+            }
+            (None | Some(Egress::None), false, false) => Ok(Egress::None),
+            (Some(_), false, false) => {
+                Err("a package with neither net.outbound nor http.safeFetch has no egress: none")
+            }
+            (Some(declared), _, _) => Ok(declared),
+        }
+    }
+
     /// Whether the host installs the package's gate: it provides one and the operator granted
     /// the `operation.gate` permission by installing a manifest that asks for it.
     pub fn gates(&self) -> bool {
@@ -163,7 +184,7 @@ impl Manifest {
         semver::Version::parse(&self.version)
             .map_err(|_| invalid("/version", "the version is not semver (such as 1.2.0)"))?;
         self.validate_runtime()?;
-        self.validate_provides()?;
+        // Before the operations: what they may declare depends on what the package holds.
         for (i, permission) in self.permissions.iter().enumerate() {
             if !PERMISSIONS.contains(&permission.as_str()) || self.permissions[..i].contains(permission) {
                 return Err(invalid(
@@ -172,7 +193,7 @@ impl Manifest {
                 ));
             }
         }
-        Ok(())
+        self.validate_provides()
     }
 
     fn validate_runtime(&self) -> Result<(), Invalid> {
@@ -210,6 +231,9 @@ impl Manifest {
                     "an input schema is a JSON Schema (2020-12) object",
                 ));
             }
+            if let Err(why) = self.egress_of(op) {
+                return Err(invalid(format!("/provides/operations/{i}/egress"), why));
+            }
             if op.output_schema.as_ref().is_some_and(|s| compiled(s).is_none()) {
                 return Err(invalid(
                     format!("/provides/operations/{i}/output_schema"),
@@ -245,7 +269,7 @@ impl Manifest {
                 output_schema: op.output_schema.clone().unwrap_or_else(|| serde_json::json!({})),
                 catalog: CatalogFields {
                     safety_tier: op.safety_tier,
-                    egress: op.egress,
+                    egress: self.egress_of(op).unwrap_or(Egress::HostOwned),
                     approval: Approval::Never,
                     replay_policy: op.replay_policy,
                     credential_ref: op.credential_ref,
@@ -334,6 +358,26 @@ mod tests {
     }
 
     #[test]
+    fn an_operations_egress_defaults_to_what_the_package_can_do() {
+        let egress = |edit: fn(&mut Value)| {
+            let mut manifest = notes();
+            manifest["provides"]["operations"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("egress");
+            edit(&mut manifest);
+            let manifest = Manifest::parse(manifest.to_string().as_bytes()).unwrap();
+            manifest.egress_of(&manifest.provides.operations[0]).unwrap()
+        };
+        assert_eq!(egress(|_| {}), Egress::SafeFetch, "it holds http.safeFetch");
+        assert_eq!(egress(|m| m["permissions"] = json!([])), Egress::None);
+        assert_eq!(
+            egress(|m| m["runtime"]["requires"] = json!(["net.outbound"])),
+            Egress::HostOwned
+        );
+    }
+
+    #[test]
     fn every_manifest_rule_refuses_with_its_pointer() {
         type Edit = fn(&mut Value);
         let cases: Vec<(Edit, &str)> = vec![
@@ -361,6 +405,16 @@ mod tests {
                 "/provides/toolsets/0/operations/0/since",
             ),
             (|m| m["surprise"] = json!(1), "/"),
+            // Catalog honesty: the egress an operation declares is what the package can do.
+            (
+                |m| m["provides"]["operations"][0]["egress"] = json!("none"),
+                "/provides/operations/0/egress",
+            ),
+            (
+                |m| m["runtime"]["requires"] = json!(["net.outbound"]),
+                "/provides/operations/0/egress",
+            ),
+            (|m| m["permissions"] = json!([]), "/provides/operations/0/egress"),
         ];
         for (edit, pointer) in cases {
             assert_eq!(refused(edit).pointer, pointer);

@@ -4,6 +4,8 @@
 use std::collections::BTreeSet;
 
 use axum::http::StatusCode;
+use conduit_config::Snapshot;
+use conduit_core::requires::PRIMITIVES;
 use conduit_core::tool::ToolSource;
 use conduit_core::tool_call::Transport;
 use conduit_egress::request::METHODS;
@@ -14,8 +16,10 @@ use serde_json::{json, Value};
 use crate::envelope::{ok, Answer};
 
 /// The capability families at the document root, as OpenWOP hosts publish them. This host runs no
-/// OpenWOP envelopes, so it lists none and its envelope limits are zero.
-pub fn document(registry: &Registry) -> Value {
+/// OpenWOP envelopes, so it lists none and its envelope limits are zero. `packRuntime` is the RFC
+/// 0076 §A gate: the vocabulary this host understands, what it grants packages now, and whether it
+/// gates at all.
+pub fn document(registry: &Registry, config: &Snapshot) -> Value {
     let sources: BTreeSet<ToolSource> = registry.catalog().descriptors().map(|t| t.source).collect();
     let mut document = json!({
         "protocolVersion": "1.0",
@@ -24,6 +28,11 @@ pub fn document(registry: &Registry) -> Value {
         "limits": {"clarificationRounds": 0, "schemaRounds": 0, "envelopesPerTurn": 0},
         "toolCatalog": {"supported": true, "sources": sources, "sessionLifecycle": true},
         "toolHooks": {"supported": true, "prePostEvents": true},
+        "packRuntime": {
+            "requires": PRIMITIVES,
+            "grant": config.package_grant(),
+            "gating": config.package_gating(),
+        },
     });
     if registry.transport("http.fetch") == Transport::Http {
         document["httpClient"] = http_client();
@@ -44,6 +53,6 @@ fn http_client() -> Value {
     })
 }
 
-pub fn answer(registry: &Registry) -> Answer {
-    ok(StatusCode::OK, &document(registry))
+pub fn answer(registry: &Registry, config: &Snapshot) -> Answer {
+    ok(StatusCode::OK, &document(registry, config))
 }

@@ -109,7 +109,7 @@ async fn guidance(State(s): State<ExecutionSocket>, headers: HeaderMap) -> Answe
 
 /// The capability document, without authentication.
 async fn openwop(State(s): State<ExecutionSocket>) -> Answer {
-    crate::discovery::answer(&s.toolbelt.registry())
+    crate::discovery::answer(&s.toolbelt.registry(), &s.toolbelt.config())
 }
 
 #[derive(Deserialize)]

@@ -25,7 +25,7 @@ pub mod token;
 
 use std::sync::Arc;
 
-use conduit_config::CurrentConfig;
+use conduit_config::{CurrentConfig, Snapshot};
 use conduit_core::names::{is_key, is_operation_text};
 use conduit_core::tool::{SourceFilter, ToolDescriptor};
 use conduit_core::{Clock, Refusal, TokenRecord};
@@ -144,6 +144,11 @@ impl Toolbelt {
     }
 
     /// The registry served now.
+    /// The active configuration.
+    pub fn config(&self) -> Arc<Snapshot> {
+        self.config.get()
+    }
+
     pub fn registry(&self) -> Arc<Registry> {
         self.registry.get()
     }

@@ -104,7 +104,7 @@ fn routes() -> Vec<Route> {
 
 /// The capability document: the one route that needs no credential.
 async fn openwop(State(s): State<Management>) -> Answer {
-    crate::discovery::answer(&s.registry.get())
+    crate::discovery::answer(&s.registry.get(), &s.config.get())
 }
 
 pub fn management_router(state: Management) -> Router {

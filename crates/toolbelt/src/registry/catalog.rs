@@ -93,7 +93,11 @@ fn descriptors(registry: &Registry) -> Vec<ToolDescriptor> {
     let mut granting = toolsets_by_operation(registry);
     let mut tools: Vec<ToolDescriptor> = builtin_tools()
         .into_iter()
-        .chain(registry.operations().map(extension_tool))
+        .chain(
+            registry
+                .operations()
+                .map(|r| extension_tool(r, registry.policy_gated(&r.spec.name))),
+        )
         .collect();
     for tool in &mut tools {
         if let (Some(auth), Some(toolsets)) = (tool.auth.as_mut(), granting.remove(tool.tool_id.as_str())) {
@@ -104,15 +108,21 @@ fn descriptors(registry: &Registry) -> Vec<ToolDescriptor> {
     tools
 }
 
-fn extension_tool(registered: &Registered) -> ToolDescriptor {
+/// An extension's operation; `policy_gated` when a package's gate may park it, which makes an
+/// approval it would never need `conditional`.
+fn extension_tool(registered: &Registered, policy_gated: bool) -> ToolDescriptor {
     let spec = &registered.spec;
-    ToolDescriptor {
+    let mut tool = ToolDescriptor {
         title: spec.title.clone(),
         description: Some(spec.summary.clone()),
         input_schema: Some(spec.input_schema.clone()),
         output_schema: Some(spec.output_schema.clone()),
         ..ToolDescriptor::of(&spec.name, registered.source, &spec.catalog, vec![spec.name.clone()])
+    };
+    if policy_gated && tool.approval == Some(Approval::Never) {
+        tool.approval = Some(Approval::Conditional);
     }
+    tool
 }
 
 /// For each operation, the grant entries (`@toolset`) of every toolset that holds it, the host's

@@ -188,6 +188,8 @@ impl Registry {
     pub fn set_gate(&mut self, registration: &str, gate: Arc<dyn crate::gate::Gate>) -> Result<(), RegistrationError> {
         self.check_registered(registration, "a gate")?;
         self.gates.insert(registration.to_owned(), gate);
+        // A package's gate makes other operations' approval conditional in the catalog.
+        self.catalog = OnceLock::new();
         Ok(())
     }
 
@@ -254,6 +256,22 @@ impl Registry {
             .filter(|(name, _)| name.as_str() != own)
             .map(|(name, gate)| (name.clone(), gate.clone()))
             .collect()
+    }
+
+    /// Whether an installed package's gate may park `operation` (host policy, so its approval is
+    /// `conditional`): a gate of a registration other than the host's and the operation's own.
+    /// The host's human approvals gate is not policy: its rules show as `always` per scope.
+    pub fn policy_gated(&self, operation: &str) -> bool {
+        let Some(own) = self.operations.get(operation).map(|r| r.registration.as_str()) else {
+            return false;
+        };
+        self.gates.keys().any(|name| {
+            name != own
+                && self
+                    .registrations
+                    .get(name)
+                    .is_some_and(|s| *s != ToolSource::HostExtension)
+        })
     }
 
     /// The catalog of every operation, builtins included.
