@@ -114,3 +114,45 @@ fn without_the_allowance_a_local_server_is_loopback() {
     );
     assert!(heads.lock().unwrap().is_empty());
 }
+
+/// A call in flight when the daemon dies is not left open on the Work's log: recovery pairs its
+/// `agent.toolCalled` with an `agent.toolReturned` whose status is `lost`.
+#[test]
+fn a_call_in_flight_at_a_crash_is_recorded_lost_by_recovery() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accepts and never answers: the fetch stays in flight until the daemon dies.
+    std::thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().collect();
+        drop(held);
+    });
+    let allow = format!("127.0.0.1:{port}");
+    let tmp = meeting();
+    let d = tmp.path().display().to_string();
+    let mut daemon = Daemon::start_with_env(&[("OPEN_CONDUIT_TEST_FETCH_ALLOW", &allow)], |_| {
+        fetch_config(&format!(
+            "os call http.fetch --input '{{\"url\":\"http://127.0.0.1:{port}/never\"}}' > /dev/null 2>&1; \
+             while [ -d {d} ] && [ ! -f {d}/release ]; do sleep 0.05; done; os outcome succeeded"
+        ))
+    });
+    let work = daemon.create_work("demo", "shell");
+    let fetch_records = |daemon: &Daemon, kind: &str| -> Vec<Value> {
+        daemon
+            .events(&work)
+            .into_iter()
+            .filter(|e| e["type"] == kind && e["data"]["toolName"] == "http.fetch")
+            .collect()
+    };
+    wait_until("the fetch is in flight", || !fetch_records(&daemon, "agent.toolCalled").is_empty());
+    daemon.kill();
+    daemon.launch_with_env(&[("OPEN_CONDUIT_TEST_FETCH_ALLOW", &allow)]);
+    let called = fetch_records(&daemon, "agent.toolCalled");
+    let returned = fetch_records(&daemon, "agent.toolReturned");
+    assert_eq!((called.len(), returned.len()), (1, 1), "paired once: {returned:?}");
+    assert_eq!(returned[0]["data"]["status"], "lost");
+    assert_eq!(returned[0]["data"]["callId"], called[0]["data"]["callId"]);
+    assert_eq!(returned[0]["causation"]["parent"], called[0]["id"]);
+    std::fs::write(tmp.path().join("release"), "").unwrap();
+    daemon.await_work(&work, "succeeded");
+    assert_eq!(fetch_records(&daemon, "agent.toolReturned").len(), 1, "the adopted attempt adds none");
+}

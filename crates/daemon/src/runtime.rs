@@ -10,8 +10,8 @@ use conduit_config::{CurrentConfig, Snapshot};
 use conduit_core::execution::SegmentEnd;
 use conduit_core::{ArtifactRecord, Declaration, Duration, Execution, ExecutionState, Timestamp};
 use conduit_scheduler::{
-    adopt, claim_next, complete, fire_due_timers, first_to_start, record_pid, renew_lease, settle_unstarted, Claim,
-    HostError, LEASE,
+    adopt, claim_next, close_unpaired_calls, complete, fire_due_timers, first_to_start, record_pid, renew_lease,
+    settle_unstarted, Claim, HostError, LEASE,
 };
 use conduit_server::{
     bind_owner_only, execution_router, now, serve, ArtifactFiles, ConnectionLimits, ExecutionSocket, SharedConnections,
@@ -244,6 +244,14 @@ impl Runtime {
             .await?;
         let mut live = Vec::new();
         for x in running {
+            // Nothing the dead daemon's handlers were running can answer now.
+            let execution = x.clone();
+            let paired = self
+                .db(move |s| s.write(|tx| close_unpaired_calls(tx, &execution, now())))
+                .await?;
+            if paired > 0 {
+                tracing::warn!(execution = %x.id, calls = paired, "calls in flight at a crash were recorded lost");
+            }
             let pid = x.pid.or_else(|| RunDir::noted_pid(&self.runs_dir, &x.id));
             match pid.filter(|pid| is_alive(*pid)) {
                 Some(pid) => {

@@ -27,7 +27,9 @@ pub use control::{
     OperatorEvent, OPERATOR_CANCELLED,
 };
 pub use error::HostError;
-pub use sessions::{append_host_record, close_open_sessions, close_session, open_session, HostRecord};
+pub use sessions::{
+    append_host_record, close_open_sessions, close_session, close_unpaired_calls, open_session, HostRecord,
+};
 pub use trace::{samples, trace, Effect, Probe, RouteVerdict, Trace, Verdict};
 pub use waits::fire_due_timers;
 pub use work::{create_work, NewWork};

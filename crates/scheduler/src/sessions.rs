@@ -3,6 +3,9 @@
 //! ends is closed `failed` by the host in the transaction that ends it (a declaration, a
 //! completion, a cancel).
 
+use std::collections::HashSet;
+
+use conduit_core::tool_call::{ToolReturned, TOOL_CALLED, TOOL_RETURNED};
 use conduit_core::{Causation, Event, Execution, NewEvent, SessionOutcome, Source, Timestamp, ToolSession};
 use conduit_store::{new_id, Tx};
 use serde_json::json;
@@ -111,4 +114,40 @@ pub fn close_open_sessions(
         close_session(tx, &session, outcome, now)?;
     }
     Ok(())
+}
+
+/// Pairs every call of `execution` still without its `agent.toolReturned` with one whose status is
+/// `lost`: run by recovery, when no handler of the daemon that died can still answer, so a call
+/// the crash interrupted does not stay open on the Work's log forever. What the call did before
+/// the crash is unknown, which is what `lost` says. Answers how many were paired.
+pub fn close_unpaired_calls(tx: &mut dyn Tx, execution: &Execution, now: Timestamp) -> Result<usize, HostError> {
+    let events = tx.list_events(Some(&execution.work_id), usize::MAX >> 1)?;
+    let returned: HashSet<&str> = events
+        .iter()
+        .filter(|e| e.event_type == TOOL_RETURNED)
+        .filter_map(|e| e.causation.parent.as_deref())
+        .collect();
+    let unpaired: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.event_type == TOOL_CALLED && e.execution_id.as_deref() == Some(execution.id.as_str()))
+        .filter(|e| !returned.contains(e.id.as_str()))
+        .collect();
+    for called in &unpaired {
+        let data = ToolReturned {
+            agent_id: &execution.id,
+            tool_name: called.data["toolName"].as_str().unwrap_or_default(),
+            call_id: &called.data["callId"],
+            status: "lost",
+            duration_ms: now.0 - called.accepted_at.0,
+        }
+        .data();
+        let record = HostRecord {
+            id: new_id(),
+            event_type: TOOL_RETURNED,
+            data,
+            at: now,
+        };
+        append_host_record(tx, execution, &called.scope, Some(called), record)?;
+    }
+    Ok(unpaired.len())
 }
