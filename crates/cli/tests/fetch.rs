@@ -156,3 +156,25 @@ fn a_call_in_flight_at_a_crash_is_recorded_lost_by_recovery() {
     daemon.await_work(&work, "succeeded");
     assert_eq!(fetch_records(&daemon, "agent.toolReturned").len(), 1, "the adopted attempt adds none");
 }
+
+/// `replayPolicy: non-deterministic` (RFC 0078): the host keeps the observable result, so a call
+/// retried with its request id answers exactly as the first did and fetches nothing again.
+#[test]
+fn a_fetch_retried_with_its_request_id_replays_without_fetching_again() {
+    let (port, heads) = test_server();
+    let allow = format!("127.0.0.1:{port}");
+    let tmp = meeting();
+    let daemon = Daemon::start_with_env(&[("OPEN_CONDUIT_TEST_FETCH_ALLOW", &allow)], |_| {
+        fetch_config(&publish_and_hold(tmp.path()))
+    });
+    let (_, socket, token_file) = hold_one(&daemon, tmp.path());
+    let token = read_token(&token_file);
+    let body = json!({"operation": "http.fetch", "request_id": "fetch-1",
+                      "input": {"url": format!("http://127.0.0.1:{port}/once")}});
+    let first = http(&socket, "POST", "/v1/toolbelt/call", Some(&token), Some(&body));
+    let again = http(&socket, "POST", "/v1/toolbelt/call", Some(&token), Some(&body));
+    assert_eq!(first.0, 200, "{}", first.1);
+    assert_eq!(first, again, "the same observable result");
+    assert_eq!(heads.lock().unwrap().len(), 1, "fetched once");
+    std::fs::write(tmp.path().join("release"), "").unwrap();
+}

@@ -35,6 +35,7 @@ pub enum ErrorCode {
     CausalRateExceeded,
     QuotaExceeded,
     RequestConflict,
+    RequestInProgress,
     SessionNotOpen,
     InvalidManifest,
     PackRuntimeRequirementUnmet,
@@ -75,6 +76,7 @@ impl ErrorCode {
             ErrorCode::CausalRateExceeded => "causal_rate_exceeded",
             ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::RequestConflict => "request_conflict",
+            ErrorCode::RequestInProgress => "request_in_progress",
             ErrorCode::SessionNotOpen => "session_not_open",
             ErrorCode::InvalidManifest => "invalid_manifest",
             ErrorCode::PackRuntimeRequirementUnmet => "pack_runtime_requirement_unmet",
@@ -101,6 +103,7 @@ impl ErrorCode {
             | ErrorCode::IdempotencyKeyRequired => 400,
             ErrorCode::Conflict
             | ErrorCode::RequestConflict
+            | ErrorCode::RequestInProgress
             | ErrorCode::SessionNotOpen
             | ErrorCode::IdempotencyConflict
             | ErrorCode::StaleGeneration

@@ -45,6 +45,8 @@ pub struct Pending {
     handler: Arc<dyn Handler>,
     /// The gates asked before the handler runs, in order.
     gates: Vec<(String, Arc<dyn Gate>)>,
+    /// Its request id's place among the calls running now, held until it ends.
+    _running: Option<replay::Running>,
 }
 
 /// What became of an authorized extension call: its handler ran, or a gate stopped it.
@@ -210,6 +212,7 @@ impl Toolbelt {
                         .map_err(HostError::from)?;
                     validate_input(registered, &request.input)
                         .map_err(|at| Failed::reached(invalid_at(&at), &authority))?;
+                    let running = self.in_flight.claim(&authority, request).map_err(HostError::from)?;
                     let called = audit::tool_called(tx, &call, &authority)?;
                     Ok(Begun::Extension(Box::new(Pending {
                         socket_execution: socket_execution.to_owned(),
@@ -221,6 +224,7 @@ impl Toolbelt {
                         called,
                         handler: registered.spec.handler.clone(),
                         gates: registry.gates_for(&request.operation),
+                        _running: running,
                     })))
                 }
             }

@@ -108,6 +108,8 @@ pub struct Toolbelt {
     clock: Arc<dyn Clock>,
     registry: Arc<LiveRegistry>,
     classifier: Option<Arc<dyn RefusalClassifier>>,
+    /// Extension calls running now, by request id.
+    in_flight: replay::InFlight,
 }
 
 /// Classifies a refusal of a genuine token for its audit record (`toolbelt.refusal`).
@@ -128,6 +130,7 @@ impl Toolbelt {
             clock,
             registry: LiveRegistry::new(registry),
             classifier: None,
+            in_flight: replay::InFlight::default(),
         }
     }
 

@@ -1,4 +1,9 @@
-//! Request ids: a retried request replays its committed result; a changed body is a conflict.
+//! Request ids: a retried request replays its committed result; a changed body is a conflict; a
+//! retry while the first call still runs is `request_in_progress`, so one request id never runs a
+//! handler twice.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use conduit_core::{ErrorCode, Refusal, RequestRecord, Timestamp};
 use conduit_scheduler::HostError;
@@ -70,3 +75,49 @@ pub fn store(
     })?;
     Ok(())
 }
+
+/// The execution, operation and request id of a call.
+type Key = (String, String, String);
+
+/// Extension calls with a request id whose handler is running now. Builtins need none: they run
+/// and commit in one transaction, so a retry finds their record.
+#[derive(Clone, Default)]
+pub struct InFlight(Arc<Mutex<HashSet<Key>>>);
+
+/// A call's place in [`InFlight`], given up when dropped (whichever way the call ends).
+pub struct Running {
+    in_flight: InFlight,
+    key: Key,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.in_flight.calls().remove(&self.key);
+    }
+}
+
+impl InFlight {
+    /// Marks the call running, or refuses it while another call with its request id runs.
+    pub fn claim(&self, a: &Authority, request: &CallRequest) -> Result<Option<Running>, Refusal> {
+        let Some(request_id) = &request.request_id else {
+            return Ok(None);
+        };
+        let key = (a.execution.id.clone(), request.operation.clone(), request_id.clone());
+        if !self.calls().insert(key.clone()) {
+            return Err(Refusal::new(
+                ErrorCode::RequestInProgress,
+                "a call with this request id is still running",
+            )
+            .with_remedy("retry when it has answered: the retry replays its result"));
+        }
+        Ok(Some(Running {
+            in_flight: self.clone(),
+            key,
+        }))
+    }
+
+    fn calls(&self) -> std::sync::MutexGuard<'_, HashSet<Key>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+

@@ -345,25 +345,29 @@ fn an_invalid_input_schema_is_refused() {
     assert_eq!(err.code, "invalid");
 }
 
+/// RFC 0078 `replayPolicy`: one request id, one observable result. A second call with the request
+/// id of a call still running is refused `request_in_progress` (its handler never runs twice);
+/// once the first commits, a retry replays it.
 #[test]
-fn two_calls_in_flight_with_one_request_id_answer_the_first_commit() {
+fn a_call_while_one_with_its_request_id_runs_is_refused_and_its_retry_replays() {
     let (h, notes) = notes_harness();
     let (claim, token) = h.attempt();
     let request: CallRequest = serde_json::from_value(add("a", Some("r1"))).unwrap();
-    let begin = || match h.toolbelt.begin(&claim.execution.id, &token, &request).unwrap() {
-        Begun::Extension(pending) => pending,
-        Begun::Answered(_) => panic!("an extension call"),
+    let Begun::Extension(first) = h.toolbelt.begin(&claim.execution.id, &token, &request).unwrap() else {
+        panic!("an extension call");
     };
-    let (first, second) = (begin(), begin());
-    let (r1, r2) = (block_on(first.run()), block_on(second.run()));
-    let a = h.toolbelt.finish(*first, Ran::Handled(r1)).unwrap();
-    let b = h.toolbelt.finish(*second, Ran::Handled(r2)).unwrap();
-    assert_eq!(a, b, "the second is answered the first's committed result");
-    assert_eq!(
-        notes.runs.load(Ordering::SeqCst),
-        2,
-        "both handlers ran: handlers must be idempotent"
+    let second = h.toolbelt.begin(&claim.execution.id, &token, &request);
+    assert_eq!(second.err().map(|r| r.code), Some(ErrorCode::RequestInProgress));
+    let other: CallRequest = serde_json::from_value(add("b", Some("r2"))).unwrap();
+    assert!(
+        h.toolbelt.begin(&claim.execution.id, &token, &other).is_ok(),
+        "another request id runs"
     );
+    let ran = block_on(first.run());
+    let answered = h.toolbelt.finish(*first, Ran::Handled(ran)).unwrap();
+    let retried = h.request_at(&claim, &token, add("a", Some("r1")), T0).unwrap();
+    assert_eq!(retried, answered["output"], "the retry replays the committed result");
+    assert_eq!(notes.runs.load(Ordering::SeqCst), 1, "the handler ran once for r1");
     let events = h.store.read(|tx| tx.list_events(Some(&claim.work.id), 100)).unwrap();
     assert_eq!(events.iter().filter(|e| e.event_type == "notes.added").count(), 1);
 }
