@@ -88,6 +88,12 @@ fn an_execution_sees_exactly_its_grant_and_less_once_the_configuration_narrows()
         discovery["toolHooks"],
         json!({"supported": true, "prePostEvents": true})
     );
+    assert_eq!(
+        discovery["httpClient"],
+        json!({"supported": true, "ssrfGuard": true, "maxResponseBodyBytes": 10_485_760, "requestTimeoutMs": 30_000,
+               "methods": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"], "safeFetch": {"supported": true}}),
+        "RFC 0076 §B: the guarded client's clamps, as the fetch path enforces them"
+    );
     let management = daemon.management_socket();
     assert_eq!(
         http(&management, "GET", "/.well-known/openwop", None, None),

@@ -143,7 +143,9 @@ fn a_call_in_flight_at_a_crash_is_recorded_lost_by_recovery() {
             .filter(|e| e["type"] == kind && e["data"]["toolName"] == "http.fetch")
             .collect()
     };
-    wait_until("the fetch is in flight", || !fetch_records(&daemon, "agent.toolCalled").is_empty());
+    wait_until("the fetch is in flight", || {
+        !fetch_records(&daemon, "agent.toolCalled").is_empty()
+    });
     daemon.kill();
     daemon.launch_with_env(&[("OPEN_CONDUIT_TEST_FETCH_ALLOW", &allow)]);
     let called = fetch_records(&daemon, "agent.toolCalled");
@@ -154,7 +156,11 @@ fn a_call_in_flight_at_a_crash_is_recorded_lost_by_recovery() {
     assert_eq!(returned[0]["causation"]["parent"], called[0]["id"]);
     std::fs::write(tmp.path().join("release"), "").unwrap();
     daemon.await_work(&work, "succeeded");
-    assert_eq!(fetch_records(&daemon, "agent.toolReturned").len(), 1, "the adopted attempt adds none");
+    assert_eq!(
+        fetch_records(&daemon, "agent.toolReturned").len(),
+        1,
+        "the adopted attempt adds none"
+    );
 }
 
 /// `replayPolicy: non-deterministic` (RFC 0078): the host keeps the observable result, so a call

@@ -706,3 +706,58 @@ fn each_runtime_requirement_is_enforced_refused_without_it_and_allowed_with_it()
         "only the package granted net.outbound connected"
     );
 }
+
+/// A package's `http.safeFetch` callbacks are refused without the permission
+/// (`permission_denied`) and for a `call_id` that names no operation call in flight
+/// (`invalid_params`): a package can fetch only for a call it is answering.
+#[test]
+fn safe_fetch_callbacks_need_the_permission_and_a_call_in_flight() {
+    let daemon = Daemon::start_with(|_| shell_config("true"));
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/packages/notes");
+    let variant = |name: &str, edit: &dyn Fn(&mut Value, &mut String)| {
+        let dir = daemon.scratch().join(name);
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        let mut manifest: Value =
+            serde_json::from_str(&std::fs::read_to_string(example.join("open-conduit.json")).unwrap()).unwrap();
+        let mut script = std::fs::read_to_string(example.join("bin/notes")).unwrap();
+        manifest["name"] = json!(name);
+        let own = |text: &str| text.replace("notes.", &format!("{name}."));
+        script = own(&script);
+        manifest = serde_json::from_str(&own(&manifest.to_string())).unwrap();
+        edit(&mut manifest, &mut script);
+        std::fs::write(dir.join("open-conduit.json"), manifest.to_string()).unwrap();
+        std::fs::write(dir.join("bin/notes"), script).unwrap();
+        std::fs::set_permissions(dir.join("bin/notes"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(install(&daemon, &dir).0, Some(0), "{name} installs");
+    };
+    variant("unpermitted", &|manifest, _| {
+        manifest["permissions"] = json!([]);
+        manifest["provides"]["operations"][1]
+            .as_object_mut()
+            .unwrap()
+            .remove("egress");
+    });
+    variant("stray", &|_, script| {
+        *script = script.replace(r#"{"call_id": params["call_id"],"#, r#"{"call_id": "no-such-call","#);
+    });
+    let d = daemon.scratch().display().to_string();
+    let script = format!(
+        "os call unpermitted.fetch --input '{{\"url\":\"http://127.0.0.1:9/\"}}' 2> {d}/unpermitted.txt; \
+         os call stray.fetch --input '{{\"url\":\"http://127.0.0.1:9/\"}}' 2> {d}/stray.txt; os outcome succeeded"
+    );
+    let config = granting(&script, json!(["declare_outcome", "unpermitted.fetch", "stray.fetch"]));
+    daemon.apply(&config);
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    let read = |name: &str| std::fs::read_to_string(daemon.scratch().join(name)).unwrap();
+    assert!(
+        read("unpermitted.txt").starts_with("permission_denied:"),
+        "{}",
+        read("unpermitted.txt")
+    );
+    assert!(
+        read("stray.txt").starts_with("invalid_params:"),
+        "{}",
+        read("stray.txt")
+    );
+}

@@ -69,7 +69,20 @@ async fn server() -> (SocketAddr, Arc<AtomicUsize>) {
 
 async fn answer(request: Request<Incoming>, port: u16) -> Result<Response<Full<Bytes>>, Infallible> {
     let redirect = |to: String| Response::builder().status(302).header("location", to);
-    let response = match request.uri().path() {
+    let path = request.uri().path().to_owned();
+    if let Some(n) = path.strip_prefix("/hops/").and_then(|n| n.parse::<u32>().ok()) {
+        let to = if n == 0 {
+            "/ok".to_owned()
+        } else {
+            format!("/hops/{}", n - 1)
+        };
+        return Ok(redirect(to).body(Full::new(Bytes::new())).unwrap());
+    }
+    let response = match path.as_str() {
+        "/echo" => return Ok(Response::new(Full::new(Bytes::from(echo(request).await)))),
+        "/see-other" => Response::builder().status(303).header("location", "/echo"),
+        "/to-same" => redirect("/echo".into()),
+        "/to-other" => redirect(format!("http://other.test:{port}/echo")),
         "/ok" => Response::builder().status(200),
         "/redirect-private" => redirect("http://10.0.0.1/".into()),
         "/redirect-metadata" => redirect("http://169.254.169.254/latest/meta-data/".into()),
@@ -86,11 +99,31 @@ async fn answer(request: Request<Incoming>, port: u16) -> Result<Response<Full<B
     Ok(response.body(Full::new(Bytes::from_static(b"hello"))).unwrap())
 }
 
+/// What the server saw of a request: its method, its body's length, whether it carried
+/// `Authorization`.
+async fn echo(request: Request<Incoming>) -> String {
+    use http_body_util::BodyExt;
+    let method = request.method().to_string();
+    let auth = if request.headers().contains_key("authorization") {
+        "yes"
+    } else {
+        "no"
+    };
+    let body = request
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes().len())
+        .unwrap_or(0);
+    format!("{method} {body} auth={auth}")
+}
+
 fn client(server: SocketAddr, limits: Limits) -> SafeFetch {
     let public = vec![server.ip()];
     let names = HashMap::from([
         ("public.test", public.clone()),
         ("rebind.test", public.clone()),
+        ("other.test", public.clone()),
         ("mixed.test", vec![server.ip(), ip("10.0.0.7")]),
         ("private.test", vec![ip("192.168.0.1")]),
         ("unique-local.test", vec![ip("fd00::1")]),
@@ -347,4 +380,73 @@ fn the_allowance_holds_loopback_addresses_only() {
     assert!(allowance.permits("127.0.0.1:8080".parse().unwrap()));
     assert!(!allowance.permits("127.0.0.1:8081".parse().unwrap()));
     assert!(!allowance.permits("10.0.0.1:80".parse().unwrap()));
+}
+
+/// Redirects: at most five are followed, a 303 turns a POST into a GET without its body, and
+/// `Authorization` goes to the first origin only.
+#[tokio::test]
+async fn redirects_are_capped_reshape_a_see_other_and_keep_credentials_to_the_origin() {
+    let (server, _) = server().await;
+    let fetch = client(server, Limits::default());
+    let url = |path: &str| format!("http://public.test:{}{path}", server.port());
+    assert_eq!(
+        outcome(fetch.fetch(get(&url("/hops/4"))).await),
+        Expect::Fetched(200),
+        "five redirects"
+    );
+    assert_eq!(
+        fetch.fetch(get(&url("/hops/5"))).await.err(),
+        Some(FetchError::Failed("too many redirects")),
+        "a sixth"
+    );
+    let text = |response: Result<conduit_egress::FetchResponse, FetchError>| {
+        String::from_utf8(response.unwrap().body).unwrap()
+    };
+    let post = |path: &str| FetchRequest {
+        method: Some("POST".into()),
+        body: Some(b"payload".to_vec()),
+        authorization: Some("Bearer planted".into()),
+        ..get(&url(path))
+    };
+    assert_eq!(text(fetch.fetch(post("/echo")).await), "POST 7 auth=yes");
+    assert_eq!(
+        text(fetch.fetch(post("/see-other")).await),
+        "GET 0 auth=yes",
+        "303: GET, no body"
+    );
+    let same = FetchRequest {
+        method: None,
+        body: None,
+        ..post("/to-same")
+    };
+    assert_eq!(text(fetch.fetch(same).await), "GET 0 auth=yes", "same origin keeps it");
+    let other = FetchRequest {
+        method: None,
+        body: None,
+        ..post("/to-other")
+    };
+    assert_eq!(
+        text(fetch.fetch(other).await),
+        "GET 0 auth=no",
+        "another origin never sees it"
+    );
+}
+
+/// A request body past `max_request_bytes` (1 MiB) is refused before anything is resolved.
+#[tokio::test]
+async fn a_request_body_over_the_cap_is_refused_before_connecting() {
+    let (server, connections) = server().await;
+    let fetch = client(server, Limits::default());
+    let request = |len: usize| FetchRequest {
+        method: Some("POST".into()),
+        body: Some(vec![b'x'; len]),
+        ..get(&format!("http://public.test:{}/echo", server.port()))
+    };
+    assert_eq!(outcome(fetch.fetch(request(1024 * 1024 + 1)).await), Expect::Invalid);
+    assert_eq!(connections.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        outcome(fetch.fetch(request(1024 * 1024)).await),
+        Expect::Fetched(200),
+        "1 MiB is within"
+    );
 }

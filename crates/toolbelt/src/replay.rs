@@ -120,4 +120,3 @@ impl InFlight {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
-
