@@ -486,6 +486,11 @@ fn the_example_package_answers_an_execution_and_fetches_through_the_host() {
         .filter(|e| e["type"] == "agent.toolCalled")
         .all(|e| e["data"]["transport"] == "http" && e["data"]["principal"] == "package:notes"));
     assert_eq!(fetches[1]["causation"]["parent"], fetches[0]["id"]);
+    // The package's own operation is the host running it: native; its callbacks carry `http`.
+    assert!(events
+        .iter()
+        .filter(|e| e["type"] == "agent.toolCalled" && e["data"]["toolName"] == "notes.fetch")
+        .all(|e| e["data"]["transport"] == "native"));
 }
 
 /// A package that did not declare `env.read` gets a scrubbed environment: a system PATH, a locale

@@ -131,28 +131,52 @@ impl Manifest {
         Ok(manifest)
     }
 
-    /// An operation's egress as the catalog says it, which must be what the package can do: with
-    /// `net.outbound` it connects by itself (`host-owned` by default; never `none` or
-    /// `safe-fetch`, which would hide a direct connection), else with `http.safeFetch` it may fetch
-    /// through the host (`safe-fetch` by default; never `none`), else it has no way out (`none`).
-    pub fn egress_of(&self, op: &OperationManifest) -> Result<Egress, &'static str> {
-        let direct = self.runtime.requires.iter().any(|r| r == "net.outbound");
-        let fetches = self.permissions.iter().any(|p| p == "http.safeFetch");
-        match (op.egress, direct, fetches) {
-            (None, true, _) => Ok(Egress::HostOwned),
-            (Some(Egress::None | Egress::SafeFetch), true, _) => Err(
+    /// An operation's egress as the catalog says it: what it declares when that is what the
+    /// package can do, else what the package can do. With `net.outbound` it connects by itself
+    /// (`host-owned`; `none` and `safe-fetch` would hide a direct connection), else with
+    /// `http.safeFetch` it may fetch through the host (`safe-fetch`; never `none`), else it has no
+    /// way out (`none`).
+    pub fn egress_of(&self, op: &OperationManifest) -> Egress {
+        match (op.egress, self.egress_contradiction(op)) {
+            (Some(declared), None) => declared,
+            _ if self.connects_directly() => Egress::HostOwned,
+            _ if self.fetches() => Egress::SafeFetch,
+            _ => Egress::None,
+        }
+    }
+
+    /// Why an operation's declared egress is not what the package can do, if it is not. Install
+    /// refuses it; a package installed before the rule is served with [`Manifest::egress_of`].
+    pub fn egress_contradiction(&self, op: &OperationManifest) -> Option<&'static str> {
+        match (op.egress?, self.connects_directly(), self.fetches()) {
+            (Egress::None | Egress::SafeFetch, true, _) => Some(
                 "a package that requires net.outbound connects by itself: its egress is host-owned or host-mediated",
             ),
-            (None, false, true) => Ok(Egress::SafeFetch),
-            (Some(Egress::None), false, true) => {
-                Err("a package holding http.safeFetch may fetch: its egress is not none")
+            (Egress::None, false, true) => Some("a package holding http.safeFetch may fetch: its egress is not none"),
+            (Egress::SafeFetch | Egress::HostMediated | Egress::HostOwned, false, false) => {
+                Some("a package with neither net.outbound nor http.safeFetch has no egress: none")
             }
-            (None | Some(Egress::None), false, false) => Ok(Egress::None),
-            (Some(_), false, false) => {
-                Err("a package with neither net.outbound nor http.safeFetch has no egress: none")
-            }
-            (Some(declared), _, _) => Ok(declared),
+            _ => None,
         }
+    }
+
+    /// What install checks beyond [`Manifest::parse`]: rules added after packages were installed
+    /// under them, which a package already installed keeps being served without.
+    pub fn check_for_install(&self) -> Result<(), Invalid> {
+        for (i, op) in self.provides.operations.iter().enumerate() {
+            if let Some(why) = self.egress_contradiction(op) {
+                return Err(invalid(format!("/provides/operations/{i}/egress"), why));
+            }
+        }
+        Ok(())
+    }
+
+    fn connects_directly(&self) -> bool {
+        self.runtime.requires.iter().any(|r| r == "net.outbound")
+    }
+
+    fn fetches(&self) -> bool {
+        self.permissions.iter().any(|p| p == "http.safeFetch")
     }
 
     /// Whether the host installs the package's gate: it provides one and the operator granted
@@ -231,9 +255,6 @@ impl Manifest {
                     "an input schema is a JSON Schema (2020-12) object",
                 ));
             }
-            if let Err(why) = self.egress_of(op) {
-                return Err(invalid(format!("/provides/operations/{i}/egress"), why));
-            }
             if op.output_schema.as_ref().is_some_and(|s| compiled(s).is_none()) {
                 return Err(invalid(
                     format!("/provides/operations/{i}/output_schema"),
@@ -269,7 +290,7 @@ impl Manifest {
                 output_schema: op.output_schema.clone().unwrap_or_else(|| serde_json::json!({})),
                 catalog: CatalogFields {
                     safety_tier: op.safety_tier,
-                    egress: self.egress_of(op).unwrap_or(Egress::HostOwned),
+                    egress: self.egress_of(op),
                     approval: Approval::Never,
                     replay_policy: op.replay_policy,
                     credential_ref: op.credential_ref,
@@ -338,7 +359,9 @@ mod tests {
     fn refused(edit: impl FnOnce(&mut Value)) -> Invalid {
         let mut manifest = notes();
         edit(&mut manifest);
-        Manifest::parse(manifest.to_string().as_bytes()).unwrap_err()
+        Manifest::parse(manifest.to_string().as_bytes())
+            .and_then(|m| m.check_for_install())
+            .unwrap_err()
     }
 
     #[test]
@@ -367,7 +390,7 @@ mod tests {
                 .remove("egress");
             edit(&mut manifest);
             let manifest = Manifest::parse(manifest.to_string().as_bytes()).unwrap();
-            manifest.egress_of(&manifest.provides.operations[0]).unwrap()
+            manifest.egress_of(&manifest.provides.operations[0])
         };
         assert_eq!(egress(|_| {}), Egress::SafeFetch, "it holds http.safeFetch");
         assert_eq!(egress(|m| m["permissions"] = json!([])), Egress::None);
@@ -375,6 +398,12 @@ mod tests {
             egress(|m| m["runtime"]["requires"] = json!(["net.outbound"])),
             Egress::HostOwned
         );
+        // A package installed before the rule still loads, and is described as what it can do.
+        let mut legacy = notes();
+        legacy["provides"]["operations"][0]["egress"] = json!("none");
+        let legacy = Manifest::parse(legacy.to_string().as_bytes()).unwrap();
+        assert_eq!(legacy.egress_of(&legacy.provides.operations[0]), Egress::SafeFetch);
+        assert!(legacy.check_for_install().is_err(), "but it would not install today");
     }
 
     #[test]

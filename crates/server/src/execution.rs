@@ -126,7 +126,8 @@ async fn tools(
     query: Result<Query<ToolsQuery>, QueryRejection>,
 ) -> Answer {
     let token = bearer(&headers)?;
-    // The credential is judged before the query is.
+    // The credential is judged before the query is (its presence here, its validity in the
+    // toolbelt before the source filter).
     let Query(q) = query.map_err(|_| {
         Failure(Refusal::new(
             ErrorCode::InvalidRequest,

@@ -146,12 +146,12 @@ impl Toolbelt {
         self
     }
 
-    /// The registry served now.
     /// The active configuration.
     pub fn config(&self) -> Arc<Snapshot> {
         self.config.get()
     }
 
+    /// The registry served now.
     pub fn registry(&self) -> Arc<Registry> {
         self.registry.get()
     }
@@ -187,8 +187,9 @@ impl Toolbelt {
     /// config hides tools at once), less a package's whose requirement the grant set no longer
     /// covers, and nothing once its segment has declared. `source` narrows it to one RFC 0078 source.
     pub fn tools(&self, socket_execution: &str, bearer: &str, source: Option<&str>) -> Result<String, Refusal> {
-        let source = source.map(SourceFilter::from_query).transpose()?;
+        // The credential is judged before the query is.
         let (sees, gated) = self.visibility(socket_execution, bearer)?;
+        let source = source.map(SourceFilter::from_query).transpose()?;
         let keep = |t: &ToolDescriptor| source.is_none_or(|s| s.admits(t.source)) && sees(&t.tool_id);
         Ok(self.registry.get().catalog().select_gated(keep, gated))
     }

@@ -38,7 +38,9 @@ impl Toolbelt {
         let as_call = CallRequest::of(&request.tool_id);
         let opened = self.store.write(|tx| -> Result<ToolSession, HostError> {
             let token = checks::live_token(tx, socket_execution, bearer, now)?;
-            let a = checks::authorize(tx, &config, &self.registry(), token, &as_call, now)?;
+            let registry = self.registry();
+            let a = checks::authorize(tx, &config, &registry, token, &as_call, now)?;
+            registry.requirement_met(&request.tool_id, &config.package_grant(), config.package_gating())?;
             if DECLARING_OPERATIONS.contains(&request.tool_id.as_str()) {
                 return Err(Refusal::invalid_input(
                     "a declaration ends the execution's authority: call it outside a session",

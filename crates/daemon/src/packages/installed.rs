@@ -48,11 +48,26 @@ pub(super) fn read_manifest(dir: &Path) -> Result<Manifest, Refusal> {
     parse_manifest(&bytes)
 }
 
-/// A manifest's text, parsed and validated as install does: `invalid_manifest` with the pointer.
+/// A manifest's text, parsed and validated: `invalid_manifest` with the pointer.
 pub(super) fn parse_manifest(bytes: &[u8]) -> Result<Manifest, Refusal> {
-    Manifest::parse(bytes).map_err(|invalid| {
-        Refusal::new(ErrorCode::InvalidManifest, invalid.message).with_field("pointer", invalid.pointer.into())
-    })
+    Manifest::parse(bytes).map_err(refused)
+}
+
+/// A manifest about to be installed: parsed, validated, and held to the rules added since
+/// packages already installed were (which they keep being served without).
+pub(super) fn manifest_to_install(bytes: &[u8]) -> Result<Manifest, Refusal> {
+    let manifest = parse_manifest(bytes)?;
+    check_to_install(&manifest)?;
+    Ok(manifest)
+}
+
+/// [`Manifest::check_for_install`], refused as `invalid_manifest`.
+pub(super) fn check_to_install(manifest: &Manifest) -> Result<(), Refusal> {
+    manifest.check_for_install().map_err(refused)
+}
+
+fn refused(invalid: conduit_packages::manifest::Invalid) -> Refusal {
+    Refusal::new(ErrorCode::InvalidManifest, invalid.message).with_field("pointer", invalid.pointer.into())
 }
 
 /// Opens a regular file without following a symbolic link (and without blocking on a FIFO).

@@ -26,7 +26,7 @@ use conduit_store::{PackageRecord, Store};
 use serde_json::{json, Value};
 
 use crate::state::create_private_dir;
-use installed::{invalid, open_regular, parse_manifest, read_manifest};
+use installed::{check_to_install, invalid, manifest_to_install, open_regular, read_manifest};
 
 pub struct PackageService {
     pub store: Arc<dyn Store>,
@@ -75,7 +75,7 @@ impl PackageControl for PackageService {
     }
 
     fn judge(&self, manifest: &[u8], grant: &[String], gating: bool) -> Result<(String, Vec<String>), Refusal> {
-        let manifest = parse_manifest(manifest)?;
+        let manifest = manifest_to_install(manifest)?;
         gate::check(&manifest, grant, gating)?;
         Ok((manifest.id(), manifest.runtime.requires))
     }
@@ -138,6 +138,7 @@ impl PackageService {
         fs::read_dir(source).map_err(|_| invalid("the package directory cannot be read"))?;
         copy_tree(source, staging)?;
         let manifest = read_manifest(staging)?;
+        check_to_install(&manifest)?;
         let config = self.config.get();
         let approval = gate::check(&manifest, &config.package_grant(), config.package_gating())?;
         self.check_names(&manifest)?;

@@ -290,7 +290,11 @@ impl Registry {
     /// The transport an operation's call records name (see [`Transport`]).
     pub fn transport(&self, name: &str) -> Transport {
         match self.operation(name) {
-            Some(r) if r.spec.catalog.egress == Egress::SafeFetch => Transport::Http,
+            // A host extension that fetches (`http.fetch`) is the guarded client itself; a
+            // package's own safeFetch callbacks carry their own pair, so its calls are native.
+            Some(r) if r.source == ToolSource::HostExtension && r.spec.catalog.egress == Egress::SafeFetch => {
+                Transport::Http
+            }
             Some(r) if r.source == ToolSource::Mcp => Transport::Mcp,
             _ => Transport::Native,
         }
