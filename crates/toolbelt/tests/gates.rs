@@ -137,8 +137,8 @@ fn gates_are_asked_in_name_order_never_about_their_own_operations_nor_builtins()
     assert!(asked.lock().unwrap().is_empty(), "builtins pass no gate");
 }
 
-#[test]
-fn a_parking_gate_declares_its_wait_releases_authority_and_stops_the_gates_after_it() {
+/// Gates `gamma` and `alpha` pass, `beta` parks the call on an approval; what each was asked.
+fn parking_harness() -> (Harness, Arc<Mutex<Vec<String>>>) {
     let asked = Arc::new(Mutex::new(Vec::new()));
     let plan = WaitPlan {
         output: json!({"awaiting": "approval"}),
@@ -151,6 +151,12 @@ fn a_parking_gate_declares_its_wait_releases_authority_and_stops_the_gates_after
         ("alpha", recording("alpha", &asked, GateAnswer::Pass)),
         ("beta", recording("beta", &asked, GateAnswer::Park(plan))),
     ]);
+    (h, asked)
+}
+
+#[test]
+fn a_parking_gate_declares_its_wait_releases_authority_and_stops_the_gates_after_it() {
+    let (h, asked) = parking_harness();
     let (claim, token) = h.attempt();
     let parked = call(&h, &claim, &token, "notes.op").unwrap();
     assert_eq!(parked["output"], json!({"awaiting": "approval"}));
@@ -302,18 +308,7 @@ fn a_start_gate_parks_or_fails_a_works_first_attempt() {
 /// (`agent.toolReturned {status: parked}`) before the host closes the session, `parked`.
 #[test]
 fn a_call_parked_in_a_session_returns_inside_the_bracket_and_closes_it_parked() {
-    let asked = Arc::new(Mutex::new(Vec::new()));
-    let plan = WaitPlan {
-        output: json!({"awaiting": "approval"}),
-        types: vec!["approval.decided".into()],
-        keys: vec![],
-        timeout: None,
-    };
-    let h = harness([
-        ("gamma", recording("gamma", &asked, GateAnswer::Pass)),
-        ("alpha", recording("alpha", &asked, GateAnswer::Pass)),
-        ("beta", recording("beta", &asked, GateAnswer::Park(plan))),
-    ]);
+    let (h, _) = parking_harness();
     let (claim, token) = h.attempt();
     let open = conduit_toolbelt::OpenSession {
         tool_id: "notes.op".into(),
