@@ -413,3 +413,36 @@ fn the_attempt_deadline_kills_the_process_group() {
     let done = daemon.await_work(&work, "failed");
     assert_eq!(done["outcome"]["source"], "exit");
 }
+
+/// A shell binding's `env` reaches the process as plain variables (replacing an inherited one),
+/// and its `path` directories are searched after the toolbelt's own and before the system's.
+#[test]
+fn a_shell_bindings_env_and_path_reach_its_process() {
+    let daemon = Daemon::start_with(|scratch| {
+        let tools = scratch.join("tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        std::fs::write(tools.join("greet"), "#!/bin/sh\necho \"hello from $MODE\"\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(tools.join("greet"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let d = scratch.display();
+        let mut config: Value = serde_json::from_str(&shell_config(&format!(
+            "greet > {d}/greeted.txt; echo \"$HOME|$PATH\" > {d}/env.txt; os outcome succeeded"
+        )))
+        .unwrap();
+        let shell = &mut config["scopes"]["demo"]["bindings"]["shell"]["config"];
+        shell["env"] = json!({"MODE": "ci", "HOME": "/srv/agent-home"});
+        shell["path"] = json!([tools]);
+        config.to_string()
+    });
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    let read = |name: &str| std::fs::read_to_string(daemon.scratch().join(name)).unwrap();
+    assert_eq!(read("greeted.txt"), "hello from ci\n");
+    let env = read("env.txt");
+    let (home, path) = env.trim().split_once('|').unwrap();
+    assert_eq!(home, "/srv/agent-home");
+    let dirs: Vec<&str> = path.split(':').collect();
+    let tools = daemon.scratch().join("tools");
+    assert_eq!(dirs[1], tools.to_str().unwrap(), "after os's own directory: {path}");
+    assert_eq!(&dirs[2..], ["/usr/local/bin", "/usr/bin", "/bin"]);
+}

@@ -115,6 +115,14 @@ pub struct ShellConfig {
     /// The attempt deadline, as a human duration (`30s`, `10m`, `1h`). Default one hour.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// Plain environment variables for the process (never secrets: a binding's `secrets` reach it
+    /// as variables of their own). The host's own variables cannot be set here.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Absolute directories searched for programs after the toolbelt's own (where `os` is) and
+    /// before the system's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -587,5 +587,41 @@ pub(crate) fn shell_config(pointer: &str, binding: &BindingConfig) -> Result<She
             "write it like `30s`, `10m` or `1h`",
         ));
     }
+    check_shell_env(&base, &shell, binding)?;
     Ok(shell)
+}
+
+/// Variables the host sets for every execution, which a binding's `env` may not replace.
+const HOST_ENV: [&str; 5] = [OS_ENDPOINT, OS_TOKEN_FILE, OS_PLAYBOOK_DIR, "PATH", "TMPDIR"];
+
+/// A binding's `env` names are variable names the host does not set and no granted secret
+/// becomes; its `path` entries are absolute directories (`:` would split one in two).
+fn check_shell_env(base: &str, shell: &ShellConfig, binding: &BindingConfig) -> Result<(), Diagnostic> {
+    let is_name = |n: &str| {
+        let mut chars = n.chars();
+        matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    for name in shell.env.keys() {
+        let secret = binding.secrets.iter().any(|s| secret_env_name(s) == *name);
+        if !is_name(name) || HOST_ENV.contains(&name.as_str()) || secret {
+            return Err(Diagnostic::error(
+                crate::diagnostic::push_pointer(&format!("{base}/env"), name),
+                "invalid_executor_config",
+                "an env name is a variable name the host does not set (OS_*, PATH, TMPDIR) and no granted secret becomes",
+                "rename it; give extra program directories as `path`",
+            ));
+        }
+    }
+    for (i, dir) in shell.path.iter().enumerate() {
+        if !dir.starts_with('/') || dir.contains(':') {
+            return Err(Diagnostic::error(
+                format!("{base}/path/{i}"),
+                "invalid_executor_config",
+                "a path entry is an absolute directory without `:`",
+                "write it like \"/home/me/.local/bin\"",
+            ));
+        }
+    }
+    Ok(())
 }

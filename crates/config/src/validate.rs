@@ -231,6 +231,34 @@ mod tests {
     }
 
     #[test]
+    fn a_shell_bindings_env_and_path_keep_to_their_own_names_and_absolute_dirs() {
+        let bad = [
+            (r#""env":{"PATH":"/x"}"#, "/scopes/s/bindings/b/config/env/PATH"),
+            (
+                r#""env":{"OS_TOKEN_FILE":"/x"}"#,
+                "/scopes/s/bindings/b/config/env/OS_TOKEN_FILE",
+            ),
+            (r#""env":{"1X":"y"}"#, "/scopes/s/bindings/b/config/env/1X"),
+            (r#""env":{"API":"y"}"#, "/scopes/s/bindings/b/config/env/API"),
+            (r#""path":["bin"]"#, "/scopes/s/bindings/b/config/path/0"),
+            (r#""path":["/a:/b"]"#, "/scopes/s/bindings/b/config/path/0"),
+        ];
+        for (fields, pointer) in bad {
+            let scope = format!(
+                r#"{{"bindings":{{"b":{{"executor":"shell","secrets":["api"],"config":{{"command":["x"],{fields}}}}}}}}}"#
+            );
+            let config = with_scope(&scope).replace(r#""version":1"#, r#""version":1,"secrets":{"api":"env:API_KEY"}"#);
+            assert_eq!(
+                codes(&config),
+                vec![(pointer.into(), "invalid_executor_config")],
+                "{fields}"
+            );
+        }
+        let good = r#"{"bindings":{"b":{"executor":"shell","config":{"command":["x"],"env":{"HOME":"/srv","MODE":"ci"},"path":["/opt/tools/bin"]}}}}"#;
+        assert!(parse(with_scope(good).as_bytes()).is_ok());
+    }
+
+    #[test]
     fn reserved_emits_are_refused() {
         let scope = r#"{"bindings":{"b":{"executor":"shell","config":{"command":["x"]},"emits":["core.*","demo.*"]}}}"#;
         assert_eq!(

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use crate::secrets::{Resolver, Secret};
-use conduit_config::{CurrentConfig, Snapshot};
+use conduit_config::{CurrentConfig, ShellConfig, Snapshot};
 use conduit_core::execution::SegmentEnd;
 use conduit_core::{ArtifactRecord, Declaration, Duration, Execution, ExecutionState, Timestamp};
 use conduit_scheduler::{
@@ -84,7 +84,7 @@ struct Issued {
 
 /// How an attempt's process is watched: our own child, or one adopted from an earlier daemon.
 enum Process {
-    Spawn(Vec<String>),
+    Spawn(Box<ShellConfig>),
     Adopted(i32),
 }
 
@@ -150,7 +150,7 @@ impl Runtime {
             tracing::info!(execution = %claim.execution.id, work = %claim.work.id, epoch = claim.execution.epoch, "starting attempt");
             tokio::spawn(
                 self.clone()
-                    .supervise(claim.execution, token, Process::Spawn(shell.command)),
+                    .supervise(claim.execution, token, Process::Spawn(Box::new(shell))),
             );
         }
         Ok(())
@@ -335,7 +335,7 @@ impl Runtime {
         let mut child = None;
         let pid = match process {
             Process::Adopted(pid) => pid,
-            Process::Spawn(argv) => {
+            Process::Spawn(shell) => {
                 // The sandbox's ruleset is built while the secrets resolve: both are blocking work.
                 let (secrets, confinement) =
                     tokio::join!(self.secrets_for(execution), self.confinement_for(execution, run));
@@ -346,7 +346,7 @@ impl Runtime {
                         shell::append_log(&self.files.log(&execution.id), &line);
                         return Some(SegmentEnd::SecretUnavailable);
                     }
-                    Ok(secrets) => match confinement.and_then(|c| self.spawn(execution, run, &argv, &secrets, c)) {
+                    Ok(secrets) => match confinement.and_then(|c| self.spawn(execution, run, &shell, &secrets, c)) {
                         Ok(c) => {
                             let pid = c.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
                             child = Some(c);
@@ -439,12 +439,14 @@ impl Runtime {
         &self,
         execution: &Execution,
         run: &RunDir,
-        argv: &[String],
+        shell: &ShellConfig,
         secrets: &[(String, Secret)],
         confinement: Option<Prepared>,
     ) -> Result<tokio::process::Child, SegmentEnd> {
         let launch = Launch {
-            argv,
+            argv: &shell.command,
+            env: &shell.env,
+            path: &shell.path,
             workdir: &run.workdir,
             tmpdir: &run.tmpdir,
             endpoint: &run.socket,

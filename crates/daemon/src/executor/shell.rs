@@ -1,6 +1,7 @@
 //! The shell executor: runs a binding's argv as a child process in its own process group, with a
 //! minimal environment that points it at its toolbelt and nothing of the daemon's own secrets.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
@@ -23,6 +24,10 @@ pub(crate) const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// What the shell executor needs to start one attempt.
 pub struct Launch<'a> {
     pub argv: &'a [String],
+    /// The binding's plain variables (`config.env`); validation keeps the host's names out.
+    pub env: &'a BTreeMap<String, String>,
+    /// The binding's program directories (`config.path`), after `os_dir`.
+    pub path: &'a [String],
     pub workdir: &'a Path,
     /// The attempt's private temporary directory, its `TMPDIR`.
     pub tmpdir: &'a Path,
@@ -37,11 +42,16 @@ pub struct Launch<'a> {
     pub playbook_dir: &'a Path,
 }
 
-/// The child's whole environment: the toolbelt endpoint and token file, a PATH that finds `os`, a
-/// short allowlist of the daemon's variables, and the binding's secrets. No operator token and
-/// nothing else crosses.
+/// The child's whole environment: the toolbelt endpoint and token file, a PATH that finds `os`
+/// first (then the binding's directories, then the system's), a short allowlist of the daemon's
+/// variables, the binding's plain variables (which may replace those), and its secrets. No
+/// operator token and nothing else crosses.
 pub fn environment(launch: &Launch<'_>, inherit: impl Fn(&str) -> Option<OsString>) -> Vec<(String, OsString)> {
     let mut path = launch.os_dir.as_os_str().to_owned();
+    for dir in launch.path {
+        path.push(":");
+        path.push(dir);
+    }
     path.push(":");
     path.push(SYSTEM_PATH);
     let mut env = vec![
@@ -54,8 +64,10 @@ pub fn environment(launch: &Launch<'_>, inherit: impl Fn(&str) -> Option<OsStrin
     env.extend(
         INHERITED
             .iter()
+            .filter(|k| !launch.env.contains_key(**k))
             .filter_map(|k| inherit(k).map(|v| ((*k).to_owned(), v))),
     );
+    env.extend(launch.env.iter().map(|(k, v)| (k.clone(), OsString::from(v))));
     env.extend(
         launch
             .secrets
@@ -144,8 +156,11 @@ mod tests {
 
     #[test]
     fn environment_is_minimal() {
+        let none = BTreeMap::new();
         let launch = Launch {
             argv: &[],
+            env: &none,
+            path: &[],
             workdir: Path::new("/w"),
             tmpdir: Path::new("/r/tmp"),
             endpoint: Path::new("/r/toolbelt.sock"),
@@ -173,5 +188,42 @@ mod tests {
             ]
         );
         assert_eq!(env[2].1, OsString::from("/opt/oc/bin:/usr/local/bin:/usr/bin:/bin"));
+    }
+
+    #[test]
+    fn a_bindings_env_replaces_an_inherited_variable_and_its_path_follows_os() {
+        let env_of_binding = BTreeMap::from([
+            ("HOME".to_owned(), "/srv/agent".to_owned()),
+            ("MODE".to_owned(), "ci".to_owned()),
+        ]);
+        let path = ["/home/me/.local/bin".to_owned()];
+        let launch = Launch {
+            argv: &[],
+            env: &env_of_binding,
+            path: &path,
+            workdir: Path::new("/w"),
+            tmpdir: Path::new("/r/tmp"),
+            endpoint: Path::new("/r/toolbelt.sock"),
+            token_file: Path::new("/r/token/token"),
+            os_dir: Path::new("/opt/oc/bin"),
+            log: Path::new("/l"),
+            secrets: &[],
+            playbook_dir: Path::new("/s/playbooks"),
+        };
+        let env = environment(&launch, |k| (k == "HOME").then(|| "/home/me".into()));
+        let value = |name: &str| {
+            env.iter()
+                .filter(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(value("HOME"), [OsString::from("/srv/agent")], "once, the binding's");
+        assert_eq!(value("MODE"), [OsString::from("ci")]);
+        assert_eq!(
+            value("PATH"),
+            [OsString::from(
+                "/opt/oc/bin:/home/me/.local/bin:/usr/local/bin:/usr/bin:/bin"
+            )]
+        );
     }
 }
