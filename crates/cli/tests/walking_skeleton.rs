@@ -446,3 +446,24 @@ fn a_shell_bindings_env_and_path_reach_its_process() {
     assert_eq!(dirs[1], tools.to_str().unwrap(), "after os's own directory: {path}");
     assert_eq!(&dirs[2..], ["/usr/local/bin", "/usr/bin", "/bin"]);
 }
+
+/// A program that cannot start fails its Work with the reason in the outcome and the program's
+/// path in the attempt's log.
+#[test]
+fn a_program_that_cannot_start_says_why_in_the_outcome_and_the_log() {
+    let mut config: Value = serde_json::from_str(&shell_config("true")).unwrap();
+    config["scopes"]["demo"]["bindings"]["shell"]["config"]["command"] = json!(["/no/such/program", "--flag"]);
+    let daemon = Daemon::start(Some(&config.to_string()));
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "failed");
+    let got = daemon.json(&["work", "get", &work]);
+    let summary = got["outcome"]["summary"].as_str().unwrap();
+    assert!(summary.contains("not found (ENOENT)"), "{summary}");
+    let execution = daemon.first_execution(&work);
+    let log = daemon.cli(&["artifacts", "cat", &format!("log:{execution}")]);
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(
+        log.contains("could not start `/no/such/program`") && log.contains("No such file or directory"),
+        "{log}"
+    );
+}

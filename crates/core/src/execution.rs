@@ -117,8 +117,9 @@ pub enum SegmentEnd {
     Killed,
     /// The process ended while no daemon watched it (after a restart); its exit status is unknown.
     Lost,
-    /// The executor could not start the process.
-    FailedToStart,
+    /// The executor could not start the process; the OS error number, when it was the spawn that
+    /// failed.
+    FailedToStart(Option<i32>),
     /// A secret the binding receives could not be resolved, so the process was not started.
     SecretUnavailable,
     /// The kernel cannot enforce the binding's sandbox, so the process was not started.
@@ -163,7 +164,7 @@ fn exit_outcome(end: SegmentEnd) -> Outcome {
             OutcomeStatus::Failed,
             "ended unobserved; its exit status is unknown".to_owned(),
         ),
-        SegmentEnd::FailedToStart => (OutcomeStatus::Failed, "the executor could not start it".to_owned()),
+        SegmentEnd::FailedToStart(errno) => (OutcomeStatus::Failed, failed_to_start(errno)),
         SegmentEnd::SecretUnavailable => (
             OutcomeStatus::Failed,
             "a secret it receives could not be resolved; see its log".to_owned(),
@@ -180,6 +181,19 @@ fn exit_outcome(end: SegmentEnd) -> Outcome {
     }
 }
 
+/// Why a process did not start, in the words an operator acts on; the log has the program's path.
+fn failed_to_start(errno: Option<i32>) -> String {
+    let why = match errno {
+        None => return "the executor could not start it; see its log".to_owned(),
+        Some(2) => "the program was not found (ENOENT)".to_owned(),
+        Some(13) => "the program may not be run: no execute permission, or the sandbox denies it (EACCES)".to_owned(),
+        Some(8) => "the program is not an executable format (ENOEXEC)".to_owned(),
+        Some(20) => "a path to the program names something that is not a directory (ENOTDIR)".to_owned(),
+        Some(code) => format!("the program could not be started (os error {code})"),
+    };
+    format!("{why}; see its log for the path")
+}
+
 impl Execution {
     /// Whether a timestamp is inside the lease (expiry is exclusive).
     pub fn lease_live_at(&self, now: Timestamp) -> bool {
@@ -190,6 +204,15 @@ impl Execution {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_that_did_not_start_says_why() {
+        let summary = |errno| exit_outcome(SegmentEnd::FailedToStart(errno)).summary.unwrap();
+        assert!(summary(Some(2)).contains("ENOENT"));
+        assert!(summary(Some(13)).contains("EACCES"));
+        assert!(summary(Some(99)).contains("os error 99"));
+        assert!(summary(None).contains("see its log"));
+    }
 
     #[test]
     fn declared_outcome_replaces_exit_status() {

@@ -289,7 +289,7 @@ impl Runtime {
             Ok(run) => run,
             Err(e) => {
                 tracing::error!(execution = %id, error = %e, "toolbelt endpoint unavailable");
-                return self.finish(&id, SegmentEnd::FailedToStart, None).await;
+                return self.finish(&id, SegmentEnd::FailedToStart(None), None).await;
             }
         };
         let (stop_socket, socket_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -297,7 +297,7 @@ impl Runtime {
             Ok(listener) => listener,
             Err(e) => {
                 tracing::error!(execution = %id, error = %e, "could not bind the toolbelt socket");
-                return self.finish(&id, SegmentEnd::FailedToStart, Some(&run)).await;
+                return self.finish(&id, SegmentEnd::FailedToStart(None), Some(&run)).await;
             }
         };
         let router = execution_router(ExecutionSocket {
@@ -439,14 +439,14 @@ impl Runtime {
         &self,
         execution: &Execution,
         run: &RunDir,
-        shell: &ShellConfig,
+        shell_config: &ShellConfig,
         secrets: &[(String, Secret)],
         confinement: Option<Prepared>,
     ) -> Result<tokio::process::Child, SegmentEnd> {
         let launch = Launch {
-            argv: &shell.command,
-            env: &shell.env,
-            path: &shell.path,
+            argv: &shell_config.command,
+            env: &shell_config.env,
+            path: &shell_config.path,
             workdir: &run.workdir,
             tmpdir: &run.tmpdir,
             endpoint: &run.socket,
@@ -462,7 +462,10 @@ impl Runtime {
         };
         started.map_err(|e| {
             tracing::warn!(execution = %execution.id, error = %e, "could not start the process");
-            SegmentEnd::FailedToStart
+            let program = shell_config.command.first().map_or("", String::as_str);
+            let line = format!("open-conduit: could not start `{program}`: {e}; the process was not started");
+            shell::append_log(&self.files.log(&execution.id), &line);
+            SegmentEnd::FailedToStart(e.raw_os_error())
         })
     }
 

@@ -128,7 +128,7 @@ pub fn complete(
         SegmentEnd::Exited(code) => Some(code),
         SegmentEnd::Killed
         | SegmentEnd::Lost
-        | SegmentEnd::FailedToStart
+        | SegmentEnd::FailedToStart(_)
         | SegmentEnd::SecretUnavailable
         | SegmentEnd::SandboxUnavailable => None,
     };
