@@ -14,6 +14,7 @@ mod model;
 mod reference;
 mod rules;
 mod sandbox;
+mod shell;
 mod snapshot;
 mod strict;
 mod validate;
@@ -23,7 +24,6 @@ pub use diagnostic::{Diagnostic, Severity};
 pub use grants::{ExecutorCapabilities, Registry};
 pub use model::{ApprovalRule, BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
 pub use reference::{is_var_name, Reference, ReferenceError};
-pub use rules::secret_env_name;
 pub use sandbox::setting as sandbox_setting;
 pub use snapshot::{CurrentConfig, Snapshot};
 /// Reads JSON refusing duplicate keys and nulls at any depth (each reported with its pointer).

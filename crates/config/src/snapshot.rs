@@ -8,7 +8,8 @@ use conduit_core::Duration;
 use crate::diagnostic::Diagnostic;
 use crate::model::{BindingConfig, Config, Limits, ScopeConfig, ShellConfig};
 use crate::reference::Reference;
-use crate::rules::{shell_config, Effective};
+use crate::rules::Effective;
+use crate::shell::shell_config;
 
 const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3600);
 

@@ -154,22 +154,32 @@ mod tests {
         assert!(!is_alive(pid));
     }
 
-    #[test]
-    fn environment_is_minimal() {
-        let none = BTreeMap::new();
-        let launch = Launch {
+    /// An attempt's launch with these binding variables, directories and secrets.
+    fn launch<'a>(
+        env: &'a BTreeMap<String, String>,
+        path: &'a [String],
+        secrets: &'a [(String, Secret)],
+    ) -> Launch<'a> {
+        Launch {
             argv: &[],
-            env: &none,
-            path: &[],
+            env,
+            path,
             workdir: Path::new("/w"),
             tmpdir: Path::new("/r/tmp"),
             endpoint: Path::new("/r/toolbelt.sock"),
             token_file: Path::new("/r/token/token"),
             os_dir: Path::new("/opt/oc/bin"),
             log: Path::new("/l"),
-            secrets: &[("GITHUB_TOKEN".to_owned(), Secret::new("s3cret"))],
+            secrets,
             playbook_dir: Path::new("/s/playbooks"),
-        };
+        }
+    }
+
+    #[test]
+    fn environment_is_minimal() {
+        let none = BTreeMap::new();
+        let secrets = [("GITHUB_TOKEN".to_owned(), Secret::new("s3cret"))];
+        let launch = launch(&none, &[], &secrets);
         let env = environment(&launch, |k| match k {
             "HOME" => Some("/home/me".into()),
             _ => None,
@@ -197,19 +207,7 @@ mod tests {
             ("MODE".to_owned(), "ci".to_owned()),
         ]);
         let path = ["/home/me/.local/bin".to_owned()];
-        let launch = Launch {
-            argv: &[],
-            env: &env_of_binding,
-            path: &path,
-            workdir: Path::new("/w"),
-            tmpdir: Path::new("/r/tmp"),
-            endpoint: Path::new("/r/toolbelt.sock"),
-            token_file: Path::new("/r/token/token"),
-            os_dir: Path::new("/opt/oc/bin"),
-            log: Path::new("/l"),
-            secrets: &[],
-            playbook_dir: Path::new("/s/playbooks"),
-        };
+        let launch = launch(&env_of_binding, &path, &[]);
         let env = environment(&launch, |k| (k == "HOME").then(|| "/home/me".into()));
         let value = |name: &str| {
             env.iter()

@@ -3,7 +3,8 @@
 //! the current one give its binding are resolved, each by the current generation's reference.
 
 use super::{Resolver, Secret};
-use conduit_config::{secret_env_name, Snapshot};
+use conduit_config::Snapshot;
+use conduit_core::toolbelt_env::secret_env_name;
 
 /// The environment variables of an attempt's secrets, or the name and error code of the first secret
 /// that could not be resolved (both safe to log).
