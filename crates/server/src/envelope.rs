@@ -173,6 +173,15 @@ fn head_within_bounds(request: &Request) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// A path or query string the route cannot read.
+pub fn unfit_request() -> Refusal {
+    Refusal::new(
+        ErrorCode::InvalidRequest,
+        "the request's path or query string does not fit this route",
+    )
+    .with_remedy("see /v1/openapi.json for this route's parameters")
+}
+
 fn is_json(response: &Response) -> bool {
     response
         .headers()
@@ -191,11 +200,7 @@ fn framework_failure(response: Response) -> Response {
         StatusCode::PAYLOAD_TOO_LARGE => too_large().0,
         StatusCode::NOT_FOUND => Refusal::not_found("route"),
         status if status.is_server_error() => Refusal::internal(),
-        _ => Refusal::new(
-            ErrorCode::InvalidRequest,
-            "the request's path or query string does not fit this route",
-        )
-        .with_remedy("see /v1/openapi.json for this route's parameters"),
+        _ => unfit_request(),
     };
     with_allow(Failure(refusal).into_response(), &response)
 }

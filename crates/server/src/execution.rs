@@ -9,13 +9,14 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::{middleware, Router};
-use conduit_core::{ErrorCode, Refusal};
+use conduit_core::Refusal;
 use conduit_toolbelt::{Begun, CallRequest, CloseSession, OpenSession, Toolbelt};
 use serde::Deserialize;
 use tokio::sync::Notify;
 
 use crate::envelope::{
-    bearer, blocking, enveloped, not_found, ok, ok_json, parse_body, read_body, Answer, Failure, MAX_BODY,
+    bearer, blocking, enveloped, not_found, ok, ok_json, parse_body, read_body, unfit_request, Answer, Failure,
+    MAX_BODY,
 };
 
 /// One execution's socket: the toolbelt, and the execution the socket itself asserts.
@@ -128,12 +129,7 @@ async fn tools(
     let token = bearer(&headers)?;
     // The credential is judged before the query is (its presence here, its validity in the
     // toolbelt before the source filter).
-    let Query(q) = query.map_err(|_| {
-        Failure(Refusal::new(
-            ErrorCode::InvalidRequest,
-            "the query string does not fit this route",
-        ))
-    })?;
+    let Query(q) = query.map_err(|_| Failure(unfit_request()))?;
     let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
     ok_json(blocking(move || Ok(toolbelt.tools(&execution, &token, q.source.as_deref())?)).await?)
 }

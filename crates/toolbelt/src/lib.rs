@@ -220,13 +220,13 @@ impl Toolbelt {
         let scope = token.scope.clone();
         let gating = config.clone();
         let packages = registry.clone();
+        // Read once per catalog read, not once per tool.
+        let (grant, gates_packages) = (config.package_grant(), config.package_gating());
         let sees = move |tool_id: &str| {
             !released
                 && token.operations.iter().any(|op| op == tool_id)
                 && config.authorize_operation(&token.scope, tool_id)
-                && packages
-                    .requirement_met(tool_id, &config.package_grant(), config.package_gating())
-                    .is_ok()
+                && packages.requirement_met(tool_id, &grant, gates_packages).is_ok()
         };
         let gated = move |tool_id: &str| {
             gating
