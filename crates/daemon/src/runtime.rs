@@ -285,7 +285,7 @@ impl Runtime {
     /// run directory then stays for the next daemon to adopt).
     async fn supervise(self, execution: Execution, token: String, process: Process) {
         let id = execution.id.clone();
-        let run = match self.prepare(&execution, &token) {
+        let run = match self.prepare(&execution) {
             Ok(run) => run,
             Err(e) => {
                 tracing::error!(execution = %id, error = %e, "toolbelt endpoint unavailable");
@@ -293,10 +293,10 @@ impl Runtime {
             }
         };
         let (stop_socket, socket_stopped) = tokio::sync::oneshot::channel::<()>();
-        let socket = match bind_owner_only(&run.socket) {
+        let socket = match open_endpoint(&run, &token) {
             Ok(listener) => listener,
             Err(e) => {
-                tracing::error!(execution = %id, error = %e, "could not bind the toolbelt socket");
+                tracing::error!(execution = %id, error = %e, "could not open the toolbelt endpoint");
                 return self.finish(&id, SegmentEnd::FailedToStart(None), Some(&run)).await;
             }
         };
@@ -321,13 +321,13 @@ impl Runtime {
         }
     }
 
-    fn prepare(&self, execution: &Execution, token: &str) -> Result<RunDir, crate::DaemonError> {
+    fn prepare(&self, execution: &Execution) -> Result<RunDir, crate::DaemonError> {
         let run = RunDir::create(&self.runs_dir, &execution.id)?;
-        run.write_token(token)?;
         // A socket left by an earlier daemon for this attempt is stale: we hold the state lock.
         let _ = std::fs::remove_file(&run.socket);
         Ok(run)
     }
+
 
     /// Watches the process until it ends (returning how), renewing the lease and enforcing the
     /// deadline; `None` when the daemon shuts down first.
@@ -565,6 +565,14 @@ impl Runtime {
 /// How a watched process ended: our child's exit status, or an adopted process's disappearance.
 /// Kills the attempt's process group and returns once its process is gone, so the end it reports
 /// is an observed stop (what lets a fenced attempt's Work be retried).
+/// Binds the attempt's socket, then publishes its token: the socket listens first, so a process
+/// that sees the new token (an adopted one re-reads it) can always connect with it.
+fn open_endpoint(run: &RunDir, token: &str) -> Result<tokio::net::UnixListener, String> {
+    let listener = bind_owner_only(&run.socket).map_err(|e| e.to_string())?;
+    run.write_token(token).map_err(|e| e.to_string())?;
+    Ok(listener)
+}
+
 async fn stop(child: &mut Option<tokio::process::Child>, pid: i32) -> SegmentEnd {
     kill_group(pid);
     exited(child, pid).await;
