@@ -467,3 +467,50 @@ fn a_program_that_cannot_start_says_why_in_the_outcome_and_the_log() {
         "{log}"
     );
 }
+
+/// A binding's `cwd` is where every attempt starts: what one Work leaves there the next finds,
+/// and a declared artifact is kept from there. A `cwd` that resolves into the state directory is
+/// refused before the process starts.
+#[test]
+fn a_shell_bindings_cwd_is_kept_across_works_and_never_reaches_the_state_directory() {
+    let daemon = Daemon::start_with(|scratch| {
+        let project = scratch.join("project");
+        std::fs::create_dir_all(&project).unwrap();
+        let script = "echo visit >> visits.txt; pwd > where.txt; os outcome succeeded --artifact where.txt";
+        let mut config: Value = serde_json::from_str(&shell_config(script)).unwrap();
+        config["scopes"]["demo"]["bindings"]["shell"]["config"]["cwd"] = json!(project);
+        config.to_string()
+    });
+    let project = daemon.scratch().join("project");
+    for _ in 0..2 {
+        let work = daemon.create_work("demo", "shell");
+        daemon.await_work(&work, "succeeded");
+    }
+    assert_eq!(
+        std::fs::read_to_string(project.join("visits.txt")).unwrap(),
+        "visit\nvisit\n"
+    );
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    let execution = daemon.first_execution(&work);
+    let kept = daemon.cli(&["artifacts", "cat", &format!("file:{execution}:0")]);
+    assert_eq!(String::from_utf8_lossy(&kept.stdout).trim(), project.to_str().unwrap());
+
+    // A link from outside into the state directory passes the textual check, not the launch's.
+    let sneaky = daemon.scratch().join("sneaky");
+    let state = state_beside(daemon.scratch());
+    std::os::unix::fs::symlink(&state, &sneaky).unwrap();
+    let mut config: Value = serde_json::from_str(&shell_config("touch owned; os outcome succeeded")).unwrap();
+    config["scopes"]["demo"]["bindings"]["shell"]["config"]["cwd"] = json!(sneaky);
+    daemon.apply(&config);
+    let work = daemon.create_work("demo", "shell");
+    let failed = daemon.await_work(&work, "failed");
+    assert_eq!(
+        failed["outcome"]["summary"],
+        "the executor could not start it; see its log"
+    );
+    assert!(!state.join("owned").exists());
+    let log = daemon.cli(&["artifacts", "cat", &format!("log:{}", daemon.first_execution(&work))]);
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(log.contains("lies inside the daemon's state directory"), "{log}");
+}

@@ -123,6 +123,10 @@ pub struct ShellConfig {
     /// before the system's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub path: Vec<String>,
+    /// The absolute directory the process starts in, kept across the Work's attempts; absent, a
+    /// fresh directory of the attempt's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -451,12 +451,12 @@ impl Checker<'_> {
                 "use the `shell` executor",
             );
         };
+        let state_dir = self.registry.state_dir();
         if binding.executor == SHELL_EXECUTOR.0 {
-            if let Err(d) = shell_config(pointer, binding) {
+            if let Err(d) = shell_config(pointer, binding, state_dir) {
                 self.found.push(d);
             }
         }
-        let state_dir = self.registry.state_dir();
         self.found
             .extend(crate::sandbox::setting(pointer, binding.sandbox.as_ref(), state_dir).1);
         self.capabilities(pointer, binding, capabilities);

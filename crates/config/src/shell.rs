@@ -1,14 +1,20 @@
 //! A `shell` binding's `config`: the argv, the attempt deadline, and the plain variables and
 //! program directories it adds, each checked with its JSON pointer.
 
+use conduit_core::sandbox::path_problem;
 use conduit_core::toolbelt_env::{secret_env_name, OS_ENDPOINT, OS_PLAYBOOK_DIR, OS_TOKEN_FILE};
 use conduit_core::Duration;
 
 use crate::diagnostic::{push_pointer, shape_diagnostic, Diagnostic};
 use crate::model::{BindingConfig, ShellConfig};
 
-/// The binding's shell configuration, checked: a non-empty argv and a parseable timeout.
-pub(crate) fn shell_config(pointer: &str, binding: &BindingConfig) -> Result<ShellConfig, Diagnostic> {
+/// The binding's shell configuration, checked: a non-empty argv, a parseable timeout, its
+/// variables and directories, and a working directory outside `state_dir` (when known).
+pub(crate) fn shell_config(
+    pointer: &str,
+    binding: &BindingConfig,
+    state_dir: Option<&str>,
+) -> Result<ShellConfig, Diagnostic> {
     let base = format!("{pointer}/config");
     let shell: ShellConfig =
         serde_path_to_error::deserialize(binding.config.clone()).map_err(|e| shape_diagnostic(&base, &e))?;
@@ -33,6 +39,14 @@ pub(crate) fn shell_config(pointer: &str, binding: &BindingConfig) -> Result<She
         ));
     }
     check_shell_env(&base, &shell, binding)?;
+    if let Some(why) = shell.cwd.as_deref().and_then(|cwd| path_problem(cwd, state_dir)) {
+        return Err(Diagnostic::error(
+            format!("{base}/cwd"),
+            "invalid_executor_config",
+            why,
+            "give an absolute directory outside the daemon's state directory, such as \"/home/me/project\"",
+        ));
+    }
     Ok(shell)
 }
 

@@ -197,7 +197,7 @@ impl Snapshot {
 
     /// The shell configuration of a binding, and its attempt deadline.
     pub fn shell(&self, scope: &str, binding: &str) -> Option<(ShellConfig, Duration)> {
-        let shell = shell_config("", self.binding(scope, binding)?).ok()?;
+        let shell = shell_config("", self.binding(scope, binding)?, None).ok()?;
         let timeout = shell
             .timeout
             .as_deref()

@@ -242,6 +242,8 @@ mod tests {
             (r#""env":{"API":"y"}"#, "/scopes/s/bindings/b/config/env/API"),
             (r#""path":["bin"]"#, "/scopes/s/bindings/b/config/path/0"),
             (r#""path":["/a:/b"]"#, "/scopes/s/bindings/b/config/path/0"),
+            (r#""cwd":"project""#, "/scopes/s/bindings/b/config/cwd"),
+            (r#""cwd":"/srv/../state""#, "/scopes/s/bindings/b/config/cwd"),
         ];
         for (fields, pointer) in bad {
             let scope = format!(
@@ -254,8 +256,31 @@ mod tests {
                 "{fields}"
             );
         }
-        let good = r#"{"bindings":{"b":{"executor":"shell","config":{"command":["x"],"env":{"HOME":"/srv","MODE":"ci"},"path":["/opt/tools/bin"]}}}}"#;
+        let good = r#"{"bindings":{"b":{"executor":"shell","config":{"command":["x"],"env":{"HOME":"/srv","MODE":"ci"},"path":["/opt/tools/bin"],"cwd":"/srv/project"}}}}"#;
         assert!(parse(with_scope(good).as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn a_working_directory_never_lies_in_the_state_directory() {
+        let scope = |cwd: &str| {
+            with_scope(&format!(
+                r#"{{"bindings":{{"b":{{"executor":"shell","config":{{"command":["x"],"cwd":"{cwd}"}}}}}}}}"#
+            ))
+        };
+        let registry = Registry::default().with_state_dir("/home/me/.state");
+        for (cwd, refused) in [
+            ("/home/me/.state", true),
+            ("/home/me/.state/runs", true),
+            ("/home/me/.stateful", false),
+        ] {
+            let found = parse_with(scope(cwd).as_bytes(), &registry).err().unwrap_or_default();
+            let pointers: Vec<&str> = found.iter().map(|d| d.pointer.as_str()).collect();
+            assert_eq!(
+                pointers == ["/scopes/s/bindings/b/config/cwd"],
+                refused,
+                "{cwd}: {pointers:?}"
+            );
+        }
     }
 
     #[test]

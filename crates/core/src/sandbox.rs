@@ -43,20 +43,20 @@ pub enum Network {
     None,
 }
 
-/// Why a path in a sandbox list is refused, if it is.
+/// Why a path an execution is given (a sandbox list entry, a working directory) is refused, if it is.
 pub fn path_problem(path: &str, state_dir: Option<&str>) -> Option<&'static str> {
     if !path.starts_with('/') {
-        return Some("a sandbox path must be absolute");
+        return Some("the path must be absolute");
     }
     if path.split('/').any(|c| c == ".." || c == ".") {
-        return Some("a sandbox path must not contain `.` or `..` components");
+        return Some("the path must not contain `.` or `..` components");
     }
     let inside = |dir: &str| {
         let dir = dir.trim_end_matches('/');
         path == dir || path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
     };
     if state_dir.is_some_and(inside) {
-        return Some("the daemon's state directory is never reachable from a sandbox");
+        return Some("the daemon's state directory is never reachable from an execution");
     }
     None
 }

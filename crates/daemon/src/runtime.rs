@@ -267,7 +267,8 @@ impl Runtime {
                     }
                 }
                 None => {
-                    let workdir = RunDir::workdir_of(&self.runs_dir, &x.id);
+                    let workdir = self.configured_cwd(&x).await;
+                    let workdir = workdir.unwrap_or_else(|| RunDir::workdir_of(&self.runs_dir, &x.id));
                     self.settle(&x.id, SegmentEnd::Lost, Some(workdir)).await?;
                 }
             }
@@ -285,13 +286,20 @@ impl Runtime {
     /// run directory then stays for the next daemon to adopt).
     async fn supervise(self, execution: Execution, token: String, process: Process) {
         let id = execution.id.clone();
-        let run = match self.prepare(&execution) {
+        let cwd = self.configured_cwd(&execution).await;
+        let configured = cwd.is_some();
+        let run = match self.prepare(&execution, cwd) {
             Ok(run) => run,
             Err(e) => {
                 tracing::error!(execution = %id, error = %e, "toolbelt endpoint unavailable");
                 return self.finish(&id, SegmentEnd::FailedToStart(None), None).await;
             }
         };
+        if let Some(Err(why)) = configured.then(|| shell::usable_workdir(&run.workdir, &self.hidden.state_dir)) {
+            let line = format!("open-conduit: {why}; the process was not started");
+            shell::append_log(&self.files.log(&id), &line);
+            return self.finish(&id, SegmentEnd::FailedToStart(None), Some(&run)).await;
+        }
         let (stop_socket, socket_stopped) = tokio::sync::oneshot::channel::<()>();
         let socket = match open_endpoint(&run, &token) {
             Ok(listener) => listener,
@@ -321,13 +329,23 @@ impl Runtime {
         }
     }
 
-    fn prepare(&self, execution: &Execution) -> Result<RunDir, crate::DaemonError> {
-        let run = RunDir::create(&self.runs_dir, &execution.id)?;
+    /// The working directory the attempt's binding gives (`cwd`) in the generation it pinned;
+    /// without one, the attempt works in a directory of its own in its run directory.
+    async fn configured_cwd(&self, x: &Execution) -> Option<PathBuf> {
+        let (configs, x) = (self.configs.clone(), x.clone());
+        let pinned_cwd = move || {
+            let (shell, _) = configs.generation(x.generation)?.shell(&x.scope, &x.binding)?;
+            shell.cwd.map(PathBuf::from)
+        };
+        tokio::task::spawn_blocking(pinned_cwd).await.ok().flatten()
+    }
+
+    fn prepare(&self, execution: &Execution, workdir: Option<PathBuf>) -> Result<RunDir, crate::DaemonError> {
+        let run = RunDir::create(&self.runs_dir, &execution.id, workdir)?;
         // A socket left by an earlier daemon for this attempt is stale: we hold the state lock.
         let _ = std::fs::remove_file(&run.socket);
         Ok(run)
     }
-
 
     /// Watches the process until it ends (returning how), renewing the lease and enforcing the
     /// deadline; `None` when the daemon shuts down first.

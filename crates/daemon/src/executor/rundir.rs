@@ -27,9 +27,10 @@ pub fn run_key(execution_id: &str) -> String {
 }
 
 impl RunDir {
-    /// The run directory of `execution_id` under `runs`, created owner-only. A directory that names
+    /// The run directory of `execution_id` under `runs`, created owner-only, with the attempt
+    /// working in `cwd` (the binding's) or in a directory of its own there. A directory that names
     /// another execution is refused.
-    pub fn create(runs: &Path, execution_id: &str) -> Result<RunDir, DaemonError> {
+    pub fn create(runs: &Path, execution_id: &str, cwd: Option<PathBuf>) -> Result<RunDir, DaemonError> {
         let key = run_key(execution_id);
         let dir = runs.join(&key);
         create_private_dir(&dir)?;
@@ -48,8 +49,14 @@ impl RunDir {
         }
         let token_dir = dir.join("token");
         create_private_dir(&token_dir)?;
-        let workdir = RunDir::workdir_of(runs, execution_id);
-        create_private_dir(&workdir)?;
+        let workdir = match cwd {
+            Some(cwd) => cwd,
+            None => {
+                let own = RunDir::workdir_of(runs, execution_id);
+                create_private_dir(&own)?;
+                own
+            }
+        };
         let tmpdir = dir.join("tmp");
         create_private_dir(&tmpdir)?;
         let socket = socket_path(&dir, &key, &fallback_base())?;
@@ -75,7 +82,7 @@ impl RunDir {
         text.trim().parse().ok()
     }
 
-    /// Where the attempt's working directory is (or was), without creating anything.
+    /// Where an attempt's own working directory is (or was), without creating anything.
     pub fn workdir_of(runs: &Path, execution_id: &str) -> PathBuf {
         runs.join(run_key(execution_id)).join("work")
     }
@@ -155,7 +162,7 @@ mod tests {
     #[test]
     fn run_directory_layout_and_modes() {
         let tmp = tempfile::tempdir().unwrap();
-        let run = RunDir::create(tmp.path(), "exec-1").unwrap();
+        let run = RunDir::create(tmp.path(), "exec-1", None).unwrap();
         assert_eq!(run.dir.file_name().unwrap().len(), 16);
         run.write_token("tok").unwrap();
         assert_eq!(fs::metadata(&run.token_file).unwrap().mode() & 0o777, 0o600);
@@ -166,16 +173,16 @@ mod tests {
     #[test]
     fn a_directory_naming_another_execution_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
-        let run = RunDir::create(tmp.path(), "exec-1").unwrap();
+        let run = RunDir::create(tmp.path(), "exec-1", None).unwrap();
         fs::write(run.dir.join("execution"), "exec-2").unwrap();
-        assert!(RunDir::create(tmp.path(), "exec-1").is_err());
+        assert!(RunDir::create(tmp.path(), "exec-1", None).is_err());
     }
 
     #[test]
     fn long_paths_fall_back_under_tmp() {
         let tmp = tempfile::tempdir().unwrap();
         let deep = tmp.path().join("d".repeat(90));
-        let run = RunDir::create(&deep, "exec-long").unwrap();
+        let run = RunDir::create(&deep, "exec-long", None).unwrap();
         assert!(
             run.socket.to_string_lossy().starts_with("/tmp/open-conduit-"),
             "{}",
@@ -211,8 +218,8 @@ mod tests {
     #[test]
     fn only_live_runs_are_kept() {
         let tmp = tempfile::tempdir().unwrap();
-        let live = RunDir::create(tmp.path(), "live").unwrap();
-        let dead = RunDir::create(tmp.path(), "dead").unwrap();
+        let live = RunDir::create(tmp.path(), "live", None).unwrap();
+        let dead = RunDir::create(tmp.path(), "dead", None).unwrap();
         remove_stale_runs(tmp.path(), &["live".to_owned()]);
         assert!(live.dir.exists() && !dead.dir.exists());
     }

@@ -103,6 +103,24 @@ pub fn spawn(launch: &Launch<'_>, confinement: Option<Confinement>) -> std::io::
     }
 }
 
+/// Whether an attempt may start in its binding's `workdir`: an existing directory that, links
+/// resolved, lies outside the daemon's state directory (whose trees its sandbox would grant).
+pub fn usable_workdir(workdir: &Path, state_dir: &Path) -> Result<(), String> {
+    let shown = workdir.display();
+    let resolved =
+        std::fs::canonicalize(workdir).map_err(|e| format!("the working directory `{shown}` cannot be used: {e}"))?;
+    if !resolved.is_dir() {
+        return Err(format!("the working directory `{shown}` is not a directory"));
+    }
+    let state = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_owned());
+    if resolved.starts_with(state) {
+        return Err(format!(
+            "the working directory `{shown}` lies inside the daemon's state directory"
+        ));
+    }
+    Ok(())
+}
+
 /// Kills the whole process group led by `pid` (the executor puts each attempt in its own group).
 pub fn kill_group(pid: i32) {
     if let Some(pid) = Pid::from_raw(pid) {
