@@ -12,6 +12,7 @@ mod diagnostic;
 mod grants;
 mod model;
 mod reference;
+mod retry;
 mod rules;
 mod sandbox;
 mod shell;
@@ -24,6 +25,7 @@ pub use diagnostic::{Diagnostic, Severity};
 pub use grants::{ExecutorCapabilities, Registry};
 pub use model::{ApprovalRule, BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
 pub use reference::{is_var_name, Reference, ReferenceError};
+pub use retry::RetryConfig;
 pub use sandbox::setting as sandbox_setting;
 pub use snapshot::{CurrentConfig, Snapshot};
 /// Reads JSON refusing duplicate keys and nulls at any depth (each reported with its pointer).

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::retry::RetryConfig;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -104,6 +106,9 @@ pub struct BindingConfig {
     /// confinement (see `conduit_core::sandbox`). Checked by [`crate::sandbox::setting`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<Value>,
+    /// How failed attempts are tried again (see [`crate::retry`]); absent, a failure is final.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryConfig>,
 }
 
 /// The `shell` executor's configuration.

@@ -423,6 +423,9 @@ impl Checker<'_> {
 
     /// A binding's checks that do not depend on its scope's ceiling.
     fn binding_rest(&mut self, pointer: &str, binding: &BindingConfig) {
+        if let Err(d) = crate::retry::policy(pointer, binding.retry.as_ref()) {
+            self.found.push(d);
+        }
         for (i, pattern) in binding.emits.iter().flatten().enumerate() {
             if !is_type_pattern(pattern) || is_reserved_type(pattern) || pattern == "*" {
                 self.report(

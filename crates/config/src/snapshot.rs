@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 
 use conduit_core::names::type_matches;
+use conduit_core::retry::RetryPolicy;
 use conduit_core::Duration;
 
 use crate::diagnostic::Diagnostic;
@@ -204,6 +205,13 @@ impl Snapshot {
             .and_then(Duration::parse)
             .unwrap_or(DEFAULT_ATTEMPT_TIMEOUT);
         Some((shell, timeout))
+    }
+
+    /// How the binding's failed attempts are tried again (validation has checked it).
+    pub fn retry(&self, scope: &str, binding: &str) -> RetryPolicy {
+        self.binding(scope, binding)
+            .and_then(|b| crate::retry::policy("", b.retry.as_ref()).ok())
+            .unwrap_or_default()
     }
 
     /// How the binding's executions are confined (validation has checked the setting).

@@ -261,6 +261,41 @@ mod tests {
     }
 
     #[test]
+    fn a_retry_policy_counts_1_to_100_attempts_with_a_positive_backoff() {
+        let scope = |retry: &str| {
+            with_scope(&format!(
+                r#"{{"bindings":{{"b":{{"executor":"shell","config":{{"command":["x"]}},"retry":{retry}}}}}}}"#
+            ))
+        };
+        for (retry, pointer) in [
+            (r#"{"max_attempts":0}"#, "/scopes/s/bindings/b/retry/max_attempts"),
+            (r#"{"max_attempts":101}"#, "/scopes/s/bindings/b/retry/max_attempts"),
+            (
+                r#"{"max_attempts":3,"backoff":"soon"}"#,
+                "/scopes/s/bindings/b/retry/backoff",
+            ),
+            (
+                r#"{"max_attempts":3,"backoff":"0s"}"#,
+                "/scopes/s/bindings/b/retry/backoff",
+            ),
+            (
+                r#"{"max_attempts":3,"jitter":true}"#,
+                "/scopes/s/bindings/b/retry/jitter",
+            ),
+        ] {
+            let found = codes(&scope(retry));
+            assert_eq!(found.len(), 1, "{retry}: {found:?}");
+            assert_eq!(found[0].0, pointer, "{retry}");
+        }
+        let snap = parse(scope(r#"{"max_attempts":3,"backoff":"2s"}"#).as_bytes()).unwrap();
+        let policy = snap.retry("s", "b");
+        assert_eq!((policy.max_attempts, policy.backoff.0), (3, 2000));
+        let snap = parse(scope(r#"{"max_attempts":2}"#).as_bytes()).unwrap();
+        assert_eq!(snap.retry("s", "b").backoff.0, 10_000);
+        assert_eq!(snap.retry("s", "none").max_attempts, 1);
+    }
+
+    #[test]
     fn a_working_directory_never_lies_in_the_state_directory() {
         let scope = |cwd: &str| {
             with_scope(&format!(

@@ -15,6 +15,7 @@ pub mod execution;
 pub mod names;
 pub mod quota;
 pub mod requires;
+pub mod retry;
 pub mod sandbox;
 pub mod session;
 pub mod time;

@@ -545,7 +545,8 @@ impl Runtime {
     }
 
     /// Keeps the files the segment's declared outcome names (while its working directory still
-    /// exists), then completes the segment, recording both in one transaction.
+    /// exists), then completes the segment under its binding's current retry policy, recording both
+    /// in one transaction.
     async fn settle(
         &self,
         execution_id: &str,
@@ -556,13 +557,15 @@ impl Runtime {
             Some(workdir) => self.keep_artifacts(execution_id, workdir).await?,
             None => Vec::new(),
         };
-        let id = execution_id.to_owned();
+        let (id, config) = (execution_id.to_owned(), self.config.get());
         self.db(move |s| {
             s.write(|tx| {
                 for artifact in &kept {
                     tx.put_artifact(artifact)?;
                 }
-                complete(tx, &id, end, now())
+                let binding = tx.get_execution(&id)?;
+                let retry = binding.map(|x| config.retry(&x.scope, &x.binding)).unwrap_or_default();
+                complete(tx, &id, end, retry, now())
             })
         })
         .await

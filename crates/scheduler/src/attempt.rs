@@ -2,8 +2,11 @@
 
 use conduit_config::Snapshot;
 use conduit_core::execution::{settle, SegmentEnd, Settlement};
+use conduit_core::retry::{is_retryable, RetryPolicy};
 use conduit_core::session::SessionOutcome;
-use conduit_core::{Declaration, Duration, Execution, ExecutionState, OutcomeStatus, Timestamp, Work, WorkState};
+use conduit_core::{
+    Declaration, Duration, Execution, ExecutionState, Outcome, OutcomeStatus, Timestamp, Work, WorkState,
+};
 use conduit_store::{new_id, Tx};
 
 use crate::waits::register;
@@ -21,7 +24,11 @@ pub struct Claim {
 
 /// Claims the oldest ready Work whose scope is enabled, as a new execution with the next epoch.
 pub fn claim_next(tx: &mut dyn Tx, config: &Snapshot, owner: &str, now: Timestamp) -> Result<Option<Claim>, HostError> {
-    let Some(mut work) = tx.ready_work(16)?.into_iter().find(|w| config.scope_enabled(&w.scope)) else {
+    let Some(mut work) = tx
+        .ready_work(16, now)?
+        .into_iter()
+        .find(|w| config.scope_enabled(&w.scope))
+    else {
         return Ok(None);
     };
     let Some((_, timeout)) = config.shell(&work.scope, &work.binding) else {
@@ -30,6 +37,7 @@ pub fn claim_next(tx: &mut dyn Tx, config: &Snapshot, owner: &str, now: Timestam
     };
     work.epoch += 1;
     work.state = WorkState::Running;
+    work.not_before = None;
     work.updated_at = now;
     let execution = Execution {
         id: new_id(),
@@ -105,13 +113,15 @@ fn note_stopped(tx: &mut dyn Tx, mut x: Execution, now: Timestamp) -> Result<(),
     Ok(())
 }
 
-/// Applies a finished segment: its declared outcome or wait, else its exit status. Revokes the
-/// execution's tokens. A segment that is no longer running is left as it is (completion is idempotent),
-/// but a fenced one's process is now known to be gone.
+/// Applies a finished segment: its declared outcome or wait, else its exit status, where a
+/// failure `retry` allows another attempt for makes the Work ready again after its backoff.
+/// Revokes the execution's tokens. A segment that is no longer running is left as it is
+/// (completion is idempotent), but a fenced one's process is now known to be gone.
 pub fn complete(
     tx: &mut dyn Tx,
     execution_id: &str,
     end: SegmentEnd,
+    retry: RetryPolicy,
     now: Timestamp,
 ) -> Result<Option<Execution>, HostError> {
     let Some(mut x) = tx.get_execution(execution_id)? else {
@@ -134,6 +144,7 @@ pub fn complete(
     };
     x.ended_at = Some(now);
     work.updated_at = now;
+    let retryable = is_retryable(x.declaration.as_ref(), end);
     match settle(x.declaration.as_ref(), end) {
         Settlement::Finished(outcome) => {
             let succeeded = outcome.status == OutcomeStatus::Succeeded;
@@ -142,17 +153,29 @@ pub fn complete(
             } else {
                 ExecutionState::Failed
             };
-            work.state = if succeeded {
-                WorkState::Succeeded
-            } else {
-                WorkState::Failed
-            };
             x.outcome = Some(outcome.clone());
-            work.outcome = Some(outcome);
+            let failed = work.failed_attempts + 1;
+            match retry.next_attempt_at(failed, now).filter(|_| retryable) {
+                Some(at) => {
+                    work.state = WorkState::Ready;
+                    work.failed_attempts = failed;
+                    work.not_before = Some(at);
+                }
+                None => {
+                    work.state = if succeeded {
+                        WorkState::Succeeded
+                    } else {
+                        WorkState::Failed
+                    };
+                    work.outcome = Some(last_of_attempts(outcome, retryable.then_some(failed)));
+                    work.not_before = None;
+                }
+            }
         }
         Settlement::Wait { types, keys, timeout } => {
             x.state = ExecutionState::Waiting;
             work.state = WorkState::Waiting;
+            work.failed_attempts = 0;
             tx.update_work(&work)?;
             let ready = register(tx, &x, types, keys, timeout, &work.keys, now)?;
             if ready {
@@ -165,6 +188,15 @@ pub fn complete(
     tx.update_work(&work)?;
     end_authority(tx, &x.id, now)?;
     Ok(Some(x))
+}
+
+/// A Work's final outcome after `attempts` retried attempts failed in a row: the last one's,
+/// saying how many there were.
+fn last_of_attempts(mut outcome: Outcome, attempts: Option<u32>) -> Outcome {
+    if let (Some(n @ 2..), Some(summary)) = (attempts, outcome.summary.as_mut()) {
+        summary.push_str(&format!(" (the last of {n} attempts)"));
+    }
+    outcome
 }
 
 /// Ends an execution's authority: its tokens revoked and its open tool sessions closed.
@@ -205,7 +237,7 @@ pub fn settle_unstarted(
     }
     x.declaration = Some(declaration);
     tx.update_execution(&x)?;
-    complete(tx, execution_id, SegmentEnd::Exited(0), now)
+    complete(tx, execution_id, SegmentEnd::Exited(0), RetryPolicy::default(), now)
 }
 
 /// Adopts a running attempt left by an earlier daemon instance: the next epoch, this owner, a fresh
@@ -295,10 +327,74 @@ mod tests {
             "nothing else is ready"
         );
         store
-            .write(|tx| complete(tx, &claim.execution.id, SegmentEnd::Exited(3), T0))
+            .write(|tx| {
+                complete(
+                    tx,
+                    &claim.execution.id,
+                    SegmentEnd::Exited(3),
+                    RetryPolicy::default(),
+                    T0,
+                )
+            })
             .unwrap();
         let work = store.read(|tx| tx.get_work(&work.id)).unwrap().unwrap();
         assert_eq!(work.state, WorkState::Failed);
+    }
+
+    #[test]
+    fn a_retryable_failure_is_claimed_again_after_its_backoff_until_attempts_run_out() {
+        let (_d, store, config) = setup();
+        let work = manual_work(&*store, &config);
+        let retry = RetryPolicy {
+            max_attempts: 3,
+            backoff: Duration::from_secs(10),
+        };
+        let claim_at = |at: i64| store.write(|tx| claim_next(tx, &config, "me", Timestamp(at))).unwrap();
+        let fail = |claim: Claim, end: SegmentEnd, at: i64| {
+            store
+                .write(|tx| complete(tx, &claim.execution.id, end, retry, Timestamp(at)))
+                .unwrap();
+            store.read(|tx| tx.get_work(&work.id)).unwrap().unwrap()
+        };
+        let first = claim_at(T0.0).unwrap();
+        let after = fail(first, SegmentEnd::Lost, T0.0);
+        assert_eq!((after.state, after.failed_attempts), (WorkState::Ready, 1));
+        assert_eq!(after.not_before, Some(Timestamp(T0.0 + 10_000)));
+        assert!(claim_at(T0.0 + 9_999).is_none(), "not before its backoff");
+        let second = claim_at(T0.0 + 10_000).unwrap();
+        assert_eq!(second.execution.epoch, 2);
+        let after = fail(second, SegmentEnd::FailedToStart(Some(2)), T0.0 + 10_000);
+        assert_eq!(after.not_before, Some(Timestamp(T0.0 + 30_000)), "doubled");
+        let third = claim_at(T0.0 + 30_000).unwrap();
+        let after = fail(third, SegmentEnd::Exited(4), T0.0 + 30_000);
+        assert_eq!(after.state, WorkState::Failed);
+        let summary = after.outcome.unwrap().summary.unwrap();
+        assert_eq!(summary, "exited with status 4 (the last of 3 attempts)");
+    }
+
+    #[test]
+    fn a_declared_or_killed_segment_is_not_retried() {
+        let (_d, store, config) = setup();
+        let retry = RetryPolicy {
+            max_attempts: 5,
+            backoff: Duration::from_secs(1),
+        };
+        for (declared, end) in [(true, SegmentEnd::Exited(1)), (false, SegmentEnd::Killed)] {
+            let work = manual_work(&*store, &config);
+            let claim = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+            if declared {
+                let failed = Declaration::Outcome {
+                    status: OutcomeStatus::Failed,
+                    summary: None,
+                    artifacts: Vec::new(),
+                };
+                declare(&*store, &claim.execution.id, failed);
+            }
+            store
+                .write(|tx| complete(tx, &claim.execution.id, end, retry, T0))
+                .unwrap();
+            assert_eq!(state_of(&*store, &work.id), WorkState::Failed, "{end:?}");
+        }
     }
 
     /// Declares a wait for `demo.go` on the running attempt and ends its segment.
@@ -310,7 +406,7 @@ mod tests {
         };
         declare(store, execution, wait);
         store
-            .write(|tx| complete(tx, execution, SegmentEnd::Exited(0), T0))
+            .write(|tx| complete(tx, execution, SegmentEnd::Exited(0), RetryPolicy::default(), T0))
             .unwrap();
     }
 
@@ -403,7 +499,15 @@ mod tests {
         };
         declare(&*store, &first.execution.id, wait);
         store
-            .write(|tx| complete(tx, &first.execution.id, SegmentEnd::Exited(0), T0))
+            .write(|tx| {
+                complete(
+                    tx,
+                    &first.execution.id,
+                    SegmentEnd::Exited(0),
+                    RetryPolicy::default(),
+                    T0,
+                )
+            })
             .unwrap();
         let probe = crate::Probe {
             scope: "setup".into(),
@@ -470,7 +574,9 @@ mod tests {
         store
             .write(|tx| crate::cancel_execution(tx, &config, &y, &by("k5"), T0))
             .unwrap();
-        store.write(|tx| complete(tx, &y, SegmentEnd::Killed, T0)).unwrap();
+        store
+            .write(|tx| complete(tx, &y, SegmentEnd::Killed, RetryPolicy::default(), T0))
+            .unwrap();
         retry("k6").unwrap();
         let running = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
         let refused = store

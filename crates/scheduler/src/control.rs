@@ -224,6 +224,9 @@ pub fn retry_work(
     work.state = WorkState::Ready;
     work.blocked_reason = None;
     work.outcome = None;
+    // A retry by hand starts the binding's policy over: its full count of attempts, now.
+    work.failed_attempts = 0;
+    work.not_before = None;
     work.wake_event = event.id.clone();
     work.updated_at = now;
     tx.update_work(&work)?;

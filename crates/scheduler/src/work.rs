@@ -83,6 +83,8 @@ pub fn create_work(
         created_at: now,
         updated_at: now,
         blocked_reason: None,
+        failed_attempts: 0,
+        not_before: None,
     };
     tx.insert_work(&work).map_err(|e| match e {
         StoreError::KeyTaken => HostError::from(

@@ -265,6 +265,11 @@ CREATE INDEX toolbelt_audit_by_work ON toolbelt_audit (work_id, at, id);
     r#"
 CREATE TABLE work_usage (work_id TEXT PRIMARY KEY, stored_bytes INTEGER NOT NULL) WITHOUT ROWID;
 "#,
+    // A binding's retry policy: failures in a row, and the backoff a ready Work waits out.
+    r#"
+ALTER TABLE work ADD COLUMN failed_attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE work ADD COLUMN not_before INTEGER;
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

@@ -23,6 +23,8 @@ fn work(id: &str, keys: &[&str]) -> Work {
         created_at: Timestamp(1),
         updated_at: Timestamp(1),
         blocked_reason: None,
+        failed_attempts: 0,
+        not_before: None,
     }
 }
 
@@ -238,11 +240,12 @@ fn the_key_index_migration_indexes_waits_armed_before_it() {
             .unwrap();
     }
     let conn = rusqlite::Connection::open(&path).unwrap();
-    // Undo migrations 13 (the key index), 14 (who revoked an operator), 15 (audit by time) and 16
-    // (what each Work wrote) by hand.
+    // Undo migrations 13 (the key index), 14 (who revoked an operator), 15 (audit by time), 16
+    // (what each Work wrote) and 17 (retry counts and backoff) by hand.
     conn.execute_batch(
         "DROP TABLE wait_keys; DROP INDEX waits_by_work; ALTER TABLE operators DROP COLUMN revoked_by; \
          DROP INDEX toolbelt_audit_by_time; DROP INDEX toolbelt_audit_by_work; DROP TABLE work_usage; \
+         ALTER TABLE work DROP COLUMN failed_attempts; ALTER TABLE work DROP COLUMN not_before; \
          PRAGMA user_version = 12;",
     )
     .unwrap();

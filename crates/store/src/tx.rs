@@ -124,8 +124,8 @@ pub trait WorkRows {
     fn list_work(&mut self, filter: &WorkFilter) -> Result<Vec<Work>>;
     /// A page of Work, newest first by `(created_at, id)`, created at or before `page.upper`.
     fn page_work(&mut self, filter: &WorkFilter, page: &Page<(i64, String)>) -> Result<Vec<Work>>;
-    /// Ready Work, oldest first.
-    fn ready_work(&mut self, limit: usize) -> Result<Vec<Work>>;
+    /// Ready Work that may be claimed at `now` (not held, past any retry backoff), oldest first.
+    fn ready_work(&mut self, limit: usize, now: Timestamp) -> Result<Vec<Work>>;
     fn work_owning_key(&mut self, key: &str) -> Result<Option<String>>;
     /// How many Works in `scope` are not finished (ready, running or waiting).
     fn count_unfinished_work(&mut self, scope: &str) -> Result<u64>;

@@ -571,6 +571,7 @@ fn the_sweep_deletes_settled_tokens_and_finished_replay_records() {
                 tx,
                 &claim.execution.id,
                 conduit_core::execution::SegmentEnd::Exited(0),
+                Default::default(),
                 T0,
             )
         })

@@ -111,7 +111,7 @@ fn a_segment_that_ends_without_declaring_closes_its_sessions_failed() {
     let (claim, token) = h.attempt();
     let id = session_id(&open(&h, &claim, &token, "emit", None).unwrap());
     h.store
-        .write(|tx| complete(tx, &claim.execution.id, SegmentEnd::Exited(0), T0))
+        .write(|tx| complete(tx, &claim.execution.id, SegmentEnd::Exited(0), Default::default(), T0))
         .unwrap();
     let session = h.store.read(|tx| tx.get_tool_session(&id)).unwrap().unwrap();
     assert_eq!(session.closed.map(|(o, _)| o), Some(SessionOutcome::Failed));

@@ -8,7 +8,7 @@ use super::{corrupt, from_json, opt_from_json, to_json, SqliteTx};
 use crate::{sqlite_error, Result};
 
 const WORK_COLUMNS: &str = "id, scope, binding, parent_work, state, input, epoch, outcome, wake_event, generation, \
-     created_at, updated_at, blocked_reason";
+     created_at, updated_at, blocked_reason, failed_attempts, not_before";
 
 /// A work row; its keys are loaded separately.
 fn work_row(r: &Row) -> rusqlite::Result<Result<Work>> {
@@ -31,6 +31,8 @@ fn work_row(r: &Row) -> rusqlite::Result<Result<Work>> {
             created_at: Timestamp(r.get(10).map_err(sqlite_error)?),
             updated_at: Timestamp(r.get(11).map_err(sqlite_error)?),
             blocked_reason: r.get(12).map_err(sqlite_error)?,
+            failed_attempts: r.get(13).map_err(sqlite_error)?,
+            not_before: r.get::<_, Option<i64>>(14).map_err(sqlite_error)?.map(Timestamp),
         })
     };
     Ok(build())
@@ -85,7 +87,7 @@ impl WorkRows for SqliteTx<'_> {
     fn insert_work(&mut self, work: &Work) -> Result<()> {
         self.exec(
             &format!(
-                "INSERT INTO work ({WORK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+                "INSERT INTO work ({WORK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
             ),
             params![
                 work.id,
@@ -100,7 +102,9 @@ impl WorkRows for SqliteTx<'_> {
                 work.generation,
                 work.created_at.0,
                 work.updated_at.0,
-                work.blocked_reason
+                work.blocked_reason,
+                work.failed_attempts,
+                work.not_before.map(|t| t.0)
             ],
         )
         .map_err(sqlite_error)?;
@@ -125,8 +129,8 @@ impl WorkRows for SqliteTx<'_> {
 
     fn update_work(&mut self, work: &Work) -> Result<()> {
         self.exec(
-            "UPDATE work SET state = ?2, epoch = ?3, outcome = ?4, wake_event = ?5, updated_at = ?6, blocked_reason = ?7
-             WHERE id = ?1",
+            "UPDATE work SET state = ?2, epoch = ?3, outcome = ?4, wake_event = ?5, updated_at = ?6, blocked_reason = ?7,
+             failed_attempts = ?8, not_before = ?9 WHERE id = ?1",
             params![
                 work.id,
                 work.state.as_str(),
@@ -134,7 +138,9 @@ impl WorkRows for SqliteTx<'_> {
                 work.outcome.as_ref().map(to_json).transpose()?,
                 work.wake_event,
                 work.updated_at.0,
-                work.blocked_reason
+                work.blocked_reason,
+                work.failed_attempts,
+                work.not_before.map(|t| t.0)
             ],
         ).map_err(sqlite_error)?;
         Ok(())
@@ -162,11 +168,12 @@ impl WorkRows for SqliteTx<'_> {
         )
     }
 
-    fn ready_work(&mut self, limit: usize) -> Result<Vec<Work>> {
+    fn ready_work(&mut self, limit: usize, now: Timestamp) -> Result<Vec<Work>> {
         let sql = format!(
-            "SELECT {WORK_COLUMNS} FROM work WHERE state = 'ready' AND blocked_reason IS NULL ORDER BY updated_at, id LIMIT ?1"
+            "SELECT {WORK_COLUMNS} FROM work WHERE state = 'ready' AND blocked_reason IS NULL
+             AND (not_before IS NULL OR not_before <= ?2) ORDER BY updated_at, id LIMIT ?1"
         );
-        self.works(&sql, [limit as i64])
+        self.works(&sql, params![limit as i64, now.0])
     }
 
     fn work_owning_key(&mut self, key: &str) -> Result<Option<String>> {
