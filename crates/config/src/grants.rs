@@ -33,6 +33,11 @@ pub const SHELL_EXECUTOR: (&str, ExecutorCapabilities) = (
     },
 );
 
+/// The agent executors (`claude-code`, `codex`): the same as the shell's; the playbook is handed
+/// to the agent as its instructions.
+pub const AGENT_EXECUTORS: [(&str, ExecutorCapabilities); 2] =
+    [("claude-code", SHELL_EXECUTOR.1), ("codex", SHELL_EXECUTOR.1)];
+
 /// The operations, toolsets, playbooks and executors the running release registers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Registry {
@@ -87,9 +92,10 @@ impl Registry {
 
     /// A registered executor's capabilities.
     pub fn executor(&self, name: &str) -> Option<ExecutorCapabilities> {
-        let (shell, capabilities) = SHELL_EXECUTOR;
-        (name == shell)
-            .then_some(capabilities)
+        std::iter::once(SHELL_EXECUTOR)
+            .chain(AGENT_EXECUTORS)
+            .find(|(executor, _)| *executor == name)
+            .map(|(_, capabilities)| capabilities)
             .or_else(|| self.executors.get(name).copied())
     }
 

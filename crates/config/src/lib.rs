@@ -9,21 +9,22 @@
 
 mod default;
 mod diagnostic;
+mod executor;
 mod grants;
 mod model;
 mod reference;
 mod retry;
 mod rules;
 mod sandbox;
-mod shell;
 mod snapshot;
 mod strict;
 mod validate;
 
 pub use default::default_config_json;
 pub use diagnostic::{Diagnostic, Severity};
+pub use executor::{Agent, Executable, Process};
 pub use grants::{ExecutorCapabilities, Registry};
-pub use model::{ApprovalRule, BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
+pub use model::{AgentConfig, ApprovalRule, BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
 pub use reference::{is_var_name, Reference, ReferenceError};
 pub use retry::RetryConfig;
 pub use sandbox::setting as sandbox_setting;

@@ -7,10 +7,10 @@ use conduit_core::toolbelt_env::{secret_env_name, OS_ENDPOINT, OS_PLAYBOOK_DIR, 
 use conduit_core::Duration;
 
 use crate::diagnostic::{push_pointer, Diagnostic};
-use crate::grants::{resolve, ExecutorCapabilities, Registry, Resolved, SHELL_EXECUTOR};
+use crate::executor::executable;
+use crate::grants::{resolve, ExecutorCapabilities, Registry, Resolved};
 use crate::model::{BindingConfig, Config, ScopeConfig};
 use crate::reference::Reference;
-use crate::shell::shell_config;
 
 const SUPPORTED_VERSION: u32 = 1;
 
@@ -451,14 +451,12 @@ impl Checker<'_> {
                 format!("{pointer}/executor"),
                 "unknown_reference",
                 "no registered executor has this name",
-                "use the `shell` executor",
+                "use `shell`, `claude-code` or `codex`",
             );
         };
         let state_dir = self.registry.state_dir();
-        if binding.executor == SHELL_EXECUTOR.0 {
-            if let Err(d) = shell_config(pointer, binding, state_dir) {
-                self.found.push(d);
-            }
+        if let Some(Err(d)) = executable(pointer, binding, state_dir) {
+            self.found.push(d);
         }
         self.found
             .extend(crate::sandbox::setting(pointer, binding.sandbox.as_ref(), state_dir).1);

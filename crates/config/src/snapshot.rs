@@ -4,15 +4,12 @@ use std::collections::BTreeSet;
 
 use conduit_core::names::type_matches;
 use conduit_core::retry::RetryPolicy;
-use conduit_core::Duration;
 
 use crate::diagnostic::Diagnostic;
-use crate::model::{BindingConfig, Config, Limits, ScopeConfig, ShellConfig};
+use crate::executor::{executable, Executable};
+use crate::model::{BindingConfig, Config, Limits, ScopeConfig};
 use crate::reference::Reference;
 use crate::rules::Effective;
-use crate::shell::shell_config;
-
-const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// An immutable, validated configuration with its generation number and canonical hash.
 #[derive(Debug, Clone, PartialEq)]
@@ -196,15 +193,9 @@ impl Snapshot {
             .map(|r| r.binding.as_str())
     }
 
-    /// The shell configuration of a binding, and its attempt deadline.
-    pub fn shell(&self, scope: &str, binding: &str) -> Option<(ShellConfig, Duration)> {
-        let shell = shell_config("", self.binding(scope, binding)?, None).ok()?;
-        let timeout = shell
-            .timeout
-            .as_deref()
-            .and_then(Duration::parse)
-            .unwrap_or(DEFAULT_ATTEMPT_TIMEOUT);
-        Some((shell, timeout))
+    /// How a binding's executions run (`None` for an executor the host does not run itself).
+    pub fn executable(&self, scope: &str, binding: &str) -> Option<Executable> {
+        executable("", self.binding(scope, binding)?, None)?.ok()
     }
 
     /// How the binding's failed attempts are tried again (validation has checked it).
@@ -257,8 +248,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(snap.routes_for("s", "demo.x").collect::<Vec<_>>(), vec!["b", "a"]);
-        assert_eq!(snap.shell("s", "b").unwrap().1 .0, 5000);
-        assert_eq!(snap.shell("s", "a").unwrap().1 .0, 3_600_000);
+        assert_eq!(snap.executable("s", "b").unwrap().timeout().0, 5000);
+        assert_eq!(snap.executable("s", "a").unwrap().timeout().0, 3_600_000);
     }
 }
 

@@ -13,6 +13,12 @@ pub const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
 /// What one execution's declared files may add up to.
 pub const MAX_TOTAL_BYTES: u64 = 128 * 1024 * 1024;
 
+/// Where an agent attempt's transcript (its CLI's machine-readable output) is kept among the
+/// execution's files: past every declared index.
+pub const TRANSCRIPT_INDEX: u32 = 1000;
+/// The name a transcript is listed under.
+pub const TRANSCRIPT_NAME: &str = "transcript.jsonl";
+
 /// The wire id prefix of a declared artifact: `file:<execution id>:<index>`.
 pub const FILE_PREFIX: &str = "file:";
 

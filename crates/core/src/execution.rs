@@ -107,6 +107,10 @@ pub struct Execution {
     /// When the attempt's process was known to be gone after it was fenced: observed by the host,
     /// or confirmed by an operator (`confirm-stopped`). Until then its Work is not retried.
     pub stopped_at: Option<Timestamp>,
+    /// An agent executor's own session id, which the Work's next attempt resumes after a wait.
+    pub agent_session: Option<String>,
+    /// What the agent CLI reported it used (tokens, cost), as it reported it.
+    pub usage: Option<serde_json::Value>,
 }
 
 /// How a segment ended, as the host observed it.
@@ -194,6 +198,16 @@ fn failed_to_start(errno: Option<i32>) -> String {
     format!("{why}; see its log for the path")
 }
 
+/// The agent session a Work's new attempt continues: the one its latest earlier attempt left,
+/// when that attempt ended on a wait (a parked call, or a declared `wait`). `attempts` are the
+/// Work's, oldest first; `current` is the new one's id.
+pub fn session_to_resume<'a>(attempts: &'a [Execution], current: &str) -> Option<&'a str> {
+    let previous = attempts.iter().rev().find(|x| x.id != current)?;
+    (previous.state == ExecutionState::Waiting)
+        .then_some(previous.agent_session.as_deref())
+        .flatten()
+}
+
 impl Execution {
     /// Whether a timestamp is inside the lease (expiry is exclusive).
     pub fn lease_live_at(&self, now: Timestamp) -> bool {
@@ -204,6 +218,56 @@ impl Execution {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn attempt(id: &str, state: ExecutionState, session: Option<&str>) -> Execution {
+        Execution {
+            id: id.into(),
+            work_id: "w".into(),
+            scope: "s".into(),
+            binding: "b".into(),
+            epoch: 1,
+            owner: "me".into(),
+            state,
+            cause_event: "e".into(),
+            watermark: 0,
+            declaration: None,
+            outcome: None,
+            exit_code: None,
+            pid: None,
+            generation: 1,
+            lease_expires_at: Timestamp(0),
+            deadline_at: Timestamp(0),
+            started_at: Timestamp(0),
+            ended_at: None,
+            stopped_at: None,
+            agent_session: session.map(str::to_owned),
+            usage: None,
+        }
+    }
+
+    #[test]
+    fn only_a_session_that_ended_on_a_wait_is_resumed() {
+        use ExecutionState::{Failed, Running, Waiting};
+        let now = attempt("x3", Running, None);
+        let waited = [
+            attempt("x1", Failed, Some("s1")),
+            attempt("x2", Waiting, Some("s2")),
+            now.clone(),
+        ];
+        assert_eq!(session_to_resume(&waited, "x3"), Some("s2"));
+        let failed = [
+            attempt("x1", Waiting, Some("s1")),
+            attempt("x2", Failed, Some("s2")),
+            now.clone(),
+        ];
+        assert_eq!(
+            session_to_resume(&failed, "x3"),
+            None,
+            "a retry after a failure starts afresh"
+        );
+        assert_eq!(session_to_resume(&[now], "x3"), None);
+        assert_eq!(session_to_resume(&[attempt("x1", Waiting, None)], "x3"), None);
+    }
 
     #[test]
     fn a_process_that_did_not_start_says_why() {

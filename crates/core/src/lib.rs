@@ -13,6 +13,7 @@ pub mod error;
 pub mod event;
 pub mod execution;
 pub mod names;
+pub mod prompt;
 pub mod quota;
 pub mod requires;
 pub mod retry;

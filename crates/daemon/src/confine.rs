@@ -37,11 +37,13 @@ impl Prepared {
     }
 }
 
-/// The attempt's confinement under `setting` (`None` when it is `off`).
+/// The attempt's confinement under `setting` (`None` when it is `off`); `home` is an agent
+/// CLI's own directory, writable.
 pub async fn prepare(
     setting: Sandbox,
     hidden: &Hidden,
     run: &RunDir,
+    home: Option<PathBuf>,
     playbooks: PathBuf,
     os_dir: PathBuf,
 ) -> Result<Option<Prepared>, Unavailable> {
@@ -50,6 +52,7 @@ pub async fn prepare(
         run_dir: run.dir.clone(),
         workdir: run.workdir.clone(),
         tmpdir: run.tmpdir.clone(),
+        home,
         playbooks,
         os_dir,
         private_files: hidden.private_files.clone(),

@@ -244,6 +244,7 @@ async fn start_scheduler(
         resolver: services.resolver,
         instance: services.instance,
         runs_dir: state.runs_dir(),
+        homes_dir: state.root().join("homes"),
         files: services.files,
         playbook_dir: state.root().join("playbooks"),
         os_dir,

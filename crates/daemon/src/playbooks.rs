@@ -22,6 +22,14 @@ pub fn register(registry: Registry, playbooks: &Path) -> Registry {
     })
 }
 
+/// The text of the playbook `name` under `playbooks`, if it is there.
+pub fn text(playbooks: &Path, name: &str) -> Option<String> {
+    let plain = !name.is_empty() && !name.contains('/') && name != "." && name != "..";
+    plain
+        .then(|| std::fs::read_to_string(playbooks.join("skills").join(name).join("SKILL.md")).ok())
+        .flatten()
+}
+
 /// The operations a playbook's frontmatter declares; none without frontmatter.
 pub fn declared_operations(text: &str) -> Vec<String> {
     let mut lines = text.lines();

@@ -95,6 +95,8 @@ pub struct ExecutionPaths {
     pub run_dir: PathBuf,
     pub workdir: PathBuf,
     pub tmpdir: PathBuf,
+    /// An agent CLI's home (its configuration and sessions), the binding's own, writable.
+    pub home: Option<PathBuf>,
     pub playbooks: PathBuf,
     /// The directory holding the host's `os` binary.
     pub os_dir: PathBuf,
@@ -146,7 +148,9 @@ impl Policy {
                 .chain([paths.os_dir.clone()])
                 .collect(),
         };
-        let own = [paths.workdir.clone(), paths.tmpdir.clone()];
+        let own = [paths.workdir.clone(), paths.tmpdir.clone()]
+            .into_iter()
+            .chain(paths.home.clone());
         let grants = grants(readable, Access::READ_EXECUTE)
             .chain(grants([&paths.run_dir, &paths.playbooks], Access::READ))
             .chain(grants(own, Access::ALL))
@@ -355,6 +359,7 @@ mod tests {
             run_dir: "/s/runs/k".into(),
             workdir: "/s/runs/k/work".into(),
             tmpdir: "/s/runs/k/tmp".into(),
+            home: None,
             playbooks: "/s/playbooks".into(),
             os_dir: "/opt/oc/bin".into(),
             private_files: vec!["/home/me/.config/gh-token".into()],

@@ -31,7 +31,7 @@ pub fn claim_next(tx: &mut dyn Tx, config: &Snapshot, owner: &str, now: Timestam
     else {
         return Ok(None);
     };
-    let Some((_, timeout)) = config.shell(&work.scope, &work.binding) else {
+    let Some(timeout) = config.executable(&work.scope, &work.binding).map(|e| e.timeout()) else {
         // The binding left the configuration: nothing can run this Work.
         return fail_unrunnable(tx, work, now).map(|()| None);
     };
@@ -59,6 +59,8 @@ pub fn claim_next(tx: &mut dyn Tx, config: &Snapshot, owner: &str, now: Timestam
         started_at: now,
         ended_at: None,
         stopped_at: None,
+        agent_session: None,
+        usage: None,
     };
     tx.update_work(&work)?;
     tx.insert_execution(&execution)?;

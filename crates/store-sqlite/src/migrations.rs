@@ -270,6 +270,11 @@ CREATE TABLE work_usage (work_id TEXT PRIMARY KEY, stored_bytes INTEGER NOT NULL
 ALTER TABLE work ADD COLUMN failed_attempts INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE work ADD COLUMN not_before INTEGER;
 "#,
+    // What an agent executor's attempt left: its session (resumed after a wait) and usage.
+    r#"
+ALTER TABLE executions ADD COLUMN agent_session TEXT;
+ALTER TABLE executions ADD COLUMN usage TEXT;
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

@@ -241,11 +241,12 @@ fn the_key_index_migration_indexes_waits_armed_before_it() {
     }
     let conn = rusqlite::Connection::open(&path).unwrap();
     // Undo migrations 13 (the key index), 14 (who revoked an operator), 15 (audit by time), 16
-    // (what each Work wrote) and 17 (retry counts and backoff) by hand.
+    // (what each Work wrote), 17 (retry counts and backoff) and 18 (agent sessions) by hand.
     conn.execute_batch(
         "DROP TABLE wait_keys; DROP INDEX waits_by_work; ALTER TABLE operators DROP COLUMN revoked_by; \
          DROP INDEX toolbelt_audit_by_time; DROP INDEX toolbelt_audit_by_work; DROP TABLE work_usage; \
          ALTER TABLE work DROP COLUMN failed_attempts; ALTER TABLE work DROP COLUMN not_before; \
+         ALTER TABLE executions DROP COLUMN agent_session; ALTER TABLE executions DROP COLUMN usage; \
          PRAGMA user_version = 12;",
     )
     .unwrap();
@@ -282,6 +283,8 @@ fn a_works_events_and_replay_records_are_charged_to_it_as_written() {
         started_at: Timestamp(1),
         ended_at: None,
         stopped_at: None,
+        agent_session: None,
+        usage: None,
     };
     let stored = store
         .write(|tx| {

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod holder;
+pub mod model;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -507,4 +508,30 @@ pub fn test_server() -> (u16, Arc<Mutex<Vec<String>>>) {
         }
     });
     (port, heads)
+}
+
+/// Runs the calling test inside a network namespace of its own with only loopback up (`unshare
+/// -rn`), so a program it drives that contacts outside hosts (the agent CLIs do) reaches nothing:
+/// answers `true` inside it, where the test's body runs; outside, it re-runs just this test
+/// there, fails if that failed, and answers `false`.
+pub fn inside_loopback_namespace(test: &str) -> bool {
+    const MARK: &str = "OPEN_CONDUIT_TEST_IN_NETNS";
+    if std::env::var_os(MARK).is_some() {
+        return true;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let status = Command::new("unshare")
+        .args(["-rn", "--", "sh", "-c", "ip link set lo up && exec \"$0\" \"$@\""])
+        .arg(exe)
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(MARK, "1")
+        .output()
+        .expect("unshare (util-linux) and ip (iproute2) run the test in a loopback-only namespace");
+    assert!(
+        status.status.success(),
+        "{test} failed inside its loopback-only namespace:\n{}\n{}",
+        String::from_utf8_lossy(&status.stdout),
+        String::from_utf8_lossy(&status.stderr)
+    );
+    false
 }

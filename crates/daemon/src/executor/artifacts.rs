@@ -12,7 +12,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
-use conduit_core::artifact::{MAX_FILE_BYTES, MAX_TOTAL_BYTES};
+use conduit_core::artifact::{MAX_FILE_BYTES, MAX_TOTAL_BYTES, TRANSCRIPT_INDEX, TRANSCRIPT_NAME};
 use conduit_core::{ArtifactRecord, ArtifactRefusal, Timestamp};
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
@@ -42,6 +42,22 @@ pub fn keep(
             created_at: at,
         })
         .collect()
+}
+
+/// An agent attempt's transcript, which its CLI wrote straight to where it is kept: its record
+/// (size and digest, synced) and its text, when there is one.
+pub fn transcript(files: &ArtifactFiles, execution_id: &str, at: Timestamp) -> Option<(ArtifactRecord, String)> {
+    let path = files.declared_file(execution_id, TRANSCRIPT_INDEX);
+    let bytes = fs::read(&path).ok()?;
+    File::open(&path).and_then(|f| f.sync_all()).ok()?;
+    let record = ArtifactRecord {
+        execution_id: execution_id.to_owned(),
+        index: TRANSCRIPT_INDEX,
+        name: TRANSCRIPT_NAME.to_owned(),
+        kept: Ok((bytes.len() as u64, hex(&Sha256::digest(&bytes)))),
+        created_at: at,
+    };
+    Some((record, String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 fn keep_one(workdir: &Path, target: &Path, name: &str, budget: &mut u64) -> Result<(u64, String), ArtifactRefusal> {

@@ -40,12 +40,17 @@ pub struct Launch<'a> {
     pub secrets: &'a [(String, Secret)],
     /// Where the playbooks are (`skills/<name>/SKILL.md`), so an agent can read the one its binding names.
     pub playbook_dir: &'a Path,
+    /// Variables the executor sets (an agent CLI's `HOME` and switches), which replace inherited
+    /// ones and which the binding's `env` may replace.
+    pub defaults: &'a [(String, String)],
+    /// Where stdout goes instead of the log (an agent's transcript); stderr stays in the log.
+    pub stdout: Option<&'a Path>,
 }
 
 /// The child's whole environment: the toolbelt endpoint and token file, a PATH that finds `os`
 /// first (then the binding's directories, then the system's), a short allowlist of the daemon's
-/// variables, the binding's plain variables (which may replace those), and its secrets. No
-/// operator token and nothing else crosses.
+/// variables, the executor's defaults and the binding's plain variables (each replacing what came
+/// before), and its secrets. No operator token and nothing else crosses.
 pub fn environment(launch: &Launch<'_>, inherit: impl Fn(&str) -> Option<OsString>) -> Vec<(String, OsString)> {
     let mut path = launch.os_dir.as_os_str().to_owned();
     for dir in launch.path {
@@ -61,11 +66,19 @@ pub fn environment(launch: &Launch<'_>, inherit: impl Fn(&str) -> Option<OsStrin
         (OS_PLAYBOOK_DIR.to_owned(), launch.playbook_dir.as_os_str().to_owned()),
         ("TMPDIR".to_owned(), launch.tmpdir.as_os_str().to_owned()),
     ];
+    let set_later = |k: &str| launch.env.contains_key(k) || launch.defaults.iter().any(|(d, _)| d == k);
     env.extend(
         INHERITED
             .iter()
-            .filter(|k| !launch.env.contains_key(**k))
+            .filter(|k| !set_later(k))
             .filter_map(|k| inherit(k).map(|v| ((*k).to_owned(), v))),
+    );
+    env.extend(
+        launch
+            .defaults
+            .iter()
+            .filter(|(k, _)| !launch.env.contains_key(k))
+            .map(|(k, v)| (k.clone(), OsString::from(v))),
     );
     env.extend(launch.env.iter().map(|(k, v)| (k.clone(), OsString::from(v))));
     env.extend(
@@ -85,6 +98,10 @@ pub fn spawn(launch: &Launch<'_>, confinement: Option<Confinement>) -> std::io::
         .append(true)
         .mode(0o600)
         .open(launch.log)?;
+    let stdout = match launch.stdout {
+        Some(path) => OpenOptions::new().create(true).append(true).mode(0o600).open(path)?,
+        None => log.try_clone()?,
+    };
     let (program, args) = launch.argv.split_first().ok_or(std::io::ErrorKind::InvalidInput)?;
     let mut command = Command::new(program);
     command
@@ -93,7 +110,7 @@ pub fn spawn(launch: &Launch<'_>, confinement: Option<Confinement>) -> std::io::
         .env_clear()
         .envs(environment(launch, |k| std::env::var_os(k)))
         .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
+        .stdout(stdout)
         .stderr(log)
         .process_group(0)
         .kill_on_drop(false);
@@ -190,6 +207,8 @@ mod tests {
             log: Path::new("/l"),
             secrets,
             playbook_dir: Path::new("/s/playbooks"),
+            defaults: &[],
+            stdout: None,
         }
     }
 
@@ -241,5 +260,27 @@ mod tests {
                 "/opt/oc/bin:/home/me/.local/bin:/usr/local/bin:/usr/bin:/bin"
             )]
         );
+    }
+
+    #[test]
+    fn an_executors_defaults_replace_inherited_variables_and_yield_to_the_bindings() {
+        let env_of_binding = BTreeMap::from([("MODE".to_owned(), "ci".to_owned())]);
+        let defaults = [
+            ("HOME".to_owned(), "/s/homes/k".to_owned()),
+            ("MODE".to_owned(), "agent".to_owned()),
+        ];
+        let launch = Launch {
+            defaults: &defaults,
+            ..launch(&env_of_binding, &[], &[])
+        };
+        let env = environment(&launch, |k| (k == "HOME").then(|| "/home/me".into()));
+        let value = |name: &str| {
+            env.iter()
+                .filter(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(value("HOME"), [OsString::from("/s/homes/k")]);
+        assert_eq!(value("MODE"), [OsString::from("ci")]);
     }
 }

@@ -35,6 +35,7 @@ pub fn layout() -> Layout {
             state_dir: state.clone(),
             workdir: run.join("work"),
             tmpdir: run.join("tmp"),
+            home: None,
             run_dir: run,
             playbooks: state.join("playbooks"),
             os_dir: PathBuf::from("/usr/bin"),

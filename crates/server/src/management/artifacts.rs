@@ -1,12 +1,13 @@
 //! Artifacts: what an execution leaves behind. Its log (stdout and stderr) is `log:<execution id>`;
 //! each file its declared outcome named is `file:<execution id>:<index>`, kept by the daemon when the
-//! segment ended (or refused, with the reason). Content streams whole or as one byte range.
+//! segment ended (or refused, with the reason); an agent attempt's transcript is the file at
+//! `TRANSCRIPT_INDEX`, listed with kind `transcript`. Content streams whole or as one byte range.
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::IntoResponse;
-use conduit_core::artifact::parse_file_id;
+use conduit_core::artifact::{parse_file_id, TRANSCRIPT_INDEX};
 use conduit_core::{ArtifactRecord, ErrorCode, Refusal, Role};
 use conduit_store::{ArtifactEntry, ArtifactKey};
 use serde::{Deserialize, Serialize};
@@ -73,7 +74,12 @@ fn log_item(files: &ArtifactFiles, execution: &str) -> Value {
 }
 
 fn declared_item(a: &ArtifactRecord) -> Value {
-    let mut item = json!({"id": a.id(), "kind": "declared", "execution_id": a.execution_id, "name": a.name});
+    let kind = if a.index == TRANSCRIPT_INDEX {
+        "transcript"
+    } else {
+        "declared"
+    };
+    let mut item = json!({"id": a.id(), "kind": kind, "execution_id": a.execution_id, "name": a.name});
     match &a.kept {
         Ok((size, sha256)) => {
             item["size"] = json!(size);

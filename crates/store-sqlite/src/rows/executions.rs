@@ -9,12 +9,14 @@ use crate::{sqlite_error, Result};
 
 const EXECUTION_COLUMNS: &str =
     "id, work_id, scope, binding, epoch, owner, state, cause_event, watermark, declaration, \
-     outcome, exit_code, pid, generation, lease_expires_at, deadline_at, started_at, ended_at, stopped_at";
+     outcome, exit_code, pid, generation, lease_expires_at, deadline_at, started_at, ended_at, stopped_at, \
+     agent_session, usage";
 
 fn execution_row(r: &Row) -> rusqlite::Result<Result<Execution>> {
     let state: String = r.get(6)?;
     let declaration: Option<String> = r.get(9)?;
     let outcome: Option<String> = r.get(10)?;
+    let usage: Option<String> = r.get(20)?;
     let build = |state: String, declaration, outcome| -> Result<Execution> {
         Ok(Execution {
             id: r.get(0).map_err(sqlite_error)?,
@@ -36,6 +38,8 @@ fn execution_row(r: &Row) -> rusqlite::Result<Result<Execution>> {
             started_at: Timestamp(r.get(16).map_err(sqlite_error)?),
             ended_at: r.get::<_, Option<i64>>(17).map_err(sqlite_error)?.map(Timestamp),
             stopped_at: r.get::<_, Option<i64>>(18).map_err(sqlite_error)?.map(Timestamp),
+            agent_session: r.get(19).map_err(sqlite_error)?,
+            usage: opt_from_json(usage)?,
         })
     };
     Ok(build(state, declaration, outcome))
@@ -46,7 +50,7 @@ impl ExecutionRows for SqliteTx<'_> {
         self.exec(
             &format!(
                 "INSERT INTO executions ({EXECUTION_COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
             ),
             params![
                 x.id,
@@ -67,7 +71,9 @@ impl ExecutionRows for SqliteTx<'_> {
                 x.deadline_at.0,
                 x.started_at.0,
                 x.ended_at.map(|t| t.0),
-                x.stopped_at.map(|t| t.0)
+                x.stopped_at.map(|t| t.0),
+                x.agent_session,
+                x.usage.as_ref().map(to_json).transpose()?
             ],
         )
         .map_err(sqlite_error)?;
@@ -85,7 +91,8 @@ impl ExecutionRows for SqliteTx<'_> {
     fn update_execution(&mut self, x: &Execution) -> Result<()> {
         self.exec(
             "UPDATE executions SET epoch = ?2, owner = ?3, state = ?4, declaration = ?5, outcome = ?6, exit_code = ?7,
-             pid = ?8, lease_expires_at = ?9, ended_at = ?10, stopped_at = ?11 WHERE id = ?1",
+             pid = ?8, lease_expires_at = ?9, ended_at = ?10, stopped_at = ?11, agent_session = ?12, usage = ?13
+             WHERE id = ?1",
             params![
                 x.id,
                 x.epoch,
@@ -97,7 +104,9 @@ impl ExecutionRows for SqliteTx<'_> {
                 x.pid,
                 x.lease_expires_at.0,
                 x.ended_at.map(|t| t.0),
-                x.stopped_at.map(|t| t.0)
+                x.stopped_at.map(|t| t.0),
+                x.agent_session,
+                x.usage.as_ref().map(to_json).transpose()?
             ],
         )
         .map_err(sqlite_error)?;

@@ -1,16 +1,20 @@
 //! The daemon's moving parts: the scheduler loop, each attempt's supervision, and recovery.
 
+mod agent;
+mod launch;
+mod settle;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
-use crate::secrets::{Resolver, Secret};
-use conduit_config::{CurrentConfig, ShellConfig, Snapshot};
+use crate::secrets::Resolver;
+use conduit_config::{CurrentConfig, Executable, Snapshot};
 use conduit_core::execution::SegmentEnd;
-use conduit_core::{ArtifactRecord, Declaration, Duration, Execution, ExecutionState, Timestamp};
+use conduit_core::{Duration, Execution, ExecutionState, Timestamp};
 use conduit_scheduler::{
-    adopt, claim_next, close_unpaired_calls, complete, fire_due_timers, first_to_start, record_pid, renew_lease,
+    adopt, claim_next, close_unpaired_calls, fire_due_timers, first_to_start, record_pid, renew_lease,
     settle_unstarted, Claim, HostError, LEASE,
 };
 use conduit_server::{
@@ -24,12 +28,10 @@ use conduit_toolbelt::{token, Toolbelt};
 use tokio::sync::{watch, Notify};
 
 use crate::config_service::ConfigService;
-use crate::confine::{self, Prepared};
-use crate::executor::artifacts;
+use crate::confine;
 use crate::executor::rundir::{remove_stale_runs, RunDir};
-use crate::executor::shell::{self, is_alive, kill_group, Launch};
+use crate::executor::shell::{self, is_alive, kill_group};
 use crate::failpoint::failpoint;
-use crate::secrets::resolve_for;
 use crate::store_thread::on_store_thread;
 
 /// How often the loop looks for due timers and ready Work when nothing wakes it sooner.
@@ -52,6 +54,8 @@ pub struct Runtime {
     pub toolbelt: Toolbelt,
     pub instance: String,
     pub runs_dir: PathBuf,
+    /// Each agent binding's home for its CLI (`<state>/homes/<key>`).
+    pub homes_dir: PathBuf,
     /// Where execution logs and kept declared files go (the layout the server reads them from).
     pub files: ArtifactFiles,
     pub playbook_dir: PathBuf,
@@ -84,7 +88,7 @@ struct Issued {
 
 /// How an attempt's process is watched: our own child, or one adopted from an earlier daemon.
 enum Process {
-    Spawn(Box<ShellConfig>),
+    Spawn(Box<Executable>),
     Adopted(i32),
 }
 
@@ -144,13 +148,13 @@ impl Runtime {
             if self.stopped_by_start_gate(&claim).await? {
                 continue;
             }
-            let Some((shell, _)) = self.config.get().shell(&claim.work.scope, &claim.work.binding) else {
+            let Some(executable) = self.config.get().executable(&claim.work.scope, &claim.work.binding) else {
                 continue;
             };
             tracing::info!(execution = %claim.execution.id, work = %claim.work.id, epoch = claim.execution.epoch, "starting attempt");
             tokio::spawn(
                 self.clone()
-                    .supervise(claim.execution, token, Process::Spawn(Box::new(shell))),
+                    .supervise(claim.execution, token, Process::Spawn(Box::new(executable))),
             );
         }
         Ok(())
@@ -329,17 +333,6 @@ impl Runtime {
         }
     }
 
-    /// The working directory the attempt's binding gives (`cwd`) in the generation it pinned;
-    /// without one, the attempt works in a directory of its own in its run directory.
-    async fn configured_cwd(&self, x: &Execution) -> Option<PathBuf> {
-        let (configs, x) = (self.configs.clone(), x.clone());
-        let pinned_cwd = move || {
-            let (shell, _) = configs.generation(x.generation)?.shell(&x.scope, &x.binding)?;
-            shell.cwd.map(PathBuf::from)
-        };
-        tokio::task::spawn_blocking(pinned_cwd).await.ok().flatten()
-    }
-
     fn prepare(&self, execution: &Execution, workdir: Option<PathBuf>) -> Result<RunDir, crate::DaemonError> {
         let run = RunDir::create(&self.runs_dir, &execution.id, workdir)?;
         // A socket left by an earlier daemon for this attempt is stale: we hold the state lock.
@@ -353,10 +346,16 @@ impl Runtime {
         let mut child = None;
         let pid = match process {
             Process::Adopted(pid) => pid,
-            Process::Spawn(shell) => {
+            Process::Spawn(executable) => {
+                let program = match self.program_for(execution, run, &executable).await {
+                    Ok(program) => program,
+                    Err(end) => return Some(end),
+                };
                 // The sandbox's ruleset is built while the secrets resolve: both are blocking work.
-                let (secrets, confinement) =
-                    tokio::join!(self.secrets_for(execution), self.confinement_for(execution, run));
+                let (secrets, confinement) = tokio::join!(
+                    self.secrets_for(execution),
+                    self.confinement_for(execution, run, program.home.clone())
+                );
                 match secrets {
                     Err((name, code)) => {
                         tracing::warn!(execution = %execution.id, secret = %name, code, "a secret could not be resolved");
@@ -364,7 +363,9 @@ impl Runtime {
                         shell::append_log(&self.files.log(&execution.id), &line);
                         return Some(SegmentEnd::SecretUnavailable);
                     }
-                    Ok(secrets) => match confinement.and_then(|c| self.spawn(execution, run, &shell, &secrets, c)) {
+                    Ok(secrets) => match confinement
+                        .and_then(|c| self.spawn(execution, run, (&executable, &program), &secrets, c))
+                    {
                         Ok(c) => {
                             let pid = c.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
                             child = Some(c);
@@ -429,79 +430,6 @@ impl Runtime {
         }
     }
 
-    /// The attempt's confinement under its binding's sandbox (`None` when it is off); when the
-    /// kernel cannot enforce it, the segment ends `SandboxUnavailable`, said in the attempt's log.
-    async fn confinement_for(&self, execution: &Execution, run: &RunDir) -> Result<Option<Prepared>, SegmentEnd> {
-        let setting = self
-            .config
-            .get()
-            .sandbox(&execution.scope, &execution.binding)
-            .unwrap_or_default();
-        let prepared = confine::prepare(
-            setting,
-            &self.hidden,
-            run,
-            self.playbook_dir.clone(),
-            self.os_dir.clone(),
-        );
-        prepared.await.map_err(|unavailable| {
-            tracing::warn!(execution = %execution.id, %unavailable, "the sandbox cannot be enforced; the process was not started");
-            let line = format!("open-conduit: sandbox_unavailable: {unavailable}; the process was not started");
-            shell::append_log(&self.files.log(&execution.id), &line);
-            SegmentEnd::SandboxUnavailable
-        })
-    }
-
-    /// Starts the attempt's process (`FailedToStart` when it cannot be).
-    fn spawn(
-        &self,
-        execution: &Execution,
-        run: &RunDir,
-        shell_config: &ShellConfig,
-        secrets: &[(String, Secret)],
-        confinement: Option<Prepared>,
-    ) -> Result<tokio::process::Child, SegmentEnd> {
-        let launch = Launch {
-            argv: &shell_config.command,
-            env: &shell_config.env,
-            path: &shell_config.path,
-            workdir: &run.workdir,
-            tmpdir: &run.tmpdir,
-            endpoint: &run.socket,
-            token_file: &run.token_file,
-            os_dir: &self.os_dir,
-            log: &self.files.log(&execution.id),
-            secrets,
-            playbook_dir: &self.playbook_dir,
-        };
-        let started = match confinement {
-            Some(prepared) => prepared.start(|c| shell::spawn(&launch, Some(c))),
-            None => shell::spawn(&launch, None),
-        };
-        started.map_err(|e| {
-            tracing::warn!(execution = %execution.id, error = %e, "could not start the process");
-            let program = shell_config.command.first().map_or("", String::as_str);
-            let line = format!("open-conduit: could not start `{program}`: {e}; the process was not started");
-            shell::append_log(&self.files.log(&execution.id), &line);
-            SegmentEnd::FailedToStart(e.raw_os_error())
-        })
-    }
-
-    /// Resolves the attempt's secrets on a blocking thread, immediately before it starts.
-    async fn secrets_for(&self, x: &Execution) -> Result<Vec<(String, Secret)>, (String, &'static str)> {
-        let (configs, resolver, x) = (self.configs.clone(), self.resolver.clone(), x.clone());
-        let resolve = move || {
-            let current = configs.current().get();
-            let pinned = configs
-                .generation(x.generation)
-                .ok_or_else(|| ("*".to_owned(), "generation_unavailable"))?;
-            resolve_for(&resolver, &pinned, &current, &x.scope, &x.binding)
-        };
-        crate::secrets::off_runtime(resolve)
-            .await
-            .unwrap_or_else(|| Err(("*".to_owned(), "internal")))
-    }
-
     /// With a token lifetime shorter than the attempt, rotates the token once it is within two renewal
     /// periods of expiring: a successor with the same pinned grant, written to the token file by
     /// rename, so the process's next call reads it. The old token stays valid until it expires.
@@ -529,57 +457,6 @@ impl Runtime {
         self.db(move |s| s.write(|tx| renew_lease(tx, &id, epoch, &owner, now())))
             .await
             .unwrap_or(false)
-    }
-
-    /// Completes the segment, then closes its endpoint and removes its run directory.
-    async fn finish(&self, execution_id: &str, end: SegmentEnd, run: Option<&RunDir>) {
-        match self.settle(execution_id, end, run.map(|r| r.workdir.clone())).await {
-            Ok(Some(x)) => tracing::info!(execution = %x.id, state = x.state.as_str(), "attempt finished"),
-            Ok(None) => {}
-            Err(e) => tracing::error!(execution = %execution_id, error = %e, "could not complete the attempt"),
-        }
-        if let Some(run) = run {
-            run.remove();
-        }
-        self.kick.notify_one();
-    }
-
-    /// Keeps the files the segment's declared outcome names (while its working directory still
-    /// exists), then completes the segment under its binding's current retry policy, recording both
-    /// in one transaction.
-    async fn settle(
-        &self,
-        execution_id: &str,
-        end: SegmentEnd,
-        workdir: Option<PathBuf>,
-    ) -> Result<Option<Execution>, HostError> {
-        let kept = match workdir {
-            Some(workdir) => self.keep_artifacts(execution_id, workdir).await?,
-            None => Vec::new(),
-        };
-        let (id, config) = (execution_id.to_owned(), self.config.get());
-        self.db(move |s| {
-            s.write(|tx| {
-                for artifact in &kept {
-                    tx.put_artifact(artifact)?;
-                }
-                let binding = tx.get_execution(&id)?;
-                let retry = binding.map(|x| config.retry(&x.scope, &x.binding)).unwrap_or_default();
-                complete(tx, &id, end, retry, now())
-            })
-        })
-        .await
-    }
-
-    async fn keep_artifacts(&self, execution_id: &str, workdir: PathBuf) -> Result<Vec<ArtifactRecord>, HostError> {
-        let id = execution_id.to_owned();
-        let execution = self.db(move |s| Ok(s.read(|tx| tx.get_execution(&id))?)).await?;
-        let Some(Declaration::Outcome { artifacts: names, .. }) = execution.and_then(|x| x.declaration) else {
-            return Ok(Vec::new());
-        };
-        let (files, id) = (self.files.clone(), execution_id.to_owned());
-        let keep = move || artifacts::keep(&workdir, &files, &id, &names, now());
-        Ok(tokio::task::spawn_blocking(keep).await.unwrap_or_default())
     }
 }
 

@@ -1,0 +1,295 @@
+//! The agent executors: Claude Code and Codex, run non-interactively with the toolbelt mounted as
+//! their one MCP server, `open-conduit` (`os mcp`), the binding's playbook as their instructions,
+//! their machine-readable output kept as the attempt's transcript, and their own session resumed
+//! when the Work continues after a wait. Building the command line and reading the transcript are
+//! plain functions; finding the CLI reads the filesystem.
+
+use std::path::{Path, PathBuf};
+
+use conduit_config::{Agent, AgentConfig};
+use conduit_core::toolbelt_env::{OS_ENDPOINT, OS_PLAYBOOK_DIR, OS_TOKEN_FILE};
+use serde_json::{json, Value};
+
+/// The name the toolbelt's MCP server is mounted under.
+pub const SERVER: &str = "open-conduit";
+
+/// What one agent attempt is started with.
+pub struct AgentLaunch<'a> {
+    pub agent: Agent,
+    pub config: &'a AgentConfig,
+    /// The CLI, found.
+    pub program: &'a Path,
+    /// The host's `os` binary, which serves the MCP server.
+    pub os: &'a Path,
+    pub endpoint: &'a Path,
+    pub token_file: &'a Path,
+    pub playbook_dir: &'a Path,
+    pub prompt: &'a str,
+    /// The binding's playbook, handed to the agent as instructions.
+    pub instructions: Option<&'a str>,
+    /// The agent's own session to continue, after the Work waited.
+    pub resume: Option<&'a str>,
+}
+
+fn text(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// The whole argv, the program first.
+pub fn argv(launch: &AgentLaunch<'_>) -> Vec<String> {
+    let mut argv = vec![text(launch.program)];
+    match launch.agent {
+        Agent::ClaudeCode => argv.extend(claude_args(launch)),
+        Agent::Codex => argv.extend(codex_args(launch)),
+    }
+    argv
+}
+
+/// Variables the CLI is started with (before the binding's own, which may replace them).
+pub fn environment(agent: Agent) -> &'static [(&'static str, &'static str)] {
+    match agent {
+        // Wait for the MCP server before the first model request (it connects in the background
+        // otherwise), and contact nothing but the model endpoint.
+        Agent::ClaudeCode => &[
+            ("MCP_CONNECTION_NONBLOCKING", "0"),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+            ("DISABLE_AUTOUPDATER", "1"),
+        ],
+        Agent::Codex => &[],
+    }
+}
+
+/// `-p PROMPT`, the MCP server alone and its tools allowed, streamed JSON out.
+fn claude_args(launch: &AgentLaunch<'_>) -> Vec<String> {
+    let server = json!({"mcpServers": {SERVER: {
+        "type": "stdio",
+        "command": text(launch.os),
+        "args": ["mcp"],
+        "env": mcp_env(launch),
+    }}});
+    let mut args: Vec<String> = [
+        "-p",
+        launch.prompt,
+        "--mcp-config",
+        &server.to_string(),
+        "--strict-mcp-config",
+        "--allowedTools",
+        &format!("mcp__{SERVER}__*"),
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]
+    .map(str::to_owned)
+    .into();
+    if let Some(model) = &launch.config.model {
+        args.extend(["--model".to_owned(), model.clone()]);
+    }
+    if let Some(instructions) = launch.instructions {
+        args.extend(["--append-system-prompt".to_owned(), instructions.to_owned()]);
+    }
+    if let Some(session) = launch.resume {
+        args.extend(["--resume".to_owned(), session.to_owned()]);
+    }
+    args.extend(launch.config.args.iter().cloned());
+    args
+}
+
+/// `exec [resume SESSION] --json`, the MCP server with its tools approved, then the binding's
+/// arguments and the prompt.
+fn codex_args(launch: &AgentLaunch<'_>) -> Vec<String> {
+    let mut args = vec!["exec".to_owned()];
+    if let Some(session) = launch.resume {
+        args.extend(["resume".to_owned(), session.to_owned()]);
+    }
+    args.extend(["--json", "--skip-git-repo-check"].map(str::to_owned));
+    if let Some(model) = &launch.config.model {
+        args.extend(["-m".to_owned(), model.clone()]);
+    }
+    let env: Vec<String> = mcp_env(launch)
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", toml_string(v.as_str().unwrap_or_default())))
+        .collect();
+    let mut settings = vec![
+        format!("mcp_servers.{SERVER}.command={}", toml_string(&text(launch.os))),
+        format!("mcp_servers.{SERVER}.args=[\"mcp\"]"),
+        format!("mcp_servers.{SERVER}.env={{{}}}", env.join(",")),
+        format!("mcp_servers.{SERVER}.default_tools_approval_mode=\"approve\""),
+    ];
+    if let Some(instructions) = launch.instructions {
+        settings.push(format!("developer_instructions={}", toml_string(instructions)));
+    }
+    for setting in settings {
+        args.extend(["-c".to_owned(), setting]);
+    }
+    args.extend(launch.config.args.iter().cloned());
+    args.push(launch.prompt.to_owned());
+    args
+}
+
+/// The toolbelt's variables, given to the MCP server explicitly (Codex passes a server only a
+/// short allowlist of its own environment).
+fn mcp_env(launch: &AgentLaunch<'_>) -> Value {
+    json!({
+        OS_ENDPOINT: text(launch.endpoint),
+        OS_TOKEN_FILE: text(launch.token_file),
+        OS_PLAYBOOK_DIR: text(launch.playbook_dir),
+    })
+}
+
+/// A TOML basic string (JSON's escapes are TOML's, for the characters JSON escapes).
+fn toml_string(value: &str) -> String {
+    Value::String(value.to_owned()).to_string()
+}
+
+/// Finds the CLI: an absolute `command` as it is, else a program name on the binding's `path`,
+/// then on `daemon_path`. What was looked for is in the error.
+pub fn find_program(agent: Agent, config: &AgentConfig, daemon_path: &str) -> Result<PathBuf, String> {
+    let name = config.command.as_deref().unwrap_or(agent.program());
+    if name.starts_with('/') {
+        return is_executable(Path::new(name))
+            .then(|| PathBuf::from(name))
+            .ok_or_else(|| format!("`{name}` is not an executable file"));
+    }
+    let dirs: Vec<&str> = config
+        .path
+        .iter()
+        .map(String::as_str)
+        .chain(daemon_path.split(':').filter(|d| !d.is_empty()))
+        .collect();
+    dirs.iter()
+        .map(|dir| Path::new(dir).join(name))
+        .find(|candidate| is_executable(candidate))
+        .ok_or_else(|| {
+            format!(
+                "`{name}` was not found on the binding's path nor the daemon's PATH ({}); install it, or set `command` to its absolute path",
+                dirs.join(":")
+            )
+        })
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// What a finished attempt's transcript says about it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Summary {
+    pub session: Option<String>,
+    pub usage: Option<Value>,
+}
+
+/// Reads the transcript's JSON lines: the session id the CLI announced, and the usage it
+/// reported last (Claude Code's `result` line: tokens and cost; Codex's `turn.completed`).
+pub fn summarize(agent: Agent, transcript: &str) -> Summary {
+    let mut summary = Summary::default();
+    for line in transcript.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+        let kind = line["type"].as_str().unwrap_or_default();
+        match agent {
+            Agent::ClaudeCode => {
+                if let Some(session) = line["session_id"].as_str() {
+                    summary.session = Some(session.to_owned());
+                }
+                if kind == "result" {
+                    summary.usage = Some(json!({
+                        "usage": line["usage"],
+                        "total_cost_usd": line["total_cost_usd"],
+                        "num_turns": line["num_turns"],
+                        "duration_ms": line["duration_ms"],
+                    }));
+                }
+            }
+            Agent::Codex => {
+                if kind == "thread.started" {
+                    summary.session = line["thread_id"].as_str().map(str::to_owned);
+                }
+                if kind == "turn.completed" {
+                    summary.usage = Some(json!({"usage": line["usage"]}));
+                }
+            }
+        }
+    }
+    summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> AgentConfig {
+        serde_json::from_value(json!({"prompt": "p", "model": "m", "args": ["--max-turns", "3"]})).unwrap()
+    }
+
+    fn launch<'a>(agent: Agent, config: &'a AgentConfig, resume: Option<&'a str>) -> AgentLaunch<'a> {
+        AgentLaunch {
+            agent,
+            config,
+            program: Path::new("/bin/agent"),
+            os: Path::new("/opt/oc/os"),
+            endpoint: Path::new("/s/runs/k/toolbelt.sock"),
+            token_file: Path::new("/s/runs/k/token/token"),
+            playbook_dir: Path::new("/s/playbooks"),
+            prompt: "Do it",
+            instructions: Some("Be \"careful\""),
+            resume,
+        }
+    }
+
+    #[test]
+    fn claude_mounts_only_the_toolbelt_and_resumes_its_session() {
+        let config = config();
+        let argv = argv(&launch(Agent::ClaudeCode, &config, Some("s-1")));
+        let after = |flag: &str| argv[argv.iter().position(|a| a == flag).unwrap() + 1].clone();
+        assert_eq!(argv[0], "/bin/agent");
+        assert_eq!(after("-p"), "Do it");
+        let mounted: Value = serde_json::from_str(&after("--mcp-config")).unwrap();
+        let server = &mounted["mcpServers"]["open-conduit"];
+        assert_eq!(
+            (server["command"].as_str(), &server["args"]),
+            (Some("/opt/oc/os"), &json!(["mcp"]))
+        );
+        assert_eq!(server["env"]["OS_TOKEN_FILE"], "/s/runs/k/token/token");
+        assert!(argv.contains(&"--strict-mcp-config".to_owned()));
+        assert_eq!(after("--allowedTools"), "mcp__open-conduit__*");
+        assert_eq!(after("--output-format"), "stream-json");
+        assert_eq!(after("--append-system-prompt"), "Be \"careful\"");
+        assert_eq!(after("--resume"), "s-1");
+        assert_eq!(argv[argv.len() - 2..], ["--max-turns", "3"]);
+    }
+
+    #[test]
+    fn codex_gets_its_server_approved_and_the_prompt_last() {
+        let config = config();
+        let argv = argv(&launch(Agent::Codex, &config, Some("t-1")));
+        assert_eq!(argv[1..4], ["exec", "resume", "t-1"]);
+        assert!(argv.contains(&"mcp_servers.open-conduit.command=\"/opt/oc/os\"".to_owned()));
+        assert!(argv.contains(&"mcp_servers.open-conduit.default_tools_approval_mode=\"approve\"".to_owned()));
+        let env = argv
+            .iter()
+            .find(|a| a.starts_with("mcp_servers.open-conduit.env="))
+            .unwrap();
+        assert!(env.contains("OS_ENDPOINT=\"/s/runs/k/toolbelt.sock\""), "{env}");
+        assert!(argv.contains(&"developer_instructions=\"Be \\\"careful\\\"\"".to_owned()));
+        assert_eq!(argv.last().unwrap(), "Do it");
+        let fresh = super::argv(&launch(Agent::Codex, &config, None));
+        assert_eq!(fresh[1..3], ["exec", "--json"]);
+    }
+
+    #[test]
+    fn transcripts_give_the_session_and_the_last_usage() {
+        let claude = r#"{"type":"system","subtype":"init","session_id":"s-9"}
+not json
+{"type":"result","session_id":"s-9","total_cost_usd":0.5,"usage":{"input_tokens":10},"num_turns":2,"duration_ms":7}"#;
+        let got = summarize(Agent::ClaudeCode, claude);
+        assert_eq!(got.session.as_deref(), Some("s-9"));
+        assert_eq!(got.usage.unwrap()["total_cost_usd"], 0.5);
+        let codex = r#"{"type":"thread.started","thread_id":"t-9"}
+{"type":"turn.completed","usage":{"input_tokens":3,"output_tokens":4}}"#;
+        let got = summarize(Agent::Codex, codex);
+        assert_eq!(got.session.as_deref(), Some("t-9"));
+        assert_eq!(got.usage.unwrap()["usage"]["output_tokens"], 4);
+        assert_eq!(summarize(Agent::Codex, ""), Summary::default());
+    }
+}
