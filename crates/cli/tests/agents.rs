@@ -147,3 +147,160 @@ fn claude_code_calls_the_toolbelt_through_os_mcp_and_its_transcript_and_usage_ar
     );
     assert!(attempt["usage"]["usage"]["output_tokens"].as_u64().is_some(), "{run}");
 }
+
+/// Codex's settings for the scripted model server: a Responses-API provider on loopback, and
+/// nothing sent elsewhere.
+fn codex_config(cli: &std::path::Path, model: &ModelServer) -> Value {
+    let set = |setting: String| ["-c".to_owned(), setting];
+    let args: Vec<String> = [
+        set(r#"model_provider="local""#.to_owned()),
+        set(r#"model_providers.local.name="local""#.to_owned()),
+        set(format!(r#"model_providers.local.base_url="{}/v1""#, model.base_url())),
+        set(r#"model_providers.local.wire_api="responses""#.to_owned()),
+        set(r#"model_providers.local.env_key="OPENAI_API_KEY""#.to_owned()),
+        set("analytics.enabled=false".to_owned()),
+        set(r#"otel.metrics_exporter="none""#.to_owned()),
+    ]
+    .concat();
+    agent_config(
+        "codex",
+        json!({
+            "prompt": "Triage the issue in {{input}} and say what you did.",
+            "command": cli,
+            // A model name Codex does not know keeps MCP tools as tools.
+            "model": "scripted-model",
+            "args": args,
+            "timeout": "2m",
+            "env": {"OPENAI_API_KEY": "sk-test"},
+        }),
+    )
+}
+
+#[test]
+fn codex_calls_the_toolbelt_through_os_mcp_and_its_transcript_and_usage_are_kept() {
+    if !inside_loopback_namespace("codex_calls_the_toolbelt_through_os_mcp_and_its_transcript_and_usage_are_kept") {
+        return;
+    }
+    let Some(cli) = agent_cli("codex") else { return };
+    let model = ModelServer::start(triage_script());
+    let daemon = start_daemon(&codex_config(&cli, &model));
+    let work = create_work(&daemon, json!({"issue": 8}));
+    let done = daemon.await_work(&work, "succeeded");
+    assert_eq!(done["outcome"]["summary"], "triaged as a bug", "{done}");
+
+    let turns = model.turns();
+    assert_eq!(turns.len(), 4, "three calls, then the end of the turn");
+    let first = turns[0].to_string();
+    for op in OPERATIONS {
+        assert!(first.contains(&format!(r#""name":"{op}""#)), "{op} offered: {first}");
+    }
+    assert!(
+        first.contains("Triage carefully: read the context first."),
+        "the playbook is in the instructions"
+    );
+    assert!(first.contains(r#"\"issue\": 8"#), "the Work's input is in the prompt");
+
+    let execution = daemon.first_execution(&work);
+    let triaged: Vec<Value> = daemon
+        .events(&work)
+        .into_iter()
+        .filter(|e| e["type"] == "demo.triaged")
+        .collect();
+    assert_eq!(triaged.len(), 1);
+    assert_eq!(triaged[0]["source"], format!("execution:{execution}"));
+    let run = daemon.json(&["runs", "get", &work]);
+    let attempt = &run["executions"][0];
+    assert!(
+        attempt["agent_session"].as_str().is_some_and(|s| !s.is_empty()),
+        "{run}"
+    );
+    assert_eq!(attempt["usage"]["usage"]["output_tokens"], 20, "four turns of 5: {run}");
+}
+
+/// An approval covers `http.fetch`: the agent's fetch parks its Work; once approved, the next
+/// attempt resumes the agent's own session (the model sees the earlier turns) and the fetch runs
+/// once.
+fn a_parked_call_resumes_the_agents_session(config: impl FnOnce(&std::path::Path, &ModelServer) -> Value, cli: &str) {
+    let Some(cli) = agent_cli(cli) else { return };
+    let (port, heads) = test_server();
+    let fetch = ("http.fetch", json!({"url": format!("http://127.0.0.1:{port}/deploy")}));
+    let script = vec![
+        ("read_context", json!({})),
+        fetch.clone(),
+        fetch,
+        (
+            "declare_outcome",
+            json!({"status": "succeeded", "summary": "deployed after approval"}),
+        ),
+    ];
+    let model = ModelServer::start(script);
+    let mut config = config(&cli, &model);
+    let scope = &mut config["scopes"]["demo"];
+    scope["approvals"] = json!([{"operations": ["http.fetch"]}]);
+    for list in ["/authorization/operations", "/bindings/agent/operations"] {
+        scope
+            .pointer_mut(list)
+            .unwrap()
+            .as_array_mut()
+            .unwrap()
+            .push(json!("http.fetch"));
+    }
+    let allow = format!("127.0.0.1:{port}");
+    let daemon = Daemon::start_with_env(&[("OPEN_CONDUIT_TEST_FETCH_ALLOW", &allow)], |scratch| {
+        plant_playbook(scratch, "triage", PLAYBOOK);
+        config.to_string()
+    });
+    let work = create_work(&daemon, json!({"issue": 9}));
+    daemon.await_work(&work, "waiting");
+    let parked_turns = model.turns().len();
+    assert_eq!(
+        parked_turns, 3,
+        "read_context, the parked fetch, then the end of the turn"
+    );
+    assert!(heads.lock().unwrap().is_empty(), "the fetch did not run");
+    let pending = daemon.json(&["approvals", "list", "--in-state", "pending"])["items"][0].clone();
+    assert_eq!(pending["operation"], "http.fetch", "{pending}");
+    let id = pending["id"].as_str().unwrap();
+    daemon.json(&["approvals", "approve", id]);
+
+    let done = daemon.await_work(&work, "succeeded");
+    assert_eq!(done["outcome"]["summary"], "deployed after approval");
+    assert_eq!(heads.lock().unwrap().len(), 1, "the approved fetch ran once");
+    assert_eq!(daemon.json(&["approvals", "show", id])["state"], "used");
+    let turns = model.turns();
+    let resumed = turns[parked_turns].to_string();
+    assert!(
+        resumed.contains("The Work continues"),
+        "the resumption is the new prompt: {resumed}"
+    );
+    assert!(
+        resumed.contains("Triage the issue") && resumed.contains("read_context"),
+        "the resumed session carries the earlier turns: {resumed}"
+    );
+    let run = daemon.json(&["runs", "get", &work]);
+    let sessions: Vec<&Value> = run["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| &x["agent_session"])
+        .collect();
+    assert_eq!(sessions.len(), 2);
+    assert!(
+        sessions.iter().all(|s| s.as_str().is_some_and(|s| !s.is_empty())),
+        "{sessions:?}"
+    );
+}
+
+#[test]
+fn claude_code_resumes_its_session_after_a_parked_call_is_approved() {
+    if inside_loopback_namespace("claude_code_resumes_its_session_after_a_parked_call_is_approved") {
+        a_parked_call_resumes_the_agents_session(claude_config, "claude");
+    }
+}
+
+#[test]
+fn codex_resumes_its_session_after_a_parked_call_is_approved() {
+    if inside_loopback_namespace("codex_resumes_its_session_after_a_parked_call_is_approved") {
+        a_parked_call_resumes_the_agents_session(codex_config, "codex");
+    }
+}

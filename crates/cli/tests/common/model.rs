@@ -133,11 +133,12 @@ fn claude_reply(body: &Value, script: &[Step], seen: &Mutex<Vec<Value>>) -> (&'s
             .filter(|block| block["type"] == "tool_result")
             .map(|block| block["content"].to_string())
             .collect();
-        let last_is_result = body["messages"].as_array().and_then(|m| m.last()).is_some_and(|m| {
-            m["content"]
-                .as_array()
-                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
-        });
+        // A resumed session may put its new prompt after the parked result in one message.
+        let last_is_result = body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["content"].as_array()?.last().cloned())
+            .is_some_and(|block| block["type"] == "tool_result");
         let parked = last_is_result && results.last().is_some_and(|r| is_parked(r));
         next_turn(results.len(), parked, script)
     } else {
@@ -145,7 +146,8 @@ fn claude_reply(body: &Value, script: &[Step], seen: &Mutex<Vec<Value>>) -> (&'s
     };
     let (block, stop) = match turn {
         Turn::Call(tool, input) => (
-            json!({"type": "tool_use", "id": format!("toolu_{}", uuid::Uuid::now_v7().simple()), "name": format!("{prefix}{tool}"), "input": input}),
+            json!({"type": "tool_use", "id": format!("toolu_{}", uuid::Uuid::now_v7().simple()),
+                "name": offered_name(&body["tools"], &format!("{prefix}{tool}")), "input": input}),
             "tool_use",
         ),
         Turn::End(text) => (json!({"type": "text", "text": text}), "end_turn"),
@@ -212,8 +214,14 @@ fn codex_reply(body: &Value, script: &[Step], seen: &Mutex<Vec<Value>>) -> Strin
     let id = uuid::Uuid::now_v7().simple().to_string();
     let item = match turn {
         Turn::Call(tool, input) => {
+            let tools = body["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|t| t["name"] == namespace);
+            let name = offered_name(&tools.map_or(Value::Null, |t| t["tools"].clone()), tool);
             json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": format!("call_{id}"),
-            "namespace": namespace, "name": tool, "arguments": input.to_string()})
+                "namespace": namespace, "name": name, "arguments": input.to_string()})
         }
         Turn::End(text) => json!({"type": "message", "role": "assistant", "id": format!("msg_{id}"),
             "content": [{"type": "output_text", "text": text, "annotations": []}]}),
@@ -235,6 +243,19 @@ fn codex_reply(body: &Value, script: &[Step], seen: &Mutex<Vec<Value>>) -> Strin
         ),
     ];
     sse(&events)
+}
+
+/// The name under which `tools` offers `wanted` (a CLI may spell `.` and `-` as `_`).
+fn offered_name(tools: &Value, wanted: &str) -> String {
+    let plain = |name: &str| name.replace(['.', '-'], "_");
+    tools
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .find(|name| plain(name) == plain(wanted))
+        .unwrap_or(wanted)
+        .to_owned()
 }
 
 fn sse(events: &[(&str, Value)]) -> String {

@@ -23,16 +23,48 @@ pub(super) struct Program {
     pub transcript: Option<PathBuf>,
 }
 
+/// Where an attempt works.
+pub(super) enum Workdir {
+    /// The binding's `cwd`: the operator's directory, checked before each start.
+    Binding(PathBuf),
+    /// An agent's directory for its Work (`<state>/works/<work>`), kept across the Work's attempts
+    /// (a resumed session finds its files, and the CLI files its sessions by directory) and
+    /// removed when the Work finishes.
+    Work(PathBuf),
+    /// A fresh directory in the attempt's run directory.
+    Attempt,
+}
+
+impl Workdir {
+    pub fn path(&self) -> Option<PathBuf> {
+        match self {
+            Workdir::Binding(dir) | Workdir::Work(dir) => Some(dir.clone()),
+            Workdir::Attempt => None,
+        }
+    }
+}
+
 impl Runtime {
-    /// The working directory the attempt's binding gives (`cwd`) in the generation it pinned;
-    /// without one, the attempt works in a directory of its own in its run directory.
-    pub(super) async fn configured_cwd(&self, x: &Execution) -> Option<PathBuf> {
-        let (configs, x) = (self.configs.clone(), x.clone());
-        let pinned_cwd = move || {
+    /// Where the attempt works, from its binding in the generation it pinned.
+    pub(super) async fn workdir(&self, x: &Execution) -> Workdir {
+        let (configs, x, work_dir) = (self.configs.clone(), x.clone(), self.work_dir(&x.work_id));
+        let pinned = move || {
             let executable = configs.generation(x.generation)?.executable(&x.scope, &x.binding)?;
-            executable.process().cwd.map(PathBuf::from)
+            Some(match (executable.process().cwd, &executable) {
+                (Some(cwd), _) => Workdir::Binding(PathBuf::from(cwd)),
+                (None, Executable::Agent(..)) => work_dir.map_or(Workdir::Attempt, Workdir::Work),
+                (None, Executable::Shell(_)) => Workdir::Attempt,
+            })
         };
-        tokio::task::spawn_blocking(pinned_cwd).await.ok().flatten()
+        let found = tokio::task::spawn_blocking(pinned).await.ok().flatten();
+        found.unwrap_or(Workdir::Attempt)
+    }
+
+    /// An agent Work's own directory, named by the Work's id (the host's, a UUID); none for an id
+    /// that is not a plain name.
+    pub(super) fn work_dir(&self, work_id: &str) -> Option<PathBuf> {
+        let plain = work_id.len() <= 64 && work_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        (plain && !work_id.is_empty()).then(|| self.works_dir.join(work_id))
     }
 
     /// How the attempt's program starts: the shell's argv as written, or the agent CLI's command

@@ -33,6 +33,7 @@ use crate::executor::rundir::{remove_stale_runs, RunDir};
 use crate::executor::shell::{self, is_alive, kill_group};
 use crate::failpoint::failpoint;
 use crate::store_thread::on_store_thread;
+use launch::Workdir;
 
 /// How often the loop looks for due timers and ready Work when nothing wakes it sooner.
 const IDLE_TICK: StdDuration = StdDuration::from_millis(500);
@@ -56,6 +57,8 @@ pub struct Runtime {
     pub runs_dir: PathBuf,
     /// Each agent binding's home for its CLI (`<state>/homes/<key>`).
     pub homes_dir: PathBuf,
+    /// Each unfinished agent Work's working directory (`<state>/works/<key>`).
+    pub works_dir: PathBuf,
     /// Where execution logs and kept declared files go (the layout the server reads them from).
     pub files: ArtifactFiles,
     pub playbook_dir: PathBuf,
@@ -132,6 +135,7 @@ impl Runtime {
             if let Err(e) = kept {
                 tracing::error!(error = %e, "idempotency retention failed");
             }
+            self.remove_finished_work_dirs(None).await;
             match self.db(|s| Ok(sweep(s, now())?)).await {
                 Ok(swept) => tracing::debug!(tokens = swept.tokens, requests = swept.requests, "retention pass"),
                 Err(e) => tracing::error!(error = %e, "retention pass failed"),
@@ -271,13 +275,14 @@ impl Runtime {
                     }
                 }
                 None => {
-                    let workdir = self.configured_cwd(&x).await;
+                    let workdir = self.workdir(&x).await.path();
                     let workdir = workdir.unwrap_or_else(|| RunDir::workdir_of(&self.runs_dir, &x.id));
                     self.settle(&x.id, SegmentEnd::Lost, Some(workdir)).await?;
                 }
             }
         }
         remove_stale_runs(&self.runs_dir, &live);
+        self.remove_finished_work_dirs(None).await;
         Ok(())
     }
 
@@ -290,16 +295,17 @@ impl Runtime {
     /// run directory then stays for the next daemon to adopt).
     async fn supervise(self, execution: Execution, token: String, process: Process) {
         let id = execution.id.clone();
-        let cwd = self.configured_cwd(&execution).await;
-        let configured = cwd.is_some();
-        let run = match self.prepare(&execution, cwd) {
+        let workdir = self.workdir(&execution).await;
+        let run = match self.prepare(&execution, &workdir) {
             Ok(run) => run,
             Err(e) => {
                 tracing::error!(execution = %id, error = %e, "toolbelt endpoint unavailable");
                 return self.finish(&id, SegmentEnd::FailedToStart(None), None).await;
             }
         };
-        if let Some(Err(why)) = configured.then(|| shell::usable_workdir(&run.workdir, &self.hidden.state_dir)) {
+        let checked =
+            matches!(workdir, Workdir::Binding(_)).then(|| shell::usable_workdir(&run.workdir, &self.hidden.state_dir));
+        if let Some(Err(why)) = checked {
             let line = format!("open-conduit: {why}; the process was not started");
             shell::append_log(&self.files.log(&id), &line);
             return self.finish(&id, SegmentEnd::FailedToStart(None), Some(&run)).await;
@@ -333,8 +339,11 @@ impl Runtime {
         }
     }
 
-    fn prepare(&self, execution: &Execution, workdir: Option<PathBuf>) -> Result<RunDir, crate::DaemonError> {
-        let run = RunDir::create(&self.runs_dir, &execution.id, workdir)?;
+    fn prepare(&self, execution: &Execution, workdir: &Workdir) -> Result<RunDir, crate::DaemonError> {
+        if let Workdir::Work(dir) = workdir {
+            crate::state::create_private_dir(dir)?;
+        }
+        let run = RunDir::create(&self.runs_dir, &execution.id, workdir.path())?;
         // A socket left by an earlier daemon for this attempt is stale: we hold the state lock.
         let _ = std::fs::remove_file(&run.socket);
         Ok(run)

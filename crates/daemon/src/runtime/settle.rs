@@ -17,7 +17,10 @@ impl Runtime {
     /// Completes the segment, then closes its endpoint and removes its run directory.
     pub(super) async fn finish(&self, execution_id: &str, end: SegmentEnd, run: Option<&RunDir>) {
         match self.settle(execution_id, end, run.map(|r| r.workdir.clone())).await {
-            Ok(Some(x)) => tracing::info!(execution = %x.id, state = x.state.as_str(), "attempt finished"),
+            Ok(Some(x)) => {
+                tracing::info!(execution = %x.id, state = x.state.as_str(), "attempt finished");
+                self.remove_finished_work_dirs(Some(&x.work_id)).await;
+            }
             Ok(None) => {}
             Err(e) => tracing::error!(execution = %execution_id, error = %e, "could not complete the attempt"),
         }
@@ -66,6 +69,34 @@ impl Runtime {
             })
         })
         .await
+    }
+
+    /// Removes the working directories of agent Works that have finished (or are gone): of
+    /// `work` alone, or, with `None`, of every Work that has one (the retention pass's sweep, which
+    /// also catches Works cancelled while they waited).
+    pub(super) async fn remove_finished_work_dirs(&self, work: Option<&str>) {
+        let names: Vec<String> = match work {
+            Some(id) => vec![id.to_owned()],
+            None => std::fs::read_dir(&self.works_dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect(),
+        };
+        for name in names {
+            let Some(dir) = self.work_dir(&name).filter(|dir| dir.exists()) else {
+                continue;
+            };
+            let id = name.clone();
+            let unfinished = self
+                .db(move |s| Ok(s.read(|tx| tx.get_work(&id))?))
+                .await
+                .map(|w| w.is_some_and(|w| !w.state.is_terminal()));
+            if let Ok(false) = unfinished {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
     }
 
     pub(super) async fn keep_artifacts(
