@@ -304,3 +304,98 @@ fn codex_resumes_its_session_after_a_parked_call_is_approved() {
         a_parked_call_resumes_the_agents_session(codex_config, "codex");
     }
 }
+
+/// `config` with the binding retrying twice in all, a second apart.
+fn retrying(mut config: Value) -> Value {
+    config["scopes"]["demo"]["bindings"]["agent"]["retry"] = json!({"max_attempts": 2, "backoff": "1s"});
+    config
+}
+
+fn attempts(daemon: &Daemon, work: &str) -> Vec<Value> {
+    daemon.json(&["executions", "list", "--work", work])["items"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// A CLI that is not installed is `executor_unavailable` (what was looked for, in the log), and
+/// follows the retry policy like any program that cannot start.
+#[test]
+fn a_missing_agent_cli_is_unavailable_and_retried() {
+    let config = agent_config("claude-code", json!({"prompt": "p", "command": "claude-not-installed"}));
+    let daemon = start_daemon(&retrying(config));
+    let work = create_work(&daemon, json!({}));
+    let failed = daemon.await_work(&work, "failed");
+    let summary = failed["outcome"]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("not found (ENOENT)") && summary.ends_with("(the last of 2 attempts)"),
+        "{summary}"
+    );
+    let tried = attempts(&daemon, &work);
+    assert_eq!(tried.len(), 2);
+    let log = daemon.cli(&["artifacts", "cat", &format!("log:{}", tried[1]["id"].as_str().unwrap())]);
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(
+        log.contains("executor_unavailable: `claude-not-installed` was not found"),
+        "{log}"
+    );
+}
+
+/// The real CLI exiting non-zero (here on an argument it does not know) is retried, then fails
+/// with its exit status.
+#[test]
+fn an_agent_cli_that_exits_non_zero_is_retried() {
+    if !inside_loopback_namespace("an_agent_cli_that_exits_non_zero_is_retried") {
+        return;
+    }
+    let Some(cli) = agent_cli("claude") else { return };
+    let model = ModelServer::start(triage_script());
+    let mut config = claude_config(&cli, &model);
+    config["scopes"]["demo"]["bindings"]["agent"]["config"]["args"] = json!(["--no-such-flag"]);
+    let daemon = start_daemon(&retrying(config));
+    let work = create_work(&daemon, json!({}));
+    let failed = daemon.await_work(&work, "failed");
+    assert_eq!(
+        failed["outcome"]["summary"],
+        "exited with status 1 (the last of 2 attempts)"
+    );
+    assert_eq!(attempts(&daemon, &work).len(), 2);
+    assert!(model.turns().is_empty(), "the CLI stopped before asking the model");
+}
+
+/// The drill: the daemon is killed while the agent waits on its model, the agent dies while no
+/// daemon watches, and the next daemon judges the segment lost and retries it; the retry runs the
+/// whole script.
+#[test]
+fn an_agent_segment_lost_across_a_restart_is_retried() {
+    if !inside_loopback_namespace("an_agent_segment_lost_across_a_restart_is_retried") {
+        return;
+    }
+    let Some(cli) = agent_cli("claude") else { return };
+    let model = ModelServer::holding(triage_script(), 1);
+    let mut daemon = start_daemon(&retrying(claude_config(&cli, &model)));
+    let work = create_work(&daemon, json!({"issue": 10}));
+    wait_until("the agent's first model turn", || !model.turns().is_empty());
+    daemon.kill();
+    let runs = state_beside(daemon.scratch()).join("runs");
+    let pid = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .find_map(|run| std::fs::read_to_string(run.path().join("pid")).ok())
+        .expect("the attempt's noted pid");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", pid.trim())])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+
+    daemon.launch();
+    let done = daemon.await_work(&work, "succeeded");
+    assert_eq!(done["outcome"]["summary"], "triaged as a bug");
+    let tried = attempts(&daemon, &work);
+    assert_eq!(tried.len(), 2);
+    assert_eq!(
+        tried[0]["outcome"]["summary"],
+        "ended unobserved; its exit status is unknown"
+    );
+}

@@ -296,6 +296,55 @@ mod tests {
     }
 
     #[test]
+    fn agent_bindings_take_a_prompt_template_a_program_and_arguments_of_their_own() {
+        let scope = |executor: &str, config: &str| {
+            with_scope(&format!(
+                r#"{{"authorization":{{"operations":["emit"]}},"bindings":{{"b":{{"executor":"{executor}","config":{config},"operations":["emit"],"playbook":"p","secrets":["k"]}}}}}}"#
+            ))
+            .replace(r#""version":1"#, r#""version":1,"secrets":{"k":"env:K"}"#)
+        };
+        let registry = Registry::default().with_playbook("p", ["emit".to_owned()]);
+        let at = |pointer: &str| format!("/scopes/s/bindings/b/config{pointer}");
+        for (executor, config, pointer) in [
+            ("claude-code", r#"{"prompt":" "}"#, at("/prompt")),
+            ("claude-code", r#"{"prompt":"do {{secret}}"}"#, at("/prompt")),
+            ("codex", r#"{"prompt":"p","command":"bin/codex"}"#, at("/command")),
+            ("codex", r#"{"prompt":"p","model":""}"#, at("/model")),
+            (
+                "claude-code",
+                r#"{"prompt":"p","args":["--max-turns","3","--mcp-config","{}"]}"#,
+                at("/args/2"),
+            ),
+            (
+                "claude-code",
+                r#"{"prompt":"p","args":["--resume=abc"]}"#,
+                at("/args/0"),
+            ),
+            ("codex", r#"{"prompt":"p","args":["--json"]}"#, at("/args/0")),
+            ("codex", r#"{"prompt":"p","env":{"PATH":"/x"}}"#, at("/env/PATH")),
+            ("codex", r#"{"prompt":"p","cwd":"rel"}"#, at("/cwd")),
+            ("codex", r#"{"prompt":"p","timeout":"never"}"#, at("/timeout")),
+            ("codex", r#"{"command":"codex"}"#, at("")),
+            ("claude-code", r#"{"prompt":"p","shell":true}"#, at("/shell")),
+        ] {
+            let found = parse_with(scope(executor, config).as_bytes(), &registry)
+                .err()
+                .unwrap_or_default();
+            let pointers: Vec<&str> = found.iter().map(|d| d.pointer.as_str()).collect();
+            assert_eq!(pointers, [pointer.as_str()], "{executor} {config}");
+        }
+        let good = r#"{"prompt":"Fix {{input}} for {{ work_id }}","command":"claude","model":"m","args":["--max-turns","3"],"env":{"ANTHROPIC_BASE_URL":"http://127.0.0.1:1"},"path":["/opt/bin"],"cwd":"/srv/repo","timeout":"10m"}"#;
+        for executor in ["claude-code", "codex"] {
+            let snap = parse_with(scope(executor, good).as_bytes(), &registry).unwrap();
+            let Some(crate::Executable::Agent(agent, config)) = snap.executable("s", "b") else {
+                panic!("{executor} is an agent executor")
+            };
+            assert_eq!((agent.executor(), config.model.as_deref()), (executor, Some("m")));
+            assert_eq!(snap.executable("s", "b").unwrap().timeout().0, 600_000);
+        }
+    }
+
+    #[test]
     fn a_working_directory_never_lies_in_the_state_directory() {
         let scope = |cwd: &str| {
             with_scope(&format!(

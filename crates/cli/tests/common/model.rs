@@ -8,6 +8,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
@@ -17,25 +18,51 @@ const SERVER: &str = "open-conduit";
 
 pub struct ModelServer {
     pub port: u16,
-    requests: Arc<Mutex<Vec<Value>>>,
+    scripted: Arc<Scripted>,
 }
 
 /// One step of the script: the toolbelt tool to call and its input.
 pub type Step = (&'static str, Value);
 
+/// The script, the model turns seen, and how many of the next turns to hold unanswered.
+struct Scripted {
+    steps: Vec<Step>,
+    seen: Mutex<Vec<Value>>,
+    hold: AtomicUsize,
+}
+
+impl Scripted {
+    /// Records a model turn; `false` when it is to be held (never answered).
+    fn record(&self, body: &Value) -> bool {
+        self.seen.lock().unwrap().push(body.clone());
+        self.hold
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_err()
+    }
+}
+
 impl ModelServer {
     pub fn start(script: Vec<Step>) -> ModelServer {
+        ModelServer::holding(script, 0)
+    }
+
+    /// Holds the first `turns` model turns unanswered (the agent hangs on them until it is killed).
+    pub fn holding(steps: Vec<Step>, turns: usize) -> ModelServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let (seen, script) = (requests.clone(), Arc::new(script));
+        let scripted = Arc::new(Scripted {
+            steps,
+            seen: Mutex::new(Vec::new()),
+            hold: AtomicUsize::new(turns),
+        });
+        let shared = scripted.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (seen, script) = (seen.clone(), script.clone());
-                std::thread::spawn(move || answer(stream, &script, &seen));
+                let scripted = shared.clone();
+                std::thread::spawn(move || answer(stream, &scripted));
             }
         });
-        ModelServer { port, requests }
+        ModelServer { port, scripted }
     }
 
     pub fn base_url(&self) -> String {
@@ -44,11 +71,11 @@ impl ModelServer {
 
     /// The bodies of the agent's model turns (requests that offered the toolbelt's tools), in order.
     pub fn turns(&self) -> Vec<Value> {
-        self.requests.lock().unwrap().clone()
+        self.scripted.seen.lock().unwrap().clone()
     }
 }
 
-fn answer(stream: TcpStream, script: &[Step], seen: &Mutex<Vec<Value>>) {
+fn answer(stream: TcpStream, scripted: &Scripted) {
     let mut reader = BufReader::new(stream);
     let mut head = String::new();
     let mut length = 0usize;
@@ -79,14 +106,19 @@ fn answer(stream: TcpStream, script: &[Step], seen: &Mutex<Vec<Value>>) {
         .split('?')
         .next()
         .unwrap_or("");
-    let (kind, reply) = if path.ends_with("/messages") {
-        claude_reply(&body, script, seen)
+    let replied = if path.ends_with("/messages") {
+        claude_reply(&body, scripted)
     } else if path.ends_with("/responses") {
-        ("text/event-stream", codex_reply(&body, script, seen))
+        codex_reply(&body, scripted).map(|reply| ("text/event-stream", reply))
     } else if path.ends_with("/count_tokens") {
-        ("application/json", json!({"input_tokens": 42}).to_string())
+        Some(("application/json", json!({"input_tokens": 42}).to_string()))
     } else {
-        ("application/json", "{}".to_owned())
+        Some(("application/json", "{}".to_owned()))
+    };
+    let Some((kind, reply)) = replied else {
+        // Held: wait for the agent to go away.
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+        return;
     };
     let mut stream = reader.into_inner();
     let _ = write!(
@@ -116,7 +148,7 @@ fn is_parked(text: &str) -> bool {
     text.contains("parked by the")
 }
 
-fn claude_reply(body: &Value, script: &[Step], seen: &Mutex<Vec<Value>>) -> (&'static str, String) {
+fn claude_reply(body: &Value, scripted: &Scripted) -> Option<(&'static str, String)> {
     let prefix = format!("mcp__{SERVER}__");
     let offers = body["tools"].as_array().is_some_and(|tools| {
         tools
@@ -124,7 +156,9 @@ fn claude_reply(body: &Value, script: &[Step], seen: &Mutex<Vec<Value>>) -> (&'s
             .any(|t| t["name"].as_str().is_some_and(|n| n.starts_with(&prefix)))
     });
     let turn = if offers {
-        seen.lock().unwrap().push(body.clone());
+        if !scripted.record(body) {
+            return None;
+        }
         let results: Vec<String> = body["messages"]
             .as_array()
             .into_iter()
@@ -140,7 +174,7 @@ fn claude_reply(body: &Value, script: &[Step], seen: &Mutex<Vec<Value>>) -> (&'s
             .and_then(|m| m["content"].as_array()?.last().cloned())
             .is_some_and(|block| block["type"] == "tool_result");
         let parked = last_is_result && results.last().is_some_and(|r| is_parked(r));
-        next_turn(results.len(), parked, script)
+        next_turn(results.len(), parked, &scripted.steps)
     } else {
         Turn::End("ok")
     };
@@ -160,7 +194,7 @@ fn claude_reply(body: &Value, script: &[Step], seen: &Mutex<Vec<Value>>) -> (&'s
         let mut whole = message;
         whole["content"] = json!([block]);
         whole["stop_reason"] = json!(stop);
-        return ("application/json", whole.to_string());
+        return Some(("application/json", whole.to_string()));
     }
     let (start, delta) = match block["type"].as_str() {
         Some("tool_use") => (
@@ -189,16 +223,18 @@ fn claude_reply(body: &Value, script: &[Step], seen: &Mutex<Vec<Value>>) -> (&'s
         ),
         ("message_stop", json!({"type": "message_stop"})),
     ];
-    ("text/event-stream", sse(&events))
+    Some(("text/event-stream", sse(&events)))
 }
 
-fn codex_reply(body: &Value, script: &[Step], seen: &Mutex<Vec<Value>>) -> String {
+fn codex_reply(body: &Value, scripted: &Scripted) -> Option<String> {
     let namespace = format!("mcp__{}", SERVER.replace('-', "_"));
     let offers = body["tools"]
         .as_array()
         .is_some_and(|tools| tools.iter().any(|t| t["name"] == namespace));
     let turn = if offers {
-        seen.lock().unwrap().push(body.clone());
+        if !scripted.record(body) {
+            return None;
+        }
         let input = body["input"].as_array().cloned().unwrap_or_default();
         let results: Vec<String> = input
             .iter()
@@ -207,7 +243,7 @@ fn codex_reply(body: &Value, script: &[Step], seen: &Mutex<Vec<Value>>) -> Strin
             .collect();
         let last_is_result = input.last().is_some_and(|item| item["type"] == "function_call_output");
         let parked = last_is_result && results.last().is_some_and(|r| is_parked(r));
-        next_turn(results.len(), parked, script)
+        next_turn(results.len(), parked, &scripted.steps)
     } else {
         Turn::End("ok")
     };
@@ -242,7 +278,7 @@ fn codex_reply(body: &Value, script: &[Step], seen: &Mutex<Vec<Value>>) -> Strin
             json!({"type": "response.completed", "response": {"id": format!("resp_{id}"), "status": "completed", "usage": usage}}),
         ),
     ];
-    sse(&events)
+    Some(sse(&events))
 }
 
 /// The name under which `tools` offers `wanted` (a CLI may spell `.` and `-` as `_`).
