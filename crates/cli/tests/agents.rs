@@ -158,8 +158,6 @@ fn codex_config(cli: &std::path::Path, model: &ModelServer) -> Value {
         set(format!(r#"model_providers.local.base_url="{}/v1""#, model.base_url())),
         set(r#"model_providers.local.wire_api="responses""#.to_owned()),
         set(r#"model_providers.local.env_key="OPENAI_API_KEY""#.to_owned()),
-        set("analytics.enabled=false".to_owned()),
-        set(r#"otel.metrics_exporter="none""#.to_owned()),
     ]
     .concat();
     agent_config(

@@ -49,9 +49,11 @@ pub fn argv(launch: &AgentLaunch<'_>) -> Vec<String> {
 pub fn environment(agent: Agent) -> &'static [(&'static str, &'static str)] {
     match agent {
         // Wait for the MCP server before the first model request (it connects in the background
-        // otherwise), and contact nothing but the model endpoint.
+        // otherwise, and gives up waiting after about 7 s unless told longer), and contact
+        // nothing but the model endpoint.
         Agent::ClaudeCode => &[
             ("MCP_CONNECTION_NONBLOCKING", "0"),
+            ("MCP_CONNECT_TIMEOUT_MS", "60000"),
             ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
             ("DISABLE_AUTOUPDATER", "1"),
         ],
@@ -94,8 +96,8 @@ fn claude_args(launch: &AgentLaunch<'_>) -> Vec<String> {
     args
 }
 
-/// `exec [resume SESSION] --json`, the MCP server with its tools approved, then the binding's
-/// arguments and the prompt.
+/// `exec [resume SESSION] --json`, the MCP server required and its tools approved, telemetry
+/// off, then the binding's arguments and the prompt.
 fn codex_args(launch: &AgentLaunch<'_>) -> Vec<String> {
     let mut args = vec!["exec".to_owned()];
     if let Some(session) = launch.resume {
@@ -116,6 +118,11 @@ fn codex_args(launch: &AgentLaunch<'_>) -> Vec<String> {
         format!("mcp_servers.{SERVER}.args=[\"mcp\"]"),
         format!("mcp_servers.{SERVER}.env={{{}}}", env.join(",")),
         format!("mcp_servers.{SERVER}.default_tools_approval_mode=\"approve\""),
+        // A slow server is otherwise skipped after about a second, and the run goes on without it.
+        format!("mcp_servers.{SERVER}.required=true"),
+        // Contact nothing but the model endpoint.
+        "analytics.enabled=false".to_owned(),
+        "otel.metrics_exporter=\"none\"".to_owned(),
     ];
     if let Some(instructions) = launch.instructions {
         settings.push(format!("developer_instructions={}", toml_string(instructions)));
@@ -266,6 +273,7 @@ mod tests {
         assert_eq!(argv[1..4], ["exec", "resume", "t-1"]);
         assert!(argv.contains(&"mcp_servers.open-conduit.command=\"/opt/oc/os\"".to_owned()));
         assert!(argv.contains(&"mcp_servers.open-conduit.default_tools_approval_mode=\"approve\"".to_owned()));
+        assert!(argv.contains(&"mcp_servers.open-conduit.required=true".to_owned()));
         let env = argv
             .iter()
             .find(|a| a.starts_with("mcp_servers.open-conduit.env="))
