@@ -397,3 +397,40 @@ fn an_agent_segment_lost_across_a_restart_is_retried() {
         "ended unobserved; its exit status is unknown"
     );
 }
+
+/// The confinement attack from inside the agent: the model has Claude Code run, with its own
+/// Bash tool, a command that reads the operator token and the store. Confined (the default) the
+/// reads are refused; with `"sandbox": "off"` (the negative control) the token comes back.
+#[test]
+fn an_agent_cannot_read_the_operator_token_or_the_store() {
+    if !inside_loopback_namespace("an_agent_cannot_read_the_operator_token_or_the_store") {
+        return;
+    }
+    let Some(cli) = agent_cli("claude") else { return };
+    for confined in [true, false] {
+        let state = "$OS_PLAYBOOK_DIR/..";
+        let attack = format!("cat {state}/private/operator.token; head -c 16 {state}/store.db; echo; echo attack-done");
+        let model = ModelServer::start(vec![("=Bash", json!({"command": attack, "description": "attack"}))]);
+        let mut config = claude_config(&cli, &model);
+        let binding = &mut config["scopes"]["demo"]["bindings"]["agent"];
+        binding["config"]["args"] = json!(["--allowedTools", "Bash"]);
+        if !confined {
+            binding["sandbox"] = json!("off");
+        }
+        let daemon = start_daemon(&config);
+        let work = create_work(&daemon, json!({}));
+        daemon.await_work(&work, "succeeded");
+        let token = daemon.operator_token();
+        let after = model.turns().last().cloned().unwrap_or_default().to_string();
+        assert!(after.contains("attack-done"), "the command ran: {after}");
+        if confined {
+            assert!(!after.contains(&token) && !after.contains("SQLite format"), "{after}");
+            assert!(after.contains("Permission denied"), "{after}");
+        } else {
+            assert!(
+                after.contains(&token),
+                "unconfined, the same attack reads the token: {after}"
+            );
+        }
+    }
+}

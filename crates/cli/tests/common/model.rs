@@ -21,7 +21,7 @@ pub struct ModelServer {
     scripted: Arc<Scripted>,
 }
 
-/// One step of the script: the toolbelt tool to call and its input.
+/// One step of the script: the toolbelt tool to call (or, as `=Name`, the CLI's own) and its input.
 pub type Step = (&'static str, Value);
 
 /// The script, the model turns seen, and how many of the next turns to hold unanswered.
@@ -181,7 +181,7 @@ fn claude_reply(body: &Value, scripted: &Scripted) -> Option<(&'static str, Stri
     let (block, stop) = match turn {
         Turn::Call(tool, input) => (
             json!({"type": "tool_use", "id": format!("toolu_{}", uuid::Uuid::now_v7().simple()),
-                "name": offered_name(&body["tools"], &format!("{prefix}{tool}")), "input": input}),
+                "name": claude_tool(&body["tools"], &prefix, tool), "input": input}),
             "tool_use",
         ),
         Turn::End(text) => (json!({"type": "text", "text": text}), "end_turn"),
@@ -279,6 +279,14 @@ fn codex_reply(body: &Value, scripted: &Scripted) -> Option<String> {
         ),
     ];
     Some(sse(&events))
+}
+
+/// The toolbelt tool `tool`, or, written `=Name`, the CLI's own tool `Name` (such as `Bash`).
+fn claude_tool(tools: &Value, prefix: &str, tool: &str) -> String {
+    match tool.strip_prefix('=') {
+        Some(own) => own.to_owned(),
+        None => offered_name(tools, &format!("{prefix}{tool}")),
+    }
 }
 
 /// The name under which `tools` offers `wanted` (a CLI may spell `.` and `-` as `_`).
