@@ -146,6 +146,9 @@ fn claude_code_calls_the_toolbelt_through_os_mcp_and_its_transcript_and_usage_ar
         "{run}"
     );
     assert!(attempt["usage"]["usage"]["output_tokens"].as_u64().is_some(), "{run}");
+    let shown = daemon.cli(&["runs", "get", &work]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("TOKENS OUT") && shown.contains("COST USD"), "{shown}");
 }
 
 /// Codex's settings for the scripted model server: a Responses-API provider on loopback, and

@@ -37,12 +37,20 @@ pub fn run_tally(answer: &Value) -> String {
     list(answer, &RUN_TALLY_COLUMNS)
 }
 
-/// One run: its Work, then its attempts, then its events.
+/// What an agent attempt reported using, after the attempt's own columns.
+const USAGE_COLUMNS: [(&str, &str); 3] = [
+    ("TOKENS IN", "/usage/usage/input_tokens"),
+    ("TOKENS OUT", "/usage/usage/output_tokens"),
+    ("COST USD", "/usage/total_cost_usd"),
+];
+
+/// One run: its Work, then its attempts (with an agent's usage), then its events.
 pub fn run_detail(answer: &Value) -> String {
+    let attempt_columns: Vec<(&str, &str)> = EXECUTION_COLUMNS.into_iter().chain(USAGE_COLUMNS).collect();
     format!(
         "{}\n\nattempts:\n{}\n\nevents:\n{}",
         work_detail(&answer["work"]),
-        list(&json!({"items": answer["executions"]}), &EXECUTION_COLUMNS),
+        list(&json!({"items": answer["executions"]}), &attempt_columns),
         list(&json!({"items": answer["events"]}), &EVENT_COLUMNS)
     )
 }
