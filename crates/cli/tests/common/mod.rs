@@ -7,6 +7,7 @@
 
 pub mod holder;
 pub mod model;
+pub mod timing;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
