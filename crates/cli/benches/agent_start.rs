@@ -33,14 +33,20 @@ fn main() {
         std::process::exit(status.code().unwrap_or(1));
     }
     let Some(cli) = agent_cli("claude") else { return };
-    let attempts: usize = std::env::var("BENCH_ATTEMPTS").ok().and_then(|n| n.parse().ok()).unwrap_or(8);
+    let attempts: usize = std::env::var("BENCH_ATTEMPTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(8);
     let model = ModelServer::start(vec![("read_context", json!({}))]);
     let meet = meeting();
     let daemon = Daemon::start(Some(&config(&cli, &model, meet.path()).to_string()));
     let home = tempfile::tempdir().unwrap();
     let (mut ours, mut by_hand) = (Vec::new(), Vec::new());
     for round in 0..=attempts {
-        let (o, h) = (executor_start(&daemon), hand_start(&daemon, &cli, &model, home.path(), meet.path()));
+        let (o, h) = (
+            executor_start(&daemon),
+            hand_start(&daemon, &cli, &model, home.path(), meet.path()),
+        );
         if round > 0 {
             // The first round warms the CLI's home and the page cache.
             ours.push(o);
@@ -49,9 +55,16 @@ fn main() {
     }
     let (o, h) = (median(&mut ours), median(&mut by_hand));
     println!("claude-code: start to the agent's first toolbelt call ({attempts} each)");
-    println!("  claude by hand        p50 {h:>7.1} ms  mean {:>7.1} ms", mean(&by_hand));
+    println!(
+        "  claude by hand        p50 {h:>7.1} ms  mean {:>7.1} ms",
+        mean(&by_hand)
+    );
     println!("  claude-code executor  p50 {o:>7.1} ms  mean {:>7.1} ms", mean(&ours));
-    println!("  ratio                 p50 {:.2}x  mean {:.2}x", o / h, mean(&ours) / mean(&by_hand));
+    println!(
+        "  ratio                 p50 {:.2}x  mean {:.2}x",
+        o / h,
+        mean(&ours) / mean(&by_hand)
+    );
 }
 
 /// A `claude-code` binding `agent`, and a `shell` binding that holds its attempt open (the
@@ -87,12 +100,27 @@ fn hand_start(daemon: &Daemon, cli: &Path, model: &ModelServer, home: &Path, mee
     let mut command = Command::new(cli);
     command
         .args(["-p", PROMPT, "--mcp-config", &server.to_string(), "--strict-mcp-config"])
-        .args(["--allowedTools", "mcp__open-conduit__*", "--output-format", "stream-json", "--verbose"])
+        .args([
+            "--allowedTools",
+            "mcp__open-conduit__*",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", home)
-        .envs([("MCP_CONNECTION_NONBLOCKING", "0"), ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")])
-        .envs(env(model).as_object().unwrap().iter().map(|(k, v)| (k, v.as_str().unwrap())))
+        .envs([
+            ("MCP_CONNECTION_NONBLOCKING", "0"),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+        ])
+        .envs(
+            env(model)
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k, v.as_str().unwrap())),
+        )
         .current_dir(home)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -109,7 +137,10 @@ fn hand_start(daemon: &Daemon, cli: &Path, model: &ModelServer, home: &Path, mee
 
 /// When the Work's first toolbelt call was accepted, in milliseconds of the day.
 fn first_call(daemon: &Daemon, work: &str) -> f64 {
-    let called = daemon.events(work).into_iter().find(|e| e["type"] == "agent.toolCalled");
+    let called = daemon
+        .events(work)
+        .into_iter()
+        .find(|e| e["type"] == "agent.toolCalled");
     millis(&called.expect("a toolbelt call")["accepted_at"])
 }
 
