@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use conduit_core::prompt;
-use conduit_core::sandbox::path_problem;
+use conduit_core::sandbox::cwd_problem;
 use conduit_core::toolbelt_env::{secret_env_name, OS_ENDPOINT, OS_PLAYBOOK_DIR, OS_TOKEN_FILE};
 use conduit_core::Duration;
 use serde::de::DeserializeOwned;
@@ -266,7 +266,7 @@ fn check_process(
             ));
         }
     }
-    if let Some(why) = process.cwd.and_then(|cwd| path_problem(cwd, state_dir)) {
+    if let Some(why) = process.cwd.and_then(|cwd| cwd_problem(cwd, state_dir)) {
         return Err(invalid(
             format!("{base}/cwd"),
             why,

@@ -355,6 +355,7 @@ mod tests {
         for (cwd, refused) in [
             ("/home/me/.state", true),
             ("/home/me/.state/runs", true),
+            ("/home/me", true),
             ("/home/me/.stateful", false),
         ] {
             let found = parse_with(scope(cwd).as_bytes(), &registry).err().unwrap_or_default();

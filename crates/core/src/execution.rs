@@ -110,7 +110,7 @@ pub struct Execution {
     /// An agent executor's own session id, which the Work's next attempt resumes after a wait.
     pub agent_session: Option<String>,
     /// What the agent CLI reported it used (tokens, cost), as it reported it.
-    pub usage: Option<serde_json::Value>,
+    pub agent_usage: Option<serde_json::Value>,
 }
 
 /// How a segment ended, as the host observed it.
@@ -121,6 +121,9 @@ pub enum SegmentEnd {
     Killed,
     /// The process ended while no daemon watched it (after a restart); its exit status is unknown.
     Lost,
+    /// An adopted process (started by an earlier daemon, so not our child) ended while watched;
+    /// its exit status is unknown, and it may well have finished its work.
+    ExitUnknown,
     /// The executor could not start the process; the OS error number, when it was the spawn that
     /// failed.
     FailedToStart(Option<i32>),
@@ -167,6 +170,10 @@ fn exit_outcome(end: SegmentEnd) -> Outcome {
         SegmentEnd::Lost => (
             OutcomeStatus::Failed,
             "ended unobserved; its exit status is unknown".to_owned(),
+        ),
+        SegmentEnd::ExitUnknown => (
+            OutcomeStatus::Failed,
+            "ended after a daemon restart without declaring an outcome; its exit status is unknown".to_owned(),
         ),
         SegmentEnd::FailedToStart(errno) => (OutcomeStatus::Failed, failed_to_start(errno)),
         SegmentEnd::SecretUnavailable => (
@@ -241,7 +248,7 @@ mod tests {
             ended_at: None,
             stopped_at: None,
             agent_session: session.map(str::to_owned),
-            usage: None,
+            agent_usage: None,
         }
     }
 

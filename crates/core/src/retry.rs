@@ -26,13 +26,16 @@ impl Default for RetryPolicy {
 }
 
 /// Whether a segment's failure is the kind a retry may cure: it declared nothing, and it ended
-/// unobserved, could not start, or exited non-zero. A declaration is the agent's own word; a kill
-/// (deadline, lease, operator) and a configuration problem (secret, sandbox) are not retried.
+/// unobserved, could not start, or exited non-zero (a crash by a signal included). A declaration is
+/// the agent's own word; a kill (deadline, lease, operator), an adopted process's end (it may have
+/// finished) and a configuration problem (secret, sandbox) are not retried.
 pub fn is_retryable(declaration: Option<&Declaration>, end: SegmentEnd) -> bool {
     let failed = match end {
         SegmentEnd::Lost | SegmentEnd::FailedToStart(_) => true,
         SegmentEnd::Exited(code) => code != 0,
-        SegmentEnd::Killed | SegmentEnd::SecretUnavailable | SegmentEnd::SandboxUnavailable => false,
+        SegmentEnd::Killed | SegmentEnd::ExitUnknown | SegmentEnd::SecretUnavailable | SegmentEnd::SandboxUnavailable => {
+            false
+        }
     };
     declaration.is_none() && failed
 }
@@ -69,6 +72,7 @@ mod tests {
             (None, SegmentEnd::Exited(-1), true),
             (None, SegmentEnd::Exited(0), false),
             (None, SegmentEnd::Killed, false),
+            (None, SegmentEnd::ExitUnknown, false),
             (None, SegmentEnd::SecretUnavailable, false),
             (None, SegmentEnd::SandboxUnavailable, false),
             (Some(&declared), SegmentEnd::Exited(1), false),

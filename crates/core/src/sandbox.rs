@@ -61,9 +61,36 @@ pub fn path_problem(path: &str, state_dir: Option<&str>) -> Option<&'static str>
     None
 }
 
+/// Why a binding's working directory is refused, if it is: a sandbox path's rules, and it may not
+/// contain the state directory either (the daemon keeps declared files from it, so a name such as
+/// `.local/state/open-conduit/private/operator.token` must lead nowhere).
+pub fn cwd_problem(path: &str, state_dir: Option<&str>) -> Option<&'static str> {
+    path_problem(path, state_dir).or_else(|| {
+        let dir = path.trim_end_matches('/');
+        let contains = |state: &str| dir.is_empty() || state.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'));
+        state_dir
+            .is_some_and(contains)
+            .then_some("a working directory must not contain the daemon's state directory")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_working_directory_neither_lies_in_nor_contains_the_state_directory() {
+        let state = Some("/home/me/.local/state/open-conduit");
+        for (path, refused) in [
+            ("/home/me/project", false),
+            ("/home/me/.local/state/open-conduit-other", false),
+            ("/home/me", true),
+            ("/", true),
+            ("/home/me/.local/state/open-conduit/runs", true),
+        ] {
+            assert_eq!(cwd_problem(path, state).is_some(), refused, "{path:?}");
+        }
+    }
 
     #[test]
     fn sandbox_paths_are_absolute_plain_and_outside_the_state_directory() {

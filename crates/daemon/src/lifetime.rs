@@ -244,7 +244,6 @@ async fn start_scheduler(
         resolver: services.resolver,
         instance: services.instance,
         runs_dir: state.runs_dir(),
-        homes_dir: state.root().join("homes"),
         works_dir: state.root().join("works"),
         files: services.files,
         playbook_dir: state.root().join("playbooks"),

@@ -273,7 +273,7 @@ ALTER TABLE work ADD COLUMN not_before INTEGER;
     // What an agent executor's attempt left: its session (resumed after a wait) and usage.
     r#"
 ALTER TABLE executions ADD COLUMN agent_session TEXT;
-ALTER TABLE executions ADD COLUMN usage TEXT;
+ALTER TABLE executions ADD COLUMN agent_usage TEXT;
 "#,
 ];
 

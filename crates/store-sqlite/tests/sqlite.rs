@@ -246,7 +246,7 @@ fn the_key_index_migration_indexes_waits_armed_before_it() {
         "DROP TABLE wait_keys; DROP INDEX waits_by_work; ALTER TABLE operators DROP COLUMN revoked_by; \
          DROP INDEX toolbelt_audit_by_time; DROP INDEX toolbelt_audit_by_work; DROP TABLE work_usage; \
          ALTER TABLE work DROP COLUMN failed_attempts; ALTER TABLE work DROP COLUMN not_before; \
-         ALTER TABLE executions DROP COLUMN agent_session; ALTER TABLE executions DROP COLUMN usage; \
+         ALTER TABLE executions DROP COLUMN agent_session; ALTER TABLE executions DROP COLUMN agent_usage; \
          PRAGMA user_version = 12;",
     )
     .unwrap();
@@ -284,7 +284,7 @@ fn a_works_events_and_replay_records_are_charged_to_it_as_written() {
         ended_at: None,
         stopped_at: None,
         agent_session: None,
-        usage: None,
+        agent_usage: None,
     };
     let stored = store
         .write(|tx| {

@@ -38,10 +38,12 @@ pub fn run_tally(answer: &Value) -> String {
 }
 
 /// What an agent attempt reported using, after the attempt's own columns.
-const USAGE_COLUMNS: [(&str, &str); 3] = [
-    ("TOKENS IN", "/usage/usage/input_tokens"),
-    ("TOKENS OUT", "/usage/usage/output_tokens"),
-    ("COST USD", "/usage/total_cost_usd"),
+const USAGE_COLUMNS: [(&str, &str); 4] = [
+    ("TOKENS IN", "/agent_usage/usage/input_tokens"),
+    // Claude Code reports cached input apart; most of a long session's input is there.
+    ("CACHE READ", "/agent_usage/usage/cache_read_input_tokens"),
+    ("TOKENS OUT", "/agent_usage/usage/output_tokens"),
+    ("COST USD", "/agent_usage/total_cost_usd"),
 ];
 
 /// One run: its Work, then its attempts (with an agent's usage), then its events.

@@ -188,19 +188,19 @@ pub struct Summary {
     pub usage: Option<Value>,
 }
 
-/// Reads the transcript's JSON lines: the session id the CLI announced, and the usage it
-/// reported last (Claude Code's `result` line: tokens and cost; Codex's `turn.completed`).
-pub fn summarize(agent: Agent, transcript: &str) -> Summary {
-    let mut summary = Summary::default();
-    for line in transcript.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+impl Summary {
+    /// Takes one line of the transcript: the session id the CLI announced, and the usage it
+    /// reported last (Claude Code's `result` line: tokens and cost; Codex's `turn.completed`).
+    pub fn take(&mut self, agent: Agent, line: &str) {
+        let Ok(line) = serde_json::from_str::<Value>(line) else { return };
         let kind = line["type"].as_str().unwrap_or_default();
         match agent {
             Agent::ClaudeCode => {
                 if let Some(session) = line["session_id"].as_str() {
-                    summary.session = Some(session.to_owned());
+                    self.session = Some(session.to_owned());
                 }
                 if kind == "result" {
-                    summary.usage = Some(json!({
+                    self.usage = Some(json!({
                         "usage": line["usage"],
                         "total_cost_usd": line["total_cost_usd"],
                         "num_turns": line["num_turns"],
@@ -210,15 +210,14 @@ pub fn summarize(agent: Agent, transcript: &str) -> Summary {
             }
             Agent::Codex => {
                 if kind == "thread.started" {
-                    summary.session = line["thread_id"].as_str().map(str::to_owned);
+                    self.session = line["thread_id"].as_str().map(str::to_owned);
                 }
                 if kind == "turn.completed" {
-                    summary.usage = Some(json!({"usage": line["usage"]}));
+                    self.usage = Some(json!({"usage": line["usage"]}));
                 }
             }
         }
     }
-    summary
 }
 
 #[cfg(test)]
@@ -283,6 +282,12 @@ mod tests {
         assert_eq!(argv.last().unwrap(), "Do it");
         let fresh = super::argv(&launch(Agent::Codex, &config, None));
         assert_eq!(fresh[1..3], ["exec", "--json"]);
+    }
+
+    fn summarize(agent: Agent, transcript: &str) -> Summary {
+        let mut summary = Summary::default();
+        transcript.lines().for_each(|line| summary.take(agent, line));
+        summary
     }
 
     #[test]

@@ -7,10 +7,10 @@
 //! would otherwise copy, say, the owner's SSH key into something a `view` operator can read).
 
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use conduit_core::artifact::{MAX_FILE_BYTES, MAX_TOTAL_BYTES, TRANSCRIPT_INDEX, TRANSCRIPT_NAME};
 use conduit_core::{ArtifactRecord, ArtifactRefusal, Timestamp};
@@ -25,6 +25,7 @@ use crate::state::create_private_dir;
 /// Keeps each declared file, in declaration order, until the execution's total budget is spent.
 pub fn keep(
     workdir: &Path,
+    hidden: &[PathBuf],
     files: &ArtifactFiles,
     execution_id: &str,
     names: &[String],
@@ -38,30 +39,69 @@ pub fn keep(
             execution_id: execution_id.to_owned(),
             index,
             name: name.clone(),
-            kept: keep_one(workdir, &files.declared_file(execution_id, index), name, &mut budget),
+            kept: keep_one((workdir, hidden), &files.declared_file(execution_id, index), name, &mut budget),
             created_at: at,
         })
         .collect()
 }
 
+/// Whether the open `file` is (or, unknown, may be) in one of the `hidden` trees (canonical
+/// paths): a working directory that reaches the state directory or a private file by plain names
+/// must not make the daemon copy the operator's token into an artifact.
+fn lies_in(file: &File, hidden: &[PathBuf]) -> bool {
+    use std::os::fd::AsRawFd;
+    match fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+        Ok(path) => hidden.iter().any(|h| path.starts_with(h)),
+        Err(_) => true,
+    }
+}
+
+/// Longest transcript line handed to `on_line` (a longer one is kept, not read).
+const MAX_TRANSCRIPT_LINE: usize = 1024 * 1024;
+
 /// An agent attempt's transcript, which its CLI wrote straight to where it is kept: its record
-/// (size and digest, synced) and its text, when there is one.
-pub fn transcript(files: &ArtifactFiles, execution_id: &str, at: Timestamp) -> Option<(ArtifactRecord, String)> {
-    let path = files.declared_file(execution_id, TRANSCRIPT_INDEX);
-    let bytes = fs::read(&path).ok()?;
-    File::open(&path).and_then(|f| f.sync_all()).ok()?;
-    let record = ArtifactRecord {
+/// (size and digest, synced), read a line at a time into `on_line`, when there is one.
+pub fn transcript(
+    files: &ArtifactFiles,
+    execution_id: &str,
+    at: Timestamp,
+    mut on_line: impl FnMut(&str),
+) -> Option<ArtifactRecord> {
+    let file = File::open(files.declared_file(execution_id, TRANSCRIPT_INDEX)).ok()?;
+    file.sync_all().ok()?;
+    let mut reader = io::BufReader::new(file);
+    let (mut hasher, mut size, mut line) = (Sha256::new(), 0u64, Vec::new());
+    loop {
+        line.clear();
+        let n = (&mut reader).take(MAX_TRANSCRIPT_LINE as u64 + 1).read_until(b'\n', &mut line).ok()?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&line);
+        size += n as u64;
+        if n <= MAX_TRANSCRIPT_LINE {
+            on_line(&String::from_utf8_lossy(&line));
+        }
+    }
+    Some(ArtifactRecord {
         execution_id: execution_id.to_owned(),
         index: TRANSCRIPT_INDEX,
         name: TRANSCRIPT_NAME.to_owned(),
-        kept: Ok((bytes.len() as u64, hex(&Sha256::digest(&bytes)))),
+        kept: Ok((size, hex(&hasher.finalize()))),
         created_at: at,
-    };
-    Some((record, String::from_utf8_lossy(&bytes).into_owned()))
+    })
 }
 
-fn keep_one(workdir: &Path, target: &Path, name: &str, budget: &mut u64) -> Result<(u64, String), ArtifactRefusal> {
+fn keep_one(
+    (workdir, hidden): (&Path, &[PathBuf]),
+    target: &Path,
+    name: &str,
+    budget: &mut u64,
+) -> Result<(u64, String), ArtifactRefusal> {
     let mut file = open_beneath(workdir, name)?;
+    if lies_in(&file, hidden) {
+        return Err(ArtifactRefusal::Refused);
+    }
     let meta = file.metadata().map_err(|_| ArtifactRefusal::Unreadable)?;
     if meta.is_dir() {
         return Err(ArtifactRefusal::NotRegularFile);
@@ -164,10 +204,24 @@ mod tests {
             declared: workdir.parent().unwrap().join("artifacts"),
         };
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        keep(workdir, &files, "x1", &names, Timestamp(0))
+        fs::create_dir_all(workdir.join("state")).unwrap();
+        let hidden = [workdir.join("state").canonicalize().unwrap()];
+        keep(workdir, &hidden, &files, "x1", &names, Timestamp(0))
             .into_iter()
             .map(|r| r.kept)
             .collect()
+    }
+
+    #[test]
+    fn a_file_in_a_hidden_tree_is_refused_though_named_by_plain_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().join("work");
+        fs::create_dir_all(work.join("state/private")).unwrap();
+        fs::write(work.join("state/private/operator.token"), b"secret").unwrap();
+        fs::write(work.join("public.txt"), b"ok").unwrap();
+        let got = kept(&work, &["state/private/operator.token", "public.txt"]);
+        assert_eq!(got[0], Err(ArtifactRefusal::Refused));
+        assert!(got[1].is_ok());
     }
 
     #[test]

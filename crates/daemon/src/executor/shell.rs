@@ -121,7 +121,8 @@ pub fn spawn(launch: &Launch<'_>, confinement: Option<Confinement>) -> std::io::
 }
 
 /// Whether an attempt may start in its binding's `workdir`: an existing directory that, links
-/// resolved, lies outside the daemon's state directory (whose trees its sandbox would grant).
+/// resolved, neither lies inside the daemon's state directory (whose trees its sandbox would
+/// grant) nor contains it (the daemon keeps declared files from the working directory).
 pub fn usable_workdir(workdir: &Path, state_dir: &Path) -> Result<(), String> {
     let shown = workdir.display();
     let resolved =
@@ -130,10 +131,11 @@ pub fn usable_workdir(workdir: &Path, state_dir: &Path) -> Result<(), String> {
         return Err(format!("the working directory `{shown}` is not a directory"));
     }
     let state = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_owned());
-    if resolved.starts_with(state) {
-        return Err(format!(
-            "the working directory `{shown}` lies inside the daemon's state directory"
-        ));
+    if resolved.starts_with(&state) {
+        return Err(format!("the working directory `{shown}` lies inside the daemon's state directory"));
+    }
+    if state.starts_with(&resolved) {
+        return Err(format!("the working directory `{shown}` contains the daemon's state directory"));
     }
     Ok(())
 }

@@ -1,8 +1,8 @@
-//! An agent attempt's program: the CLI found, the binding's home for it, the prompt (or, after a
+//! An agent attempt's program: the CLI found, its Work's home for it, the prompt (or, after a
 //! wait, the resumption of its own session), the playbook as its instructions, and where its
 //! transcript goes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use conduit_config::{Agent, AgentConfig};
 use conduit_core::artifact::TRANSCRIPT_INDEX;
@@ -10,7 +10,6 @@ use conduit_core::execution::{session_to_resume, SegmentEnd};
 use conduit_core::prompt::{render, PromptVars, RESUME};
 use conduit_core::{Event, Execution, Work};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::launch::Program;
 use super::Runtime;
@@ -47,12 +46,12 @@ impl Runtime {
             );
             SegmentEnd::FailedToStart(None)
         };
-        let home = self.agent_home(x);
         let transcript = self.files.declared_file(&x.id, TRANSCRIPT_INDEX);
-        let dirs = [home.as_path(), transcript.parent().unwrap_or(Path::new("/"))];
-        if dirs.iter().any(|dir| create_private_dir(dir).is_err()) {
+        let home = self.create_in_work_root(&x.work_id, "home");
+        let transcripts = create_private_dir(transcript.parent().unwrap_or(Path::new("/")));
+        let (Ok(home), Ok(())) = (home, transcripts) else {
             return Err(not_started("the agent's home and transcript"));
-        }
+        };
         let (work, event, attempts) = self.context_of(x).await.ok_or_else(|| not_started("the prompt"))?;
         let resume = session_to_resume(&attempts, &x.id);
         let null = Value::Null;
@@ -65,12 +64,7 @@ impl Runtime {
             event_data: event.as_ref().map_or(&null, |e| &e.data),
         };
         let prompt = render(if resume.is_some() { RESUME } else { &config.prompt }, &vars);
-        let playbook = self
-            .config
-            .get()
-            .binding(&x.scope, &x.binding)
-            .and_then(|b| b.playbook.clone());
-        let instructions = playbook.and_then(|name| crate::playbooks::text(&self.playbook_dir, &name));
+        let instructions = self.pinned_playbook(x).await;
         let argv = agent::argv(&AgentLaunch {
             agent,
             config,
@@ -96,15 +90,15 @@ impl Runtime {
         })
     }
 
-    /// The binding's own home for its agent CLI (configuration, sessions), kept across attempts so
-    /// a session can be resumed, and reachable by no other binding's executions.
-    fn agent_home(&self, x: &Execution) -> PathBuf {
-        let key: String = Sha256::digest(format!("{}\n{}", x.scope, x.binding).as_bytes())
-            .iter()
-            .take(8)
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        self.homes_dir.join(key)
+    /// The text of the playbook the attempt's binding names, in the generation it pinned.
+    async fn pinned_playbook(&self, x: &Execution) -> Option<String> {
+        let (configs, x, playbooks) = (self.configs.clone(), x.clone(), self.playbook_dir.clone());
+        let read = move || {
+            let pinned = configs.generation(x.generation)?;
+            let name = pinned.binding(&x.scope, &x.binding)?.playbook.clone()?;
+            crate::playbooks::text(&playbooks, &name)
+        };
+        tokio::task::spawn_blocking(read).await.ok().flatten()
     }
 
     async fn context_of(&self, x: &Execution) -> Option<Context> {

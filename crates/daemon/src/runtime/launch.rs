@@ -1,7 +1,7 @@
 //! Starting an attempt's process: its working directory, program, secrets and confinement, then
 //! the spawn.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use conduit_config::Executable;
 use conduit_core::execution::SegmentEnd;
@@ -27,15 +27,24 @@ pub(super) struct Program {
 pub(super) enum Workdir {
     /// The binding's `cwd`: the operator's directory, checked before each start.
     Binding(PathBuf),
-    /// An agent's directory for its Work (`<state>/works/<work>`), kept across the Work's attempts
-    /// (a resumed session finds its files, and the CLI files its sessions by directory) and
-    /// removed when the Work finishes.
+    /// An agent's directory for its Work (`<state>/works/<key>/work`), kept across the Work's
+    /// attempts (a resumed session finds its files, and the CLI files its sessions by directory)
+    /// and removed when the Work finishes.
     Work(PathBuf),
     /// A fresh directory in the attempt's run directory.
     Attempt,
 }
 
 impl Workdir {
+    /// Where an attempt of `executable` (none: its binding cannot run) works.
+    pub fn of(executable: Option<&Executable>, work_root: &Path) -> Workdir {
+        match (executable.and_then(|e| e.process().cwd), executable) {
+            (Some(cwd), _) => Workdir::Binding(PathBuf::from(cwd)),
+            (None, Some(Executable::Agent(..))) => Workdir::Work(work_root.join("work")),
+            (None, _) => Workdir::Attempt,
+        }
+    }
+
     pub fn path(&self) -> Option<PathBuf> {
         match self {
             Workdir::Binding(dir) | Workdir::Work(dir) => Some(dir.clone()),
@@ -44,27 +53,33 @@ impl Workdir {
     }
 }
 
+/// The file in a Work's directory that names its Work (the directory is named by a digest).
+pub(super) const WORK_MARKER: &str = "work-id";
+
 impl Runtime {
-    /// Where the attempt works, from its binding in the generation it pinned.
-    pub(super) async fn workdir(&self, x: &Execution) -> Workdir {
-        let (configs, x, work_dir) = (self.configs.clone(), x.clone(), self.work_dir(&x.work_id));
-        let pinned = move || {
-            let executable = configs.generation(x.generation)?.executable(&x.scope, &x.binding)?;
-            Some(match (executable.process().cwd, &executable) {
-                (Some(cwd), _) => Workdir::Binding(PathBuf::from(cwd)),
-                (None, Executable::Agent(..)) => work_dir.map_or(Workdir::Attempt, Workdir::Work),
-                (None, Executable::Shell(_)) => Workdir::Attempt,
-            })
-        };
-        let found = tokio::task::spawn_blocking(pinned).await.ok().flatten();
-        found.unwrap_or(Workdir::Attempt)
+    /// How the attempt's binding runs, in the generation the attempt pinned; `None` when the
+    /// binding is gone from it or names an executor the host does not run.
+    pub(super) async fn pinned_executable(&self, x: &Execution) -> Option<Executable> {
+        let (configs, x) = (self.configs.clone(), x.clone());
+        let pinned = move || configs.generation(x.generation)?.executable(&x.scope, &x.binding);
+        tokio::task::spawn_blocking(pinned).await.ok().flatten()
     }
 
-    /// An agent Work's own directory, named by the Work's id (the host's, a UUID); none for an id
-    /// that is not a plain name.
-    pub(super) fn work_dir(&self, work_id: &str) -> Option<PathBuf> {
-        let plain = work_id.len() <= 64 && work_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
-        (plain && !work_id.is_empty()).then(|| self.works_dir.join(work_id))
+    /// An agent Work's own directory (its working directory and the CLI's home), which names the
+    /// Work in [`WORK_MARKER`].
+    pub(super) fn work_root(&self, work_id: &str) -> PathBuf {
+        self.works_dir.join(crate::executor::rundir::run_key(work_id))
+    }
+
+    /// Creates the Work's directory and `sub` inside it, owner-only.
+    pub(super) fn create_in_work_root(&self, work_id: &str, sub: &str) -> Result<PathBuf, crate::DaemonError> {
+        let root = self.work_root(work_id);
+        crate::state::create_private_dir(&root.join(sub))?;
+        let marker = root.join(WORK_MARKER);
+        if !marker.exists() {
+            crate::state::write_private_file(&marker, work_id.as_bytes())?;
+        }
+        Ok(root.join(sub))
     }
 
     /// How the attempt's program starts: the shell's argv as written, or the agent CLI's command

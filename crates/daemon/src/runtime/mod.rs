@@ -55,9 +55,8 @@ pub struct Runtime {
     pub toolbelt: Toolbelt,
     pub instance: String,
     pub runs_dir: PathBuf,
-    /// Each agent binding's home for its CLI (`<state>/homes/<key>`).
-    pub homes_dir: PathBuf,
-    /// Each unfinished agent Work's working directory (`<state>/works/<key>`).
+    /// Each unfinished agent Work's directory (`<state>/works/<key>`): its working directory and
+    /// its CLI's home.
     pub works_dir: PathBuf,
     /// Where execution logs and kept declared files go (the layout the server reads them from).
     pub files: ArtifactFiles,
@@ -91,8 +90,22 @@ struct Issued {
 
 /// How an attempt's process is watched: our own child, or one adopted from an earlier daemon.
 enum Process {
-    Spawn(Box<Executable>),
+    Spawn,
     Adopted(i32),
+}
+
+impl Process {
+    /// How the segment ends when its supervision cannot begin: a process not yet started never
+    /// starts; an adopted one is killed (it must not run on beside a retry).
+    fn abandon(&self) -> SegmentEnd {
+        match self {
+            Process::Spawn => SegmentEnd::FailedToStart(None),
+            Process::Adopted(pid) => {
+                kill_group(*pid);
+                SegmentEnd::Killed
+            }
+        }
+    }
 }
 
 impl Runtime {
@@ -152,14 +165,8 @@ impl Runtime {
             if self.stopped_by_start_gate(&claim).await? {
                 continue;
             }
-            let Some(executable) = self.config.get().executable(&claim.work.scope, &claim.work.binding) else {
-                continue;
-            };
             tracing::info!(execution = %claim.execution.id, work = %claim.work.id, epoch = claim.execution.epoch, "starting attempt");
-            tokio::spawn(
-                self.clone()
-                    .supervise(claim.execution, token, Process::Spawn(Box::new(executable))),
-            );
+            tokio::spawn(self.clone().supervise(claim.execution, token, Process::Spawn));
         }
         Ok(())
     }
@@ -275,7 +282,8 @@ impl Runtime {
                     }
                 }
                 None => {
-                    let workdir = self.workdir(&x).await.path();
+                    let executable = self.pinned_executable(&x).await;
+                    let workdir = Workdir::of(executable.as_ref(), &self.work_root(&x.work_id)).path();
                     let workdir = workdir.unwrap_or_else(|| RunDir::workdir_of(&self.runs_dir, &x.id));
                     self.settle(&x.id, SegmentEnd::Lost, Some(workdir)).await?;
                 }
@@ -295,16 +303,18 @@ impl Runtime {
     /// run directory then stays for the next daemon to adopt).
     async fn supervise(self, execution: Execution, token: String, process: Process) {
         let id = execution.id.clone();
-        let workdir = self.workdir(&execution).await;
+        let executable = self.pinned_executable(&execution).await;
+        let workdir = Workdir::of(executable.as_ref(), &self.work_root(&execution.work_id));
         let run = match self.prepare(&execution, &workdir) {
             Ok(run) => run,
             Err(e) => {
                 tracing::error!(execution = %id, error = %e, "toolbelt endpoint unavailable");
-                return self.finish(&id, SegmentEnd::FailedToStart(None), None).await;
+                return self.finish(&id, process.abandon(), None).await;
             }
         };
-        let checked =
-            matches!(workdir, Workdir::Binding(_)).then(|| shell::usable_workdir(&run.workdir, &self.hidden.state_dir));
+        // An adopted process already started where it works.
+        let checked = matches!((&workdir, &process), (Workdir::Binding(_), Process::Spawn))
+            .then(|| shell::usable_workdir(&run.workdir, &self.hidden.state_dir));
         if let Some(Err(why)) = checked {
             let line = format!("open-conduit: {why}; the process was not started");
             shell::append_log(&self.files.log(&id), &line);
@@ -315,7 +325,7 @@ impl Runtime {
             Ok(listener) => listener,
             Err(e) => {
                 tracing::error!(execution = %id, error = %e, "could not open the toolbelt endpoint");
-                return self.finish(&id, SegmentEnd::FailedToStart(None), Some(&run)).await;
+                return self.finish(&id, process.abandon(), Some(&run)).await;
             }
         };
         let router = execution_router(ExecutionSocket {
@@ -331,7 +341,7 @@ impl Runtime {
             expires_at: token::expiry(&execution, self.token_lifetime, now()),
             plaintext: token,
         };
-        let end = self.watch(&execution, &run, process, issued).await;
+        let end = self.watch(&execution, &run, (process, executable), issued).await;
         let _ = stop_socket.send(());
         match end {
             Some(end) => self.finish(&id, end, Some(&run)).await,
@@ -340,8 +350,8 @@ impl Runtime {
     }
 
     fn prepare(&self, execution: &Execution, workdir: &Workdir) -> Result<RunDir, crate::DaemonError> {
-        if let Workdir::Work(dir) = workdir {
-            crate::state::create_private_dir(dir)?;
+        if let Workdir::Work(_) = workdir {
+            self.create_in_work_root(&execution.work_id, "work")?;
         }
         let run = RunDir::create(&self.runs_dir, &execution.id, workdir.path())?;
         // A socket left by an earlier daemon for this attempt is stale: we hold the state lock.
@@ -351,11 +361,22 @@ impl Runtime {
 
     /// Watches the process until it ends (returning how), renewing the lease and enforcing the
     /// deadline; `None` when the daemon shuts down first.
-    async fn watch(&self, execution: &Execution, run: &RunDir, process: Process, token: Issued) -> Option<SegmentEnd> {
+    async fn watch(
+        &self,
+        execution: &Execution,
+        run: &RunDir,
+        (process, executable): (Process, Option<Executable>),
+        token: Issued,
+    ) -> Option<SegmentEnd> {
         let mut child = None;
         let pid = match process {
             Process::Adopted(pid) => pid,
-            Process::Spawn(executable) => {
+            Process::Spawn => {
+                let Some(executable) = executable else {
+                    let line = "open-conduit: the binding is gone from the configuration this attempt pinned, or its executor is not one the host runs; the process was not started";
+                    shell::append_log(&self.files.log(&execution.id), line);
+                    return Some(SegmentEnd::FailedToStart(None));
+                };
                 let program = match self.program_for(execution, run, &executable).await {
                     Ok(program) => program,
                     Err(end) => return Some(end),
@@ -469,9 +490,6 @@ impl Runtime {
     }
 }
 
-/// How a watched process ended: our child's exit status, or an adopted process's disappearance.
-/// Kills the attempt's process group and returns once its process is gone, so the end it reports
-/// is an observed stop (what lets a fenced attempt's Work be retried).
 /// Binds the attempt's socket, then publishes its token: the socket listens first, so a process
 /// that sees the new token (an adopted one re-reads it) can always connect with it.
 fn open_endpoint(run: &RunDir, token: &str) -> Result<tokio::net::UnixListener, String> {
@@ -480,23 +498,32 @@ fn open_endpoint(run: &RunDir, token: &str) -> Result<tokio::net::UnixListener, 
     Ok(listener)
 }
 
+/// Kills the attempt's process group and returns once its process is gone, so the end it reports
+/// is an observed stop (what lets a fenced attempt's Work be retried).
 async fn stop(child: &mut Option<tokio::process::Child>, pid: i32) -> SegmentEnd {
     kill_group(pid);
     exited(child, pid).await;
     SegmentEnd::Killed
 }
 
+/// How a watched process ended: our child's exit status (a death by a signal we did not send is
+/// status 128 + the signal, as a shell reports it), or an adopted process's disappearance.
 async fn exited(child: &mut Option<tokio::process::Child>, pid: i32) -> SegmentEnd {
+    use std::os::unix::process::ExitStatusExt;
     match child {
         Some(c) => match c.wait().await {
-            Ok(status) => status.code().map_or(SegmentEnd::Killed, SegmentEnd::Exited),
+            Ok(status) => match (status.code(), status.signal()) {
+                (Some(code), _) => SegmentEnd::Exited(code),
+                (None, Some(signal)) => SegmentEnd::Exited(128 + signal),
+                (None, None) => SegmentEnd::Killed,
+            },
             Err(_) => SegmentEnd::Lost,
         },
         None => {
             while is_alive(pid) {
                 tokio::time::sleep(ADOPTED_POLL).await;
             }
-            SegmentEnd::Lost
+            SegmentEnd::ExitUnknown
         }
     }
 }

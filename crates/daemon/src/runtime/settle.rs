@@ -1,5 +1,6 @@
 //! Ending an attempt: its declared files and transcript kept (with the agent's session and usage),
-//! its segment completed under the binding's retry policy, its run directory removed.
+//! its segment completed under the binding's retry policy, its run directory removed, and the
+//! directories of agent Works that finished.
 
 use std::path::PathBuf;
 
@@ -9,9 +10,11 @@ use conduit_core::{ArtifactRecord, Declaration, Execution};
 use conduit_scheduler::{complete, HostError};
 use conduit_server::now;
 
+use super::launch::WORK_MARKER;
 use super::Runtime;
+use crate::executor::agent::Summary;
+use crate::executor::artifacts;
 use crate::executor::rundir::RunDir;
-use crate::executor::{agent, artifacts};
 
 impl Runtime {
     /// Completes the segment, then closes its endpoint and removes its run directory.
@@ -19,7 +22,7 @@ impl Runtime {
         match self.settle(execution_id, end, run.map(|r| r.workdir.clone())).await {
             Ok(Some(x)) => {
                 tracing::info!(execution = %x.id, state = x.state.as_str(), "attempt finished");
-                self.remove_finished_work_dirs(Some(&x.work_id)).await;
+                self.remove_finished_work_dirs(Some(self.work_root(&x.work_id))).await;
             }
             Ok(None) => {}
             Err(e) => tracing::error!(execution = %execution_id, error = %e, "could not complete the attempt"),
@@ -43,11 +46,7 @@ impl Runtime {
             Some(workdir) => self.keep_artifacts(execution_id, workdir).await?,
             None => Vec::new(),
         };
-        let (files, id) = (self.files.clone(), execution_id.to_owned());
-        let transcript = tokio::task::spawn_blocking(move || artifacts::transcript(&files, &id, now()))
-            .await
-            .ok()
-            .flatten();
+        let transcript = self.transcript(execution_id).await?;
         let (id, config) = (execution_id.to_owned(), self.config.get());
         self.db(move |s| {
             s.write(|tx| {
@@ -57,13 +56,10 @@ impl Runtime {
                 let Some(mut x) = tx.get_execution(&id)? else {
                     return Ok(None);
                 };
-                if let Some((record, text)) = &transcript {
+                if let Some((record, summary)) = &transcript {
                     tx.put_artifact(record)?;
-                    if let Some(Executable::Agent(agent, _)) = config.executable(&x.scope, &x.binding) {
-                        let summary = agent::summarize(agent, text);
-                        (x.agent_session, x.usage) = (summary.session, summary.usage);
-                        tx.update_execution(&x)?;
-                    }
+                    (x.agent_session, x.agent_usage) = (summary.session.clone(), summary.usage.clone());
+                    tx.update_execution(&x)?;
                 }
                 complete(tx, &id, end, config.retry(&x.scope, &x.binding), now())
             })
@@ -71,30 +67,50 @@ impl Runtime {
         .await
     }
 
-    /// Removes the working directories of agent Works that have finished (or are gone): of
-    /// `work` alone, or, with `None`, of every Work that has one (the retention pass's sweep, which
-    /// also catches Works cancelled while they waited).
-    pub(super) async fn remove_finished_work_dirs(&self, work: Option<&str>) {
-        let names: Vec<String> = match work {
-            Some(id) => vec![id.to_owned()],
-            None => std::fs::read_dir(&self.works_dir)
+    /// An agent attempt's transcript record and what it says of the session and usage, read a
+    /// line at a time (the binding's agent as the attempt pinned it).
+    async fn transcript(&self, execution_id: &str) -> Result<Option<(ArtifactRecord, Summary)>, HostError> {
+        let id = execution_id.to_owned();
+        let Some(x) = self.db(move |s| Ok(s.read(|tx| tx.get_execution(&id))?)).await? else {
+            return Ok(None);
+        };
+        let Some(Executable::Agent(agent, _)) = self.pinned_executable(&x).await else {
+            return Ok(None);
+        };
+        let files = self.files.clone();
+        let read = move || {
+            let mut summary = Summary::default();
+            let record = artifacts::transcript(&files, &x.id, now(), |line| summary.take(agent, line))?;
+            Some((record, summary))
+        };
+        Ok(tokio::task::spawn_blocking(read).await.ok().flatten())
+    }
+
+    /// Removes the directories of agent Works that have finished (or are gone): `root` alone, or,
+    /// with `None`, every one there is (the retention pass's sweep, which also catches Works
+    /// cancelled while they waited). Each names its Work in its marker.
+    pub(super) async fn remove_finished_work_dirs(&self, root: Option<PathBuf>) {
+        let works_dir = self.works_dir.clone();
+        let roots = move || match root {
+            Some(root) => vec![root],
+            None => std::fs::read_dir(works_dir)
                 .into_iter()
                 .flatten()
                 .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .map(|e| e.path())
                 .collect(),
         };
-        for name in names {
-            let Some(dir) = self.work_dir(&name).filter(|dir| dir.exists()) else {
+        let roots = tokio::task::spawn_blocking(roots).await.unwrap_or_default();
+        for root in roots {
+            let Ok(work_id) = std::fs::read_to_string(root.join(WORK_MARKER)) else {
                 continue;
             };
-            let id = name.clone();
-            let unfinished = self
-                .db(move |s| Ok(s.read(|tx| tx.get_work(&id))?))
+            let finished = self
+                .db(move |s| Ok(s.read(|tx| tx.get_work(&work_id))?))
                 .await
-                .map(|w| w.is_some_and(|w| !w.state.is_terminal()));
-            if let Ok(false) = unfinished {
-                let _ = std::fs::remove_dir_all(&dir);
+                .map(|w| w.is_none_or(|w| w.state.is_terminal()));
+            if let Ok(true) = finished {
+                let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(root)).await;
             }
         }
     }
@@ -109,8 +125,14 @@ impl Runtime {
         let Some(Declaration::Outcome { artifacts: names, .. }) = execution.and_then(|x| x.declaration) else {
             return Ok(Vec::new());
         };
-        let (files, id) = (self.files.clone(), execution_id.to_owned());
-        let keep = move || artifacts::keep(&workdir, &files, &id, &names, now());
+        let (files, id, hidden) = (self.files.clone(), execution_id.to_owned(), self.hidden.clone());
+        let keep = move || {
+            let hidden: Vec<PathBuf> = std::iter::once(&hidden.state_dir)
+                .chain(&hidden.private_files)
+                .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
+                .collect();
+            artifacts::keep(&workdir, &hidden, &files, &id, &names, now())
+        };
         Ok(tokio::task::spawn_blocking(keep).await.unwrap_or_default())
     }
 }

@@ -60,7 +60,7 @@ pub fn claim_next(tx: &mut dyn Tx, config: &Snapshot, owner: &str, now: Timestam
         ended_at: None,
         stopped_at: None,
         agent_session: None,
-        usage: None,
+        agent_usage: None,
     };
     tx.update_work(&work)?;
     tx.insert_execution(&execution)?;
@@ -140,6 +140,7 @@ pub fn complete(
         SegmentEnd::Exited(code) => Some(code),
         SegmentEnd::Killed
         | SegmentEnd::Lost
+        | SegmentEnd::ExitUnknown
         | SegmentEnd::FailedToStart(_)
         | SegmentEnd::SecretUnavailable
         | SegmentEnd::SandboxUnavailable => None,

@@ -10,13 +10,13 @@ use crate::{sqlite_error, Result};
 const EXECUTION_COLUMNS: &str =
     "id, work_id, scope, binding, epoch, owner, state, cause_event, watermark, declaration, \
      outcome, exit_code, pid, generation, lease_expires_at, deadline_at, started_at, ended_at, stopped_at, \
-     agent_session, usage";
+     agent_session, agent_usage";
 
 fn execution_row(r: &Row) -> rusqlite::Result<Result<Execution>> {
     let state: String = r.get(6)?;
     let declaration: Option<String> = r.get(9)?;
     let outcome: Option<String> = r.get(10)?;
-    let usage: Option<String> = r.get(20)?;
+    let agent_usage: Option<String> = r.get(20)?;
     let build = |state: String, declaration, outcome| -> Result<Execution> {
         Ok(Execution {
             id: r.get(0).map_err(sqlite_error)?,
@@ -39,7 +39,7 @@ fn execution_row(r: &Row) -> rusqlite::Result<Result<Execution>> {
             ended_at: r.get::<_, Option<i64>>(17).map_err(sqlite_error)?.map(Timestamp),
             stopped_at: r.get::<_, Option<i64>>(18).map_err(sqlite_error)?.map(Timestamp),
             agent_session: r.get(19).map_err(sqlite_error)?,
-            usage: opt_from_json(usage)?,
+            agent_usage: opt_from_json(agent_usage)?,
         })
     };
     Ok(build(state, declaration, outcome))
@@ -73,7 +73,7 @@ impl ExecutionRows for SqliteTx<'_> {
                 x.ended_at.map(|t| t.0),
                 x.stopped_at.map(|t| t.0),
                 x.agent_session,
-                x.usage.as_ref().map(to_json).transpose()?
+                x.agent_usage.as_ref().map(to_json).transpose()?
             ],
         )
         .map_err(sqlite_error)?;
@@ -91,7 +91,7 @@ impl ExecutionRows for SqliteTx<'_> {
     fn update_execution(&mut self, x: &Execution) -> Result<()> {
         self.exec(
             "UPDATE executions SET epoch = ?2, owner = ?3, state = ?4, declaration = ?5, outcome = ?6, exit_code = ?7,
-             pid = ?8, lease_expires_at = ?9, ended_at = ?10, stopped_at = ?11, agent_session = ?12, usage = ?13
+             pid = ?8, lease_expires_at = ?9, ended_at = ?10, stopped_at = ?11, agent_session = ?12, agent_usage = ?13
              WHERE id = ?1",
             params![
                 x.id,
@@ -106,7 +106,7 @@ impl ExecutionRows for SqliteTx<'_> {
                 x.ended_at.map(|t| t.0),
                 x.stopped_at.map(|t| t.0),
                 x.agent_session,
-                x.usage.as_ref().map(to_json).transpose()?
+                x.agent_usage.as_ref().map(to_json).transpose()?
             ],
         )
         .map_err(sqlite_error)?;
