@@ -145,7 +145,10 @@ fn claude_code_calls_the_toolbelt_through_os_mcp_and_its_transcript_and_usage_ar
         attempt["agent_session"].as_str().is_some_and(|s| !s.is_empty()),
         "{run}"
     );
-    assert!(attempt["agent_usage"]["usage"]["output_tokens"].as_u64().is_some(), "{run}");
+    assert!(
+        attempt["agent_usage"]["usage"]["output_tokens"].as_u64().is_some(),
+        "{run}"
+    );
     let shown = daemon.cli(&["runs", "get", &work]);
     let shown = String::from_utf8_lossy(&shown.stdout);
     assert!(shown.contains("TOKENS OUT") && shown.contains("COST USD"), "{shown}");
@@ -215,7 +218,10 @@ fn codex_calls_the_toolbelt_through_os_mcp_and_its_transcript_and_usage_are_kept
         attempt["agent_session"].as_str().is_some_and(|s| !s.is_empty()),
         "{run}"
     );
-    assert_eq!(attempt["agent_usage"]["usage"]["output_tokens"], 20, "four turns of 5: {run}");
+    assert_eq!(
+        attempt["agent_usage"]["usage"]["output_tokens"], 20,
+        "four turns of 5: {run}"
+    );
 }
 
 /// An approval covers `http.fetch`: the agent's fetch parks its Work; once approved, the next

@@ -33,9 +33,10 @@ pub fn is_retryable(declaration: Option<&Declaration>, end: SegmentEnd) -> bool 
     let failed = match end {
         SegmentEnd::Lost | SegmentEnd::FailedToStart(_) => true,
         SegmentEnd::Exited(code) => code != 0,
-        SegmentEnd::Killed | SegmentEnd::ExitUnknown | SegmentEnd::SecretUnavailable | SegmentEnd::SandboxUnavailable => {
-            false
-        }
+        SegmentEnd::Killed
+        | SegmentEnd::ExitUnknown
+        | SegmentEnd::SecretUnavailable
+        | SegmentEnd::SandboxUnavailable => false,
     };
     declaration.is_none() && failed
 }

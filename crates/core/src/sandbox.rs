@@ -67,7 +67,8 @@ pub fn path_problem(path: &str, state_dir: Option<&str>) -> Option<&'static str>
 pub fn cwd_problem(path: &str, state_dir: Option<&str>) -> Option<&'static str> {
     path_problem(path, state_dir).or_else(|| {
         let dir = path.trim_end_matches('/');
-        let contains = |state: &str| dir.is_empty() || state.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'));
+        let contains =
+            |state: &str| dir.is_empty() || state.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'));
         state_dir
             .is_some_and(contains)
             .then_some("a working directory must not contain the daemon's state directory")

@@ -24,7 +24,6 @@ pub struct AgentLaunch<'a> {
     pub endpoint: &'a Path,
     pub token_file: &'a Path,
     pub playbook_dir: &'a Path,
-    pub prompt: &'a str,
     /// The binding's playbook, handed to the agent as instructions.
     pub instructions: Option<&'a str>,
     /// The agent's own session to continue, after the Work waited.
@@ -61,7 +60,8 @@ pub fn environment(agent: Agent) -> &'static [(&'static str, &'static str)] {
     }
 }
 
-/// `-p PROMPT`, the MCP server alone and its tools allowed, streamed JSON out.
+/// `-p` (the prompt comes on stdin), the MCP server alone and its tools allowed, streamed JSON
+/// out.
 fn claude_args(launch: &AgentLaunch<'_>) -> Vec<String> {
     let server = json!({"mcpServers": {SERVER: {
         "type": "stdio",
@@ -71,7 +71,6 @@ fn claude_args(launch: &AgentLaunch<'_>) -> Vec<String> {
     }}});
     let mut args: Vec<String> = [
         "-p",
-        launch.prompt,
         "--mcp-config",
         &server.to_string(),
         "--strict-mcp-config",
@@ -90,14 +89,14 @@ fn claude_args(launch: &AgentLaunch<'_>) -> Vec<String> {
         args.extend(["--append-system-prompt".to_owned(), instructions.to_owned()]);
     }
     if let Some(session) = launch.resume {
-        args.extend(["--resume".to_owned(), session.to_owned()]);
+        args.push(format!("--resume={session}"));
     }
     args.extend(launch.config.args.iter().cloned());
     args
 }
 
 /// `exec [resume SESSION] --json`, the MCP server required and its tools approved, telemetry
-/// off, then the binding's arguments and the prompt.
+/// off, then the binding's arguments and `-` (the prompt comes on stdin).
 fn codex_args(launch: &AgentLaunch<'_>) -> Vec<String> {
     let mut args = vec!["exec".to_owned()];
     if let Some(session) = launch.resume {
@@ -131,7 +130,7 @@ fn codex_args(launch: &AgentLaunch<'_>) -> Vec<String> {
         args.extend(["-c".to_owned(), setting]);
     }
     args.extend(launch.config.args.iter().cloned());
-    args.push(launch.prompt.to_owned());
+    args.push("-".to_owned());
     args
 }
 
@@ -145,9 +144,10 @@ fn mcp_env(launch: &AgentLaunch<'_>) -> Value {
     })
 }
 
-/// A TOML basic string (JSON's escapes are TOML's, for the characters JSON escapes).
+/// A TOML basic string: JSON's escapes are TOML's for the characters JSON escapes; TOML also
+/// forbids DEL unescaped.
 fn toml_string(value: &str) -> String {
-    Value::String(value.to_owned()).to_string()
+    Value::String(value.to_owned()).to_string().replace('\u{7f}', "\\u007F")
 }
 
 /// Finds the CLI: an absolute `command` as it is, else a program name on the binding's `path`,
@@ -189,35 +189,71 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// Takes one line of the transcript: the session id the CLI announced, and the usage it
-    /// reported last (Claude Code's `result` line: tokens and cost; Codex's `turn.completed`).
+    /// Takes one line of the transcript (whose content the agent controls): the session id the
+    /// CLI announced, when it is a plain id, and the numbers of the usage it reported last
+    /// (Claude Code's `result` line: tokens and cost; Codex's `turn.completed`).
     pub fn take(&mut self, agent: Agent, line: &str) {
-        let Ok(line) = serde_json::from_str::<Value>(line) else { return };
+        let Ok(line) = serde_json::from_str::<Value>(line) else {
+            return;
+        };
         let kind = line["type"].as_str().unwrap_or_default();
-        match agent {
-            Agent::ClaudeCode => {
-                if let Some(session) = line["session_id"].as_str() {
-                    self.session = Some(session.to_owned());
-                }
-                if kind == "result" {
-                    self.usage = Some(json!({
-                        "usage": line["usage"],
-                        "total_cost_usd": line["total_cost_usd"],
-                        "num_turns": line["num_turns"],
-                        "duration_ms": line["duration_ms"],
-                    }));
-                }
-            }
-            Agent::Codex => {
+        let (session, usage) = match agent {
+            Agent::ClaudeCode => (
+                &line["session_id"],
+                (kind == "result").then(|| {
+                    json!({
+                        "usage": numbers(&line["usage"], &CLAUDE_TOKENS),
+                        "total_cost_usd": line["total_cost_usd"].as_f64(),
+                        "num_turns": line["num_turns"].as_u64(),
+                        "duration_ms": line["duration_ms"].as_u64(),
+                    })
+                }),
+            ),
+            Agent::Codex => (
                 if kind == "thread.started" {
-                    self.session = line["thread_id"].as_str().map(str::to_owned);
-                }
-                if kind == "turn.completed" {
-                    self.usage = Some(json!({"usage": line["usage"]}));
-                }
-            }
+                    &line["thread_id"]
+                } else {
+                    &Value::Null
+                },
+                (kind == "turn.completed").then(|| json!({"usage": numbers(&line["usage"], &CODEX_TOKENS)})),
+            ),
+        };
+        if let Some(session) = session.as_str().filter(|s| is_session_id(s)) {
+            self.session = Some(session.to_owned());
+        }
+        if usage.is_some() {
+            self.usage = usage;
         }
     }
+}
+
+const CLAUDE_TOKENS: [&str; 4] = [
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+];
+const CODEX_TOKENS: [&str; 4] = [
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_output_tokens",
+];
+
+/// The `keys` of `value` that are whole numbers.
+fn numbers(value: &Value, keys: &[&str]) -> Value {
+    let kept = keys
+        .iter()
+        .filter_map(|k| value[*k].as_u64().map(|n| ((*k).to_owned(), json!(n))));
+    Value::Object(kept.collect())
+}
+
+/// A session id the host passes back to the CLI: letters, digits and `-`, starting with neither
+/// `-` nor nothing, so it can never read as a flag.
+fn is_session_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
 #[cfg(test)]
@@ -237,7 +273,6 @@ mod tests {
             endpoint: Path::new("/s/runs/k/toolbelt.sock"),
             token_file: Path::new("/s/runs/k/token/token"),
             playbook_dir: Path::new("/s/playbooks"),
-            prompt: "Do it",
             instructions: Some("Be \"careful\""),
             resume,
         }
@@ -249,7 +284,10 @@ mod tests {
         let argv = argv(&launch(Agent::ClaudeCode, &config, Some("s-1")));
         let after = |flag: &str| argv[argv.iter().position(|a| a == flag).unwrap() + 1].clone();
         assert_eq!(argv[0], "/bin/agent");
-        assert_eq!(after("-p"), "Do it");
+        assert!(
+            argv.contains(&"-p".to_owned()) && !argv.iter().any(|a| a.contains("Do it")),
+            "the prompt is not in argv"
+        );
         let mounted: Value = serde_json::from_str(&after("--mcp-config")).unwrap();
         let server = &mounted["mcpServers"]["open-conduit"];
         assert_eq!(
@@ -261,12 +299,12 @@ mod tests {
         assert_eq!(after("--allowedTools"), "mcp__open-conduit__*");
         assert_eq!(after("--output-format"), "stream-json");
         assert_eq!(after("--append-system-prompt"), "Be \"careful\"");
-        assert_eq!(after("--resume"), "s-1");
+        assert!(argv.contains(&"--resume=s-1".to_owned()));
         assert_eq!(argv[argv.len() - 2..], ["--max-turns", "3"]);
     }
 
     #[test]
-    fn codex_gets_its_server_approved_and_the_prompt_last() {
+    fn codex_gets_its_server_required_and_approved_and_reads_its_prompt_from_stdin() {
         let config = config();
         let argv = argv(&launch(Agent::Codex, &config, Some("t-1")));
         assert_eq!(argv[1..4], ["exec", "resume", "t-1"]);
@@ -279,7 +317,7 @@ mod tests {
             .unwrap();
         assert!(env.contains("OS_ENDPOINT=\"/s/runs/k/toolbelt.sock\""), "{env}");
         assert!(argv.contains(&"developer_instructions=\"Be \\\"careful\\\"\"".to_owned()));
-        assert_eq!(argv.last().unwrap(), "Do it");
+        assert_eq!(argv.last().unwrap(), "-", "the prompt comes on stdin");
         let fresh = super::argv(&launch(Agent::Codex, &config, None));
         assert_eq!(fresh[1..3], ["exec", "--json"]);
     }
@@ -304,5 +342,13 @@ not json
         assert_eq!(got.session.as_deref(), Some("t-9"));
         assert_eq!(got.usage.unwrap()["usage"]["output_tokens"], 4);
         assert_eq!(summarize(Agent::Codex, ""), Summary::default());
+        let forged = r#"{"type":"result","session_id":"--dangerously-skip-permissions","usage":{"input_tokens":"\u001b[2J","output_tokens":3}}"#;
+        let got = summarize(Agent::ClaudeCode, forged);
+        assert_eq!(got.session, None, "a session id that could read as a flag is not kept");
+        assert_eq!(
+            got.usage.unwrap()["usage"],
+            json!({"output_tokens": 3}),
+            "only numbers are kept"
+        );
     }
 }

@@ -39,7 +39,12 @@ pub fn keep(
             execution_id: execution_id.to_owned(),
             index,
             name: name.clone(),
-            kept: keep_one((workdir, hidden), &files.declared_file(execution_id, index), name, &mut budget),
+            kept: keep_one(
+                (workdir, hidden),
+                &files.declared_file(execution_id, index),
+                name,
+                &mut budget,
+            ),
             created_at: at,
         })
         .collect()
@@ -73,7 +78,10 @@ pub fn transcript(
     let (mut hasher, mut size, mut line) = (Sha256::new(), 0u64, Vec::new());
     loop {
         line.clear();
-        let n = (&mut reader).take(MAX_TRANSCRIPT_LINE as u64 + 1).read_until(b'\n', &mut line).ok()?;
+        let n = (&mut reader)
+            .take(MAX_TRANSCRIPT_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .ok()?;
         if n == 0 {
             break;
         }

@@ -43,6 +43,8 @@ pub struct Launch<'a> {
     /// Variables the executor sets (an agent CLI's `HOME` and switches), which replace inherited
     /// ones and which the binding's `env` may replace.
     pub defaults: &'a [(String, String)],
+    /// A file stdin reads (an agent's prompt); else stdin is empty.
+    pub stdin: Option<&'a Path>,
     /// Where stdout goes instead of the log (an agent's transcript); stderr stays in the log.
     pub stdout: Option<&'a Path>,
 }
@@ -102,6 +104,10 @@ pub fn spawn(launch: &Launch<'_>, confinement: Option<Confinement>) -> std::io::
         Some(path) => OpenOptions::new().create(true).append(true).mode(0o600).open(path)?,
         None => log.try_clone()?,
     };
+    let stdin = match launch.stdin {
+        Some(path) => Stdio::from(std::fs::File::open(path)?),
+        None => Stdio::null(),
+    };
     let (program, args) = launch.argv.split_first().ok_or(std::io::ErrorKind::InvalidInput)?;
     let mut command = Command::new(program);
     command
@@ -109,7 +115,7 @@ pub fn spawn(launch: &Launch<'_>, confinement: Option<Confinement>) -> std::io::
         .current_dir(launch.workdir)
         .env_clear()
         .envs(environment(launch, |k| std::env::var_os(k)))
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(stdout)
         .stderr(log)
         .process_group(0)
@@ -132,10 +138,14 @@ pub fn usable_workdir(workdir: &Path, state_dir: &Path) -> Result<(), String> {
     }
     let state = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_owned());
     if resolved.starts_with(&state) {
-        return Err(format!("the working directory `{shown}` lies inside the daemon's state directory"));
+        return Err(format!(
+            "the working directory `{shown}` lies inside the daemon's state directory"
+        ));
     }
     if state.starts_with(&resolved) {
-        return Err(format!("the working directory `{shown}` contains the daemon's state directory"));
+        return Err(format!(
+            "the working directory `{shown}` contains the daemon's state directory"
+        ));
     }
     Ok(())
 }
@@ -210,6 +220,7 @@ mod tests {
             secrets,
             playbook_dir: Path::new("/s/playbooks"),
             defaults: &[],
+            stdin: None,
             stdout: None,
         }
     }

@@ -16,7 +16,7 @@ use super::Runtime;
 use crate::executor::agent::{self, AgentLaunch};
 use crate::executor::rundir::RunDir;
 use crate::executor::shell::append_log;
-use crate::state::create_private_dir;
+use crate::state::{create_private_dir, write_private_file};
 
 /// What the store says about the attempt's Work: the Work, the event the attempt continues from,
 /// and every attempt so far.
@@ -73,7 +73,6 @@ impl Runtime {
             endpoint: &run.socket,
             token_file: &run.token_file,
             playbook_dir: &self.playbook_dir,
-            prompt: &prompt,
             instructions: instructions.as_deref(),
             resume,
         });
@@ -82,10 +81,15 @@ impl Runtime {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         defaults.push(("HOME".to_owned(), home.to_string_lossy().into_owned()));
+        // On stdin, not in argv: an argument is readable by every process (`/proc/<pid>/cmdline`)
+        // and limited to 128 KiB.
+        let prompt_file = run.dir.join("prompt");
+        write_private_file(&prompt_file, prompt.as_bytes()).map_err(|_| not_started("the prompt"))?;
         Ok(Program {
             argv,
             defaults,
             home: Some(home),
+            stdin: Some(prompt_file),
             transcript: Some(transcript),
         })
     }

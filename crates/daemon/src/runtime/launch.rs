@@ -14,12 +14,14 @@ use crate::executor::shell::{self, Launch};
 use crate::secrets::{resolve_for, Secret};
 
 /// What starts an attempt's process: its argv, the executor's own variables, the home it writes
-/// (an agent CLI's) and where its stdout goes (an agent's transcript; else the log).
+/// (an agent CLI's), its stdin and where its stdout goes (an agent's transcript; else the log).
 #[derive(Default)]
 pub(super) struct Program {
     pub argv: Vec<String>,
     pub defaults: Vec<(String, String)>,
     pub home: Option<PathBuf>,
+    /// What its stdin reads (an agent's prompt); else nothing.
+    pub stdin: Option<PathBuf>,
     pub transcript: Option<PathBuf>,
 }
 
@@ -151,6 +153,7 @@ impl Runtime {
             secrets,
             playbook_dir: &self.playbook_dir,
             defaults: &program.defaults,
+            stdin: program.stdin.as_deref(),
             stdout: program.transcript.as_deref(),
         };
         let started = match confinement {
