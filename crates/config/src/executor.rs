@@ -15,6 +15,9 @@ use crate::model::{AgentConfig, BindingConfig, ShellConfig};
 
 const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3600);
 
+/// The executor that runs a binding's argv.
+pub const SHELL: &str = "shell";
+
 /// The agent CLIs the host drives itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Agent {
@@ -24,7 +27,7 @@ pub enum Agent {
 
 impl Agent {
     /// The executor name that selects it.
-    pub fn executor(self) -> &'static str {
+    pub const fn executor(self) -> &'static str {
         match self {
             Agent::ClaudeCode => "claude-code",
             Agent::Codex => "codex",
@@ -54,24 +57,20 @@ impl Agent {
                 "--mcp-config",
                 "--strict-mcp-config",
                 "--output-format",
+                "--input-format",
                 "-r",
                 "--resume",
                 "-c",
                 "--continue",
+                "--session-id",
+                "--fork-session",
                 "--append-system-prompt",
+                "--append-system-prompt-file",
                 "--system-prompt",
+                "--system-prompt-file",
                 "--model",
-                "--dangerously-skip-permissions",
             ],
-            Agent::Codex => &[
-                "--json",
-                "-m",
-                "--model",
-                "-C",
-                "--cd",
-                "resume",
-                "--dangerously-bypass-approvals-and-sandbox",
-            ],
+            Agent::Codex => &["--json", "-m", "--model", "-C", "--cd", "resume", "--last"],
         }
     }
 }
@@ -99,14 +98,14 @@ impl Executable {
     }
 
     /// The plain variables, program directories and working directory its process gets.
-    pub fn process(&self) -> Process<'_> {
+    pub fn process(&self) -> ProcessSettings<'_> {
         match self {
-            Executable::Shell(c) => Process {
+            Executable::Shell(c) => ProcessSettings {
                 env: &c.env,
                 path: &c.path,
                 cwd: c.cwd.as_deref(),
             },
-            Executable::Agent(_, c) => Process {
+            Executable::Agent(_, c) => ProcessSettings {
                 env: &c.env,
                 path: &c.path,
                 cwd: c.cwd.as_deref(),
@@ -117,7 +116,7 @@ impl Executable {
 
 /// What every executor's process takes from its binding.
 #[derive(Debug, Clone, Copy)]
-pub struct Process<'a> {
+pub struct ProcessSettings<'a> {
     pub env: &'a BTreeMap<String, String>,
     pub path: &'a [String],
     pub cwd: Option<&'a str>,
@@ -131,7 +130,7 @@ pub(crate) fn executable(
     state_dir: Option<&str>,
 ) -> Option<Result<Executable, Diagnostic>> {
     let base = format!("{pointer}/config");
-    let checked = if binding.executor == "shell" {
+    let checked = if binding.executor == SHELL {
         strict::<ShellConfig>(&base, binding).and_then(|shell| {
             check_shell(&base, &shell)?;
             Ok(Executable::Shell(shell))
@@ -238,7 +237,7 @@ const HOST_ENV: [&str; 5] = [OS_ENDPOINT, OS_TOKEN_FILE, OS_PLAYBOOK_DIR, "PATH"
 /// an absolute directory outside the state directory.
 fn check_process(
     base: &str,
-    process: Process<'_>,
+    process: ProcessSettings<'_>,
     binding: &BindingConfig,
     state_dir: Option<&str>,
 ) -> Result<(), Diagnostic> {

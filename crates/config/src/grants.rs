@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use conduit_core::names::{BUILTIN_OPERATIONS, BUILTIN_TOOLSETS};
 
 use crate::diagnostic::Diagnostic;
+use crate::executor::Agent;
 
 /// What an executor can mechanically do for a binding. Validation refuses a binding that needs
 /// more than its executor can (`invalid_capability`).
@@ -25,7 +26,7 @@ pub struct ExecutorCapabilities {
 /// The shell executor: a toolbelt socket and token, secrets in the environment, and the playbook
 /// directory in `OS_PLAYBOOK_DIR` (which `os mcp` serves as its instructions).
 pub const SHELL_EXECUTOR: (&str, ExecutorCapabilities) = (
-    "shell",
+    crate::executor::SHELL,
     ExecutorCapabilities {
         toolbelt: true,
         secrets: true,
@@ -35,8 +36,10 @@ pub const SHELL_EXECUTOR: (&str, ExecutorCapabilities) = (
 
 /// The agent executors (`claude-code`, `codex`): the same as the shell's; the playbook is handed
 /// to the agent as its instructions.
-pub const AGENT_EXECUTORS: [(&str, ExecutorCapabilities); 2] =
-    [("claude-code", SHELL_EXECUTOR.1), ("codex", SHELL_EXECUTOR.1)];
+pub const AGENT_EXECUTORS: [(&str, ExecutorCapabilities); 2] = [
+    (Agent::ClaudeCode.executor(), SHELL_EXECUTOR.1),
+    (Agent::Codex.executor(), SHELL_EXECUTOR.1),
+];
 
 /// The operations, toolsets, playbooks and executors the running release registers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -22,7 +22,7 @@ mod validate;
 
 pub use default::default_config_json;
 pub use diagnostic::{Diagnostic, Severity};
-pub use executor::{Agent, Executable, Process};
+pub use executor::{Agent, Executable, ProcessSettings};
 pub use grants::{ExecutorCapabilities, Registry};
 pub use model::{AgentConfig, ApprovalRule, BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
 pub use reference::{is_var_name, Reference, ReferenceError};

@@ -209,7 +209,13 @@ fn failed_to_start(errno: Option<i32>) -> String {
 /// when that attempt ended on a wait (a parked call, or a declared `wait`). `attempts` are the
 /// Work's, oldest first; `current` is the new one's id.
 pub fn session_to_resume<'a>(attempts: &'a [Execution], current: &str) -> Option<&'a str> {
-    let previous = attempts.iter().rev().find(|x| x.id != current)?;
+    // An attempt that never got as far as a session (it failed to start) is passed over, so a
+    // retry of a resumption still resumes.
+    let previous = attempts
+        .iter()
+        .rev()
+        .filter(|x| x.id != current)
+        .find(|x| x.agent_session.is_some() || x.pid.is_some() || x.state == ExecutionState::Waiting)?;
     (previous.state == ExecutionState::Waiting)
         .then_some(previous.agent_session.as_deref())
         .flatten()
@@ -271,6 +277,16 @@ mod tests {
             session_to_resume(&failed, "x3"),
             None,
             "a retry after a failure starts afresh"
+        );
+        let unstarted = [
+            attempt("x1", Waiting, Some("s1")),
+            attempt("x2", Failed, None),
+            now.clone(),
+        ];
+        assert_eq!(
+            session_to_resume(&unstarted, "x3"),
+            Some("s1"),
+            "an attempt that never started is passed over"
         );
         assert_eq!(session_to_resume(&[now], "x3"), None);
         assert_eq!(session_to_resume(&[attempt("x1", Waiting, None)], "x3"), None);

@@ -69,7 +69,7 @@ pub struct Work {
     /// Why a ready Work is not being claimed (`operator_cancelled` until a manual retry).
     pub blocked_reason: Option<String>,
     /// Attempts in a row that failed and were retried under the binding's policy (see
-    /// `crate::retry`); a segment that succeeds, declares or is retried by hand starts the count over.
+    /// `crate::retry`); a segment that waits, or a retry by hand, starts the count over.
     pub failed_attempts: u32,
     /// A ready Work waiting out its retry backoff is not claimed before this.
     pub not_before: Option<Timestamp>,

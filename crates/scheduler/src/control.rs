@@ -197,8 +197,9 @@ pub fn cancel_execution(
     Ok((x, event))
 }
 
-/// Retries Work that is held or failed: a `core.manual.retry` event, and the Work ready again (its
-/// hold and outcome cleared), its next attempt continuing from that event. Cancelled Work is final.
+/// Retries Work that is held, waiting out a retry backoff, or failed: a `core.manual.retry` event,
+/// and the Work ready again now (its hold, backoff and outcome cleared), its next attempt
+/// continuing from that event. Cancelled Work is final.
 pub fn retry_work(
     tx: &mut dyn Tx,
     config: &Snapshot,
@@ -208,13 +209,14 @@ pub fn retry_work(
 ) -> Result<(Work, Event), HostError> {
     let mut work = tx.get_work(id)?.ok_or_else(|| Refusal::not_found("Work"))?;
     refuse_unconfirmed_stop(tx, id)?;
-    let held = work.state == WorkState::Ready && work.blocked_reason.is_some();
+    let held = work.state == WorkState::Ready && (work.blocked_reason.is_some() || work.not_before.is_some());
     if !held && work.state != WorkState::Failed {
-        return Err(
-            Refusal::new(ErrorCode::Conflict, "only held or failed Work can be retried")
-                .with_remedy("cancel its running attempt first, or wait for it to finish")
-                .into(),
-        );
+        return Err(Refusal::new(
+            ErrorCode::Conflict,
+            "only held, backing-off or failed Work can be retried",
+        )
+        .with_remedy("cancel its running attempt first, or wait for it to finish")
+        .into());
     }
     let event = record(
         tx,

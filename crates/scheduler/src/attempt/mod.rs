@@ -71,9 +71,12 @@ fn fail_unrunnable(tx: &mut dyn Tx, mut work: Work, now: Timestamp) -> Result<()
     work.state = WorkState::Failed;
     work.outcome = Some(conduit_core::Outcome {
         status: OutcomeStatus::Failed,
-        summary: Some("its binding is no longer in the configuration".into()),
+        summary: Some(
+            "its binding is no longer in the configuration, or names an executor the host does not run".into(),
+        ),
         source: conduit_core::OutcomeSource::Exit,
     });
+    work.not_before = None;
     work.updated_at = now;
     Ok(tx.update_work(&work)?)
 }
@@ -216,11 +219,15 @@ pub(crate) fn cancel_running(tx: &mut dyn Tx, x: &mut Execution, now: Timestamp)
     end_authority(tx, &x.id, now)
 }
 
-/// Whether `execution` is its Work's first attempt to start a process: no earlier attempt of the
-/// Work ever ran one (a start gate that parked the Work keeps its next attempt "first").
+/// Whether `execution` is its Work's first attempt to start a process: every earlier attempt is
+/// one a start gate parked before it started (which keeps the next attempt "first"). An attempt
+/// that failed, even before it started, means the gates were passed: a retry is not asked again
+/// (and cannot reset the retry count by parking).
 pub fn first_to_start(tx: &mut dyn Tx, execution: &Execution) -> Result<bool, HostError> {
     let earlier = tx.executions_of_work(&execution.work_id)?;
-    Ok(earlier.iter().all(|x| x.id == execution.id || x.pid.is_none()))
+    Ok(earlier
+        .iter()
+        .all(|x| x.id == execution.id || (x.pid.is_none() && x.state == ExecutionState::Waiting)))
 }
 
 /// Settles an attempt a start gate stopped before its process started: `declaration` (the gate's
