@@ -318,13 +318,6 @@ fn retrying(mut config: Value) -> Value {
     config
 }
 
-fn attempts(daemon: &Daemon, work: &str) -> Vec<Value> {
-    daemon.json(&["executions", "list", "--work", work])["items"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 /// A CLI that is not installed is `executor_unavailable` (what was looked for, in the log), and
 /// follows the retry policy like any program that cannot start.
 #[test]
@@ -338,7 +331,7 @@ fn a_missing_agent_cli_is_unavailable_and_retried() {
         summary.contains("not found (ENOENT)") && summary.ends_with("(the last of 2 attempts)"),
         "{summary}"
     );
-    let tried = attempts(&daemon, &work);
+    let tried = daemon.attempts(&work);
     assert_eq!(tried.len(), 2);
     let log = daemon.cli(&["artifacts", "cat", &format!("log:{}", tried[1]["id"].as_str().unwrap())]);
     let log = String::from_utf8_lossy(&log.stdout);
@@ -366,7 +359,7 @@ fn an_agent_cli_that_exits_non_zero_is_retried() {
         failed["outcome"]["summary"],
         "exited with status 1 (the last of 2 attempts)"
     );
-    assert_eq!(attempts(&daemon, &work).len(), 2);
+    assert_eq!(daemon.attempts(&work).len(), 2);
     assert!(model.turns().is_empty(), "the CLI stopped before asking the model");
 }
 
@@ -390,16 +383,12 @@ fn an_agent_segment_lost_across_a_restart_is_retried() {
         .flatten()
         .find_map(|run| std::fs::read_to_string(run.path().join("pid")).ok())
         .expect("the attempt's noted pid");
-    let killed = std::process::Command::new("kill")
-        .args(["-KILL", "--", &format!("-{}", pid.trim())])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    kill_group(&pid);
 
     daemon.launch();
     let done = daemon.await_work(&work, "succeeded");
     assert_eq!(done["outcome"]["summary"], "triaged as a bug");
-    let tried = attempts(&daemon, &work);
+    let tried = daemon.attempts(&work);
     assert_eq!(tried.len(), 2);
     assert_eq!(
         tried[0]["outcome"]["summary"],

@@ -14,13 +14,6 @@ fn retrying(script: &str, max_attempts: u32) -> Value {
     config
 }
 
-fn attempts(daemon: &Daemon, work: &str) -> Vec<Value> {
-    daemon.json(&["executions", "list", "--work", work])["items"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 #[test]
 fn a_failing_exit_is_retried_up_to_the_limit_and_fails_with_the_last_reason() {
     let mut daemon = Daemon::start(Some(&retrying("exit 3", 3).to_string()));
@@ -34,7 +27,7 @@ fn a_failing_exit_is_retried_up_to_the_limit_and_fails_with_the_last_reason() {
         failed["failed_attempts"], 2,
         "two retries after the first attempt: {failed}"
     );
-    let tried = attempts(&daemon, &work);
+    let tried = daemon.attempts(&work);
     assert_eq!(tried.len(), 3);
     let epochs: Vec<&Value> = tried.iter().map(|x| &x["epoch"]).collect();
     assert_eq!(epochs, [1, 2, 3]);
@@ -42,7 +35,7 @@ fn a_failing_exit_is_retried_up_to_the_limit_and_fails_with_the_last_reason() {
     // A retry by hand gets the whole policy again.
     daemon.json(&["work", "retry", &work]);
     daemon.await_work(&work, "failed");
-    wait_until("three more attempts", || attempts(&daemon, &work).len() == 6);
+    wait_until("three more attempts", || daemon.attempts(&work).len() == 6);
     let again = daemon.await_work(&work, "failed");
     assert_eq!(
         again["outcome"]["summary"],
@@ -54,7 +47,7 @@ fn a_failing_exit_is_retried_up_to_the_limit_and_fails_with_the_last_reason() {
     let once = daemon.create_work("demo", "shell");
     let failed = daemon.await_work(&once, "failed");
     assert_eq!(failed["outcome"]["summary"], "exited with status 3");
-    assert_eq!(attempts(&daemon, &once).len(), 1);
+    assert_eq!(daemon.attempts(&once).len(), 1);
     daemon.stop();
 }
 
@@ -70,7 +63,7 @@ fn a_program_that_cannot_start_is_retried_then_fails_saying_why() {
         summary.contains("not found (ENOENT)") && summary.ends_with("(the last of 2 attempts)"),
         "{summary}"
     );
-    assert_eq!(attempts(&daemon, &work).len(), 2);
+    assert_eq!(daemon.attempts(&work).len(), 2);
 }
 
 /// The drill: the daemon is killed, the attempt's process dies while none watches, and the next
@@ -89,19 +82,32 @@ fn a_segment_lost_across_a_restart_is_retried() {
     wait_until("a held attempt", || !published_runs(tmp.path()).is_empty());
     daemon.kill();
     let pid = std::fs::read_to_string(tmp.path().join("pid")).unwrap();
-    let killed = std::process::Command::new("kill")
-        .args(["-KILL", "--", &format!("-{}", pid.trim())])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    kill_group(&pid);
 
     daemon.launch();
     let done = daemon.await_work(&work, "succeeded");
     assert_eq!(done["outcome"]["summary"], "retried");
-    let tried = attempts(&daemon, &work);
+    let tried = daemon.attempts(&work);
     assert_eq!(tried.len(), 2);
     assert_eq!(
         tried[0]["outcome"]["summary"],
         "ended unobserved; its exit status is unknown"
     );
+}
+
+/// A Work waiting out a long backoff runs again at once when retried by hand.
+#[test]
+fn a_retry_by_hand_cuts_a_backoff_short() {
+    let mut config = retrying("exit 3", 3);
+    config["scopes"]["demo"]["bindings"]["shell"]["retry"]["backoff"] = json!("1h");
+    let daemon = Daemon::start(Some(&config.to_string()));
+    let work = daemon.create_work("demo", "shell");
+    wait_until("the first failure", || {
+        daemon.json(&["work", "get", &work])["failed_attempts"] == 1
+    });
+    let waiting = daemon.json(&["work", "get", &work]);
+    assert_eq!(waiting["state"], "ready");
+    assert!(waiting["not_before"].is_string(), "{waiting}");
+    daemon.json(&["work", "retry", &work]);
+    wait_until("the retried attempt", || daemon.attempts(&work).len() == 2);
 }

@@ -513,4 +513,17 @@ fn a_shell_bindings_cwd_is_kept_across_works_and_never_reaches_the_state_directo
     let log = daemon.cli(&["artifacts", "cat", &format!("log:{}", daemon.first_execution(&work))]);
     let log = String::from_utf8_lossy(&log.stdout);
     assert!(log.contains("lies inside the daemon's state directory"), "{log}");
+
+    // Nor one that contains it: the daemon keeps declared files from the working directory.
+    let above = daemon.scratch().join("above");
+    std::os::unix::fs::symlink(state.parent().unwrap(), &above).unwrap();
+    let script = "os outcome succeeded --artifact state/private/operator.token";
+    let mut config: Value = serde_json::from_str(&shell_config(script)).unwrap();
+    config["scopes"]["demo"]["bindings"]["shell"]["config"]["cwd"] = json!(above);
+    daemon.apply(&config);
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "failed");
+    let log = daemon.cli(&["artifacts", "cat", &format!("log:{}", daemon.first_execution(&work))]);
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(log.contains("contains the daemon's state directory"), "{log}");
 }

@@ -240,6 +240,14 @@ impl Daemon {
             .to_owned()
     }
 
+    /// The Work's attempts, oldest first.
+    pub fn attempts(&self, work: &str) -> Vec<Value> {
+        self.json(&["executions", "list", "--work", work])["items"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
     /// Applies `config` through the CLI (from a file in the scratch directory).
     pub fn apply(&self, config: &Value) -> Value {
         let file = self.scratch().join(format!("applied-{}.json", uuid::Uuid::now_v7()));
@@ -535,4 +543,13 @@ pub fn inside_loopback_namespace(test: &str) -> bool {
         String::from_utf8_lossy(&status.stderr)
     );
     false
+}
+
+/// Kills the process group led by `pid` (as an attempt's is), as if it died on its own.
+pub fn kill_group(pid: &str) {
+    let killed = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", pid.trim())])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "kill -KILL -{pid}");
 }

@@ -51,14 +51,19 @@ pub fn keep(
 }
 
 /// Whether the open `file` is (or, unknown, may be) in one of the `hidden` trees (canonical
-/// paths): a working directory that reaches the state directory or a private file by plain names
-/// must not make the daemon copy the operator's token into an artifact.
-fn lies_in(file: &File, hidden: &[PathBuf]) -> bool {
+/// paths), but for a working directory inside that tree (an attempt's own): a
+/// working directory that reaches the state directory or a private file by plain names must not
+/// make the daemon copy the operator's token into an artifact.
+fn lies_in(file: &File, hidden: &[PathBuf], workdir: &Path) -> bool {
     use std::os::fd::AsRawFd;
-    match fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
-        Ok(path) => hidden.iter().any(|h| path.starts_with(h)),
-        Err(_) => true,
-    }
+    let Ok(path) = fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) else {
+        return true;
+    };
+    let Ok(workdir) = workdir.canonicalize() else {
+        return true;
+    };
+    let own = |h: &PathBuf| workdir.starts_with(h) && path.starts_with(&workdir);
+    hidden.iter().any(|h| path.starts_with(h) && !own(h))
 }
 
 /// Longest transcript line handed to `on_line` (a longer one is kept, not read).
@@ -107,7 +112,7 @@ fn keep_one(
     budget: &mut u64,
 ) -> Result<(u64, String), ArtifactRefusal> {
     let mut file = open_beneath(workdir, name)?;
-    if lies_in(&file, hidden) {
+    if lies_in(&file, hidden, workdir) {
         return Err(ArtifactRefusal::Refused);
     }
     let meta = file.metadata().map_err(|_| ArtifactRefusal::Unreadable)?;
