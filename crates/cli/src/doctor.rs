@@ -31,6 +31,7 @@ pub fn run(locations: &Locations) -> Value {
             };
             checks.push(config_check);
             checks.push(sandbox(&config, &conduit_sandbox::kernel::probe()));
+            checks.push(agent_clis(&config));
             if up {
                 checks.push(packages(locations));
             }
@@ -158,7 +159,7 @@ fn sandbox(config: &Value, kernel: &conduit_sandbox::Kernel) -> Value {
     );
     let (mut off, mut unenforceable) = (Vec::new(), Vec::new());
     for (scope, binding, value) in bindings(config) {
-        let setting = conduit_config::sandbox_setting("", value, None).0;
+        let setting = conduit_config::sandbox_setting("", value.get("sandbox"), None).0;
         match conduit_sandbox::Policy::unmet_for(&setting, kernel) {
             None => off.push(format!("{scope}/{binding}")),
             Some(unmet) if !unmet.is_empty() => {
@@ -185,8 +186,39 @@ fn sandbox(config: &Value, kernel: &conduit_sandbox::Kernel) -> Value {
     check("sandbox", status, findings.join("; "))
 }
 
-/// Every binding of a configuration's JSON: scope, binding, and its `sandbox` value.
-fn bindings(config: &Value) -> impl Iterator<Item = (&str, &str, Option<&Value>)> {
+/// Whether each agent binding's CLI is found, as the daemon looks for it (its `command`, its
+/// `path`, then `PATH`: this shell's, which should be the daemon's). A missing one fails its
+/// attempts `executor_unavailable`.
+fn agent_clis(config: &Value) -> Value {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let (mut found, mut missing) = (Vec::new(), Vec::new());
+    for (scope, name, binding) in bindings(config) {
+        let agent = binding["executor"].as_str().and_then(conduit_config::Agent::named);
+        let Some(agent) = agent else { continue };
+        let Ok(settings) = serde_json::from_value::<conduit_config::AgentConfig>(binding["config"].clone()) else {
+            continue;
+        };
+        match conduit_daemon::find_program(agent, &settings, &path) {
+            Ok(program) => found.push(format!("{scope}/{name}: {}", program.display())),
+            Err(why) => missing.push(format!("{scope}/{name}: {why}")),
+        }
+    }
+    match (found.is_empty(), missing.is_empty()) {
+        (true, true) => check("agent CLIs", "ok", "no binding runs claude-code or codex"),
+        (_, true) => check("agent CLIs", "ok", format!("found {}", found.join("; "))),
+        _ => check(
+            "agent CLIs",
+            "fail",
+            format!(
+                "executor_unavailable, so their attempts fail to start: {}",
+                missing.join("; ")
+            ),
+        ),
+    }
+}
+
+/// Every binding of a configuration's JSON: scope, name, and the binding.
+fn bindings(config: &Value) -> impl Iterator<Item = (&str, &str, &Value)> {
     config["scopes"]
         .as_object()
         .into_iter()
@@ -196,7 +228,7 @@ fn bindings(config: &Value) -> impl Iterator<Item = (&str, &str, Option<&Value>)
                 .as_object()
                 .into_iter()
                 .flatten()
-                .map(move |(binding, b)| (scope.as_str(), binding.as_str(), b.get("sandbox")))
+                .map(move |(name, b)| (scope.as_str(), name.as_str(), b))
         })
 }
 

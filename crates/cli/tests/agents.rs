@@ -339,6 +339,15 @@ fn a_missing_agent_cli_is_unavailable_and_retried() {
         log.contains("executor_unavailable: `claude-not-installed` was not found"),
         "{log}"
     );
+    let (status, doctor) = daemon.json_unchecked(&["doctor"]);
+    assert_eq!(status, Some(1), "{doctor}");
+    let checks = doctor["checks"].as_array().unwrap();
+    let check = checks.iter().find(|c| c["check"] == "agent CLIs").cloned();
+    let detail = check.unwrap_or_default()["detail"].to_string();
+    assert!(
+        detail.contains("demo/agent: `claude-not-installed` was not found"),
+        "{doctor}"
+    );
 }
 
 /// The real CLI exiting non-zero (here on an argument it does not know) is retried, then fails

@@ -42,7 +42,8 @@ impl Agent {
         }
     }
 
-    fn named(executor: &str) -> Option<Agent> {
+    /// The agent an executor name selects.
+    pub fn named(executor: &str) -> Option<Agent> {
         [Agent::ClaudeCode, Agent::Codex]
             .into_iter()
             .find(|a| a.executor() == executor)

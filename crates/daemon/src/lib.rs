@@ -29,6 +29,7 @@ use conduit_store_sqlite::SqliteStore;
 use conduit_toolbelt::Registry;
 
 pub use error::DaemonError;
+pub use executor::agent::find_program;
 pub use executor::rundir::run_key;
 pub use lifetime::run;
 pub use state::{check_private_dir, StateDir};
