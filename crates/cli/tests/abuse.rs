@@ -313,3 +313,23 @@ fn a_work_past_its_store_quota_is_refused_new_writes_but_can_still_finish() {
     assert_eq!(other.0, 200, "each Work has its own quota");
     std::fs::write(tmp.path().join("release"), "").unwrap();
 }
+
+/// An attempt that writes more than `limits.attempt_output_bytes` of output is stopped (its log
+/// says why), so a looping program cannot fill the disk the store is on.
+#[test]
+fn an_attempt_past_its_output_limit_is_killed() {
+    let flood = "while true; do head -c 20000 /dev/zero | tr '\\0' x; sleep 0.1; done";
+    let mut config: serde_json::Value = serde_json::from_str(&shell_config(flood)).unwrap();
+    config["limits"] = json!({"attempt_output_bytes": 100_000});
+    let daemon = Daemon::start(Some(&config.to_string()));
+    let work = daemon.create_work("demo", "shell");
+    let failed = daemon.await_work(&work, "failed");
+    assert_eq!(failed["outcome"]["summary"], "killed before it exited");
+    let log = daemon.cli(&["artifacts", "cat", &format!("log:{}", daemon.first_execution(&work))]);
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(
+        log.contains("limits.attempt_output_bytes"),
+        "{}",
+        &log[log.len().saturating_sub(300)..]
+    );
+}

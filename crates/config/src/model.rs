@@ -195,6 +195,10 @@ pub struct Limits {
     /// (`quota_exceeded`) but it can still declare an outcome or a wait.
     #[serde(default = "default_work_store_bytes")]
     pub work_store_bytes: u64,
+    /// The bytes one attempt may write to its log and transcript; past them its process group is
+    /// killed (a looping agent must not fill the disk the store is on).
+    #[serde(default = "default_attempt_output_bytes")]
+    pub attempt_output_bytes: u64,
 }
 
 fn default_causal_max_depth() -> u32 {
@@ -229,6 +233,10 @@ fn default_work_store_bytes() -> u64 {
     256 * 1024 * 1024
 }
 
+fn default_attempt_output_bytes() -> u64 {
+    256 * 1024 * 1024
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -240,6 +248,7 @@ impl Default for Limits {
             management_connections: default_management_connections(),
             event_data_bytes: default_event_data_bytes(),
             work_store_bytes: default_work_store_bytes(),
+            attempt_output_bytes: default_attempt_output_bytes(),
         }
     }
 }

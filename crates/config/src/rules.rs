@@ -94,7 +94,7 @@ impl Checker<'_> {
             limits.management_connections,
             limits.event_data_bytes,
         ];
-        if counts.contains(&0) || limits.work_store_bytes == 0 {
+        if counts.contains(&0) || limits.work_store_bytes == 0 || limits.attempt_output_bytes == 0 {
             self.report(
                 "/limits",
                 "invalid_value",

@@ -11,6 +11,7 @@ use std::time::Duration as StdDuration;
 
 use crate::secrets::Resolver;
 use conduit_config::{CurrentConfig, Executable, Snapshot};
+use conduit_core::artifact::TRANSCRIPT_INDEX;
 use conduit_core::execution::SegmentEnd;
 use conduit_core::{Duration, Execution, ExecutionState, Timestamp};
 use conduit_scheduler::{
@@ -446,6 +447,10 @@ impl Runtime {
                         return Some(stop(&mut child, pid).await);
                     }
                     self.rotate_if_due(run, &mut token).await;
+                    if self.output_exceeded(&execution.id) {
+                        tracing::warn!(execution = %execution.id, "attempt output over its limit; stopping the attempt");
+                        return Some(stop(&mut child, pid).await);
+                    }
                 }
                 _ = fenced.notified() => {
                     tracing::info!(execution = %execution.id, "attempt fenced by an operator; stopping it");
@@ -480,6 +485,24 @@ impl Runtime {
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, "could not rotate the token"),
         }
+    }
+
+    /// Whether the attempt's log and transcript together passed `limits.attempt_output_bytes`
+    /// (said in its log).
+    fn output_exceeded(&self, execution_id: &str) -> bool {
+        let limit = self.config.get().limits().attempt_output_bytes;
+        let log = self.files.log(execution_id);
+        let written: u64 = [log.clone(), self.files.declared_file(execution_id, TRANSCRIPT_INDEX)]
+            .iter()
+            .filter_map(|f| std::fs::metadata(f).ok())
+            .map(|m| m.len())
+            .sum();
+        let exceeded = written > limit;
+        if exceeded {
+            let line = format!("open-conduit: the attempt wrote more than {limit} bytes of output (limits.attempt_output_bytes); its process group was killed");
+            shell::append_log(&log, &line);
+        }
+        exceeded
     }
 
     async fn renew(&self, execution: &Execution) -> bool {
