@@ -42,6 +42,8 @@ const IDLE_TICK: StdDuration = StdDuration::from_millis(500);
 const RENEW_EVERY: Duration = Duration(LEASE.0 / 3);
 /// How often the retention pass runs.
 const SWEEP_EVERY: StdDuration = StdDuration::from_secs(3600);
+/// How often an attempt's output is measured against `limits.attempt_output_bytes`.
+const OUTPUT_CHECK: StdDuration = StdDuration::from_secs(1);
 /// How often an adopted process (not our child) is checked for exit.
 const ADOPTED_POLL: StdDuration = StdDuration::from_millis(200);
 
@@ -434,6 +436,7 @@ impl Runtime {
         let deadline = tokio::time::Instant::now() + until(execution.deadline_at);
         let mut renew = tokio::time::interval(StdDuration::from_millis(RENEW_EVERY.0 as u64));
         renew.tick().await;
+        let mut measure = tokio::time::interval(OUTPUT_CHECK);
         let mut shutdown = self.shutdown.clone();
         loop {
             tokio::select! {
@@ -447,6 +450,8 @@ impl Runtime {
                         return Some(stop(&mut child, pid).await);
                     }
                     self.rotate_if_due(run, &mut token).await;
+                }
+                _ = measure.tick() => {
                     if self.output_exceeded(&execution.id) {
                         tracing::warn!(execution = %execution.id, "attempt output over its limit; stopping the attempt");
                         return Some(stop(&mut child, pid).await);
