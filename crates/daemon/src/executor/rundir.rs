@@ -71,9 +71,23 @@ impl RunDir {
 
     /// Notes the attempt's process id in the run directory (which the attempt may read, not write)
     /// the moment it is spawned: a daemon that dies before the store records the pid leaves the next
-    /// one this to find the process by, instead of judging a running attempt lost.
+    /// one this to find the process by, instead of judging a running attempt lost (and retrying it
+    /// beside itself). Not synced: the note is for a daemon that dies, not a machine (which takes the
+    /// process with it), and an fsync here would widen the window it closes.
     pub fn note_pid(&self, pid: i32) -> Result<(), DaemonError> {
-        write_private_file(&self.dir.join("pid"), pid.to_string().as_bytes())
+        let path = self.dir.join("pid");
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut file = fs::OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .mode(0o600)
+                .open(&path)?;
+            file.write_all(pid.to_string().as_bytes())
+        };
+        write().map_err(|e| DaemonError::io("note the process id in", &path, e))
     }
 
     /// The process id noted for `execution_id`'s attempt, if there is one.
