@@ -342,3 +342,54 @@ fn adoption_bumps_the_epoch_and_owner() {
         .write(|tx| renew_lease(tx, &first.execution.id, 2, "new", T0))
         .unwrap());
 }
+
+#[test]
+fn a_retry_is_not_a_first_attempt_but_the_one_after_a_gate_parked_it_is() {
+    let (_d, store, config) = setup();
+    manual_work(&*store, &config);
+    let retry = RetryPolicy {
+        max_attempts: 3,
+        backoff: Duration::from_secs(1),
+    };
+    let first = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+    assert!(store.read(|tx| first_to_start(tx, &first.execution)).unwrap());
+    let parked = Declaration::Wait {
+        types: vec!["demo.go".into()],
+        keys: vec![],
+        timeout: None,
+    };
+    store
+        .write(|tx| settle_unstarted(tx, &first.execution.id, parked, T0))
+        .unwrap();
+    store
+        .write(|tx| {
+            let mut work = tx.get_work(&first.work.id)?.unwrap();
+            work.state = WorkState::Ready;
+            tx.update_work(&work)
+        })
+        .unwrap();
+    let after_park = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+    assert!(
+        store.read(|tx| first_to_start(tx, &after_park.execution)).unwrap(),
+        "a parked gate keeps it first"
+    );
+    store
+        .write(|tx| {
+            complete(
+                tx,
+                &after_park.execution.id,
+                SegmentEnd::FailedToStart(Some(2)),
+                retry,
+                T0,
+            )
+        })
+        .unwrap();
+    let retried = store
+        .write(|tx| claim_next(tx, &config, "me", Timestamp(T0.0 + 1000)))
+        .unwrap()
+        .unwrap();
+    assert!(
+        !store.read(|tx| first_to_start(tx, &retried.execution)).unwrap(),
+        "a retry passed the gates already"
+    );
+}
