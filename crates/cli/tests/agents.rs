@@ -55,6 +55,12 @@ fn triage_script() -> Vec<Step> {
     ]
 }
 
+/// The CLI `name`, for a test that runs inside its loopback-only namespace; `None` outside it
+/// (where the test re-ran itself inside) or when the CLI is not installed.
+fn agent_in_namespace(test: &str, name: &str) -> Option<std::path::PathBuf> {
+    inside_loopback_namespace(test).then(|| agent_cli(name)).flatten()
+}
+
 /// The names of the tools a model turn offered, and its whole text (system and messages).
 fn offered(turn: &Value) -> (Vec<String>, String) {
     let tools = turn["tools"]
@@ -92,11 +98,10 @@ fn create_work(daemon: &Daemon, input: Value) -> String {
 
 #[test]
 fn claude_code_calls_the_toolbelt_through_os_mcp_and_its_transcript_and_usage_are_kept() {
-    if !inside_loopback_namespace("claude_code_calls_the_toolbelt_through_os_mcp_and_its_transcript_and_usage_are_kept")
-    {
+    let test = "claude_code_calls_the_toolbelt_through_os_mcp_and_its_transcript_and_usage_are_kept";
+    let Some(cli) = agent_in_namespace(test, "claude") else {
         return;
-    }
-    let Some(cli) = agent_cli("claude") else { return };
+    };
     let model = ModelServer::start(triage_script());
     let daemon = start_daemon(&claude_config(&cli, &model));
     let work = create_work(&daemon, json!({"issue": 7}));
@@ -182,10 +187,12 @@ fn codex_config(cli: &std::path::Path, model: &ModelServer) -> Value {
 
 #[test]
 fn codex_calls_the_toolbelt_through_os_mcp_and_its_transcript_and_usage_are_kept() {
-    if !inside_loopback_namespace("codex_calls_the_toolbelt_through_os_mcp_and_its_transcript_and_usage_are_kept") {
+    let Some(cli) = agent_in_namespace(
+        "codex_calls_the_toolbelt_through_os_mcp_and_its_transcript_and_usage_are_kept",
+        "codex",
+    ) else {
         return;
-    }
-    let Some(cli) = agent_cli("codex") else { return };
+    };
     let model = ModelServer::start(triage_script());
     let daemon = start_daemon(&codex_config(&cli, &model));
     let work = create_work(&daemon, json!({"issue": 8}));
@@ -354,10 +361,9 @@ fn a_missing_agent_cli_is_unavailable_and_retried() {
 /// with its exit status.
 #[test]
 fn an_agent_cli_that_exits_non_zero_is_retried() {
-    if !inside_loopback_namespace("an_agent_cli_that_exits_non_zero_is_retried") {
+    let Some(cli) = agent_in_namespace("an_agent_cli_that_exits_non_zero_is_retried", "claude") else {
         return;
-    }
-    let Some(cli) = agent_cli("claude") else { return };
+    };
     let model = ModelServer::start(triage_script());
     let mut config = claude_config(&cli, &model);
     config["scopes"]["demo"]["bindings"]["agent"]["config"]["args"] = json!(["--no-such-flag"]);
@@ -377,10 +383,9 @@ fn an_agent_cli_that_exits_non_zero_is_retried() {
 /// whole script.
 #[test]
 fn an_agent_segment_lost_across_a_restart_is_retried() {
-    if !inside_loopback_namespace("an_agent_segment_lost_across_a_restart_is_retried") {
+    let Some(cli) = agent_in_namespace("an_agent_segment_lost_across_a_restart_is_retried", "claude") else {
         return;
-    }
-    let Some(cli) = agent_cli("claude") else { return };
+    };
     let model = ModelServer::holding(triage_script(), 1);
     let mut daemon = start_daemon(&retrying(claude_config(&cli, &model)));
     let work = create_work(&daemon, json!({"issue": 10}));
@@ -410,10 +415,9 @@ fn an_agent_segment_lost_across_a_restart_is_retried() {
 /// reads are refused; with `"sandbox": "off"` (the negative control) the token comes back.
 #[test]
 fn an_agent_cannot_read_the_operator_token_or_the_store() {
-    if !inside_loopback_namespace("an_agent_cannot_read_the_operator_token_or_the_store") {
+    let Some(cli) = agent_in_namespace("an_agent_cannot_read_the_operator_token_or_the_store", "claude") else {
         return;
-    }
-    let Some(cli) = agent_cli("claude") else { return };
+    };
     for confined in [true, false] {
         let state = "$OS_PLAYBOOK_DIR/..";
         let attack = format!("cat {state}/private/operator.token; head -c 16 {state}/store.db; echo; echo attack-done");
