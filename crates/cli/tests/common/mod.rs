@@ -223,13 +223,25 @@ impl Daemon {
     }
 
     /// Waits until the Work reaches `state`, and returns it.
+    /// Waits until the Work reaches `state`; past the wait, fails saying where it is and how its
+    /// attempts ended.
     pub fn await_work(&self, id: &str, state: &str) -> Value {
-        let mut last = Value::Null;
-        wait_until(&format!("work {id} to be {state}"), || {
-            last = self.json(&["work", "get", id]);
-            last["state"] == state
-        });
-        last
+        let start = Instant::now();
+        loop {
+            let last = self.json(&["work", "get", id]);
+            if last["state"] == state {
+                return last;
+            }
+            if start.elapsed() > Duration::from_secs(20) {
+                let attempts: Vec<Value> = self
+                    .attempts(id)
+                    .iter()
+                    .map(|x| serde_json::json!([x["state"], x["outcome"]]))
+                    .collect();
+                panic!("timed out waiting for work {id} to be {state}: it is {last}; its attempts {attempts:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// The id of the Work's first execution.
@@ -545,11 +557,21 @@ pub fn inside_loopback_namespace(test: &str) -> bool {
     false
 }
 
-/// Kills the process group led by `pid` (as an attempt's is), as if it died on its own.
+/// Kills the process group led by `pid` (as an attempt's is), as if it died on its own, and
+/// returns once its leader is gone (or a zombie nobody reaps), so a daemon started next cannot
+/// still find it alive.
 pub fn kill_group(pid: &str) {
+    let pid = pid.trim();
     let killed = Command::new("kill")
-        .args(["-KILL", "--", &format!("-{}", pid.trim())])
+        .args(["-KILL", "--", &format!("-{pid}")])
         .status()
         .unwrap();
     assert!(killed.success(), "kill -KILL -{pid}");
+    wait_until("the killed process to be gone", || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        })
+    });
 }
