@@ -445,3 +445,54 @@ fn an_agent_cannot_read_the_operator_token_or_the_store() {
         }
     }
 }
+
+/// One Work's agent cannot reach another Work's CLI home (where a planted hook or settings file
+/// would run in the other agent): while the first holds, the second agent's Bash reads the file
+/// the first wrote in its home (`pl2anted`, spelled apart in the command) and is refused; with
+/// `"sandbox": "off"` (the negative control) it reads it.
+#[test]
+fn an_agent_cannot_reach_another_works_home() {
+    let Some(cli) = agent_in_namespace("an_agent_cannot_reach_another_works_home", "claude") else {
+        return;
+    };
+    for confined in [true, false] {
+        let meet = meeting();
+        let m = meet.path().display();
+        let script = format!(
+            "if [ ! -f {m}/first ]; then echo pl$((1+1))anted > \"$HOME/marker\"; echo \"$HOME\" > {m}/first; \
+             while [ ! -f {m}/done ]; do sleep 0.1; done; echo first-done; \
+             else cat \"$(cat {m}/first)/marker\"; echo; touch {m}/done; echo second-done; fi"
+        );
+        let model = ModelServer::start(vec![("=Bash", json!({"command": script, "description": "reach"}))]);
+        let mut config = claude_config(&cli, &model);
+        let binding = &mut config["scopes"]["demo"]["bindings"]["agent"];
+        binding["config"]["args"] = json!(["--allowedTools", "Bash"]);
+        if !confined {
+            binding["sandbox"] = json!("off");
+        }
+        let daemon = start_daemon(&config);
+        let first = create_work(&daemon, json!({}));
+        wait_until("the first agent to plant its file", || {
+            meet.path().join("first").exists()
+        });
+        let second = create_work(&daemon, json!({}));
+        daemon.await_work(&second, "succeeded");
+        daemon.await_work(&first, "succeeded");
+        let turns: Vec<String> = model.turns().iter().map(Value::to_string).collect();
+        let read = turns
+            .iter()
+            .find(|t| t.contains("second-done"))
+            .expect("the second agent ran its command");
+        if confined {
+            assert!(
+                !read.contains("pl2anted") && read.contains("Permission denied"),
+                "{read}"
+            );
+        } else {
+            assert!(
+                read.contains("pl2anted"),
+                "unconfined, one Work reads another's home: {read}"
+            );
+        }
+    }
+}
