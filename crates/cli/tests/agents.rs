@@ -61,6 +61,18 @@ fn agent_in_namespace(test: &str, name: &str) -> Option<std::path::PathBuf> {
     inside_loopback_namespace(test).then(|| agent_cli(name)).flatten()
 }
 
+/// The one `demo.triaged` event on the Work's log, which must come from `execution`.
+fn triaged_once_by(daemon: &Daemon, work: &str, execution: &str) -> Value {
+    let triaged: Vec<Value> = daemon
+        .events(work)
+        .into_iter()
+        .filter(|e| e["type"] == "demo.triaged")
+        .collect();
+    assert_eq!(triaged.len(), 1);
+    assert_eq!(triaged[0]["source"], format!("execution:{execution}"), "{}", triaged[0]);
+    triaged[0].clone()
+}
+
 /// The names of the tools a model turn offered, and its whole text (system and messages).
 fn offered(turn: &Value) -> (Vec<String>, String) {
     let tools = turn["tools"]
@@ -124,14 +136,8 @@ fn claude_code_calls_the_toolbelt_through_os_mcp_and_its_transcript_and_usage_ar
     );
 
     let execution = daemon.first_execution(&work);
-    let triaged: Vec<Value> = daemon
-        .events(&work)
-        .into_iter()
-        .filter(|e| e["type"] == "demo.triaged")
-        .collect();
-    assert_eq!(triaged.len(), 1);
-    assert_eq!(triaged[0]["source"], format!("execution:{execution}"), "{}", triaged[0]);
-    assert_eq!(triaged[0]["data"]["label"], "bug");
+    let triaged = triaged_once_by(&daemon, &work, &execution);
+    assert_eq!(triaged["data"]["label"], "bug");
 
     let listed = daemon.json(&["artifacts", "list", "--execution", &execution])["items"].clone();
     let transcript = listed
@@ -212,13 +218,7 @@ fn codex_calls_the_toolbelt_through_os_mcp_and_its_transcript_and_usage_are_kept
     assert!(first.contains(r#"\"issue\": 8"#), "the Work's input is in the prompt");
 
     let execution = daemon.first_execution(&work);
-    let triaged: Vec<Value> = daemon
-        .events(&work)
-        .into_iter()
-        .filter(|e| e["type"] == "demo.triaged")
-        .collect();
-    assert_eq!(triaged.len(), 1);
-    assert_eq!(triaged[0]["source"], format!("execution:{execution}"));
+    triaged_once_by(&daemon, &work, &execution);
     let run = daemon.json(&["runs", "get", &work]);
     let attempt = &run["executions"][0];
     assert!(
