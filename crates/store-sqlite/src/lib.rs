@@ -1,19 +1,22 @@
-//! The embedded store: [`conduit_store::Tx`] on one SQLite file (WAL, `synchronous=NORMAL` with a
-//! shared fsync before every acknowledged commit, one writer). Only the daemon and tests link it.
+//! The embedded store: [`conduit_store::Tx`] on one SQLite file (WAL, `synchronous=NORMAL`). Writes
+//! go through one connection that commits many callers' transactions together ([`batch`]) and shares
+//! one fsync among concurrent commits ([`durability`]); reads run on connections of their own
+//! ([`readers`]). Only the daemon and tests link it.
 
 #![forbid(unsafe_code)]
 
+mod batch;
 mod durability;
 mod migrations;
+mod readers;
 mod rows;
 
 use std::fs::OpenOptions;
 use std::path::Path;
-use std::sync::Mutex;
 
-use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags};
 
-use conduit_store::{Store, StoreError, Tx};
+use conduit_store::{Mode, Store, StoreError, Tx};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -22,12 +25,10 @@ fn sqlite_error(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
-/// A SQLite file in WAL mode with durable commits. One connection serves every transaction, so there
-/// is exactly one writer; async callers reach it through `spawn_blocking`. A write is acknowledged
-/// only once it is on disk, with concurrent commits sharing one fsync ([`durability`]).
+/// A SQLite file in WAL mode with durable commits: one writer, any number of readers.
 pub struct SqliteStore {
-    conn: Mutex<Connection>,
-    durability: durability::GroupSync,
+    writer: batch::Writer,
+    readers: readers::Readers,
 }
 
 impl SqliteStore {
@@ -37,14 +38,11 @@ impl SqliteStore {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn = Connection::open_with_flags(path, flags).map_err(sqlite_error)?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(sqlite_error)?;
-        // Commits do not fsync; `transact` waits for a (shared) fsync of the WAL before it returns.
+        // Commits do not fsync; a write waits for a (shared) fsync of the WAL before it returns.
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sqlite_error)?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(sqlite_error)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(sqlite_error)?;
-        // Every statement the store runs stays prepared.
-        conn.set_prepared_statement_cache_capacity(128);
+        configure(&conn)?;
         migrations::migrate(&mut conn)?;
         let wal_path = format!("{}-wal", path.display());
         let wal = OpenOptions::new()
@@ -52,10 +50,31 @@ impl SqliteStore {
             .open(&wal_path)
             .map_err(|e| StoreError::Wal(e.to_string()))?;
         Ok(SqliteStore {
-            conn: Mutex::new(conn),
-            durability: durability::GroupSync::new(wal),
+            writer: batch::Writer::new(conn, durability::GroupSync::new(wal)),
+            readers: readers::Readers::new(path),
         })
     }
+}
+
+/// What every connection of the store sets, writer and readers alike.
+fn configure(conn: &Connection) -> Result<()> {
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(sqlite_error)?;
+    // A write member's savepoint journal stays in memory rather than in a temp file.
+    conn.pragma_update(None, "temp_store", "MEMORY").map_err(sqlite_error)?;
+    // Every statement the store runs stays prepared.
+    conn.set_prepared_statement_cache_capacity(128);
+    Ok(())
+}
+
+/// Creates a store file at an older schema version, as an earlier release left it: for tests of
+/// the migrations that follow.
+#[doc(hidden)]
+pub fn create_at_schema_version(path: &Path, version: usize) -> Result<()> {
+    create_owner_only(path)?;
+    let mut conn = Connection::open(path).map_err(sqlite_error)?;
+    conn.pragma_update(None, "journal_mode", "WAL").map_err(sqlite_error)?;
+    migrations::migrate_to(&mut conn, version)
 }
 
 /// Creates the database file owner-only (0600) when it does not exist yet: SQLite gives the `-wal`
@@ -97,34 +116,11 @@ impl Drop for InTransaction {
 }
 
 impl Store for SqliteStore {
-    fn transact(&self, write: bool, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
-        let inside = InTransaction::enter()?;
-        // A poisoned lock means a panic mid-transaction; the transaction was rolled back on drop.
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let behavior = if write {
-            TransactionBehavior::Immediate
-        } else {
-            TransactionBehavior::Deferred
-        };
-        let changes_before = conn.total_changes();
-        let tx = conn.transaction_with_behavior(behavior).map_err(sqlite_error)?;
-        let mut handle = rows::SqliteTx { tx: &tx };
-        body(&mut handle)?;
-        tx.commit().map_err(sqlite_error)?;
-        if !write {
-            return Ok(());
+    fn transact(&self, mode: Mode, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
+        let _inside = InTransaction::enter()?;
+        match mode {
+            Mode::Read => self.readers.transact(body),
+            Mode::Write | Mode::Record => self.writer.transact(mode, body),
         }
-        // A write transaction that changed no row (a replayed answer, say) needs no fsync of its own,
-        // but what it read must be on disk before it is acknowledged: it waits for the latest commit.
-        let ticket = if conn.total_changes() == changes_before {
-            self.durability.latest()
-        } else {
-            self.durability.committed()
-        };
-        drop(conn);
-        drop(inside);
-        self.durability
-            .wait_durable(ticket)
-            .map_err(|e| StoreError::Wal(e.to_string()))
     }
 }

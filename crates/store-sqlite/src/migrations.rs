@@ -275,9 +275,74 @@ ALTER TABLE work ADD COLUMN not_before INTEGER;
 ALTER TABLE executions ADD COLUMN agent_session TEXT;
 ALTER TABLE executions ADD COLUMN agent_usage TEXT;
 "#,
+    // Narrower call records. Every toolbelt call writes two events and an audit record; each B-tree
+    // a commit touches costs at least one page in the log. Events lose AUTOINCREMENT (they are never
+    // deleted, so the rowid alone never repeats; no `sqlite_sequence` page per commit) and the
+    // index by root that only the causal count used (it has its own partial index); the delivery,
+    // key and Work indexes hold only rows that have one. The audit trail is kept in its listing
+    // order, `(at, id)`, with no separate rowid, id and time indexes.
+    r#"
+CREATE TABLE events_v19 (
+    sequence INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    source TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    work_id TEXT,
+    execution_id TEXT,
+    correlation_key TEXT,
+    parent_id TEXT,
+    root_id TEXT NOT NULL,
+    depth INTEGER NOT NULL,
+    actor TEXT,
+    data TEXT NOT NULL,
+    delivery_id TEXT,
+    accepted_at INTEGER NOT NULL
+);
+INSERT INTO events_v19 (sequence, id, type, source, scope, work_id, execution_id, correlation_key, parent_id,
+        root_id, depth, actor, data, delivery_id, accepted_at)
+    SELECT sequence, id, type, source, scope, work_id, execution_id, correlation_key, parent_id,
+        root_id, depth, actor, data, delivery_id, accepted_at FROM events ORDER BY sequence;
+DROP TABLE events;
+ALTER TABLE events_v19 RENAME TO events;
+CREATE UNIQUE INDEX events_by_id ON events (id);
+CREATE UNIQUE INDEX events_by_delivery ON events (delivery_id) WHERE delivery_id IS NOT NULL;
+CREATE INDEX events_by_work ON events (work_id, sequence) WHERE work_id IS NOT NULL;
+CREATE INDEX events_by_key ON events (correlation_key, sequence) WHERE correlation_key IS NOT NULL;
+CREATE INDEX events_causal ON events (root_id, accepted_at) WHERE source != 'core.toolbelt';
+CREATE TABLE toolbelt_audit_v19 (
+    id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    execution_id TEXT NOT NULL,
+    work_id TEXT,
+    scope TEXT,
+    request_id TEXT,
+    result TEXT NOT NULL,
+    gate TEXT,
+    refusal TEXT,
+    input_hash TEXT NOT NULL,
+    duration_ms INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (at, id)
+) WITHOUT ROWID;
+INSERT INTO toolbelt_audit_v19 (id, kind, operation, execution_id, work_id, scope, request_id, result, gate,
+        refusal, input_hash, duration_ms, at)
+    SELECT id, kind, operation, execution_id, work_id, scope, request_id, result, gate,
+        refusal, input_hash, duration_ms, at FROM toolbelt_audit;
+DROP TABLE toolbelt_audit;
+ALTER TABLE toolbelt_audit_v19 RENAME TO toolbelt_audit;
+CREATE INDEX toolbelt_audit_by_execution ON toolbelt_audit (execution_id, at, id);
+CREATE INDEX toolbelt_audit_by_work ON toolbelt_audit (work_id, at, id) WHERE work_id IS NOT NULL;
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {
+    migrate_to(conn, MIGRATIONS.len())
+}
+
+/// Applies the migrations up to schema version `target`.
+pub fn migrate_to(conn: &mut Connection, target: usize) -> Result<()> {
     let supported = MIGRATIONS.len() as i64;
     let found: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
@@ -285,7 +350,7 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
     if found > supported {
         return Err(StoreError::NewerSchema { found, supported });
     }
-    for (version, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+    for (version, sql) in MIGRATIONS.iter().enumerate().take(target).skip(found as usize) {
         let tx = conn.transaction().map_err(sqlite_error)?;
         tx.execute_batch(sql).map_err(sqlite_error)?;
         tx.pragma_update(None, "user_version", version as i64 + 1)

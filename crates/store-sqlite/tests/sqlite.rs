@@ -6,6 +6,7 @@ use conduit_core::{Causation, NewEvent, Source, Timestamp, Wait, WaitState, Work
 use conduit_store::{new_id, Store, StoreError, Tx};
 use conduit_store_sqlite::SqliteStore;
 use serde_json::json;
+use std::sync::Arc;
 
 fn work(id: &str, keys: &[&str]) -> Work {
     Work {
@@ -241,10 +242,11 @@ fn the_key_index_migration_indexes_waits_armed_before_it() {
     }
     let conn = rusqlite::Connection::open(&path).unwrap();
     // Undo migrations 13 (the key index), 14 (who revoked an operator), 15 (audit by time), 16
-    // (what each Work wrote), 17 (retry counts and backoff) and 18 (agent sessions) by hand.
+    // (what each Work wrote), 17 (retry counts and backoff) and 18 (agent sessions) by hand; 19
+    // rebuilds the tables it narrows, so it runs again over its own result.
     conn.execute_batch(
         "DROP TABLE wait_keys; DROP INDEX waits_by_work; ALTER TABLE operators DROP COLUMN revoked_by; \
-         DROP INDEX toolbelt_audit_by_time; DROP INDEX toolbelt_audit_by_work; DROP TABLE work_usage; \
+         DROP INDEX toolbelt_audit_by_work; DROP TABLE work_usage; \
          ALTER TABLE work DROP COLUMN failed_attempts; ALTER TABLE work DROP COLUMN not_before; \
          ALTER TABLE executions DROP COLUMN agent_session; ALTER TABLE executions DROP COLUMN agent_usage; \
          PRAGMA user_version = 12;",
@@ -310,4 +312,145 @@ fn a_works_events_and_replay_records_are_charged_to_it_as_written() {
         .unwrap();
     let text = |v: &serde_json::Value| v.to_string().len();
     assert_eq!(stored, (quota::charge(text(&data)) + quota::charge(text(&response)), 0));
+}
+
+/// Runs `writers` write transactions at once, each inserting its own event, holding the writer a
+/// moment so the rest queue behind it and join its batch; writer `i` then ends as `end(i)` says.
+fn write_together(store: &Arc<dyn Store>, writers: usize, end: fn(usize) -> Result<(), StoreError>) -> Vec<bool> {
+    let start = Arc::new(std::sync::Barrier::new(writers));
+    let threads: Vec<_> = (0..writers)
+        .map(|i| {
+            let (store, start) = (store.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                store
+                    .write(|tx: &mut dyn Tx| {
+                        tx.insert_event(event(&format!("batched-{i}")))?;
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                        end(i)
+                    })
+                    .is_ok()
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap_or(false)).collect()
+}
+
+fn stored(store: &Arc<dyn Store>, id: &str) -> bool {
+    store.read(|tx| tx.get_event(id)).unwrap().is_some()
+}
+
+#[test]
+fn writers_that_share_a_commit_keep_their_own_work_and_lose_only_their_own_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).unwrap());
+    let odd_fails = |i: usize| {
+        if i % 2 == 1 {
+            Err(StoreError::RolledBack)
+        } else {
+            Ok(())
+        }
+    };
+    let answered = write_together(&store, 16, odd_fails);
+    for (i, ok) in answered.iter().enumerate() {
+        assert_eq!(*ok, i % 2 == 0, "writer {i} answered {ok}");
+        assert_eq!(
+            stored(&store, &format!("batched-{i}")),
+            i % 2 == 0,
+            "writer {i}'s event"
+        );
+    }
+    // The batch's commits are durable: a reopened store has every answered write.
+    drop(store);
+    let reopened: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).unwrap());
+    assert!((0..16).step_by(2).all(|i| stored(&reopened, &format!("batched-{i}"))));
+}
+
+#[test]
+fn a_writer_that_panics_inside_a_shared_commit_loses_only_its_own_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).unwrap());
+    let third_panics = |i: usize| if i == 3 { panic!("a body panics") } else { Ok(()) };
+    let answered = write_together(&store, 8, third_panics);
+    for (i, ok) in answered.iter().enumerate() {
+        assert_eq!(*ok, i != 3, "writer {i}");
+        assert_eq!(stored(&store, &format!("batched-{i}")), i != 3, "writer {i}'s event");
+    }
+    store.write(|tx| tx.insert_event(event("after"))).unwrap();
+    assert!(stored(&store, "after"), "the store is usable after the panic");
+}
+
+#[test]
+fn a_read_never_sees_a_write_that_has_not_been_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).unwrap());
+    let (asked, answered) = (std::sync::mpsc::channel(), std::sync::mpsc::channel());
+    let reader = {
+        let store = store.clone();
+        let (asked, answered_tx) = (asked.1, answered.0);
+        std::thread::spawn(move || {
+            asked.recv().unwrap();
+            answered_tx.send(stored(&store, "pending")).unwrap();
+        })
+    };
+    // While the write is still inside its transaction, another thread reads: on its own connection,
+    // without waiting for the writer, and without seeing the write.
+    let seen_inside = store
+        .write(|tx: &mut dyn Tx| {
+            tx.insert_event(event("pending"))?;
+            asked.0.send(()).unwrap();
+            Ok::<_, StoreError>(answered.1.recv_timeout(std::time::Duration::from_secs(10)))
+        })
+        .unwrap();
+    reader.join().unwrap();
+    assert_eq!(
+        seen_inside,
+        Ok(false),
+        "the read ran beside the open write and saw none of it"
+    );
+    assert!(stored(&store, "pending"), "once committed, it is seen");
+}
+
+#[test]
+fn a_record_is_committed_when_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).unwrap());
+    store.record(|tx| tx.insert_event(event("noted"))).unwrap();
+    assert!(stored(&store, "noted"));
+    drop(store);
+    let reopened: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).unwrap());
+    assert!(stored(&reopened, "noted"), "a closed store kept it");
+}
+
+#[test]
+fn the_narrower_call_records_keep_every_event_and_audit_record_of_an_older_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    // A store as release 18 left it, with events (one with a delivery identity) and audit records.
+    conduit_store_sqlite::create_at_schema_version(&path, 18).unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "INSERT INTO events (id, type, source, scope, work_id, correlation_key, root_id, depth, data, delivery_id,
+             accepted_at) VALUES
+             ('e1', 'demo.a', 'core.manual', 'setup', NULL, 'k', 'e1', 0, '{}', NULL, 1),
+             ('e2', 'demo.b', 'core.manual', 'setup', 'w1', NULL, 'e1', 1, '{\"n\":2}', 'd1', 2);
+         INSERT INTO toolbelt_audit (id, kind, operation, execution_id, work_id, result, input_hash, duration_ms, at)
+             VALUES ('a1', 'toolbelt.called', 'emit', 'x1', 'w1', 'ok', 'h', 0, 3);",
+    )
+    .unwrap();
+    drop(conn);
+    let store = open(&dir);
+    let kept = store.read(|tx| tx.list_events(None, 10)).unwrap();
+    let ids: Vec<_> = kept.iter().map(|e| (e.sequence, e.id.as_str())).collect();
+    assert_eq!(ids, [(1, "e1"), (2, "e2")]);
+    assert_eq!(store.read(|tx| tx.list_events(Some("w1"), 10)).unwrap().len(), 1);
+    assert_eq!(store.read(|tx| tx.event_by_delivery("d1")).unwrap().unwrap().id, "e2");
+    assert_eq!(store.read(|tx| tx.list_audit(Some("x1"), 10)).unwrap().len(), 1);
+    // Sequences go on from the last, and a delivery identity is still taken once.
+    assert_eq!(store.write(|tx| tx.insert_event(event("e3"))).unwrap().sequence, 3);
+    let again = NewEvent {
+        delivery_id: Some("d1".into()),
+        ..event("e4")
+    };
+    assert!(store.write(|tx| tx.insert_event(again)).is_err());
 }

@@ -305,11 +305,23 @@ transaction_of!(
     ToolSessionRows,
 );
 
+/// What a transaction may do, and what its caller waits for before it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Reads only; sees every acknowledged write.
+    Read,
+    /// Changes state: returns once its commit is on disk.
+    Write,
+    /// Records a read (its audit, its call records) and changes nothing else: returns once its
+    /// commit is made, so a process crash cannot lose it, and once what it read is on disk, but does
+    /// not wait for its own records to reach the disk ("Durability" in DESIGN.md).
+    Record,
+}
+
 /// A store: runs a closure inside one transaction, committing when it succeeds.
 pub trait Store: Send + Sync {
-    /// Runs `body` in a write transaction (`write = true`) or a read transaction. The body's error
-    /// rolls the transaction back.
-    fn transact(&self, write: bool, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()>;
+    /// Runs `body` in one transaction of `mode`. The body's error rolls back everything it did.
+    fn transact(&self, mode: Mode, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()>;
 }
 
 impl dyn Store + '_ {
@@ -318,7 +330,7 @@ impl dyn Store + '_ {
         &self,
         f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
-        self.run(true, f)
+        self.run(Mode::Write, f)
     }
 
     /// Runs `f` in one read transaction.
@@ -326,17 +338,26 @@ impl dyn Store + '_ {
         &self,
         f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
-        self.run(false, f)
+        self.run(Mode::Read, f)
     }
 
-    fn run<T, E: From<StoreError>>(
+    /// Runs `f` in one [`Mode::Record`] transaction: what it writes records a read.
+    pub fn record<T, E: From<StoreError>>(
         &self,
-        write: bool,
+        f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        self.run(Mode::Record, f)
+    }
+
+    /// Runs `f` in one transaction of `mode`.
+    pub fn run<T, E: From<StoreError>>(
+        &self,
+        mode: Mode,
         f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
         let mut f = Some(f);
         let mut out = None;
-        let status = self.transact(write, &mut |tx| {
+        let status = self.transact(mode, &mut |tx| {
             let Some(f) = f.take() else {
                 return Err(StoreError::RolledBack);
             };

@@ -116,6 +116,12 @@ pub fn builtin_tools() -> Vec<ToolDescriptor> {
     ]
 }
 
+/// Whether the builtin `operation` only reads: its call's transaction writes nothing but the call's
+/// own records, so it need not wait for them to reach the disk (`Mode::Record`).
+pub fn only_reads(operation: &str) -> bool {
+    operation == "read_context"
+}
+
 /// Runs a builtin for an authorized call.
 pub fn run(
     tx: &mut dyn Tx,

@@ -15,7 +15,7 @@ use conduit_core::tool_call::Transport;
 use conduit_core::wait::is_valid_wait;
 use conduit_core::{AuditKind, Declaration, ErrorCode, Event, Refusal, Timestamp, TokenRecord};
 use conduit_scheduler::HostError;
-use conduit_store::{StoreError, Tx};
+use conduit_store::{Mode, StoreError, Tx};
 use serde_json::{json, Value};
 
 use crate::audit::{self, Call, Marks};
@@ -186,7 +186,9 @@ impl Toolbelt {
             transport: registry.transport(&request.operation),
         };
         let config = self.config.get();
-        let begun = self.store.write(|tx| -> Result<Begun, Failed> {
+        let builtin_read = registry.operation(&request.operation).is_none() && builtins::only_reads(&request.operation);
+        let mode = if builtin_read { Mode::Record } else { Mode::Write };
+        let begun = self.store.run(mode, |tx| -> Result<Begun, Failed> {
             let token = checks::live_token(tx, socket_execution, bearer, call.started)?;
             let authority = checks::authorize(tx, &config, &registry, token.clone(), request, call.started)
                 .map_err(|error| self.classified(error, &token))?;
@@ -332,7 +334,7 @@ impl Toolbelt {
     fn refuse_gated(&self, pending: Pending, gate: &str, error: OperationError) -> Result<Value, Refusal> {
         let call = pending.call();
         let refusal = Refusal::operation(&error.code, error.message).with_field("gate", gate.into());
-        let written = self.store.write(|tx| -> Result<(), HostError> {
+        let written = self.store.record(|tx| -> Result<(), HostError> {
             let now = self.clock.now();
             audit::tool_returned(tx, &call, &pending.authority, &pending.called, "error", now)?;
             let marks = Marks {
@@ -391,7 +393,8 @@ impl Toolbelt {
             return refusal;
         }
         let class = self.classify(&failed, &call.request.operation);
-        let written = self.store.write(|tx| -> Result<(), HostError> {
+        // A refused call changed nothing: its records are those of a read.
+        let written = self.store.record(|tx| -> Result<(), HostError> {
             let now = self.clock.now();
             if let Some(authority) = &failed.reached {
                 let called = match &failed.called {

@@ -2,9 +2,9 @@
 
 use conduit_core::{quota, CausalPin, Causation, Event, NewEvent, Source, Timestamp};
 use conduit_store::{EventRows, Page};
-use rusqlite::{params, OptionalExtension, Row};
+use rusqlite::{params, Row};
 
-use super::{corrupt, from_json, to_json, SqliteTx};
+use super::{corrupt, from_json, matching, to_json, SqliteTx};
 use crate::{sqlite_error, Result};
 
 const EVENT_COLUMNS: &str = "sequence, id, type, source, scope, work_id, execution_id, correlation_key, parent_id, \
@@ -34,6 +34,12 @@ fn event_row(r: &Row) -> rusqlite::Result<Result<Event>> {
         })
     };
     Ok(build())
+}
+
+/// A page of events (one Work's when `of_work`): `?1` the Work, `?2`..`?4` the page.
+pub(super) fn page_events_sql(of_work: bool) -> String {
+    let of_work = matching("work_id", 1, of_work);
+    format!("SELECT {EVENT_COLUMNS} FROM events WHERE {of_work} AND sequence > ?2 AND sequence <= ?3 ORDER BY sequence LIMIT ?4")
 }
 
 impl EventRows for SqliteTx<'_> {
@@ -80,16 +86,13 @@ impl EventRows for SqliteTx<'_> {
     }
 
     fn list_events(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Event>> {
-        let sql =
-            format!("SELECT {EVENT_COLUMNS} FROM events WHERE (?1 IS NULL OR work_id = ?1) ORDER BY sequence LIMIT ?2");
+        let of_work = matching("work_id", 1, work.is_some());
+        let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE {of_work} ORDER BY sequence LIMIT ?2");
         self.query_all(&sql, params![work, limit as i64], event_row)
     }
 
     fn page_events(&mut self, work: Option<&str>, page: &Page<i64>) -> Result<Vec<Event>> {
-        let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE (?1 IS NULL OR work_id = ?1) AND sequence > ?2 AND sequence <= ?3
-             ORDER BY sequence LIMIT ?4"
-        );
+        let sql = page_events_sql(work.is_some());
         let after = page.after.unwrap_or(0);
         self.query_all(&sql, params![work, after, page.upper, page.limit as i64], event_row)
     }
@@ -107,9 +110,8 @@ impl EventRows for SqliteTx<'_> {
     }
 
     fn max_sequence(&mut self) -> Result<i64> {
-        self.tx
-            .query_row("SELECT COALESCE(MAX(sequence), 0) FROM events", [], |r| r.get(0))
-            .map_err(sqlite_error)
+        let sql = "SELECT COALESCE(MAX(sequence), 0) FROM events";
+        Ok(self.query_row(sql, [], |r| r.get(0))?.unwrap_or(0))
     }
 
     fn event_by_delivery(&mut self, delivery_id: &str) -> Result<Option<Event>> {
@@ -123,20 +125,17 @@ impl EventRows for SqliteTx<'_> {
     fn count_root_events_since(&mut self, root: &str, since: Timestamp) -> Result<u64> {
         // The toolbelt's call records are not causal links: they do not count against a chain's rate.
         let sql = "SELECT COUNT(*) FROM events WHERE root_id = ?1 AND accepted_at >= ?2 AND source != 'core.toolbelt'";
-        self.tx
-            .query_row(sql, params![root, since.0], |r| r.get(0))
-            .map_err(sqlite_error)
+        Ok(self.query_row(sql, params![root, since.0], |r| r.get(0))?.unwrap_or(0))
     }
 
     fn causal_pin(&mut self, root: &str) -> Result<Option<CausalPin>> {
         let sql = "SELECT max_depth, per_minute FROM causal_pins WHERE root_id = ?1";
-        let pin = self.tx.query_row(sql, [root], |r| {
+        self.query_row(sql, [root], |r| {
             Ok(CausalPin {
                 max_depth: r.get(0)?,
                 per_minute: r.get(1)?,
             })
-        });
-        pin.optional().map_err(sqlite_error)
+        })
     }
 
     fn insert_causal_pin(&mut self, root: &str, pin: CausalPin, at: Timestamp) -> Result<()> {

@@ -2,7 +2,7 @@
 
 use conduit_core::Timestamp;
 use conduit_store::{GenerationRows, Page, ScopeRecord};
-use rusqlite::{params, OptionalExtension};
+use rusqlite::params;
 
 use super::SqliteTx;
 use crate::{sqlite_error, Result};
@@ -10,18 +10,12 @@ use crate::{sqlite_error, Result};
 impl GenerationRows for SqliteTx<'_> {
     fn latest_generation(&mut self) -> Result<Option<(i64, String, String)>> {
         let sql = "SELECT generation, hash, config FROM config_generations ORDER BY generation DESC LIMIT 1";
-        self.tx
-            .query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .optional()
-            .map_err(sqlite_error)
+        self.query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
     }
 
     fn generation_hash(&mut self, generation: i64) -> Result<Option<String>> {
         let sql = "SELECT hash FROM config_generations WHERE generation = ?1";
-        self.tx
-            .query_row(sql, [generation], |r| r.get(0))
-            .optional()
-            .map_err(sqlite_error)
+        self.query_row(sql, [generation], |r| r.get(0))
     }
 
     fn insert_generation(&mut self, generation: i64, hash: &str, config_json: &str, at: Timestamp) -> Result<()> {

@@ -14,15 +14,16 @@ mod tokens;
 mod waits;
 mod work;
 
-use rusqlite::{OptionalExtension, Row, Transaction};
+use rusqlite::{Connection, OptionalExtension, Row};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::{sqlite_error, Result};
 use conduit_store::{Page, StoreError};
 
+/// The rows of one transaction: a write member's savepoint on the writer, or a read transaction.
 pub struct SqliteTx<'a> {
-    pub tx: &'a Transaction<'a>,
+    pub tx: &'a Connection,
 }
 
 /// The keyset clause of an oldest-first page by `(time, id)`: rows within the first page's upper
@@ -33,6 +34,17 @@ fn oldest_first(time: &str, first: usize) -> String {
     format!(
         "{time} <= ?{upper} AND ({time} > ?{at} OR ({time} = ?{at} AND id > ?{id})) ORDER BY {time}, id LIMIT ?{limit}"
     )
+}
+
+/// A filter's clause on `column` against parameter `?n`: a comparison when the filter is set, else
+/// a clause that holds (the parameter is then null). Each case is its own statement, so SQLite
+/// plans it with the column's index; `(?n IS NULL OR column = ?n)` would scan the whole table.
+fn matching(column: &str, n: usize, set: bool) -> String {
+    if set {
+        format!("{column} = ?{n}")
+    } else {
+        format!("?{n} IS NULL")
+    }
 }
 
 /// The parameters of [`oldest_first`]: the upper bound, the cursor's position, the limit.
@@ -87,8 +99,64 @@ impl SqliteTx<'_> {
             .transpose()
     }
 
+    /// Runs a query for at most one row through the statement cache.
+    fn query_row<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        map: impl FnOnce(&Row) -> rusqlite::Result<T>,
+    ) -> Result<Option<T>> {
+        let mut stmt = self.tx.prepare_cached(sql).map_err(sqlite_error)?;
+        stmt.query_row(params, map).optional().map_err(sqlite_error)
+    }
+
     /// Executes a statement through the connection's prepared-statement cache.
     fn exec(&self, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
         self.tx.prepare_cached(sql)?.execute(params)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use conduit_store::AuditFilter;
+    use rusqlite::Connection;
+
+    /// SQLite's plan for `sql`, one line per step.
+    fn plan(sql: &str) -> String {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::migrations::migrate(&mut conn).unwrap();
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        // The plan is made at prepare time, whatever the parameters are bound to.
+        let nulls = vec![rusqlite::types::Null; stmt.parameter_count()];
+        let steps = stmt
+            .query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
+            .unwrap();
+        steps.map(|s| s.unwrap()).collect::<Vec<_>>().join("; ")
+    }
+
+    #[test]
+    fn one_works_events_are_read_through_its_index() {
+        let of_work = plan(&super::events::page_events_sql(true));
+        assert!(of_work.contains("USING INDEX events_by_work"), "{of_work}");
+        let all = plan(&super::events::page_events_sql(false));
+        assert!(all.contains("INTEGER PRIMARY KEY"), "{all}");
+    }
+
+    #[test]
+    fn an_audit_filter_reads_the_index_of_what_it_names() {
+        let cases = [
+            (Some("x"), None, "toolbelt_audit_by_execution"),
+            (None, Some("w"), "toolbelt_audit_by_work"),
+            (None, None, "PRIMARY KEY"),
+        ];
+        for (execution, work, index) in cases {
+            let filter = AuditFilter {
+                execution: execution.map(str::to_owned),
+                work: work.map(str::to_owned),
+                ..AuditFilter::default()
+            };
+            let steps = plan(&super::requests::page_audit_sql(&filter));
+            assert!(steps.contains(index), "{index}: {steps}");
+        }
     }
 }

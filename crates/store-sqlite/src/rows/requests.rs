@@ -4,7 +4,7 @@ use conduit_core::{quota, AuditKind, AuditRecord, RequestRecord, Timestamp};
 use conduit_store::{AuditFilter, Page, RequestRows};
 use rusqlite::{params, Row};
 
-use super::{corrupt, from_json, oldest_first, oldest_first_params, to_json, SqliteTx};
+use super::{corrupt, from_json, matching, oldest_first, oldest_first_params, to_json, SqliteTx};
 use crate::{sqlite_error, Result};
 
 const REQUEST_COLUMNS: &str = "execution_id, operation, request_id, body_hash, status, response, created_at";
@@ -48,6 +48,19 @@ fn audit_row(r: &Row) -> rusqlite::Result<Result<AuditRecord>> {
         })
     };
     Ok(build())
+}
+
+/// A page of the audit trail under `filter`: `?1`..`?5` the filter's fields, `?6`.. the page.
+pub(super) fn page_audit_sql(f: &AuditFilter) -> String {
+    format!(
+        "SELECT {AUDIT_COLUMNS} FROM toolbelt_audit WHERE {} AND {} AND {} AND {} AND {} AND {}",
+        matching("execution_id", 1, f.execution.is_some()),
+        matching("work_id", 2, f.work.is_some()),
+        matching("operation", 3, f.operation.is_some()),
+        matching("result", 4, f.result.is_some()),
+        if f.since.is_some() { "at >= ?5" } else { "?5 IS NULL" },
+        oldest_first("at", 6)
+    )
 }
 
 impl RequestRows for SqliteTx<'_> {
@@ -109,21 +122,14 @@ impl RequestRows for SqliteTx<'_> {
     }
 
     fn list_audit(&mut self, execution: Option<&str>, limit: usize) -> Result<Vec<AuditRecord>> {
-        let sql = format!(
-            "SELECT {AUDIT_COLUMNS} FROM toolbelt_audit WHERE (?1 IS NULL OR execution_id = ?1) ORDER BY at, id LIMIT ?2"
-        );
+        let of_execution = matching("execution_id", 1, execution.is_some());
+        let sql = format!("SELECT {AUDIT_COLUMNS} FROM toolbelt_audit WHERE {of_execution} ORDER BY at, id LIMIT ?2");
         self.query_all(&sql, params![execution, limit as i64], audit_row)
     }
 
     fn page_audit(&mut self, filter: &AuditFilter, page: &Page<(i64, String)>) -> Result<Vec<AuditRecord>> {
-        let sql = format!(
-            "SELECT {AUDIT_COLUMNS} FROM toolbelt_audit
-             WHERE (?1 IS NULL OR execution_id = ?1) AND (?2 IS NULL OR work_id = ?2)
-             AND (?3 IS NULL OR operation = ?3) AND (?4 IS NULL OR result = ?4) AND (?5 IS NULL OR at >= ?5)
-             AND {}",
-            oldest_first("at", 6)
-        );
-        let (f, (upper, at, id, limit)) = (filter, oldest_first_params(page));
+        let (f, sql) = (filter, page_audit_sql(filter));
+        let (upper, at, id, limit) = oldest_first_params(page);
         let since = f.since.map(|t| t.0);
         let params = params![f.execution, f.work, f.operation, f.result, since, upper, at, id, limit];
         self.query_all(&sql, params, audit_row)

@@ -2,7 +2,7 @@
 
 use conduit_core::{Timestamp, Work, WorkState};
 use conduit_store::{Page, StoreError, WorkFilter, WorkRows};
-use rusqlite::{params, OptionalExtension, Row};
+use rusqlite::{params, Row};
 
 use super::{corrupt, from_json, opt_from_json, to_json, SqliteTx};
 use crate::{sqlite_error, Result};
@@ -177,24 +177,17 @@ impl WorkRows for SqliteTx<'_> {
     }
 
     fn work_owning_key(&mut self, key: &str) -> Result<Option<String>> {
-        self.tx
-            .query_row("SELECT work_id FROM work_keys WHERE key = ?1", [key], |r| r.get(0))
-            .optional()
-            .map_err(sqlite_error)
+        self.query_row("SELECT work_id FROM work_keys WHERE key = ?1", [key], |r| r.get(0))
     }
 
     fn work_stored_bytes(&mut self, work_id: &str) -> Result<u64> {
         let sql = "SELECT stored_bytes FROM work_usage WHERE work_id = ?1";
-        let stored: Option<i64> = self
-            .tx
-            .query_row(sql, [work_id], |r| r.get(0))
-            .optional()
-            .map_err(sqlite_error)?;
+        let stored: Option<i64> = self.query_row(sql, [work_id], |r| r.get(0))?;
         Ok(stored.map_or(0, |b| b as u64))
     }
 
     fn count_unfinished_work(&mut self, scope: &str) -> Result<u64> {
         let sql = "SELECT COUNT(*) FROM work WHERE scope = ?1 AND state IN ('ready', 'running', 'waiting')";
-        self.tx.query_row(sql, [scope], |r| r.get(0)).map_err(sqlite_error)
+        Ok(self.query_row(sql, [scope], |r| r.get(0))?.unwrap_or(0))
     }
 }
