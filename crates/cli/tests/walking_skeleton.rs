@@ -331,6 +331,85 @@ fn events_acknowledged_before_sigkill_survive_the_restart() {
     }
 }
 
+/// 32 executions emit through their toolbelts at once, each retrying a call that got no answer
+/// under the same request id (and its outcome while the daemon cannot be reached), while the
+/// daemon is killed with SIGKILL and restarted under them: every acknowledged emit survives, and
+/// none is stored twice.
+#[test]
+fn toolbelt_emits_from_32_executions_survive_sigkill_once_each() {
+    const EXECUTIONS: usize = 32;
+    const TICKS: usize = 25;
+    let tmp = meeting();
+    let d = tmp.path().display();
+    let script = format!(
+        "acks=$(mktemp {d}/acks.XXXXXX) && i=0 && while [ $i -lt {TICKS} ]; do \
+           if id=$(os emit demo.tick --data \"{{\\\"i\\\":$i}}\" --request-id tick-$i 2>/dev/null); then \
+             echo \"$id\" >> $acks; i=$((i+1)); \
+           else [ -d {d} ] || exit 1; sleep 0.1; fi; \
+         done; while :; do os outcome succeeded 2>/dev/null; s=$?; [ $s -ne 2 ] && exit $s; sleep 0.1; done"
+    );
+    let mut daemon = Daemon::start(Some(&shell_config(&script)));
+    let works: Vec<String> = (0..EXECUTIONS).map(|_| daemon.create_work("demo", "shell")).collect();
+    let acknowledged = || -> Vec<String> {
+        let files = std::fs::read_dir(tmp.path()).unwrap().flatten();
+        let acks = files.filter(|f| f.file_name().to_string_lossy().starts_with("acks."));
+        acks.flat_map(|f| {
+            std::fs::read_to_string(f.path())
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+    };
+    // Every attempt is past its launch (a kill inside a launch is another drill's subject).
+    let started = || {
+        std::fs::read_dir(tmp.path())
+            .unwrap()
+            .flatten()
+            .filter(|f| f.metadata().is_ok_and(|m| m.len() > 0))
+            .count()
+    };
+    wait_until("every execution to have an acknowledged emit", || {
+        started() == EXECUTIONS
+    });
+    daemon.kill();
+    let before_kill = acknowledged();
+    assert!(
+        before_kill.len() < EXECUTIONS * TICKS,
+        "the kill came while they were still emitting"
+    );
+    daemon.launch();
+    for work in &works {
+        daemon.await_work(work, "succeeded");
+    }
+    let mut stored = std::collections::HashSet::new();
+    for work in &works {
+        let events = daemon.json(&["events", "list", "--work", work])["items"].clone();
+        let ticks: Vec<&Value> = events
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["type"] == "demo.tick")
+            .collect();
+        let mut numbers: Vec<i64> = ticks.iter().map(|e| e["data"]["i"].as_i64().unwrap()).collect();
+        numbers.sort();
+        assert_eq!(
+            numbers,
+            (0..TICKS as i64).collect::<Vec<_>>(),
+            "work {work}: each tick once"
+        );
+        stored.extend(ticks.iter().map(|e| e["id"].as_str().unwrap().to_owned()));
+    }
+    let lost: Vec<&String> = before_kill.iter().filter(|id| !stored.contains(*id)).collect();
+    assert!(lost.is_empty(), "acknowledged before the kill, then lost: {lost:?}");
+    assert_eq!(
+        acknowledged().len(),
+        EXECUTIONS * TICKS,
+        "every emit was acknowledged once"
+    );
+}
+
 #[test]
 fn sigterm_stops_the_daemon_cleanly() {
     let mut daemon = Daemon::start(None);
