@@ -1,7 +1,8 @@
 //! The daemon's memory through a burst, and a toolbelt call's latency beside a connection flood, in
 //! one run against a real daemon (`cargo bench -p conduit-cli --bench burst`).
 //!
-//! Memory: the daemon's resident set idle, right after `BENCH_BURST` (default 2,000) concurrent
+//! Memory: the daemon's resident set with no execution, idle with 8 live (held) executions (the
+//! difference, per execution, is what a live execution costs), right after `BENCH_BURST` (default 2,000) concurrent
 //! `read_context` calls spread over 8 executions' sockets, and `BENCH_SETTLE` seconds (default
 //! 60) later; twice, so a leak shows as growth from the first burst to the second. Latency: `read_context` p50/p99 on one execution, alone and while a helper process
 //! holds 20,000 idle connections (two helper processes of 10,000) on another execution's socket.
@@ -28,6 +29,8 @@ fn main() {
     let (burst, settle) = (setting("BENCH_BURST", 2_000) as usize, setting("BENCH_SETTLE", 60));
     let tmp = meeting();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
+    std::thread::sleep(Duration::from_secs(2));
+    let empty = rss_kib(daemon.pid());
     let held: Vec<(PathBuf, String)> = (0..SOCKETS)
         .map(|_| {
             let (_, socket, token_file) = hold_one(&daemon, tmp.path());
@@ -41,7 +44,12 @@ fn main() {
     let first = burst_and_settle(pid, &held, burst, settle);
     let second = burst_and_settle(pid, &held, burst, settle);
     println!("memory through bursts of {burst} concurrent read_context calls over {SOCKETS} sockets");
-    println!("  RSS idle                  {:>7.1} MiB", mib(idle));
+    println!("  RSS, no execution         {:>7.1} MiB", mib(empty));
+    println!(
+        "  RSS idle, {SOCKETS} executions    {:>7.1} MiB ({:.0} KiB per live execution)",
+        mib(idle),
+        idle.saturating_sub(empty) as f64 / SOCKETS as f64
+    );
     for (n, b) in [first, second].iter().enumerate() {
         println!("  burst {} ({:.1?}, {} retried at a cap)", n + 1, b.took, b.retries);
         for (when, (rss, threads)) in [("right after", b.after), ("after settling", b.settled)] {
