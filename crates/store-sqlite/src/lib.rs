@@ -1,11 +1,12 @@
 //! The embedded store: [`conduit_store::Tx`] on one SQLite file (WAL, `synchronous=NORMAL`). Writes
 //! go through one connection that commits many callers' transactions together ([`batch`]) and shares
 //! one fsync among concurrent commits ([`durability`]); reads run on connections of their own
-//! ([`readers`]). Only the daemon and tests link it.
+//! ([`readers`]); the log is checkpointed by a thread of its own ([`checkpoint`]). Only the daemon and tests link it.
 
 #![forbid(unsafe_code)]
 
 mod batch;
+mod checkpoint;
 mod durability;
 mod migrations;
 mod readers;
@@ -29,6 +30,7 @@ fn sqlite_error(e: rusqlite::Error) -> StoreError {
 pub struct SqliteStore {
     writer: batch::Writer,
     readers: readers::Readers,
+    _checkpointer: checkpoint::Checkpointer,
 }
 
 impl SqliteStore {
@@ -42,6 +44,8 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sqlite_error)?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(sqlite_error)?;
+        conn.pragma_update(None, "wal_autocheckpoint", checkpoint::WRITER_FALLBACK_PAGES)
+            .map_err(sqlite_error)?;
         configure(&conn)?;
         migrations::migrate(&mut conn)?;
         let wal_path = format!("{}-wal", path.display());
@@ -52,6 +56,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             writer: batch::Writer::new(conn, durability::GroupSync::new(wal)),
             readers: readers::Readers::new(path),
+            _checkpointer: checkpoint::Checkpointer::start(path)?,
         })
     }
 }

@@ -454,3 +454,23 @@ fn the_narrower_call_records_keep_every_event_and_audit_record_of_an_older_store
     };
     assert!(store.write(|tx| tx.insert_event(again)).is_err());
 }
+
+#[test]
+fn committed_pages_reach_the_database_file_without_a_call_paying_for_the_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = open(&dir);
+    let before = std::fs::metadata(&path).unwrap().len();
+    // Far fewer pages than the writer's own fallback checkpoint threshold.
+    for i in 0..200 {
+        store.write(|tx| tx.insert_event(event(&format!("e{i}")))).unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::metadata(&path).unwrap().len() == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the log was never checkpointed into the database"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
