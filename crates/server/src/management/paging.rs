@@ -5,13 +5,19 @@ use axum::http::Uri;
 use conduit_core::{ErrorCode, Refusal};
 use conduit_store::{Page, Tx};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::access::read;
 use super::state::Management;
 use crate::clock::now;
 use crate::cursor::{Paging, Position, CURSOR_LIFETIME};
 use crate::envelope::{Answer, Failure};
+
+/// A page of a list as the wire has it, serialized straight from its items (no JSON tree between).
+#[derive(Serialize)]
+struct PageOf<T> {
+    items: Vec<T>,
+    next_cursor: Option<String>,
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -101,7 +107,10 @@ where
                     expires: now().plus(CURSOR_LIFETIME).0,
                 })
             });
-        Ok(json!({ "items": items, "next_cursor": next }))
+        Ok(PageOf {
+            items,
+            next_cursor: next,
+        })
     })
     .await
 }
