@@ -350,26 +350,15 @@ fn toolbelt_emits_from_32_executions_survive_sigkill_once_each() {
     );
     let mut daemon = Daemon::start(Some(&shell_config(&script)));
     let works: Vec<String> = (0..EXECUTIONS).map(|_| daemon.create_work("demo", "shell")).collect();
-    let acknowledged = || -> Vec<String> {
+    let acks = || -> Vec<String> {
         let files = std::fs::read_dir(tmp.path()).unwrap().flatten();
         let acks = files.filter(|f| f.file_name().to_string_lossy().starts_with("acks."));
-        acks.flat_map(|f| {
-            std::fs::read_to_string(f.path())
-                .unwrap_or_default()
-                .lines()
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
-        .collect()
+        acks.map(|f| std::fs::read_to_string(f.path()).unwrap_or_default())
+            .collect()
     };
+    let acknowledged = || -> Vec<String> { acks().iter().flat_map(|a| a.lines().map(str::to_owned)).collect() };
     // Every attempt is past its launch (a kill inside a launch is another drill's subject).
-    let started = || {
-        std::fs::read_dir(tmp.path())
-            .unwrap()
-            .flatten()
-            .filter(|f| f.metadata().is_ok_and(|m| m.len() > 0))
-            .count()
-    };
+    let started = || acks().iter().filter(|a| !a.is_empty()).count();
     wait_until("every execution to have an acknowledged emit", || {
         started() == EXECUTIONS
     });

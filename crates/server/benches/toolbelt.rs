@@ -15,6 +15,9 @@
 //! - `token check` and `token digest`: the bearer check in process (SHA-256 and the digest lookup in
 //!   a read transaction), and the hashing alone.
 //!
+//! With `BENCH_STORED_EVENTS=N` (say 10000000; it takes minutes and a few GiB of disk), the store is
+//! then filled with N more events and `emit` runs again (`emit, filled`), to compare with `emit`.
+//!
 //! Then `emit` from 1, 8 and 32 executions at once: each its own claimed Work, token and socket, and
 //! its own client task with its own connection, all starting together.
 //!
@@ -149,7 +152,7 @@ async fn run_cases(dir: &Path, echo_socket: &Path, [reader, emitter]: &[Bed; 2],
     let mut digest = Direct(|| {
         black_box(token::digest(black_box(token)));
     });
-    vec![
+    let mut rows = vec![
         measure(&mut echo, "floor echo", WARMUP, fast, None).await,
         measure(&mut read_context, "read_context", WARMUP, fast, None).await,
         measure(&mut emit, "emit", WARMUP, slow, None).await,
@@ -157,7 +160,35 @@ async fn run_cases(dir: &Path, echo_socket: &Path, [reader, emitter]: &[Bed; 2],
         measure(&mut rewrite, "fsync rewrite", WARMUP, slow, None).await,
         measure(&mut check, "token check", WARMUP, fast, None).await,
         measure(&mut digest, "token digest", WARMUP, fast, None).await,
-    ]
+    ];
+    if let Some(stored) = env_count("BENCH_STORED_EVENTS") {
+        fill_events(&dir.join("store.db"), stored);
+        // A fresh connection: the socket closed the idle one while the store filled.
+        let mut emit = Http::connect(&emitter.socket, |i| call(&emitter.token, emit_body(i))).await;
+        rows.push(measure(&mut emit, "emit, filled", WARMUP, slow, None).await);
+    }
+    rows
+}
+
+/// Adds `count` events to the store behind its back (1,000 Works' worth, each with its key), so the
+/// `emit` case can run again over a large store; a million at a time, with progress on stderr.
+fn fill_events(store: &Path, count: usize) {
+    let conn = rusqlite::Connection::open(store).expect("the store opens beside the bench");
+    conn.busy_timeout(Duration::from_secs(30)).expect("a busy timeout");
+    let mut added = 0;
+    while added < count {
+        let chunk = (count - added).min(1_000_000);
+        conn.execute(
+            "WITH RECURSIVE n(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2)
+             INSERT INTO events (id, type, source, scope, work_id, correlation_key, root_id, depth, data, accepted_at)
+             SELECT 'fill-' || i, 'demo.filled', 'core.manual', 'setup', 'fill-work-' || (i % 1000),
+                    'fill-key-' || (i % 1000), 'fill-' || i, 0, '{\"i\":' || i || '}', 1 FROM n",
+            rusqlite::params![added as i64, (added + chunk - 1) as i64],
+        )
+        .expect("the fill");
+        added += chunk;
+        eprintln!("filled {added} of {count} events");
+    }
 }
 
 /// `emit` from `n` executions at once: `n` claimed Work, each with its own token, served socket and
@@ -458,7 +489,8 @@ fn print_machine(dir: &Path) {
     let (kind, device) = mount_of(dir).unwrap_or_else(|| ("an unknown filesystem".into(), "?".into()));
     println!(
         "machine: nproc={cpus}; temp dir on {kind} ({device}); store: SQLite journal_mode=WAL ({wal}), \
-         synchronous=NORMAL + one shared fsync of the WAL before a write is acknowledged, one connection"
+         synchronous=NORMAL + one shared fsync of the WAL before a write is acknowledged; one writer \
+         connection committing queued writers' transactions together, reader connections, checkpoints on a thread"
     );
     println!(
         "runtimes: servers multi-thread ({cpus} workers) + blocking pool; sequential client current-thread; \

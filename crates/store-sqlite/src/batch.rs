@@ -11,7 +11,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
@@ -21,9 +21,9 @@ use crate::durability::GroupSync;
 use crate::rows::SqliteTx;
 use crate::{sqlite_error, Result};
 
-/// The most members one batch takes before it commits, so a steady stream of writers still gets
-/// answers and the log is checkpointed.
-const MAX_MEMBERS: usize = 256;
+/// The most members one batch takes before it commits: a steady stream of writers still gets
+/// answers, and no member waits on more than this many bodies.
+const MAX_MEMBERS: usize = 64;
 
 /// What a member waits for: its batch committed (the durability ticket to wait on) or not.
 type Outcome = std::result::Result<u64, String>;
@@ -34,13 +34,14 @@ pub struct Writer {
     queued: AtomicUsize,
     outcomes: Mutex<Outcomes>,
     resolved: Condvar,
-    durability: GroupSync,
+    durability: Arc<GroupSync>,
 }
 
-/// The write connection and the batch open on it.
+/// The write connection, the batch open on it, and the latest commit that changed state.
 struct Open {
     conn: Connection,
     batch: Option<Batch>,
+    last_state: u64,
 }
 
 /// A transaction open on the write connection, shared by its members.
@@ -49,11 +50,14 @@ struct Batch {
     members: usize,
     /// Members whose body succeeded: each waits for the batch's outcome.
     waiters: usize,
-    /// Whether a [`Mode::Write`] member changed state: the commit then needs an fsync of its own.
-    /// (What [`Mode::Record`] members write only records reads: nobody waits for it to reach disk.)
-    changed: bool,
-    /// The latest state-changing commit before this batch: what its members may have read.
+    /// Whether a member changed a row (its commit is then one more for the log's fsync to cover).
+    wrote: bool,
+    /// Whether a [`Mode::Write`] member changed a row. What [`Mode::Record`] members write records
+    /// reads: a record waits for the state it read to be on disk, never for other records.
+    changed_state: bool,
+    /// The latest commit before this batch, and the latest that changed state.
     prior: u64,
+    prior_state: u64,
 }
 
 #[derive(Default)]
@@ -71,9 +75,13 @@ enum Ran {
 }
 
 impl Writer {
-    pub fn new(conn: Connection, durability: GroupSync) -> Writer {
+    pub fn new(conn: Connection, durability: Arc<GroupSync>) -> Writer {
         Writer {
-            open: Mutex::new(Open { conn, batch: None }),
+            open: Mutex::new(Open {
+                conn,
+                batch: None,
+                last_state: 0,
+            }),
             queued: AtomicUsize::new(0),
             outcomes: Mutex::default(),
             resolved: Condvar::new(),
@@ -86,84 +94,105 @@ impl Writer {
         self.queued.fetch_add(1, Ordering::SeqCst);
         let mut guard = lock(&self.open);
         self.queued.fetch_sub(1, Ordering::SeqCst);
-        let Open { conn, batch } = &mut *guard;
-        let (number, prior) = self.join(conn, batch)?;
-        let (ran, intact) = run_in_savepoint(conn, body);
-        // Whether what this member read includes state that earlier members changed.
-        let read_batch_changes = batch.as_ref().is_some_and(|b| b.changed);
-        if let Some(open) = batch.as_mut() {
-            open.members += 1;
-            if let Ran::Done { changed } = ran {
-                open.waiters += 1;
-                open.changed |= changed && mode == Mode::Write;
+        let open = &mut *guard;
+        let (number, prior, prior_state) = self.join(open)?;
+        let (ran, intact) = run_in_savepoint(&open.conn, body);
+        // What earlier members of the batch did, which this member may have read.
+        let (earlier_wrote, earlier_changed_state) = open
+            .batch
+            .as_ref()
+            .map_or((false, false), |b| (b.wrote, b.changed_state));
+        if let Some(batch) = open.batch.as_mut() {
+            batch.members += 1;
+            match ran {
+                Ran::Done { changed } => {
+                    batch.waiters += 1;
+                    batch.wrote |= changed;
+                    batch.changed_state |= changed && mode == Mode::Write;
+                }
+                Ran::Failed(_) => batch.waiters += 1,
+                Ran::Panicked(_) => {}
             }
         }
-        let full = batch.as_ref().is_some_and(|b| b.members >= MAX_MEMBERS);
+        let full = open.batch.as_ref().is_some_and(|b| b.members >= MAX_MEMBERS);
         if !intact || full || self.queued.load(Ordering::SeqCst) == 0 {
-            self.settle(conn, batch, intact);
+            self.settle(open, intact);
         }
         drop(guard);
-        match ran {
-            Ran::Done { .. } => {}
-            Ran::Failed(e) => return Err(e),
+        let refused = match ran {
+            Ran::Done { .. } => None,
+            Ran::Failed(e) => Some(e),
             Ran::Panicked(panic) => resume_unwind(panic),
-        }
+        };
+        // A failed commit fails every member: even a refusal may rest on what the batch lost.
         let committed = self.outcome(number).map_err(StoreError::Backend)?;
-        // A record waits only for what it read; everything else for its own commit too.
-        let ticket = if mode == Mode::Record && !read_batch_changes {
-            prior
-        } else {
-            committed
+        let ticket = match (&refused, mode) {
+            (Some(_), _) if !earlier_wrote => prior,
+            (None, Mode::Record) if !earlier_changed_state => prior_state,
+            _ => committed,
         };
         self.durability
             .wait_durable(ticket)
-            .map_err(|e| StoreError::Wal(e.to_string()))
+            .map_err(|e| StoreError::Wal(e.to_string()))?;
+        refused.map_or(Ok(()), Err)
     }
 
-    /// Opens a batch when none is open; answers the open batch's number and its prior commit.
-    fn join(&self, conn: &Connection, batch: &mut Option<Batch>) -> Result<(u64, u64)> {
-        if let Some(open) = batch.as_ref() {
-            return Ok((open.number, open.prior));
+    /// Opens a batch when none is open; answers the open batch's number and its prior commits.
+    fn join(&self, open: &mut Open) -> Result<(u64, u64, u64)> {
+        if let Some(batch) = open.batch.as_ref() {
+            return Ok((batch.number, batch.prior, batch.prior_state));
         }
-        conn.execute_batch("BEGIN IMMEDIATE").map_err(sqlite_error)?;
+        if self.durability.has_failed() {
+            return Err(StoreError::Wal("an earlier fsync of the write-ahead log failed".into()));
+        }
+        if !open.conn.is_autocommit() {
+            // A rollback that failed left a transaction open: end it before the next batch.
+            open.conn.execute_batch("ROLLBACK").map_err(sqlite_error)?;
+        }
+        open.conn.execute_batch("BEGIN IMMEDIATE").map_err(sqlite_error)?;
         let number = {
             let mut outcomes = lock(&self.outcomes);
             outcomes.last_batch += 1;
             outcomes.last_batch
         };
-        let prior = self.durability.latest();
-        *batch = Some(Batch {
+        let (prior, prior_state) = (self.durability.latest(), open.last_state);
+        open.batch = Some(Batch {
             number,
             members: 0,
             waiters: 0,
-            changed: false,
+            wrote: false,
+            changed_state: false,
             prior,
+            prior_state,
         });
-        Ok((number, prior))
+        Ok((number, prior, prior_state))
     }
 
     /// Commits the open batch (rolls it back when a savepoint could not be closed) and publishes
-    /// its outcome to its waiters.
-    fn settle(&self, conn: &Connection, batch: &mut Option<Batch>, intact: bool) {
-        let Some(open) = batch.take() else { return };
+    /// its outcome, the commit's durability ticket, to its waiters.
+    fn settle(&self, open: &mut Open, intact: bool) {
+        let Some(batch) = open.batch.take() else { return };
         let committed = if intact {
-            conn.execute_batch("COMMIT").map_err(|e| e.to_string())
+            open.conn.execute_batch("COMMIT").map_err(|e| e.to_string())
         } else {
             Err("a savepoint of the batch could not be closed".to_owned())
         };
         let outcome = match committed {
-            Ok(()) if open.changed => Ok(self.durability.committed()),
+            Ok(()) if batch.wrote => Ok(self.durability.committed()),
             // A batch that changed nothing may still have read commits not yet on disk.
-            Ok(()) => Ok(open.prior),
+            Ok(()) => Ok(batch.prior),
             Err(e) => {
-                let _ = conn.execute_batch("ROLLBACK");
+                let _ = open.conn.execute_batch("ROLLBACK");
                 Err(e)
             }
         };
-        if open.waiters > 0 {
+        if let (Ok(ticket), true) = (&outcome, batch.changed_state) {
+            open.last_state = *ticket;
+        }
+        if batch.waiters > 0 {
             lock(&self.outcomes)
                 .by_batch
-                .insert(open.number, (outcome, open.waiters));
+                .insert(batch.number, (outcome, batch.waiters));
             self.resolved.notify_all();
         }
     }

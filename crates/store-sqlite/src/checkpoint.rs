@@ -11,7 +11,7 @@ use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OpenFlags};
 
 use crate::{configure, sqlite_error, Result};
 
@@ -28,7 +28,9 @@ pub struct Checkpointer {
 
 impl Checkpointer {
     pub fn start(path: &Path) -> Result<Checkpointer> {
-        let conn = Connection::open(path).map_err(sqlite_error)?;
+        // Never creates the file: the store made it owner-only.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(sqlite_error)?;
         configure(&conn)?;
         let (stop, stopped) = channel::<()>();
         let thread = std::thread::Builder::new()

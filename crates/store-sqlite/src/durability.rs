@@ -48,6 +48,11 @@ impl GroupSync {
         self.lock().committed
     }
 
+    /// Whether an fsync failed: nothing committed since can be acknowledged, so nothing more is.
+    pub fn has_failed(&self) -> bool {
+        self.lock().failed
+    }
+
     /// Waits until commit `ticket` is on disk, leading an fsync when none is running.
     pub fn wait_durable(&self, ticket: u64) -> std::io::Result<()> {
         let mut p = self.lock();

@@ -14,6 +14,7 @@ mod rows;
 
 use std::fs::OpenOptions;
 use std::path::Path;
+use std::sync::Arc;
 
 use rusqlite::{Connection, OpenFlags};
 
@@ -28,12 +29,19 @@ fn sqlite_error(e: rusqlite::Error) -> StoreError {
 
 /// A SQLite file in WAL mode with durable commits: one writer, any number of readers.
 pub struct SqliteStore {
+    durability: Arc<durability::GroupSync>,
     writer: batch::Writer,
     readers: readers::Readers,
     _checkpointer: checkpoint::Checkpointer,
 }
 
 impl SqliteStore {
+    /// Commits that changed a row so far: for tests that check writers shared commits.
+    #[doc(hidden)]
+    pub fn commits_made(&self) -> u64 {
+        self.durability.latest()
+    }
+
     /// Opens (creating if needed) the store at `path` and applies pending migrations.
     pub fn open(path: &Path) -> Result<SqliteStore> {
         create_owner_only(path)?;
@@ -46,6 +54,9 @@ impl SqliteStore {
         conn.pragma_update(None, "foreign_keys", "ON").map_err(sqlite_error)?;
         conn.pragma_update(None, "wal_autocheckpoint", checkpoint::WRITER_FALLBACK_PAGES)
             .map_err(sqlite_error)?;
+        // A log that grew (a migration, a burst) is truncated back once checkpointed.
+        conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
+            .map_err(sqlite_error)?;
         configure(&conn)?;
         migrations::migrate(&mut conn)?;
         let wal_path = format!("{}-wal", path.display());
@@ -53,8 +64,10 @@ impl SqliteStore {
             .read(true)
             .open(&wal_path)
             .map_err(|e| StoreError::Wal(e.to_string()))?;
+        let durability = Arc::new(durability::GroupSync::new(wal));
         Ok(SqliteStore {
-            writer: batch::Writer::new(conn, durability::GroupSync::new(wal)),
+            writer: batch::Writer::new(conn, durability.clone()),
+            durability,
             readers: readers::Readers::new(path),
             _checkpointer: checkpoint::Checkpointer::start(path)?,
         })
@@ -97,8 +110,8 @@ fn create_owner_only(path: &Path) -> Result<()> {
 }
 
 thread_local! {
-    /// Whether this thread is inside a transaction: a nested one would wait on the connection this
-    /// thread already holds, forever.
+    /// Whether this thread is inside a transaction: a nested write would wait on the connection
+    /// this thread already holds, forever, and a nested read would not see the outer one's writes.
     static IN_TRANSACTION: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
@@ -124,7 +137,14 @@ impl Store for SqliteStore {
     fn transact(&self, mode: Mode, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
         let _inside = InTransaction::enter()?;
         match mode {
-            Mode::Read => self.readers.transact(body),
+            Mode::Read => {
+                self.readers.transact(body)?;
+                // What it read (a record's event sequence, say) is on disk before it is answered.
+                let read = self.durability.latest();
+                self.durability
+                    .wait_durable(read)
+                    .map_err(|e| StoreError::Wal(e.to_string()))
+            }
             Mode::Write | Mode::Record => self.writer.transact(mode, body),
         }
     }

@@ -329,7 +329,7 @@ CREATE TABLE toolbelt_audit_v19 (
 INSERT INTO toolbelt_audit_v19 (id, kind, operation, execution_id, work_id, scope, request_id, result, gate,
         refusal, input_hash, duration_ms, at)
     SELECT id, kind, operation, execution_id, work_id, scope, request_id, result, gate,
-        refusal, input_hash, duration_ms, at FROM toolbelt_audit;
+        refusal, input_hash, duration_ms, at FROM toolbelt_audit ORDER BY at, id;
 DROP TABLE toolbelt_audit;
 ALTER TABLE toolbelt_audit_v19 RENAME TO toolbelt_audit;
 CREATE INDEX toolbelt_audit_by_execution ON toolbelt_audit (execution_id, at, id);

@@ -55,6 +55,10 @@ impl Readers {
     }
 
     fn put_back(&self, conn: Connection) {
+        if !conn.is_autocommit() {
+            // A read transaction that could not be ended: the connection goes, not back to the pool.
+            return;
+        }
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < KEEP_IDLE {
             idle.push(conn);

@@ -343,7 +343,9 @@ fn stored(store: &Arc<dyn Store>, id: &str) -> bool {
 #[test]
 fn writers_that_share_a_commit_keep_their_own_work_and_lose_only_their_own_failure() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).unwrap());
+    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store.db")).unwrap());
+    let store: Arc<dyn Store> = sqlite.clone();
+    let before = sqlite.commits_made();
     let odd_fails = |i: usize| {
         if i % 2 == 1 {
             Err(StoreError::RolledBack)
@@ -352,6 +354,11 @@ fn writers_that_share_a_commit_keep_their_own_work_and_lose_only_their_own_failu
         }
     };
     let answered = write_together(&store, 16, odd_fails);
+    let commits = sqlite.commits_made() - before;
+    assert!(
+        commits < 8,
+        "8 successful writers queued together shared commits: {commits}"
+    );
     for (i, ok) in answered.iter().enumerate() {
         assert_eq!(*ok, i % 2 == 0, "writer {i} answered {ok}");
         assert_eq!(
@@ -360,8 +367,8 @@ fn writers_that_share_a_commit_keep_their_own_work_and_lose_only_their_own_failu
             "writer {i}'s event"
         );
     }
-    // The batch's commits are durable: a reopened store has every answered write.
-    drop(store);
+    // What was answered is what a reopened store has.
+    drop((store, sqlite));
     let reopened: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).unwrap());
     assert!((0..16).step_by(2).all(|i| stored(&reopened, &format!("batched-{i}"))));
 }
@@ -460,13 +467,22 @@ fn committed_pages_reach_the_database_file_without_a_call_paying_for_the_checkpo
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");
     let store = open(&dir);
-    let before = std::fs::metadata(&path).unwrap().len();
+    // The migrations' pages reach the file first; then the calls' pages do.
+    let created = std::fs::read(&path).unwrap();
+    changed_from(&path, &created);
+    let before = std::fs::read(&path).unwrap();
     // Far fewer pages than the writer's own fallback checkpoint threshold.
     for i in 0..200 {
         store.write(|tx| tx.insert_event(event(&format!("e{i}")))).unwrap();
     }
+    changed_from(&path, &before);
+}
+
+/// Waits (at most 20 s) until the database file no longer holds `content`: pages were copied into
+/// it from the log.
+fn changed_from(path: &std::path::Path, content: &[u8]) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::fs::metadata(&path).unwrap().len() == before {
+    while std::fs::read(path).unwrap() == content {
         assert!(
             std::time::Instant::now() < deadline,
             "the log was never checkpointed into the database"

@@ -312,9 +312,10 @@ pub enum Mode {
     Read,
     /// Changes state: returns once its commit is on disk.
     Write,
-    /// Records a read (its audit, its call records) and changes nothing else: returns once its
-    /// commit is made, so a process crash cannot lose it, and once what it read is on disk, but does
-    /// not wait for its own records to reach the disk ("Durability" in DESIGN.md).
+    /// Records a read and changes no other state: its audit record, its call records on the Work's
+    /// log (with their quota charges) and its replay record. Returns once its commit is made, so a
+    /// process crash cannot lose it, and once the state it read is on disk, but does not wait for
+    /// its own records to reach the disk ("Durability" in DESIGN.md). A later read of them waits.
     Record,
 }
 

@@ -38,7 +38,7 @@ fn event_row(r: &Row) -> rusqlite::Result<Result<Event>> {
 
 /// A page of events (one Work's when `of_work`): `?1` the Work, `?2`..`?4` the page.
 pub(super) fn page_events_sql(of_work: bool) -> String {
-    let of_work = matching("work_id", 1, of_work);
+    let of_work = matching("work_id", "=", 1, of_work);
     format!("SELECT {EVENT_COLUMNS} FROM events WHERE {of_work} AND sequence > ?2 AND sequence <= ?3 ORDER BY sequence LIMIT ?4")
 }
 
@@ -86,7 +86,7 @@ impl EventRows for SqliteTx<'_> {
     }
 
     fn list_events(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Event>> {
-        let of_work = matching("work_id", 1, work.is_some());
+        let of_work = matching("work_id", "=", 1, work.is_some());
         let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE {of_work} ORDER BY sequence LIMIT ?2");
         self.query_all(&sql, params![work, limit as i64], event_row)
     }

@@ -31,17 +31,16 @@ pub struct SqliteTx<'a> {
 /// the order [`oldest_first_params`] gives them.
 fn oldest_first(time: &str, first: usize) -> String {
     let (upper, at, id, limit) = (first, first + 1, first + 2, first + 3);
-    format!(
-        "{time} <= ?{upper} AND ({time} > ?{at} OR ({time} = ?{at} AND id > ?{id})) ORDER BY {time}, id LIMIT ?{limit}"
-    )
+    // A row-value comparison, which SQLite seeks in a `(time, id)` index instead of scanning to it.
+    format!("{time} <= ?{upper} AND ({time}, id) > (?{at}, ?{id}) ORDER BY {time}, id LIMIT ?{limit}")
 }
 
-/// A filter's clause on `column` against parameter `?n`: a comparison when the filter is set, else
+/// A filter's clause on `column` against parameter `?n`: the comparison `op` when the filter is set, else
 /// a clause that holds (the parameter is then null). Each case is its own statement, so SQLite
 /// plans it with the column's index; `(?n IS NULL OR column = ?n)` would scan the whole table.
-fn matching(column: &str, n: usize, set: bool) -> String {
+fn matching(column: &str, op: &str, n: usize, set: bool) -> String {
     if set {
-        format!("{column} = ?{n}")
+        format!("{column} {op} ?{n}")
     } else {
         format!("?{n} IS NULL")
     }

@@ -54,11 +54,11 @@ fn audit_row(r: &Row) -> rusqlite::Result<Result<AuditRecord>> {
 pub(super) fn page_audit_sql(f: &AuditFilter) -> String {
     format!(
         "SELECT {AUDIT_COLUMNS} FROM toolbelt_audit WHERE {} AND {} AND {} AND {} AND {} AND {}",
-        matching("execution_id", 1, f.execution.is_some()),
-        matching("work_id", 2, f.work.is_some()),
-        matching("operation", 3, f.operation.is_some()),
-        matching("result", 4, f.result.is_some()),
-        if f.since.is_some() { "at >= ?5" } else { "?5 IS NULL" },
+        matching("execution_id", "=", 1, f.execution.is_some()),
+        matching("work_id", "=", 2, f.work.is_some()),
+        matching("operation", "=", 3, f.operation.is_some()),
+        matching("result", "=", 4, f.result.is_some()),
+        matching("at", ">=", 5, f.since.is_some()),
         oldest_first("at", 6)
     )
 }
@@ -122,13 +122,14 @@ impl RequestRows for SqliteTx<'_> {
     }
 
     fn list_audit(&mut self, execution: Option<&str>, limit: usize) -> Result<Vec<AuditRecord>> {
-        let of_execution = matching("execution_id", 1, execution.is_some());
+        let of_execution = matching("execution_id", "=", 1, execution.is_some());
         let sql = format!("SELECT {AUDIT_COLUMNS} FROM toolbelt_audit WHERE {of_execution} ORDER BY at, id LIMIT ?2");
         self.query_all(&sql, params![execution, limit as i64], audit_row)
     }
 
     fn page_audit(&mut self, filter: &AuditFilter, page: &Page<(i64, String)>) -> Result<Vec<AuditRecord>> {
-        let (f, sql) = (filter, page_audit_sql(filter));
+        let sql = page_audit_sql(filter);
+        let f = filter;
         let (upper, at, id, limit) = oldest_first_params(page);
         let since = f.since.map(|t| t.0);
         let params = params![f.execution, f.work, f.operation, f.result, since, upper, at, id, limit];
