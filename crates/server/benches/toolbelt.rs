@@ -171,13 +171,14 @@ async fn run_cases(dir: &Path, echo_socket: &Path, [reader, emitter]: &[Bed; 2],
 }
 
 /// Adds `count` events to the store behind its back (1,000 Works' worth, each with its key), so the
-/// `emit` case can run again over a large store; a million at a time, with progress on stderr.
+/// `emit` case can run again over a large store. Short transactions of 50,000 each, so the beds'
+/// lease renewals get the write lock in between; progress every million on stderr.
 fn fill_events(store: &Path, count: usize) {
     let conn = rusqlite::Connection::open(store).expect("the store opens beside the bench");
     conn.busy_timeout(Duration::from_secs(30)).expect("a busy timeout");
     let mut added = 0;
     while added < count {
-        let chunk = (count - added).min(1_000_000);
+        let chunk = (count - added).min(50_000);
         conn.execute(
             "WITH RECURSIVE n(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2)
              INSERT INTO events (id, type, source, scope, work_id, correlation_key, root_id, depth, data, accepted_at)
@@ -187,7 +188,9 @@ fn fill_events(store: &Path, count: usize) {
         )
         .expect("the fill");
         added += chunk;
-        eprintln!("filled {added} of {count} events");
+        if added % 1_000_000 == 0 || added == count {
+            eprintln!("filled {added} of {count} events");
+        }
     }
 }
 
