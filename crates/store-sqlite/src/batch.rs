@@ -131,9 +131,7 @@ impl Writer {
             (None, Mode::Record) if !earlier_changed_state => prior_state,
             _ => committed,
         };
-        self.durability
-            .wait_durable(ticket)
-            .map_err(|e| StoreError::Wal(e.to_string()))?;
+        self.durability.wait_durable(ticket)?;
         refused.map_or(Ok(()), Err)
     }
 
@@ -142,9 +140,7 @@ impl Writer {
         if let Some(batch) = open.batch.as_ref() {
             return Ok((batch.number, batch.prior, batch.prior_state));
         }
-        if self.durability.has_failed() {
-            return Err(StoreError::Wal("an earlier fsync of the write-ahead log failed".into()));
-        }
+        self.durability.refuse_if_failed()?;
         if !open.conn.is_autocommit() {
             // A rollback that failed left a transaction open: end it before the next batch.
             open.conn.execute_batch("ROLLBACK").map_err(sqlite_error)?;

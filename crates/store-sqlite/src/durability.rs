@@ -7,6 +7,8 @@
 //! WAL before every checkpoint and the database after it, so what the fsync covers stays covered.
 
 use std::fs::File;
+
+use conduit_store::StoreError;
 use std::sync::{Condvar, Mutex};
 
 #[derive(Default)]
@@ -48,17 +50,21 @@ impl GroupSync {
         self.lock().committed
     }
 
-    /// Whether an fsync failed: nothing committed since can be acknowledged, so nothing more is.
-    pub fn has_failed(&self) -> bool {
-        self.lock().failed
+    /// Refuses once an fsync has failed: nothing committed since can be acknowledged, so nothing
+    /// more is attempted.
+    pub fn refuse_if_failed(&self) -> Result<(), StoreError> {
+        if self.lock().failed {
+            return Err(sync_failed());
+        }
+        Ok(())
     }
 
     /// Waits until commit `ticket` is on disk, leading an fsync when none is running.
-    pub fn wait_durable(&self, ticket: u64) -> std::io::Result<()> {
+    pub fn wait_durable(&self, ticket: u64) -> Result<(), StoreError> {
         let mut p = self.lock();
         loop {
             if p.failed {
-                return Err(std::io::Error::other("an earlier fsync of the write-ahead log failed"));
+                return Err(sync_failed());
             }
             if p.synced >= ticket {
                 return Ok(());
@@ -84,6 +90,10 @@ impl GroupSync {
     fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
         self.progress.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+fn sync_failed() -> StoreError {
+    StoreError::Wal("an earlier fsync of the write-ahead log failed".into())
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The embedded store: [`conduit_store::Tx`] on one SQLite file (WAL, `synchronous=NORMAL`). Writes
-//! go through one connection that commits many callers' transactions together ([`batch`]) and shares
-//! one fsync among concurrent commits ([`durability`]); reads run on connections of their own
-//! ([`readers`]); the log is checkpointed by a thread of its own ([`checkpoint`]). Only the daemon and tests link it.
+//! go through one connection that commits many callers' transactions together ([`batch`]) and
+//! shares one fsync among concurrent commits ([`durability`]); reads run on connections of their
+//! own ([`readers`]); the log is checkpointed by a thread of its own ([`checkpoint`]). Only the
+//! daemon and tests link it.
 
 #![forbid(unsafe_code)]
 
@@ -140,10 +141,7 @@ impl Store for SqliteStore {
             Mode::Read => {
                 self.readers.transact(body)?;
                 // What it read (a record's event sequence, say) is on disk before it is answered.
-                let read = self.durability.latest();
-                self.durability
-                    .wait_durable(read)
-                    .map_err(|e| StoreError::Wal(e.to_string()))
+                self.durability.wait_durable(self.durability.latest())
             }
             Mode::Write | Mode::Record => self.writer.transact(mode, body),
         }

@@ -91,11 +91,7 @@ impl SqliteTx<'_> {
         params: impl rusqlite::Params,
         map: impl FnOnce(&Row) -> rusqlite::Result<Result<T>>,
     ) -> Result<Option<T>> {
-        let mut stmt = self.tx.prepare_cached(sql).map_err(sqlite_error)?;
-        stmt.query_row(params, map)
-            .optional()
-            .map_err(sqlite_error)?
-            .transpose()
+        self.query_row(sql, params, map)?.transpose()
     }
 
     /// Runs a query for at most one row through the statement cache.
