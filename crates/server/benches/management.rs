@@ -34,7 +34,7 @@
 
 mod common;
 
-use common::{bench_limits, env_count, mount_of, print_table, Body, Client, Counters, Stats};
+use common::{bench_limits, columns_legend, env_count, mount_of, print_table, Body, Client, Counters, Stats};
 use std::fs::File;
 use std::future::Future;
 use std::io::Write;
@@ -577,9 +577,5 @@ fn print_machine(dir: &Path) {
         "machine: nproc={cpus}; temp dir on {kind} ({device}); store: SQLite journal_mode=WAL ({wal}); \
          server multi-thread ({cpus} workers) + blocking pool, client current-thread"
     );
-    println!(
-        "cpu/op: this process's CPU time (all threads, user + system) per call, us; \
-         KiB/op: bytes it wrote (/proc/self/io wchar) per call; \
-         flush/op: flush requests completed by {device} per call, device-wide"
-    );
+    println!("{}", columns_legend(&device));
 }

@@ -28,7 +28,7 @@
 
 mod common;
 
-use common::{bench_limits, env_count, mount_of, print_table, Body, Client, Counters, Stats};
+use common::{bench_limits, columns_legend, env_count, mount_of, print_table, Body, Client, Counters, Stats};
 use std::fs::File;
 use std::future::Future;
 use std::hint::black_box;
@@ -453,12 +453,23 @@ fn print_together(together: &[Stats], rows: &[Stats]) {
         client_calls()
     );
     println!(
-        "{:<6}{:>7}{:>9}{:>9}{:>10}{:>10}{:>9}{:>9}{:>8}{:>8}{:>9}",
-        "N", "calls", "wall(s)", "ops/s", "p50(us)", "p99(us)", "vs N=1", "vs fsync", "cpu/op", "KiB/op", "flush/op"
+        "{:<6}{:>7}{:>9}{:>9}{:>10}{:>10}{:>9}{:>9}{:>8}{:>8}{:>8}{:>9}",
+        "N",
+        "calls",
+        "wall(s)",
+        "ops/s",
+        "p50(us)",
+        "p99(us)",
+        "vs N=1",
+        "vs fsync",
+        "cpu/op",
+        "log KiB",
+        "db KiB",
+        "flush/op"
     );
     for (n, s) in EXECUTIONS.iter().zip(together) {
         println!(
-            "{:<6}{:>7}{:>9.2}{:>9.0}{:>10.1}{:>10.1}{:>9.2}{:>9.2}{:>8}{:>8}{:>9}",
+            "{:<6}{:>7}{:>9.2}{:>9.0}{:>10.1}{:>10.1}{:>9.2}{:>9.2}{:>8}{:>8}{:>8}{:>9}",
             n,
             s.latencies.len(),
             s.wall().as_secs_f64(),
@@ -468,7 +479,8 @@ fn print_together(together: &[Stats], rows: &[Stats]) {
             s.per_second() / single,
             s.per_second() / fsync,
             s.cpu_per_call(),
-            s.written_per_call(),
+            s.logged_per_call(),
+            s.checkpointed_per_call(),
             s.flushes_per_call()
         );
     }
@@ -499,8 +511,5 @@ fn print_machine(dir: &Path) {
         "runtimes: servers multi-thread ({cpus} workers) + blocking pool; sequential client current-thread; \
          concurrent clients multi-thread ({cpus} workers)"
     );
-    println!(
-        "cpu/op: this process's CPU time (all threads, user + system) per call, us; \
-         KiB/op: bytes it wrote (/proc/self/io wchar) per call; flush/op: flush requests completed by {device} per call, device-wide (other processes' count too)"
-    );
+    println!("{}", columns_legend(&device));
 }

@@ -52,6 +52,9 @@ pub struct Counters {
     pub cpu: Option<Duration>,
     /// Bytes this process has passed to `write` and its kin (`wchar` of `/proc/self/io`).
     pub written: Option<u64>,
+    /// Of those, the bytes the store's checkpoint thread copied from its log into the database file:
+    /// the rest is the log itself (and the few bytes of the sockets).
+    pub checkpointed: Option<u64>,
     /// Flush requests completed by the temp dir's block device.
     pub flushes: Option<u64>,
 }
@@ -61,6 +64,7 @@ impl Counters {
         Counters {
             cpu: process_cpu(),
             written: process_written(),
+            checkpointed: checkpoint_written(),
             flushes: device_flushes(),
         }
     }
@@ -76,7 +80,24 @@ fn process_cpu() -> Option<Duration> {
 }
 
 fn process_written() -> Option<u64> {
-    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    wchar(Path::new("/proc/self/io"))
+}
+
+/// `wchar` of the store's checkpoint thread (`store-checkpt`: Linux keeps 15 bytes of a thread name), the only thread that writes the
+/// database file; zero when the process has no store.
+fn checkpoint_written() -> Option<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() == "store-checkpt" {
+            total += wchar(&task.path().join("io"))?;
+        }
+    }
+    Some(total)
+}
+
+fn wchar(io: &Path) -> Option<u64> {
+    let io = std::fs::read_to_string(io).ok()?;
     io.lines().find_map(|l| l.strip_prefix("wchar:"))?.trim().parse().ok()
 }
 
@@ -116,11 +137,13 @@ impl Stats {
         let before = Counters {
             cpu: least(each.iter().map(|s| s.before.cpu)),
             written: least(each.iter().map(|s| s.before.written)),
+            checkpointed: least(each.iter().map(|s| s.before.checkpointed)),
             flushes: least(each.iter().map(|s| s.before.flushes)),
         };
         let after = Counters {
             cpu: least(each.iter().map(|s| s.after.cpu.map(Reverse))).map(|c| c.0),
             written: least(each.iter().map(|s| s.after.written.map(Reverse))).map(|w| w.0),
+            checkpointed: least(each.iter().map(|s| s.after.checkpointed.map(Reverse))).map(|w| w.0),
             flushes: least(each.iter().map(|s| s.after.flushes.map(Reverse))).map(|f| f.0),
         };
         let mut latencies: Vec<Duration> = each.into_iter().flat_map(|s| s.latencies).collect();
@@ -162,10 +185,20 @@ impl Stats {
         )
     }
 
-    /// Bytes written per measured call, in KiB.
-    pub fn written_per_call(&self) -> String {
-        let written = self.before.written.zip(self.after.written);
-        written.map_or_else(
+    /// Bytes written per measured call but by the checkpoint, in KiB: the store's log (WAL) frames,
+    /// and the sockets' few bytes (the echo floor's figure).
+    pub fn logged_per_call(&self) -> String {
+        let logged = |c: &Counters| Some(c.written? - c.checkpointed?);
+        self.kib_per_call(logged(&self.before), logged(&self.after))
+    }
+
+    /// Bytes the checkpoint copied into the database file per measured call, in KiB.
+    pub fn checkpointed_per_call(&self) -> String {
+        self.kib_per_call(self.before.checkpointed, self.after.checkpointed)
+    }
+
+    fn kib_per_call(&self, before: Option<u64>, after: Option<u64>) -> String {
+        before.zip(after).map_or_else(
             || "-".into(),
             |(b, a)| format!("{:.1}", (a - b) as f64 / 1024.0 / self.latencies.len() as f64),
         )
@@ -186,12 +219,23 @@ pub fn least<T: Ord>(values: impl Iterator<Item = Option<T>>) -> Option<T> {
     values.collect::<Option<Vec<T>>>()?.into_iter().min()
 }
 
+/// What the counter columns of both benches' tables mean, for the block device under the temp dir.
+pub fn columns_legend(device: &str) -> String {
+    format!(
+        "cpu/op: this process's CPU time (all threads, user + system) per call, us; \
+         log KiB: KiB it wrote per call (/proc/self/io wchar) but for the store's checkpoint thread: the \
+         WAL's frames and the sockets' bytes (the echo floor's figure); db KiB: KiB the checkpoint thread \
+         copied from the WAL into the database file per call; flush/op: flush requests completed by \
+         {device} per call, device-wide (other processes' count too)"
+    )
+}
+
 /// The table of cases run one call at a time; the first row is the floor the ratios divide by.
 pub fn print_table(rows: &[Stats]) {
     let floor = &rows[0];
     let (floor_p50, floor_p99) = (floor.percentile(0.50), floor.percentile(0.99));
     println!(
-        "{:<16}{:>6}{:>10}{:>10}{:>10}{:>9}{:>11}{:>11}{:>8}{:>8}{:>9}",
+        "{:<16}{:>6}{:>10}{:>10}{:>10}{:>9}{:>11}{:>11}{:>8}{:>8}{:>8}{:>9}",
         "case",
         "calls",
         "p50(us)",
@@ -201,13 +245,14 @@ pub fn print_table(rows: &[Stats]) {
         "p50/floor",
         "p99/floor",
         "cpu/op",
-        "KiB/op",
+        "log KiB",
+        "db KiB",
         "flush/op"
     );
     for s in rows {
         let (p50, p99) = (s.percentile(0.50), s.percentile(0.99));
         println!(
-            "{:<16}{:>6}{:>10.1}{:>10.1}{:>10.1}{:>9.0}{:>11.2}{:>11.2}{:>8}{:>8}{:>9}",
+            "{:<16}{:>6}{:>10.1}{:>10.1}{:>10.1}{:>9.0}{:>11.2}{:>11.2}{:>8}{:>8}{:>8}{:>9}",
             s.case,
             s.latencies.len(),
             p50,
@@ -217,7 +262,8 @@ pub fn print_table(rows: &[Stats]) {
             p50 / floor_p50,
             p99 / floor_p99,
             s.cpu_per_call(),
-            s.written_per_call(),
+            s.logged_per_call(),
+            s.checkpointed_per_call(),
             s.flushes_per_call()
         );
     }
