@@ -65,6 +65,18 @@ pub(crate) fn check_key(key: &str) -> Result<(), Refusal> {
     ))
 }
 
+/// Whether `root` already has `per_minute` causal events in the minute up to `now`: it does when the
+/// `per_minute`-th latest was accepted within it.
+fn window_is_full(tx: &mut dyn Tx, root: &str, per_minute: u32, now: Timestamp) -> Result<bool, HostError> {
+    if per_minute == 0 {
+        return Ok(true);
+    }
+    let window_start = Timestamp(now.0 - CAUSAL_WINDOW.0);
+    Ok(tx
+        .causal_event_time_back(root, per_minute)?
+        .is_some_and(|at| at >= window_start))
+}
+
 /// The causal bounds of the event's root: the limits pinned by the root's first event (the
 /// configuration's at that time), a maximum depth and a maximum number of events per minute.
 fn check_causal_bounds(tx: &mut dyn Tx, config: &Snapshot, event: &NewEvent) -> Result<(), HostError> {
@@ -89,8 +101,7 @@ fn check_causal_bounds(tx: &mut dyn Tx, config: &Snapshot, event: &NewEvent) -> 
         .with_remedy("raise limits.causal_max_depth, or break the loop that keeps emitting")
         .into());
     }
-    let window_start = Timestamp(event.accepted_at.0 - CAUSAL_WINDOW.0);
-    if tx.count_root_events_since(root, window_start)? >= u64::from(pin.per_minute) {
+    if window_is_full(tx, root, pin.per_minute, event.accepted_at)? {
         return Err(Refusal::new(
             ErrorCode::CausalRateExceeded,
             format!(

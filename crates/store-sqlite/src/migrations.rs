@@ -335,6 +335,17 @@ ALTER TABLE toolbelt_audit_v19 RENAME TO toolbelt_audit;
 CREATE INDEX toolbelt_audit_by_execution ON toolbelt_audit (execution_id, at, id);
 CREATE INDEX toolbelt_audit_by_work ON toolbelt_audit (work_id, at, id) WHERE work_id IS NOT NULL;
 "#,
+    // Each causal event is numbered in its root's chain, so the per-minute bound looks up the event
+    // `per_minute` places back instead of counting the last minute's.
+    r#"
+ALTER TABLE events ADD COLUMN chain_ordinal INTEGER;
+UPDATE events SET chain_ordinal = numbered.n
+    FROM (SELECT sequence, ROW_NUMBER() OVER (PARTITION BY root_id ORDER BY sequence) AS n
+          FROM events WHERE source != 'core.toolbelt') AS numbered
+    WHERE events.sequence = numbered.sequence;
+DROP INDEX events_causal;
+CREATE INDEX events_chain ON events (root_id, chain_ordinal, accepted_at) WHERE chain_ordinal IS NOT NULL;
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

@@ -463,6 +463,42 @@ fn the_narrower_call_records_keep_every_event_and_audit_record_of_an_older_store
 }
 
 #[test]
+fn chains_numbered_by_the_migration_go_on_from_their_last_causal_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    // Root r's chain as release 19 left it: two causal events around a toolbelt call record, and
+    // another root's event between them.
+    conduit_store_sqlite::create_at_schema_version(&path, 19).unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "INSERT INTO events (id, type, source, scope, root_id, depth, data, accepted_at) VALUES
+             ('r', 'demo.a', 'core.manual', 'setup', 'r', 0, '{}', 10),
+             ('t', 'agent.toolCalled', 'core.toolbelt', 'setup', 'r', 1, '{}', 20),
+             ('o', 'demo.o', 'core.manual', 'setup', 'o', 0, '{}', 25),
+             ('r2', 'demo.b', 'core.manual', 'setup', 'r', 1, '{}', 30);",
+    )
+    .unwrap();
+    drop(conn);
+    let store = open(&dir);
+    let back = |n| store.read(|tx| tx.causal_event_time_back("r", n)).unwrap();
+    assert_eq!(
+        [back(1), back(2), back(3)],
+        [Some(Timestamp(30)), Some(Timestamp(10)), None]
+    );
+    let next = NewEvent {
+        causation: Causation::root("r"),
+        accepted_at: Timestamp(40),
+        ..event("r3")
+    };
+    store.write(|tx| tx.insert_event(next)).unwrap();
+    assert_eq!([back(1), back(3)], [Some(Timestamp(40)), Some(Timestamp(10))]);
+    assert_eq!(
+        store.read(|tx| tx.causal_event_time_back("o", 1)).unwrap(),
+        Some(Timestamp(25))
+    );
+}
+
+#[test]
 fn committed_pages_reach_the_database_file_without_a_call_paying_for_the_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");

@@ -162,8 +162,10 @@ pub trait EventRows {
     fn max_sequence(&mut self) -> Result<i64>;
     /// The event accepted under a delivery identity, if any.
     fn event_by_delivery(&mut self, delivery_id: &str) -> Result<Option<Event>>;
-    /// How many events of a causal root were accepted at or after `since`.
-    fn count_root_events_since(&mut self, root: &str, since: Timestamp) -> Result<u64>;
+    /// When the causal event `back` places before a root's latest (1: the latest itself) was
+    /// accepted, if the root has that many: one index seek, however long the chain (the toolbelt's
+    /// call records are not causal links and do not count).
+    fn causal_event_time_back(&mut self, root: &str, back: u32) -> Result<Option<Timestamp>>;
     fn causal_pin(&mut self, root: &str) -> Result<Option<CausalPin>>;
     fn insert_causal_pin(&mut self, root: &str, pin: CausalPin, at: Timestamp) -> Result<()>;
 }

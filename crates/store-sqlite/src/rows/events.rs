@@ -7,6 +7,29 @@ use rusqlite::{params, Row};
 use super::{corrupt, from_json, matching, to_json, SqliteTx};
 use crate::{sqlite_error, Result};
 
+/// The latest chain ordinal of root `?1`: each causal event (any but the toolbelt's call records) is
+/// numbered in its root's chain as it is stored, so the per-minute bound is one index seek.
+macro_rules! latest_chain_ordinal {
+    () => {
+        "SELECT MAX(chain_ordinal) FROM events WHERE root_id = ?1 AND chain_ordinal IS NOT NULL"
+    };
+}
+
+pub(super) const INSERT_EVENT: &str = concat!(
+    "INSERT INTO events (root_id, id, type, source, scope, work_id, execution_id, correlation_key, parent_id,
+         depth, actor, data, accepted_at, delivery_id, chain_ordinal)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
+         CASE WHEN ?4 = 'core.toolbelt' THEN NULL ELSE COALESCE((",
+    latest_chain_ordinal!(),
+    "), 0) + 1 END)"
+);
+
+pub(super) const CAUSAL_TIME_BACK: &str = concat!(
+    "SELECT accepted_at FROM events WHERE root_id = ?1 AND chain_ordinal = (",
+    latest_chain_ordinal!(),
+    ") - ?2 + 1"
+);
+
 const EVENT_COLUMNS: &str = "sequence, id, type, source, scope, work_id, execution_id, correlation_key, parent_id, \
      root_id, depth, actor, data, accepted_at";
 
@@ -49,10 +72,9 @@ impl EventRows for SqliteTx<'_> {
             self.charge_work(work, quota::charge(data.len()))?;
         }
         self.exec(
-            "INSERT INTO events (id, type, source, scope, work_id, execution_id, correlation_key, parent_id, root_id,
-                 depth, actor, data, accepted_at, delivery_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            INSERT_EVENT,
             params![
+                e.causation.root,
                 e.id,
                 e.event_type,
                 e.source.to_wire(),
@@ -61,7 +83,6 @@ impl EventRows for SqliteTx<'_> {
                 e.execution_id,
                 e.correlation_key,
                 e.causation.parent,
-                e.causation.root,
                 e.causation.depth,
                 if e.source == Source::Manual {
                     e.actor.clone()
@@ -122,10 +143,10 @@ impl EventRows for SqliteTx<'_> {
         )
     }
 
-    fn count_root_events_since(&mut self, root: &str, since: Timestamp) -> Result<u64> {
-        // The toolbelt's call records are not causal links: they do not count against a chain's rate.
-        let sql = "SELECT COUNT(*) FROM events WHERE root_id = ?1 AND accepted_at >= ?2 AND source != 'core.toolbelt'";
-        Ok(self.query_row(sql, params![root, since.0], |r| r.get(0))?.unwrap_or(0))
+    fn causal_event_time_back(&mut self, root: &str, back: u32) -> Result<Option<Timestamp>> {
+        Ok(self
+            .query_row(CAUSAL_TIME_BACK, params![root, back], |r| r.get(0))?
+            .map(Timestamp))
     }
 
     fn causal_pin(&mut self, root: &str) -> Result<Option<CausalPin>> {

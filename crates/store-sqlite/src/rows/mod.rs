@@ -138,6 +138,15 @@ mod tests {
     }
 
     #[test]
+    fn the_per_minute_bound_seeks_the_chain_index_and_counts_nothing() {
+        for sql in [super::events::CAUSAL_TIME_BACK, super::events::INSERT_EVENT] {
+            let steps = plan(sql);
+            assert!(steps.contains("USING COVERING INDEX events_chain"), "{steps}");
+            assert!(!steps.contains("SCAN"), "{steps}");
+        }
+    }
+
+    #[test]
     fn an_audit_filter_reads_the_index_of_what_it_names() {
         let cases = [
             (Some("x"), None, "toolbelt_audit_by_execution"),
