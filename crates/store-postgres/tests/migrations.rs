@@ -1,0 +1,109 @@
+//! Migrations against a real PostgreSQL server: the one `OPEN_CONDUIT_TEST_POSTGRES` names (`.ci/postgres
+//! start DIR` prints such a URL). Each test works in a database of its own, dropped at its end.
+//! Without the variable the tests say skipped, unless `OPEN_CONDUIT_REQUIRE_POSTGRES=1` (CI) makes
+//! that a failure.
+
+// A test stops loudly on what it did not expect.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use conduit_store::StoreError;
+use conduit_store_postgres::{connect, migrations, PostgresStore};
+
+/// A database of its own on the test server, dropped (with its connections) when this is dropped.
+struct Database {
+    admin: String,
+    name: String,
+}
+
+impl Database {
+    fn create() -> Option<Database> {
+        let Ok(admin) = std::env::var("OPEN_CONDUIT_TEST_POSTGRES") else {
+            assert!(
+                std::env::var("OPEN_CONDUIT_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+                "OPEN_CONDUIT_TEST_POSTGRES is not set: start a server with `.ci/postgres start DIR`"
+            );
+            eprintln!("skipped: OPEN_CONDUIT_TEST_POSTGRES is not set (see .ci/postgres)");
+            return None;
+        };
+        let name = format!("oc_test_{}", conduit_store::new_id().replace('-', ""));
+        let mut client = connect(&admin).unwrap();
+        client.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        Some(Database { admin, name })
+    }
+
+    /// The URL of this database: the server's, naming it.
+    fn url(&self) -> String {
+        let joiner = if self.admin.contains('?') { '&' } else { '?' };
+        format!("{}{joiner}dbname={}", self.admin, self.name)
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        if let Ok(mut client) = connect(&self.admin) {
+            let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+        }
+    }
+}
+
+fn applied(url: &str) -> i64 {
+    let mut client = connect(url).unwrap();
+    client
+        .query_one("SELECT COUNT(*) FROM schema_migrations", &[])
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn an_empty_database_is_migrated_to_this_releases_schema_once() {
+    let Some(db) = Database::create() else { return };
+    assert_eq!(migrations::version(&mut connect(&db.url()).unwrap()).unwrap(), 0);
+    let mut store = PostgresStore::open(&db.url()).unwrap();
+    assert_eq!(store.schema_version().unwrap(), migrations::SUPPORTED);
+    let mut client = connect(&db.url()).unwrap();
+    let current: String = client.query_one("SELECT current_database()", &[]).unwrap().get(0);
+    assert_eq!(current, db.name, "the URL names the test's own database");
+    let events: Option<String> = client
+        .query_one("SELECT to_regclass('events')::text", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(events.as_deref(), Some("events"));
+    drop(PostgresStore::open(&db.url()).unwrap());
+    assert_eq!(
+        applied(&db.url()),
+        migrations::SUPPORTED,
+        "reopening applies nothing again"
+    );
+}
+
+#[test]
+fn daemons_starting_at_once_migrate_once() {
+    let Some(db) = Database::create() else { return };
+    let url = db.url();
+    let opened: Vec<_> = std::thread::scope(|s| {
+        let starts: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| PostgresStore::open(&url).map(drop)))
+            .collect();
+        starts.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    assert!(opened.iter().all(Result::is_ok), "{opened:?}");
+    assert_eq!(applied(&url), migrations::SUPPORTED);
+}
+
+#[test]
+fn a_store_migrated_by_a_newer_release_is_refused_and_left_alone() {
+    let Some(db) = Database::create() else { return };
+    drop(PostgresStore::open(&db.url()).unwrap());
+    let newer = migrations::SUPPORTED + 1;
+    let mut client = connect(&db.url()).unwrap();
+    client
+        .execute("INSERT INTO schema_migrations (version) VALUES ($1)", &[&newer])
+        .unwrap();
+    match PostgresStore::open(&db.url()) {
+        Err(StoreError::NewerSchema { found, supported }) => {
+            assert_eq!((found, supported), (newer, migrations::SUPPORTED));
+        }
+        other => panic!("expected NewerSchema, got {:?}", other.map(drop)),
+    }
+    assert_eq!(applied(&db.url()), migrations::SUPPORTED + 1);
+}
