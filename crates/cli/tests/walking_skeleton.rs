@@ -452,6 +452,10 @@ fn a_running_attempt_survives_a_daemon_kill_with_a_rotated_token() {
     });
     let (endpoint, token_file) = published_runs(tmp.path()).remove(0);
     let old_token = read_token(&token_file);
+    let owner = |daemon: &Daemon| daemon.json(&["executions", "list", "--work", &work])["items"][0]["owner"].clone();
+    let before = owner(&daemon);
+    let state = daemon.management_socket().parent().unwrap().to_owned();
+    let instance = std::fs::read_to_string(state.join("instance")).unwrap();
 
     daemon.kill();
     daemon.launch();
@@ -466,6 +470,13 @@ fn a_running_attempt_survives_a_daemon_kill_with_a_rotated_token() {
     let (status, body) = toolbelt_call(&endpoint, &new_token, "read_context", json!({}));
     assert_eq!(status, 200, "the adopted attempt's socket is served again: {body}");
     assert_eq!(body["output"]["execution"]["epoch"], 2);
+    let after = owner(&daemon);
+    assert_eq!(after, before, "the restarted daemon is the same instance");
+    assert_eq!(
+        after.as_str(),
+        Some(instance.trim()),
+        "the instance id is the one kept in the state directory"
+    );
 
     std::fs::write(tmp.path().join("release"), "").unwrap();
     let done = daemon.await_work(&work, "succeeded");

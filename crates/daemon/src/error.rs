@@ -40,6 +40,12 @@ pub enum DaemonError {
         "--listen {0} is not a loopback address; the API has no TLS, so only 127.0.0.1 or [::1] may be listened on"
     )]
     NotLoopback(std::net::SocketAddr),
+    #[error(
+        "{} does not hold this daemon's instance id; restore it, or remove it to start as a new instance \
+         (the attempts of the old one are then not adopted)",
+        .0.display()
+    )]
+    BadInstance(PathBuf),
     #[error("storage failed: {0}")]
     Store(#[from] conduit_store::StoreError),
 }

@@ -9,7 +9,7 @@ use conduit_server::{
     bind_owner_only, loopback_router, management_router, now, serve, ArtifactFiles, ConnectionLimits, Cursors,
     Management, SharedConnections, SystemClock,
 };
-use conduit_store::{new_id, Store};
+use conduit_store::Store;
 use conduit_store_sqlite::SqliteStore;
 use conduit_toolbelt::{LiveRegistry, Toolbelt};
 use tokio::signal::unix::{signal, SignalKind};
@@ -159,7 +159,7 @@ impl Services {
             hidden,
             packages,
             files,
-            instance: new_id(),
+            instance: state.instance_id()?,
             kick: Arc::new(Notify::new()),
         })
     }

@@ -12,7 +12,8 @@ use crate::DaemonError;
 /// What the daemon keeps inside the state directory, with the mode each must have. The directory
 /// itself is refused unless owner-only, so nothing here was reachable by another user: a looser
 /// mode found at start (a restore from a backup, an edit) is tightened, and the log says so.
-const KEPT: [(&str, u32); 9] = [
+const KEPT: [(&str, u32); 10] = [
+    ("instance", 0o600),
     ("runs", 0o700),
     ("logs", 0o700),
     ("artifacts", 0o700),
@@ -98,6 +99,23 @@ impl StateDir {
         self.private_dir().join("operator.token")
     }
 
+    /// This daemon's instance id, made on its first start and kept: the owner its attempts are
+    /// leased to, so a restarted daemon knows its own among those other daemons lease on a shared
+    /// store.
+    pub fn instance_id(&self) -> Result<String, DaemonError> {
+        let path = self.root.join("instance");
+        match fs::read_to_string(&path) {
+            Ok(text) if is_instance_id(text.trim()) => Ok(text.trim().to_owned()),
+            Ok(_) => Err(DaemonError::BadInstance(path)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let fresh = uuid::Uuid::now_v7().to_string();
+                write_private_file(&path, format!("{fresh}\n").as_bytes())?;
+                Ok(fresh)
+            }
+            Err(e) => Err(DaemonError::io("read", &path, e)),
+        }
+    }
+
     pub fn store_path(&self) -> PathBuf {
         self.root.join("store.db")
     }
@@ -114,6 +132,11 @@ impl StateDir {
     pub fn artifacts_dir(&self) -> PathBuf {
         self.root.join("artifacts")
     }
+}
+
+/// An instance id as the daemon writes it: a UUID.
+fn is_instance_id(text: &str) -> bool {
+    uuid::Uuid::parse_str(text).is_ok()
 }
 
 /// Creates `dir` with mode 0700 if it does not exist.
@@ -206,6 +229,20 @@ mod tests {
             StateDir::lock(&root),
             Err(DaemonError::UnsafeDirectory { .. })
         ));
+    }
+
+    #[test]
+    fn the_instance_id_is_made_once_and_kept_and_a_damaged_one_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("state");
+        let first = StateDir::lock(&root).unwrap().instance_id().unwrap();
+        let again = StateDir::lock(&root).unwrap().instance_id().unwrap();
+        assert_eq!(first, again);
+        let mode = fs::metadata(root.join("instance")).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        fs::write(root.join("instance"), "not an id\n").unwrap();
+        let damaged = StateDir::lock(&root).unwrap().instance_id();
+        assert!(matches!(damaged, Err(DaemonError::BadInstance(_))), "{damaged:?}");
     }
 
     #[test]

@@ -6,10 +6,12 @@ use serde_json::Value;
 use super::layout::list;
 use crate::text::field;
 
-pub(super) const EXECUTION_COLUMNS: [(&str, &str); 6] = [
+pub(super) const EXECUTION_COLUMNS: [(&str, &str); 7] = [
     ("ID", "/id"),
     ("WORK", "/work_id"),
     ("EPOCH", "/epoch"),
+    // The daemon instance holding (or last holding) the attempt's lease.
+    ("OWNER", "/owner"),
     ("STATE", "/state"),
     ("EXIT", "/exit_code"),
     ("OUTCOME", "/outcome/status"),
@@ -75,7 +77,7 @@ mod tests {
     fn empty_list_is_just_the_header() {
         assert_eq!(
             execution_table(&json!({"items": []})),
-            "ID  WORK  EPOCH  STATE  EXIT  OUTCOME"
+            "ID  WORK  EPOCH  OWNER  STATE  EXIT  OUTCOME"
         );
     }
 }
