@@ -2,6 +2,7 @@
 //! rotated token is picked up without restarting anything.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use conduit_client::{Client, ClientError};
 use serde_json::Value;
@@ -32,7 +33,13 @@ pub struct Connection {
     /// The `Idempotency-Key` every POST carries: `None` sends none (the toolbelt, whose request ids
     /// are the agent's to choose), `Some(None)` a fresh key per request, `Some(Some(k))` the given one.
     idempotency: Option<Option<String>>,
+    /// How long a request keeps dialling a socket nothing listens at (a daemon restarting) before
+    /// it fails; `None` fails at once.
+    patience: Option<Duration>,
 }
+
+/// The pause between dials of a socket nothing listens at.
+const REDIAL: Duration = Duration::from_millis(200);
 
 impl Connection {
     pub fn new(socket: PathBuf, token_file: PathBuf) -> Self {
@@ -40,7 +47,16 @@ impl Connection {
             socket,
             token_file,
             idempotency: None,
+            patience: None,
         }
+    }
+
+    /// Makes a request wait up to `patience` for a socket nothing listens at yet, dialling again
+    /// and re-reading the token each time. Nothing was sent until a dial succeeds, so every request
+    /// may wait, whatever it does.
+    pub fn with_dial_patience(mut self, patience: Duration) -> Self {
+        self.patience = Some(patience);
+        self
     }
 
     /// Makes every POST carry an `Idempotency-Key`: `key`, or a fresh one per request.
@@ -66,13 +82,26 @@ impl Connection {
 
     /// Sends one request on a current-thread runtime and waits for its answer.
     pub fn send(&self, request: &Request) -> Result<Value, Failure> {
-        let client = self.client()?;
-        Ok(current_thread()?.block_on(self.exchange(&client, request))?)
+        current_thread()?.block_on(self.send_async(request))
     }
 
-    /// Sends one request from inside a runtime already running (the MCP server's).
+    /// Sends one request from inside a runtime already running (the MCP server's), waiting for an
+    /// unreachable socket as long as the connection's patience allows.
     pub async fn send_async(&self, request: &Request) -> Result<Value, Failure> {
-        Ok(self.exchange(&self.client()?, request).await?)
+        let deadline = self.patience.map(|p| Instant::now() + p);
+        let mut told = false;
+        loop {
+            match self.exchange(&self.client()?, request).await {
+                Err(ClientError::Unreachable(message)) if deadline.is_some_and(|d| Instant::now() < d) => {
+                    if !told {
+                        eprintln!("{message}; dialling again while the daemon comes back");
+                        told = true;
+                    }
+                    tokio::time::sleep(REDIAL).await;
+                }
+                answer => return Ok(answer?),
+            }
+        }
     }
 
     /// Reads content that is not JSON, byte for byte.

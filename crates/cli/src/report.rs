@@ -34,7 +34,7 @@ impl From<ClientError> for Failure {
     fn from(error: ClientError) -> Self {
         let remedy = error.remedy().map(str::to_owned);
         match error {
-            ClientError::Transport(message) => Failure::Transport(message),
+            ClientError::Unreachable(message) | ClientError::Transport(message) => Failure::Transport(message),
             ClientError::Refused {
                 code, message, body, ..
             } => Failure::Refused {

@@ -136,11 +136,13 @@ fn connection_from(endpoint: Option<OsString>, token_file: Option<OsString>) -> 
             ))
         })
     };
-    Ok(Connection::new(
-        required(OS_ENDPOINT, endpoint)?,
-        required(OS_TOKEN_FILE, token_file)?,
-    ))
+    let connection = Connection::new(required(OS_ENDPOINT, endpoint)?, required(OS_TOKEN_FILE, token_file)?);
+    Ok(connection.with_dial_patience(DIAL_PATIENCE))
 }
+
+/// How long `os` waits for its toolbelt socket to answer again: a restarting daemon adopts the
+/// running attempts and serves their sockets again within seconds.
+const DIAL_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests {

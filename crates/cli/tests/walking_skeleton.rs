@@ -485,6 +485,47 @@ fn a_running_attempt_survives_a_daemon_kill_with_a_rotated_token() {
 }
 
 #[test]
+fn an_os_call_made_while_the_daemon_is_down_is_answered_once_it_is_back() {
+    let tmp = meeting();
+    let script = format!("{}; os outcome succeeded", publish_and_hold(tmp.path()));
+    let mut daemon = Daemon::start(Some(&shell_config(&script)));
+    let work = daemon.create_work("demo", "shell");
+    wait_until("a held attempt", || {
+        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
+    });
+    let (endpoint, token_file) = published_runs(tmp.path()).remove(0);
+    daemon.kill();
+    wait_until("the socket to stop answering", || {
+        std::os::unix::net::UnixStream::connect(&endpoint).is_err()
+    });
+    // An agent's call while nothing serves its socket: it waits instead of failing.
+    let call = std::process::Command::new(env!("CARGO_BIN_EXE_os"))
+        .args(["--json", "context"])
+        .env("OS_ENDPOINT", &endpoint)
+        .env("OS_TOKEN_FILE", &token_file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    daemon.launch();
+    let out = call.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "os failed: {stderr}");
+    assert!(
+        stderr.contains("dialling again"),
+        "the wait is said on stderr: {stderr}"
+    );
+    let context: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        context["output"]["execution"]["epoch"], 2,
+        "answered by the adopted attempt, with the rotated token"
+    );
+    std::fs::write(tmp.path().join("release"), "").unwrap();
+    daemon.await_work(&work, "succeeded");
+}
+
+#[test]
 fn the_attempt_deadline_kills_the_process_group() {
     let config = shell_config("sleep 600").replace(r#""timeout":"5m""#, r#""timeout":"1s""#);
     let daemon = Daemon::start(Some(&config));

@@ -26,7 +26,11 @@ pub const UNEXPECTED_RESPONSE: &str = "unexpected_response";
 /// Why a request produced no JSON answer.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// The socket could not be dialled, or the exchange broke off; the message names the socket.
+    /// Nothing listens at the socket (no file, or no server behind it): nothing was sent, so the
+    /// very request may be sent again. The message names the socket.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The exchange broke off after the socket was dialled; the message names the socket.
     #[error("{0}")]
     Transport(String),
     /// The server answered with a non-2xx status and (normally) an error envelope.
@@ -45,7 +49,7 @@ impl ClientError {
     pub fn remedy(&self) -> Option<&str> {
         match self {
             ClientError::Refused { body, .. } => body.get("remedy").and_then(Value::as_str),
-            ClientError::Transport(_) => None,
+            ClientError::Unreachable(_) | ClientError::Transport(_) => None,
         }
     }
 }
@@ -147,7 +151,7 @@ impl Client {
     async fn exchange(&self, request: Request<Full<Bytes>>) -> Result<(StatusCode, Bytes), ClientError> {
         let stream = UnixStream::connect(&self.socket)
             .await
-            .map_err(|e| self.transport("cannot connect to", e))?;
+            .map_err(|e| ClientError::Unreachable(format!("cannot connect to {}: {e}", self.socket.display())))?;
         let (mut sender, connection) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| self.transport("cannot talk HTTP/1.1 over", e))?;
@@ -340,15 +344,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn missing_socket_is_a_transport_error_naming_the_socket() {
+    async fn a_missing_socket_is_unreachable_naming_the_socket() {
         let dir = tempfile::tempdir().expect("tempdir");
         let socket = dir.path().join("absent.sock");
         let error = Client::new(&socket, "t")
             .get("/v1/health")
             .await
             .expect_err("no socket");
-        let ClientError::Transport(message) = error else {
-            panic!("expected a transport error, got {error:?}");
+        let ClientError::Unreachable(message) = error else {
+            panic!("expected an unreachable socket, got {error:?}");
         };
         assert!(message.contains(&socket.display().to_string()), "{message}");
     }

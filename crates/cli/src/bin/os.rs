@@ -15,7 +15,8 @@ use serde_json::{json, Value};
 /// Ask the Open Conduit host for outcomes from inside an execution.
 ///
 /// os runs inside an Open Conduit execution: it dials the toolbelt socket named by OS_ENDPOINT and
-/// authenticates with the token in the file named by OS_TOKEN_FILE, re-read on every call.
+/// authenticates with the token in the file named by OS_TOKEN_FILE, re-read on every call. A
+/// socket nothing answers at (the daemon restarting) is dialled again for up to 30 seconds.
 ///
 /// Exit status: 0 ok, 1 refused by the host (stderr's first line is `<code>: <message>`),
 /// 2 usage error, missing environment or toolbelt unreachable, 3 a gate parked the call (such as
