@@ -113,6 +113,8 @@ impl Services {
     /// Opens the store, activates the configuration, bootstraps the owner's credential and starts
     /// the installed packages' host.
     fn assemble(state: &StateDir, options: &DaemonOptions) -> Result<Services, DaemonError> {
+        // First: a damaged id stops the start before anything is started.
+        let instance = state.instance_id()?;
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state.store_path())?);
         let config_file = options
             .config_file
@@ -159,7 +161,7 @@ impl Services {
             hidden,
             packages,
             files,
-            instance: state.instance_id()?,
+            instance,
             kick: Arc::new(Notify::new()),
         })
     }

@@ -105,8 +105,7 @@ impl StateDir {
     pub fn instance_id(&self) -> Result<String, DaemonError> {
         let path = self.root.join("instance");
         match fs::read_to_string(&path) {
-            Ok(text) if is_instance_id(text.trim()) => Ok(text.trim().to_owned()),
-            Ok(_) => Err(DaemonError::BadInstance(path)),
+            Ok(text) => instance_id_in(&text).ok_or(DaemonError::BadInstance(path)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let fresh = uuid::Uuid::now_v7().to_string();
                 write_private_file(&path, format!("{fresh}\n").as_bytes())?;
@@ -134,9 +133,11 @@ impl StateDir {
     }
 }
 
-/// An instance id as the daemon writes it: a UUID.
-fn is_instance_id(text: &str) -> bool {
-    uuid::Uuid::parse_str(text).is_ok()
+/// The instance id a file holds, as the daemon writes it: one hyphenated, non-nil UUID.
+fn instance_id_in(text: &str) -> Option<String> {
+    let id = uuid::Uuid::try_parse(text.trim()).ok().filter(|id| !id.is_nil())?;
+    let canonical = id.hyphenated().to_string();
+    (canonical == text.trim()).then_some(canonical)
 }
 
 /// Creates `dir` with mode 0700 if it does not exist.
@@ -240,9 +241,20 @@ mod tests {
         assert_eq!(first, again);
         let mode = fs::metadata(root.join("instance")).unwrap().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        fs::write(root.join("instance"), "not an id\n").unwrap();
-        let damaged = StateDir::lock(&root).unwrap().instance_id();
-        assert!(matches!(damaged, Err(DaemonError::BadInstance(_))), "{damaged:?}");
+        let braced = format!("{{{first}}}");
+        for damaged in [
+            "not an id",
+            "00000000-0000-0000-0000-000000000000",
+            &first.to_uppercase(),
+            &braced,
+        ] {
+            fs::write(root.join("instance"), format!("{damaged}\n")).unwrap();
+            let found = StateDir::lock(&root).unwrap().instance_id();
+            assert!(
+                matches!(found, Err(DaemonError::BadInstance(_))),
+                "{damaged}: {found:?}"
+            );
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use postgres::Client;
 
 use crate::{backend, Result};
 
-/// The advisory lock key every daemon migrates under (`'oc-migrate'` as bytes).
+/// The advisory lock key every daemon migrates under (`"oc-migra"` as bytes).
 const MIGRATION_LOCK: i64 = 0x6f63_2d6d_6967_7261;
 
 const MIGRATIONS: &[&str] = &[r#"
@@ -88,7 +88,9 @@ CREATE UNIQUE INDEX events_by_id ON events (id);
 CREATE UNIQUE INDEX events_by_delivery ON events (delivery_id) WHERE delivery_id IS NOT NULL;
 CREATE INDEX events_by_work ON events (work_id, sequence) WHERE work_id IS NOT NULL;
 CREATE INDEX events_by_key ON events (correlation_key, sequence) WHERE correlation_key IS NOT NULL;
-CREATE INDEX events_chain ON events (root_id, chain_ordinal, accepted_at) WHERE chain_ordinal IS NOT NULL;
+-- Unique here, unlike SQLite's one writer: a chain numbered twice fails loudly.
+CREATE UNIQUE INDEX events_chain ON events (root_id, chain_ordinal) INCLUDE (accepted_at)
+    WHERE chain_ordinal IS NOT NULL;
 CREATE TABLE causal_pins (
     root_id TEXT PRIMARY KEY,
     max_depth BIGINT NOT NULL,
@@ -267,6 +269,10 @@ pub fn migrate_to(client: &mut Client, target: usize) -> Result<()> {
         .query_one("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", &[])
         .map_err(backend)?
         .get(0);
+    check_owned(&mut tx)?;
+    if found < 0 {
+        return Err(StoreError::Corrupt("schema_migrations holds a negative version".into()));
+    }
     if found > SUPPORTED {
         return Err(StoreError::NewerSchema {
             found,
@@ -280,6 +286,25 @@ pub fn migrate_to(client: &mut Client, target: usize) -> Result<()> {
             .map_err(backend)?;
     }
     tx.commit().map_err(backend)
+}
+
+/// Refuses a `schema_migrations` that another role owns: on a shared server, a role that made it
+/// first could skip the migrations and leave the daemon on tables of its own.
+fn check_owned(tx: &mut postgres::Transaction<'_>) -> Result<()> {
+    let ours: bool = tx
+        .query_one(
+            "SELECT c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+             FROM pg_class c WHERE c.oid = to_regclass('schema_migrations')",
+            &[],
+        )
+        .map_err(backend)?
+        .get(0);
+    if ours {
+        return Ok(());
+    }
+    Err(StoreError::Backend(
+        "schema_migrations belongs to another role; give the daemon a database or schema of its own".into(),
+    ))
 }
 
 /// The schema version the database is at (0 before any migration).

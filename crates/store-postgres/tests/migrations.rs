@@ -31,9 +31,13 @@ impl Database {
         Some(Database { admin, name })
     }
 
-    /// The URL of this database: the server's, naming it.
+    /// The URL of this database: the server's, naming it (a later `dbname` wins in both forms).
     fn url(&self) -> String {
-        let joiner = if self.admin.contains('?') { '&' } else { '?' };
+        let joiner = match (self.admin.contains("://"), self.admin.contains('?')) {
+            (false, _) => " ",
+            (true, true) => "&",
+            (true, false) => "?",
+        };
         format!("{}{joiner}dbname={}", self.admin, self.name)
     }
 }
@@ -106,4 +110,27 @@ fn a_store_migrated_by_a_newer_release_is_refused_and_left_alone() {
         other => panic!("expected NewerSchema, got {:?}", other.map(drop)),
     }
     assert_eq!(applied(&db.url()), migrations::SUPPORTED + 1);
+}
+
+#[test]
+fn a_migrations_table_another_role_made_first_is_refused() {
+    let Some(db) = Database::create() else { return };
+    let role = format!("{}_other", db.name);
+    let mut client = connect(&db.url()).unwrap();
+    client
+        .batch_execute(&format!(
+            "CREATE ROLE {role};
+             CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now());
+             INSERT INTO schema_migrations (version) VALUES (1);
+             ALTER TABLE schema_migrations OWNER TO {role};"
+        ))
+        .unwrap();
+    let opened = PostgresStore::open(&db.url()).map(drop);
+    assert!(matches!(opened, Err(StoreError::Backend(_))), "{opened:?}");
+    let admin = db.admin.clone();
+    drop((client, db));
+    connect(&admin)
+        .unwrap()
+        .batch_execute(&format!("DROP ROLE {role}"))
+        .unwrap();
 }

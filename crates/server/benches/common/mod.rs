@@ -63,8 +63,9 @@ impl Counters {
     pub fn read() -> Counters {
         Counters {
             cpu: process_cpu(),
-            written: process_written(),
+            // The checkpoint's count first, so it never exceeds the process's, read after it.
             checkpointed: checkpoint_written(),
+            written: process_written(),
             flushes: device_flushes(),
         }
     }
@@ -83,8 +84,10 @@ fn process_written() -> Option<u64> {
     wchar(Path::new("/proc/self/io"))
 }
 
-/// `wchar` of the store's checkpoint thread (`store-checkpt`: Linux keeps 15 bytes of a thread name), the only thread that writes the
-/// database file; zero when the process has no store.
+/// `wchar` of the store's checkpoint thread (`store-checkpt`: Linux keeps 15 bytes of a thread
+/// name), which copies the log into the database file (the writer's fallback checkpoint, past 20,000
+/// pages, is the only other); zero when the process has no store. It counts live threads only, so
+/// a bench keeps one store open throughout.
 fn checkpoint_written() -> Option<u64> {
     let mut total = 0;
     for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
@@ -188,7 +191,7 @@ impl Stats {
     /// Bytes written per measured call but by the checkpoint, in KiB: the store's log (WAL) frames,
     /// and the sockets' few bytes (the echo floor's figure).
     pub fn logged_per_call(&self) -> String {
-        let logged = |c: &Counters| Some(c.written? - c.checkpointed?);
+        let logged = |c: &Counters| Some(c.written?.saturating_sub(c.checkpointed?));
         self.kib_per_call(logged(&self.before), logged(&self.after))
     }
 
@@ -200,7 +203,12 @@ impl Stats {
     fn kib_per_call(&self, before: Option<u64>, after: Option<u64>) -> String {
         before.zip(after).map_or_else(
             || "-".into(),
-            |(b, a)| format!("{:.1}", (a - b) as f64 / 1024.0 / self.latencies.len() as f64),
+            |(b, a)| {
+                format!(
+                    "{:.1}",
+                    a.saturating_sub(b) as f64 / 1024.0 / self.latencies.len() as f64
+                )
+            },
         )
     }
 
