@@ -18,8 +18,9 @@ use rusqlite::Connection;
 use conduit_store::{Mode, StoreError, Tx};
 
 use crate::durability::GroupSync;
-use crate::rows::SqliteTx;
+use crate::sql::SqliteSql;
 use crate::{sqlite_error, Result};
+use conduit_store_sql::SqlTx;
 
 /// The most members one batch takes before it commits: a steady stream of writers still gets
 /// answers, and no member waits on more than this many bodies.
@@ -217,7 +218,7 @@ fn run_in_savepoint(conn: &Connection, body: &mut dyn FnMut(&mut dyn Tx) -> Resu
         return (Ran::Failed(sqlite_error(e)), false);
     }
     let before = conn.total_changes();
-    let ran = match catch_unwind(AssertUnwindSafe(|| body(&mut SqliteTx { tx: conn }))) {
+    let ran = match catch_unwind(AssertUnwindSafe(|| body(&mut SqlTx::new(&mut SqliteSql(conn))))) {
         Ok(Ok(())) => Ran::Done {
             changed: conn.total_changes() > before,
         },

@@ -11,7 +11,7 @@ mod checkpoint;
 mod durability;
 mod migrations;
 mod readers;
-mod rows;
+mod sql;
 
 use std::fs::OpenOptions;
 use std::path::Path;
@@ -110,33 +110,9 @@ fn create_owner_only(path: &Path) -> Result<()> {
         .map_err(|e| StoreError::Backend(format!("create {}: {e}", path.display())))
 }
 
-thread_local! {
-    /// Whether this thread is inside a transaction: a nested write would wait on the connection
-    /// this thread already holds, forever, and a nested read would not see the outer one's writes.
-    static IN_TRANSACTION: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Marks the thread as inside a transaction until dropped.
-struct InTransaction;
-
-impl InTransaction {
-    fn enter() -> Result<InTransaction> {
-        if IN_TRANSACTION.with(|t| t.replace(true)) {
-            return Err(StoreError::Reentrant);
-        }
-        Ok(InTransaction)
-    }
-}
-
-impl Drop for InTransaction {
-    fn drop(&mut self) {
-        IN_TRANSACTION.with(|t| t.set(false));
-    }
-}
-
 impl Store for SqliteStore {
     fn transact(&self, mode: Mode, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
-        let _inside = InTransaction::enter()?;
+        let _inside = conduit_store::InTransaction::enter()?;
         match mode {
             Mode::Read => {
                 self.readers.transact(body)?;

@@ -12,8 +12,9 @@ use rusqlite::{Connection, OpenFlags};
 
 use conduit_store::Tx;
 
-use crate::rows::SqliteTx;
+use crate::sql::SqliteSql;
 use crate::{configure, sqlite_error, Result};
+use conduit_store_sql::SqlTx;
 
 /// Idle read connections kept for reuse; more are opened when more reads run at once.
 const KEEP_IDLE: usize = 8;
@@ -68,7 +69,7 @@ impl Readers {
 
 fn read_in(conn: &mut Connection, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
     let tx = conn.transaction().map_err(sqlite_error)?;
-    body(&mut SqliteTx { tx: &tx })?;
+    body(&mut SqlTx::new(&mut SqliteSql(&tx)))?;
     // Ending a read transaction; rolling back is as good as committing and says so.
     tx.rollback().map_err(sqlite_error)
 }

@@ -2,95 +2,32 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use conduit_core::{Causation, NewEvent, Source, Timestamp, Wait, WaitState, Work, WorkState};
+use conduit_core::{Causation, NewEvent, Timestamp, Wait, WaitState};
+use conduit_store::testing::{self, event, work};
 use conduit_store::{new_id, Store, StoreError, Tx};
 use conduit_store_sqlite::SqliteStore;
 use serde_json::json;
 use std::sync::Arc;
 
-fn work(id: &str, keys: &[&str]) -> Work {
-    Work {
-        id: id.into(),
-        scope: "setup".into(),
-        binding: "shell".into(),
-        parent_work: None,
-        state: WorkState::Ready,
-        input: json!({"n": 1}),
-        keys: keys.iter().map(|k| k.to_string()).collect(),
-        epoch: 0,
-        outcome: None,
-        wake_event: "e0".into(),
-        generation: 1,
-        created_at: Timestamp(1),
-        updated_at: Timestamp(1),
-        blocked_reason: None,
-        failed_attempts: 0,
-        not_before: None,
-    }
-}
-
-fn event(id: &str) -> NewEvent {
-    NewEvent {
-        id: id.into(),
-        event_type: "demo.x".into(),
-        source: Source::Execution("x1".into()),
-        scope: "setup".into(),
-        work_id: None,
-        execution_id: None,
-        correlation_key: Some("k".into()),
-        causation: Causation::root(id),
-        actor: Some("operator:forged".into()),
-        data: json!({"a": [1, 2]}),
-        accepted_at: Timestamp(5),
-        delivery_id: None,
-    }
-}
+const SHARED_CASES: [fn(&dyn Store); 5] = [
+    testing::work_round_trips_with_its_keys,
+    testing::a_taken_key_rolls_back_the_whole_work,
+    testing::events_get_increasing_sequences_and_lose_forged_actors,
+    testing::a_failed_body_rolls_back,
+    testing::a_transaction_inside_another_is_refused,
+];
 
 fn open(dir: &tempfile::TempDir) -> Box<dyn Store> {
     Box::new(SqliteStore::open(&dir.path().join("store.db")).unwrap())
 }
 
+/// The cases every adapter passes, each on a fresh file.
 #[test]
-fn work_round_trips_with_its_keys() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
-    let w = work("w1", &["work:w1", "pr:7"]);
-    store.write(|tx| tx.insert_work(&w)).unwrap();
-    let got = store.read(|tx| tx.get_work("w1")).unwrap().unwrap();
-    assert_eq!(got, w);
-    assert_eq!(
-        store.read(|tx| tx.work_owning_key("pr:7")).unwrap().as_deref(),
-        Some("w1")
-    );
-}
-
-#[test]
-fn a_taken_key_rolls_back_the_whole_work() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
-    store.write(|tx| tx.insert_work(&work("w1", &["pr:7"]))).unwrap();
-    let err = store
-        .write(|tx| tx.insert_work(&work("w2", &["work:w2", "pr:7"])))
-        .unwrap_err();
-    assert!(matches!(err, StoreError::KeyTaken));
-    assert!(store.read(|tx| tx.get_work("w2")).unwrap().is_none());
-    assert!(store.read(|tx| tx.work_owning_key("work:w2")).unwrap().is_none());
-}
-
-#[test]
-fn events_get_increasing_sequences_and_lose_forged_actors() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
-    let a = store.write(|tx| tx.insert_event(event("a"))).unwrap();
-    let b = store.write(|tx| tx.insert_event(event("b"))).unwrap();
-    assert!(b.sequence > a.sequence);
-    let stored = store.read(|tx| tx.get_event("a")).unwrap().unwrap();
-    assert_eq!(stored, a);
-    assert_eq!(stored.actor, None, "only the host's operator events carry an actor");
-    let after = store
-        .read(|tx| tx.events_after_for_keys(a.sequence, &["k".into()]))
-        .unwrap();
-    assert_eq!(after.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), vec!["b"]);
+fn the_shared_store_cases_hold() {
+    for case in SHARED_CASES {
+        let dir = tempfile::tempdir().unwrap();
+        case(&*open(&dir));
+    }
 }
 
 #[test]
@@ -106,34 +43,10 @@ fn committed_writes_survive_reopening() {
 }
 
 #[test]
-fn a_failed_body_rolls_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
-    let result: Result<(), StoreError> = store.write(|tx: &mut dyn Tx| {
-        tx.insert_event(event("gone"))?;
-        Err(StoreError::RolledBack)
-    });
-    assert!(result.is_err());
-    assert!(store.read(|tx| tx.get_event("gone")).unwrap().is_none());
-}
-
-#[test]
 fn ids_are_time_ordered() {
     let a = new_id();
     std::thread::sleep(std::time::Duration::from_millis(2));
     assert!(new_id() > a);
-}
-
-#[test]
-fn a_transaction_inside_another_is_refused_instead_of_deadlocking() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
-    let inner = store.write(|_tx: &mut dyn Tx| Ok::<_, StoreError>(store.read(|tx| tx.max_sequence())));
-    assert!(matches!(inner.unwrap(), Err(StoreError::Reentrant)));
-    assert!(
-        store.read(|tx| tx.max_sequence()).is_ok(),
-        "the store is usable afterwards"
-    );
 }
 
 #[test]

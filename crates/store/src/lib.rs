@@ -12,10 +12,14 @@
 
 mod error;
 mod ids;
+mod reentry;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod tx;
 
 pub use error::StoreError;
 pub use ids::{derived_id, new_id};
+pub use reentry::InTransaction;
 pub use tx::{
     ApprovalRows, ArtifactRows, EventRows, ExecutionRows, GenerationRows, IdempotencyRows, OperatorRows, PackageRows,
     RequestRows, TokenRows, ToolSessionRows, WaitRows, WorkRows,

@@ -1,16 +1,16 @@
-//! Tool sessions: the SQLite statements and row mapping of [`ToolSessionRows`].
+//! Tool sessions: the statements and row mapping of [`ToolSessionRows`].
 
+use crate::{args, Row};
 use conduit_core::{SessionOutcome, Timestamp, ToolSession};
 use conduit_store::ToolSessionRows;
-use rusqlite::{params, Row};
 
-use super::{corrupt, SqliteTx};
-use crate::{sqlite_error, Result};
+use super::{corrupt, SqlTx};
+use crate::Result;
 
 const SESSION_COLUMNS: &str = "id, execution_id, work_id, scope, tool_id, opened_event, opened_at, outcome, closed_at";
 
-fn session_row(r: &Row) -> rusqlite::Result<Result<ToolSession>> {
-    let closed = match (r.get::<_, Option<String>>(7)?, r.get::<_, Option<i64>>(8)?) {
+fn session_row(r: &dyn Row) -> Result<ToolSession> {
+    let closed = match (r.get::<Option<String>>(7)?, r.get::<Option<i64>>(8)?) {
         (Some(outcome), Some(at)) => SessionOutcome::parse(&outcome)
             .map(|o| Some((o, Timestamp(at))))
             .ok_or_else(|| corrupt("session outcome")),
@@ -19,24 +19,24 @@ fn session_row(r: &Row) -> rusqlite::Result<Result<ToolSession>> {
     };
     let build = |closed| -> Result<ToolSession> {
         Ok(ToolSession {
-            id: r.get(0).map_err(sqlite_error)?,
-            execution_id: r.get(1).map_err(sqlite_error)?,
-            work_id: r.get(2).map_err(sqlite_error)?,
-            scope: r.get(3).map_err(sqlite_error)?,
-            tool_id: r.get(4).map_err(sqlite_error)?,
-            opened_event: r.get(5).map_err(sqlite_error)?,
-            opened_at: Timestamp(r.get(6).map_err(sqlite_error)?),
+            id: r.get(0)?,
+            execution_id: r.get(1)?,
+            work_id: r.get(2)?,
+            scope: r.get(3)?,
+            tool_id: r.get(4)?,
+            opened_event: r.get(5)?,
+            opened_at: Timestamp(r.get(6)?),
             closed,
         })
     };
-    Ok(closed.and_then(build))
+    closed.and_then(build)
 }
 
-impl ToolSessionRows for SqliteTx<'_> {
+impl ToolSessionRows for SqlTx<'_> {
     fn insert_tool_session(&mut self, t: &ToolSession) -> Result<()> {
         self.exec(
             &format!("INSERT INTO tool_sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
-            params![
+            args![
                 t.id,
                 t.execution_id,
                 t.work_id,
@@ -47,22 +47,20 @@ impl ToolSessionRows for SqliteTx<'_> {
                 t.closed.map(|(o, _)| o.as_str()),
                 t.closed.map(|(_, at)| at.0)
             ],
-        )
-        .map_err(sqlite_error)?;
+        )?;
         Ok(())
     }
 
     fn get_tool_session(&mut self, id: &str) -> Result<Option<ToolSession>> {
         let sql = format!("SELECT {SESSION_COLUMNS} FROM tool_sessions WHERE id = ?1");
-        self.query_one(&sql, [id], session_row)
+        self.query_one(&sql, args![id], session_row)
     }
 
     fn close_tool_session(&mut self, id: &str, outcome: SessionOutcome, at: Timestamp) -> Result<()> {
         self.exec(
             "UPDATE tool_sessions SET outcome = ?2, closed_at = ?3 WHERE id = ?1 AND closed_at IS NULL",
-            params![id, outcome.as_str(), at.0],
-        )
-        .map_err(sqlite_error)?;
+            args![id, outcome.as_str(), at.0],
+        )?;
         Ok(())
     }
 
@@ -70,6 +68,6 @@ impl ToolSessionRows for SqliteTx<'_> {
         let sql = format!(
             "SELECT {SESSION_COLUMNS} FROM tool_sessions WHERE execution_id = ?1 AND closed_at IS NULL ORDER BY opened_at, id"
         );
-        self.query_all(&sql, [execution_id], session_row)
+        self.query_all(&sql, args![execution_id], session_row)
     }
 }

@@ -1,41 +1,41 @@
-//! Waits a Work parks on: the SQLite statements and row mapping of [`WaitRows`].
+//! Waits a Work parks on: the statements and row mapping of [`WaitRows`].
 
+use crate::{args, Row};
 use conduit_core::{Timestamp, Wait, WaitState};
 use conduit_store::{Page, WaitRows};
-use rusqlite::{params, Row};
 
-use super::{corrupt, from_json, oldest_first, oldest_first_params, to_json, SqliteTx};
-use crate::{sqlite_error, Result};
+use super::{corrupt, from_json, oldest_first, oldest_first_params, to_json, SqlTx};
+use crate::Result;
 
 const WAIT_COLUMNS: &str =
     "id, work_id, execution_id, types, keys, watermark, timeout_at, state, satisfied_by, created_at";
 
-fn wait_row(r: &Row) -> rusqlite::Result<Result<Wait>> {
+fn wait_row(r: &dyn Row) -> Result<Wait> {
     let types: String = r.get(3)?;
     let keys: String = r.get(4)?;
     let state: String = r.get(7)?;
     let build = || -> Result<Wait> {
         Ok(Wait {
-            id: r.get(0).map_err(sqlite_error)?,
-            work_id: r.get(1).map_err(sqlite_error)?,
-            execution_id: r.get(2).map_err(sqlite_error)?,
+            id: r.get(0)?,
+            work_id: r.get(1)?,
+            execution_id: r.get(2)?,
             types: from_json(&types)?,
             keys: from_json(&keys)?,
-            watermark: r.get(5).map_err(sqlite_error)?,
-            timeout_at: r.get::<_, Option<i64>>(6).map_err(sqlite_error)?.map(Timestamp),
+            watermark: r.get(5)?,
+            timeout_at: r.get::<Option<i64>>(6)?.map(Timestamp),
             state: WaitState::parse(&state).ok_or_else(|| corrupt("wait state"))?,
-            satisfied_by: r.get(8).map_err(sqlite_error)?,
-            created_at: Timestamp(r.get(9).map_err(sqlite_error)?),
+            satisfied_by: r.get(8)?,
+            created_at: Timestamp(r.get(9)?),
         })
     };
-    Ok(build())
+    build()
 }
 
-impl WaitRows for SqliteTx<'_> {
+impl WaitRows for SqlTx<'_> {
     fn insert_wait(&mut self, w: &Wait) -> Result<()> {
         self.exec(
             &format!("INSERT INTO waits ({WAIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
-            params![
+            args![
                 w.id,
                 w.work_id,
                 w.execution_id,
@@ -47,14 +47,12 @@ impl WaitRows for SqliteTx<'_> {
                 w.satisfied_by,
                 w.created_at.0
             ],
-        )
-        .map_err(sqlite_error)?;
+        )?;
         for key in &w.keys {
             self.exec(
-                "INSERT OR IGNORE INTO wait_keys (key, wait_id) VALUES (?1, ?2)",
-                params![key, w.id],
-            )
-            .map_err(sqlite_error)?;
+                "INSERT INTO wait_keys (key, wait_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                args![key, w.id],
+            )?;
         }
         Ok(())
     }
@@ -64,45 +62,43 @@ impl WaitRows for SqliteTx<'_> {
             "SELECT {WAIT_COLUMNS} FROM waits WHERE state = 'armed' \
              AND id IN (SELECT wait_id FROM wait_keys WHERE key = ?1) ORDER BY created_at, id"
         );
-        self.query_all(&sql, [key], wait_row)
+        self.query_all(&sql, args![key], wait_row)
     }
 
     fn armed_waits_of_work(&mut self, work_id: &str) -> Result<Vec<Wait>> {
         let sql =
             format!("SELECT {WAIT_COLUMNS} FROM waits WHERE work_id = ?1 AND state = 'armed' ORDER BY created_at, id");
-        self.query_all(&sql, [work_id], wait_row)
+        self.query_all(&sql, args![work_id], wait_row)
     }
 
     fn armed_waits_due(&mut self, now: Timestamp) -> Result<Vec<Wait>> {
         let sql = format!(
             "SELECT {WAIT_COLUMNS} FROM waits WHERE state = 'armed' AND timeout_at <= ?1 ORDER BY created_at, id"
         );
-        self.query_all(&sql, [now.0], wait_row)
+        self.query_all(&sql, args![now.0], wait_row)
     }
 
     fn page_waits(&mut self, work: Option<&str>, page: &Page<(i64, String)>) -> Result<Vec<Wait>> {
         let sql = format!(
-            "SELECT {WAIT_COLUMNS} FROM waits WHERE (?1 IS NULL OR work_id = ?1) AND {}",
+            "SELECT {WAIT_COLUMNS} FROM waits WHERE (CAST(?1 AS TEXT) IS NULL OR work_id = ?1) AND {}",
             oldest_first("created_at", 2)
         );
         let (upper, at, id, limit) = oldest_first_params(page);
-        self.query_all(&sql, params![work, upper, at, id, limit], wait_row)
+        self.query_all(&sql, args![work, upper, at, id, limit], wait_row)
     }
 
     fn update_wait(&mut self, w: &Wait) -> Result<()> {
         self.exec(
             "UPDATE waits SET state = ?2, satisfied_by = ?3 WHERE id = ?1",
-            params![w.id, w.state.as_str(), w.satisfied_by],
-        )
-        .map_err(sqlite_error)?;
+            args![w.id, w.state.as_str(), w.satisfied_by],
+        )?;
         if w.state != WaitState::Armed {
             // Only armed waits are found by key; each row goes by its primary key.
             for key in &w.keys {
                 self.exec(
                     "DELETE FROM wait_keys WHERE key = ?1 AND wait_id = ?2",
-                    params![key, w.id],
-                )
-                .map_err(sqlite_error)?;
+                    args![key, w.id],
+                )?;
             }
         }
         Ok(())

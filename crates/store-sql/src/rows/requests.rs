@@ -1,57 +1,57 @@
-//! Toolbelt replay records and the audit trail: the SQLite statements and row mapping of [`RequestRows`].
+//! Toolbelt replay records and the audit trail: the statements and row mapping of [`RequestRows`].
 
+use crate::{args, Row};
 use conduit_core::{quota, AuditKind, AuditRecord, RequestRecord, Timestamp};
 use conduit_store::{AuditFilter, Page, RequestRows};
-use rusqlite::{params, Row};
 
-use super::{corrupt, from_json, matching, oldest_first, oldest_first_params, to_json, SqliteTx};
-use crate::{sqlite_error, Result};
+use super::{corrupt, from_json, matching, oldest_first, oldest_first_params, to_json, SqlTx};
+use crate::Result;
 
 const REQUEST_COLUMNS: &str = "execution_id, operation, request_id, body_hash, status, response, created_at";
 
-fn request_row(r: &Row) -> rusqlite::Result<Result<RequestRecord>> {
+fn request_row(r: &dyn Row) -> Result<RequestRecord> {
     let response: String = r.get(5)?;
     let build = || -> Result<RequestRecord> {
         Ok(RequestRecord {
-            execution_id: r.get(0).map_err(sqlite_error)?,
-            operation: r.get(1).map_err(sqlite_error)?,
-            request_id: r.get(2).map_err(sqlite_error)?,
-            body_hash: r.get(3).map_err(sqlite_error)?,
-            status: r.get(4).map_err(sqlite_error)?,
+            execution_id: r.get(0)?,
+            operation: r.get(1)?,
+            request_id: r.get(2)?,
+            body_hash: r.get(3)?,
+            status: r.get(4)?,
             response: from_json(&response)?,
-            created_at: Timestamp(r.get(6).map_err(sqlite_error)?),
+            created_at: Timestamp(r.get(6)?),
         })
     };
-    Ok(build())
+    build()
 }
 
 const AUDIT_COLUMNS: &str = "id, kind, operation, execution_id, work_id, scope, request_id, result, gate, refusal, \
      input_hash, duration_ms, at";
 
-fn audit_row(r: &Row) -> rusqlite::Result<Result<AuditRecord>> {
+fn audit_row(r: &dyn Row) -> Result<AuditRecord> {
     let kind: String = r.get(1)?;
     let build = || -> Result<AuditRecord> {
         Ok(AuditRecord {
-            id: r.get(0).map_err(sqlite_error)?,
+            id: r.get(0)?,
             kind: AuditKind::parse(&kind).ok_or_else(|| corrupt("audit kind"))?,
-            operation: r.get(2).map_err(sqlite_error)?,
-            execution_id: r.get(3).map_err(sqlite_error)?,
-            work_id: r.get(4).map_err(sqlite_error)?,
-            scope: r.get(5).map_err(sqlite_error)?,
-            request_id: r.get(6).map_err(sqlite_error)?,
-            result: r.get(7).map_err(sqlite_error)?,
-            gate: r.get(8).map_err(sqlite_error)?,
-            refusal: r.get(9).map_err(sqlite_error)?,
-            input_hash: r.get(10).map_err(sqlite_error)?,
-            duration_ms: r.get(11).map_err(sqlite_error)?,
-            at: Timestamp(r.get(12).map_err(sqlite_error)?),
+            operation: r.get(2)?,
+            execution_id: r.get(3)?,
+            work_id: r.get(4)?,
+            scope: r.get(5)?,
+            request_id: r.get(6)?,
+            result: r.get(7)?,
+            gate: r.get(8)?,
+            refusal: r.get(9)?,
+            input_hash: r.get(10)?,
+            duration_ms: r.get(11)?,
+            at: Timestamp(r.get(12)?),
         })
     };
-    Ok(build())
+    build()
 }
 
 /// A page of the audit trail under `filter`: `?1`..`?5` the filter's fields, `?6`.. the page.
-pub(super) fn page_audit_sql(f: &AuditFilter) -> String {
+pub fn page_audit_sql(f: &AuditFilter) -> String {
     format!(
         "SELECT {AUDIT_COLUMNS} FROM toolbelt_audit WHERE {} AND {} AND {} AND {} AND {} AND {}",
         matching("execution_id", "=", 1, f.execution.is_some()),
@@ -63,12 +63,12 @@ pub(super) fn page_audit_sql(f: &AuditFilter) -> String {
     )
 }
 
-impl RequestRows for SqliteTx<'_> {
+impl RequestRows for SqlTx<'_> {
     fn get_request(&mut self, execution_id: &str, operation: &str, request_id: &str) -> Result<Option<RequestRecord>> {
         let sql = format!(
             "SELECT {REQUEST_COLUMNS} FROM toolbelt_requests WHERE execution_id = ?1 AND operation = ?2 AND request_id = ?3"
         );
-        self.query_one(&sql, params![execution_id, operation, request_id], request_row)
+        self.query_one(&sql, args![execution_id, operation, request_id], request_row)
     }
 
     fn insert_request(&mut self, r: &RequestRecord) -> Result<()> {
@@ -76,7 +76,7 @@ impl RequestRows for SqliteTx<'_> {
         self.charge_execution_work(&r.execution_id, quota::charge(response.len()))?;
         self.exec(
             &format!("INSERT INTO toolbelt_requests ({REQUEST_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
-            params![
+            args![
                 r.execution_id,
                 r.operation,
                 r.request_id,
@@ -85,8 +85,7 @@ impl RequestRows for SqliteTx<'_> {
                 response,
                 r.created_at.0
             ],
-        )
-        .map_err(sqlite_error)?;
+        )?;
         Ok(())
     }
 
@@ -94,15 +93,14 @@ impl RequestRows for SqliteTx<'_> {
         self.exec(
             "DELETE FROM toolbelt_requests WHERE created_at < ?1 AND execution_id IN
                  (SELECT id FROM executions WHERE state != 'running')",
-            [cutoff.0],
+            args![cutoff.0],
         )
-        .map_err(sqlite_error)
     }
 
     fn insert_audit(&mut self, a: &AuditRecord) -> Result<()> {
         self.exec(
             &format!("INSERT INTO toolbelt_audit ({AUDIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
-            params![
+            args![
                 a.id,
                 a.kind.as_str(),
                 a.operation,
@@ -117,14 +115,14 @@ impl RequestRows for SqliteTx<'_> {
                 a.duration_ms,
                 a.at.0
             ],
-        ).map_err(sqlite_error)?;
+        )?;
         Ok(())
     }
 
     fn list_audit(&mut self, execution: Option<&str>, limit: usize) -> Result<Vec<AuditRecord>> {
         let of_execution = matching("execution_id", "=", 1, execution.is_some());
         let sql = format!("SELECT {AUDIT_COLUMNS} FROM toolbelt_audit WHERE {of_execution} ORDER BY at, id LIMIT ?2");
-        self.query_all(&sql, params![execution, limit as i64], audit_row)
+        self.query_all(&sql, args![execution, limit as i64], audit_row)
     }
 
     fn page_audit(&mut self, filter: &AuditFilter, page: &Page<(i64, String)>) -> Result<Vec<AuditRecord>> {
@@ -132,7 +130,7 @@ impl RequestRows for SqliteTx<'_> {
         let f = filter;
         let (upper, at, id, limit) = oldest_first_params(page);
         let since = f.since.map(|t| t.0);
-        let params = params![f.execution, f.work, f.operation, f.result, since, upper, at, id, limit];
+        let params = args![f.execution, f.work, f.operation, f.result, since, upper, at, id, limit];
         self.query_all(&sql, params, audit_row)
     }
 }

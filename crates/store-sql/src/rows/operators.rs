@@ -1,36 +1,36 @@
-//! Operator credentials (digests only): the SQLite statements and row mapping of [`OperatorRows`].
+//! Operator credentials (digests only): the statements and row mapping of [`OperatorRows`].
 
+use crate::{args, Row};
 use conduit_core::{OperatorRecord, Role, Timestamp};
 use conduit_store::{OperatorRows, Page};
-use rusqlite::{params, Row};
 
-use super::{corrupt, digest, SqliteTx};
-use crate::{sqlite_error, Result};
+use super::{corrupt, digest, SqlTx};
+use crate::Result;
 
 const OPERATOR_COLUMNS: &str = "id, name, role, digest, created_at, revoked_at, revoked_by";
 
-fn operator_row(r: &Row) -> rusqlite::Result<Result<OperatorRecord>> {
+fn operator_row(r: &dyn Row) -> Result<OperatorRecord> {
     let role: String = r.get(2)?;
     let digest_bytes: Vec<u8> = r.get(3)?;
     let build = || -> Result<OperatorRecord> {
         Ok(OperatorRecord {
-            id: r.get(0).map_err(sqlite_error)?,
-            name: r.get(1).map_err(sqlite_error)?,
+            id: r.get(0)?,
+            name: r.get(1)?,
             role: Role::parse(&role).ok_or_else(|| corrupt("operator role"))?,
             digest: digest(digest_bytes)?,
-            created_at: Timestamp(r.get(4).map_err(sqlite_error)?),
-            revoked_at: r.get::<_, Option<i64>>(5).map_err(sqlite_error)?.map(Timestamp),
-            revoked_by: r.get(6).map_err(sqlite_error)?,
+            created_at: Timestamp(r.get(4)?),
+            revoked_at: r.get::<Option<i64>>(5)?.map(Timestamp),
+            revoked_by: r.get(6)?,
         })
     };
-    Ok(build())
+    build()
 }
 
-impl OperatorRows for SqliteTx<'_> {
+impl OperatorRows for SqlTx<'_> {
     fn get_operator(&mut self, id: &str) -> Result<Option<OperatorRecord>> {
         self.query_one(
             &format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE id = ?1"),
-            [id],
+            args![id],
             operator_row,
         )
     }
@@ -41,13 +41,13 @@ impl OperatorRows for SqliteTx<'_> {
             "SELECT {OPERATOR_COLUMNS} FROM operators WHERE created_at <= ?1
              AND (name > ?2 OR (name = ?2 AND id < ?3)) ORDER BY name, id DESC LIMIT ?4"
         );
-        self.query_all(&sql, params![page.upper, name, id, page.limit as i64], operator_row)
+        self.query_all(&sql, args![page.upper, name, id, page.limit as i64], operator_row)
     }
 
     fn insert_operator(&mut self, o: &OperatorRecord) -> Result<()> {
         self.exec(
             &format!("INSERT INTO operators ({OPERATOR_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
-            params![
+            args![
                 o.id,
                 o.name,
                 o.role.as_str(),
@@ -56,27 +56,25 @@ impl OperatorRows for SqliteTx<'_> {
                 o.revoked_at.map(|t| t.0),
                 o.revoked_by
             ],
-        )
-        .map_err(sqlite_error)?;
+        )?;
         Ok(())
     }
 
     fn operator_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<OperatorRecord>> {
         let sql = format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE digest = ?1");
-        self.query_one(&sql, [&digest[..]], operator_row)
+        self.query_one(&sql, args![&digest[..]], operator_row)
     }
 
     fn active_operator(&mut self, name: &str) -> Result<Option<OperatorRecord>> {
         let sql = format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE name = ?1 AND revoked_at IS NULL");
-        self.query_one(&sql, [name], operator_row)
+        self.query_one(&sql, args![name], operator_row)
     }
 
     fn revoke_operator(&mut self, id: &str, at: Timestamp, by: &str) -> Result<()> {
         self.exec(
             "UPDATE operators SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND revoked_at IS NULL",
-            params![id, at.0, by],
-        )
-        .map_err(sqlite_error)?;
+            args![id, at.0, by],
+        )?;
         Ok(())
     }
 }

@@ -1,11 +1,11 @@
-//! Accepted events and the causal pins of their roots: the SQLite statements and row mapping of [`EventRows`].
+//! Accepted events and the causal pins of their roots: the statements and row mapping of [`EventRows`].
 
+use crate::{args, Row};
 use conduit_core::{quota, CausalPin, Causation, Event, NewEvent, Source, Timestamp};
 use conduit_store::{EventRows, Page};
-use rusqlite::{params, Row};
 
-use super::{corrupt, from_json, matching, to_json, SqliteTx};
-use crate::{sqlite_error, Result};
+use super::{corrupt, from_json, matching, to_json, SqlTx};
+use crate::Result;
 
 /// The latest chain ordinal of root `?1`: each causal event (any but the toolbelt's call records) is
 /// numbered in its root's chain as it is stored, so the per-minute bound is one index seek.
@@ -15,16 +15,17 @@ macro_rules! latest_chain_ordinal {
     };
 }
 
-pub(super) const INSERT_EVENT: &str = concat!(
+pub const INSERT_EVENT: &str = concat!(
     "INSERT INTO events (root_id, id, type, source, scope, work_id, execution_id, correlation_key, parent_id,
          depth, actor, data, accepted_at, delivery_id, chain_ordinal)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
          CASE WHEN ?4 = 'core.toolbelt' THEN NULL ELSE COALESCE((",
     latest_chain_ordinal!(),
-    "), 0) + 1 END)"
+    "), 0) + 1 END)
+     RETURNING sequence"
 );
 
-pub(super) const CAUSAL_TIME_BACK: &str = concat!(
+pub const CAUSAL_TIME_BACK: &str = concat!(
     "SELECT accepted_at FROM events WHERE root_id = ?1 AND chain_ordinal = (",
     latest_chain_ordinal!(),
     ") - ?2 + 1"
@@ -33,47 +34,47 @@ pub(super) const CAUSAL_TIME_BACK: &str = concat!(
 const EVENT_COLUMNS: &str = "sequence, id, type, source, scope, work_id, execution_id, correlation_key, parent_id, \
      root_id, depth, actor, data, accepted_at";
 
-fn event_row(r: &Row) -> rusqlite::Result<Result<Event>> {
+fn event_row(r: &dyn Row) -> Result<Event> {
     let source: String = r.get(3)?;
     let data: String = r.get(12)?;
     let build = || -> Result<Event> {
         Ok(Event {
-            sequence: r.get(0).map_err(sqlite_error)?,
-            id: r.get(1).map_err(sqlite_error)?,
-            event_type: r.get(2).map_err(sqlite_error)?,
+            sequence: r.get(0)?,
+            id: r.get(1)?,
+            event_type: r.get(2)?,
             source: Source::from_wire(&source).ok_or_else(|| corrupt("event source"))?,
-            scope: r.get(4).map_err(sqlite_error)?,
-            work_id: r.get(5).map_err(sqlite_error)?,
-            execution_id: r.get(6).map_err(sqlite_error)?,
-            correlation_key: r.get(7).map_err(sqlite_error)?,
+            scope: r.get(4)?,
+            work_id: r.get(5)?,
+            execution_id: r.get(6)?,
+            correlation_key: r.get(7)?,
             causation: Causation {
-                parent: r.get(8).map_err(sqlite_error)?,
-                root: r.get(9).map_err(sqlite_error)?,
-                depth: r.get(10).map_err(sqlite_error)?,
+                parent: r.get(8)?,
+                root: r.get(9)?,
+                depth: r.get(10)?,
             },
-            actor: r.get(11).map_err(sqlite_error)?,
+            actor: r.get(11)?,
             data: from_json(&data)?,
-            accepted_at: Timestamp(r.get(13).map_err(sqlite_error)?),
+            accepted_at: Timestamp(r.get(13)?),
         })
     };
-    Ok(build())
+    build()
 }
 
 /// A page of events (one Work's when `of_work`): `?1` the Work, `?2`..`?4` the page.
-pub(super) fn page_events_sql(of_work: bool) -> String {
+pub fn page_events_sql(of_work: bool) -> String {
     let of_work = matching("work_id", "=", 1, of_work);
     format!("SELECT {EVENT_COLUMNS} FROM events WHERE {of_work} AND sequence > ?2 AND sequence <= ?3 ORDER BY sequence LIMIT ?4")
 }
 
-impl EventRows for SqliteTx<'_> {
+impl EventRows for SqlTx<'_> {
     fn insert_event(&mut self, e: NewEvent) -> Result<Event> {
         let data = to_json(&e.data)?;
         if let Some(work) = &e.work_id {
             self.charge_work(work, quota::charge(data.len()))?;
         }
-        self.exec(
+        let sequence: Option<i64> = self.query_one(
             INSERT_EVENT,
-            params![
+            args![
                 e.causation.root,
                 e.id,
                 e.event_type,
@@ -93,15 +94,15 @@ impl EventRows for SqliteTx<'_> {
                 e.accepted_at.0,
                 e.delivery_id
             ],
-        )
-        .map_err(sqlite_error)?;
-        Ok(e.into_event(self.tx.last_insert_rowid()))
+            |r| r.get(0),
+        )?;
+        Ok(e.into_event(sequence.ok_or_else(|| corrupt("event sequence"))?))
     }
 
     fn get_event(&mut self, id: &str) -> Result<Option<Event>> {
         self.query_one(
             &format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1"),
-            [id],
+            args![id],
             event_row,
         )
     }
@@ -109,13 +110,13 @@ impl EventRows for SqliteTx<'_> {
     fn list_events(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Event>> {
         let of_work = matching("work_id", "=", 1, work.is_some());
         let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE {of_work} ORDER BY sequence LIMIT ?2");
-        self.query_all(&sql, params![work, limit as i64], event_row)
+        self.query_all(&sql, args![work, limit as i64], event_row)
     }
 
     fn page_events(&mut self, work: Option<&str>, page: &Page<i64>) -> Result<Vec<Event>> {
         let sql = page_events_sql(work.is_some());
         let after = page.after.unwrap_or(0);
-        self.query_all(&sql, params![work, after, page.upper, page.limit as i64], event_row)
+        self.query_all(&sql, args![work, after, page.upper, page.limit as i64], event_row)
     }
 
     fn events_after_for_keys(&mut self, sequence: i64, keys: &[String]) -> Result<Vec<Event>> {
@@ -124,7 +125,7 @@ impl EventRows for SqliteTx<'_> {
         );
         let mut found = Vec::new();
         for key in keys {
-            found.extend(self.query_all(&sql, params![key, sequence], event_row)?);
+            found.extend(self.query_all(&sql, args![key, sequence], event_row)?);
         }
         found.sort_by_key(|e| e.sequence);
         Ok(found)
@@ -132,26 +133,26 @@ impl EventRows for SqliteTx<'_> {
 
     fn max_sequence(&mut self) -> Result<i64> {
         let sql = "SELECT COALESCE(MAX(sequence), 0) FROM events";
-        Ok(self.query_row(sql, [], |r| r.get(0))?.unwrap_or(0))
+        Ok(self.query_one(sql, &[], |r| r.get(0))?.unwrap_or(0))
     }
 
     fn event_by_delivery(&mut self, delivery_id: &str) -> Result<Option<Event>> {
         self.query_one(
             &format!("SELECT {EVENT_COLUMNS} FROM events WHERE delivery_id = ?1"),
-            [delivery_id],
+            args![delivery_id],
             event_row,
         )
     }
 
     fn causal_event_time_back(&mut self, root: &str, back: u32) -> Result<Option<Timestamp>> {
         Ok(self
-            .query_row(CAUSAL_TIME_BACK, params![root, back], |r| r.get(0))?
+            .query_one(CAUSAL_TIME_BACK, args![root, back], |r| r.get(0))?
             .map(Timestamp))
     }
 
     fn causal_pin(&mut self, root: &str) -> Result<Option<CausalPin>> {
         let sql = "SELECT max_depth, per_minute FROM causal_pins WHERE root_id = ?1";
-        self.query_row(sql, [root], |r| {
+        self.query_one(sql, args![root], |r| {
             Ok(CausalPin {
                 max_depth: r.get(0)?,
                 per_minute: r.get(1)?,
@@ -161,10 +162,10 @@ impl EventRows for SqliteTx<'_> {
 
     fn insert_causal_pin(&mut self, root: &str, pin: CausalPin, at: Timestamp) -> Result<()> {
         self.exec(
-            "INSERT OR IGNORE INTO causal_pins (root_id, max_depth, per_minute, pinned_at) VALUES (?1, ?2, ?3, ?4)",
-            params![root, pin.max_depth, pin.per_minute, at.0],
+            "INSERT INTO causal_pins (root_id, max_depth, per_minute, pinned_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+            args![root, pin.max_depth, pin.per_minute, at.0],
         )
-        .map_err(sqlite_error)?;
+        ?;
         Ok(())
     }
 }

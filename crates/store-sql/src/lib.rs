@@ -1,0 +1,210 @@
+//! The `Tx` vocabulary of `conduit-store`, written once in SQL: every statement and row mapping,
+//! over [`Sql`], the small interface each engine's adapter implements (SQLite now, PostgreSQL for
+//! several daemons on one store).
+//!
+//! Statements are written with `?N` placeholders and in the SQL both engines share (`ON CONFLICT`,
+//! `RETURNING`, row values, partial indexes, window functions); an adapter rewrites placeholders
+//! for its engine. Where the engines truly differ, a statement asks [`Sql::dialect`].
+//!
+//! Architecture invariants: no engine is linked here; every integer column is read and written as
+//! `i64`, every text as UTF-8, every digest as bytes.
+#![forbid(unsafe_code)]
+
+mod rows;
+
+pub use rows::SqlTx;
+
+use conduit_store::StoreError;
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// The engine an adapter runs statements on, for the few statements that differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+/// One engine's side of a transaction: run a statement with its arguments, read typed columns.
+pub trait Sql {
+    fn dialect(&self) -> Dialect;
+
+    /// Runs a statement; answers how many rows it changed.
+    fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64>;
+
+    /// Runs a query, handing each row to `each` in order until it errs.
+    fn query(&mut self, sql: &str, args: &[Arg<'_>], each: &mut dyn FnMut(&dyn Row) -> Result<()>) -> Result<()>;
+}
+
+/// A statement's argument.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arg<'a> {
+    Null,
+    Int(i64),
+    Text(&'a str),
+    Bytes(&'a [u8]),
+}
+
+/// A value a statement can take as an argument.
+pub trait ToArg {
+    fn to_arg(&self) -> Arg<'_>;
+}
+
+/// The arguments of a statement, in placeholder order: `args![id, work.epoch, key]`.
+#[macro_export]
+macro_rules! args {
+    ($($x:expr),* $(,)?) => {
+        &[$($crate::ToArg::to_arg(&$x)),*][..]
+    };
+}
+
+impl ToArg for str {
+    fn to_arg(&self) -> Arg<'_> {
+        Arg::Text(self)
+    }
+}
+
+impl ToArg for String {
+    fn to_arg(&self) -> Arg<'_> {
+        Arg::Text(self)
+    }
+}
+
+impl ToArg for [u8] {
+    fn to_arg(&self) -> Arg<'_> {
+        Arg::Bytes(self)
+    }
+}
+
+impl ToArg for i64 {
+    fn to_arg(&self) -> Arg<'_> {
+        Arg::Int(*self)
+    }
+}
+
+impl ToArg for u32 {
+    fn to_arg(&self) -> Arg<'_> {
+        Arg::Int(i64::from(*self))
+    }
+}
+
+impl ToArg for u16 {
+    fn to_arg(&self) -> Arg<'_> {
+        Arg::Int(i64::from(*self))
+    }
+}
+
+impl ToArg for i32 {
+    fn to_arg(&self) -> Arg<'_> {
+        Arg::Int(i64::from(*self))
+    }
+}
+
+impl ToArg for bool {
+    fn to_arg(&self) -> Arg<'_> {
+        Arg::Int(i64::from(*self))
+    }
+}
+
+impl<T: ToArg + ?Sized> ToArg for &T {
+    fn to_arg(&self) -> Arg<'_> {
+        (**self).to_arg()
+    }
+}
+
+impl<T: ToArg> ToArg for Option<T> {
+    fn to_arg(&self) -> Arg<'_> {
+        self.as_ref().map_or(Arg::Null, ToArg::to_arg)
+    }
+}
+
+/// One column of a row as the engine holds it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Column<'a> {
+    Null,
+    Int(i64),
+    Text(&'a str),
+    Bytes(&'a [u8]),
+}
+
+/// A row of a query's answer.
+pub trait Row {
+    fn column(&self, index: usize) -> Result<Column<'_>>;
+}
+
+impl dyn Row + '_ {
+    /// Column `index` as a `T`.
+    pub fn get<T: FromColumn>(&self, index: usize) -> Result<T> {
+        T::from_column(self.column(index)?)
+    }
+}
+
+/// A type a column reads as.
+pub trait FromColumn: Sized {
+    fn from_column(column: Column<'_>) -> Result<Self>;
+}
+
+fn mistyped(expected: &str) -> StoreError {
+    StoreError::Corrupt(format!("a column is not {expected}"))
+}
+
+impl FromColumn for String {
+    fn from_column(column: Column<'_>) -> Result<Self> {
+        match column {
+            Column::Text(text) => Ok(text.to_owned()),
+            _ => Err(mistyped("text")),
+        }
+    }
+}
+
+impl FromColumn for Vec<u8> {
+    fn from_column(column: Column<'_>) -> Result<Self> {
+        match column {
+            Column::Bytes(bytes) => Ok(bytes.to_vec()),
+            _ => Err(mistyped("bytes")),
+        }
+    }
+}
+
+impl FromColumn for i64 {
+    fn from_column(column: Column<'_>) -> Result<Self> {
+        match column {
+            Column::Int(n) => Ok(n),
+            _ => Err(mistyped("an integer")),
+        }
+    }
+}
+
+/// Integer columns narrower than `i64`, refused when the stored value does not fit.
+macro_rules! narrow_from_column {
+    ($($t:ty),*) => {$(
+        impl FromColumn for $t {
+            fn from_column(column: Column<'_>) -> Result<Self> {
+                <$t>::try_from(i64::from_column(column)?).map_err(|_| mistyped(stringify!($t)))
+            }
+        }
+    )*};
+}
+
+narrow_from_column!(i32, u32, u16, u64);
+
+impl FromColumn for bool {
+    fn from_column(column: Column<'_>) -> Result<Self> {
+        Ok(i64::from_column(column)? != 0)
+    }
+}
+
+impl<T: FromColumn> FromColumn for Option<T> {
+    fn from_column(column: Column<'_>) -> Result<Self> {
+        match column {
+            Column::Null => Ok(None),
+            other => T::from_column(other).map(Some),
+        }
+    }
+}
+
+/// Statement builders the adapters' tests read query plans of.
+pub mod statements {
+    pub use crate::rows::events::{page_events_sql, CAUSAL_TIME_BACK, INSERT_EVENT};
+    pub use crate::rows::requests::page_audit_sql;
+}

@@ -1,0 +1,119 @@
+//! [`Sql`] on a SQLite connection: the shared statements run here through SQLite's statement cache.
+
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::Connection;
+
+use conduit_store::StoreError;
+use conduit_store_sql::{Arg, Column, Dialect, Row, Sql};
+
+use crate::{sqlite_error, Result};
+
+/// One connection's side of a transaction the caller opened on it.
+pub struct SqliteSql<'a>(pub &'a Connection);
+
+fn bound<'a>(args: &'a [Arg<'a>]) -> impl Iterator<Item = ToSqlOutput<'a>> + 'a {
+    args.iter().map(|arg| {
+        ToSqlOutput::Borrowed(match *arg {
+            Arg::Null => ValueRef::Null,
+            Arg::Int(n) => ValueRef::Integer(n),
+            Arg::Text(text) => ValueRef::Text(text.as_bytes()),
+            Arg::Bytes(bytes) => ValueRef::Blob(bytes),
+        })
+    })
+}
+
+impl Sql for SqliteSql<'_> {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
+    fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64> {
+        let mut stmt = self.0.prepare_cached(sql).map_err(sqlite_error)?;
+        let changed = stmt
+            .execute(rusqlite::params_from_iter(bound(args)))
+            .map_err(sqlite_error)?;
+        Ok(changed as u64)
+    }
+
+    fn query(&mut self, sql: &str, args: &[Arg<'_>], each: &mut dyn FnMut(&dyn Row) -> Result<()>) -> Result<()> {
+        let mut stmt = self.0.prepare_cached(sql).map_err(sqlite_error)?;
+        let mut rows = stmt
+            .query(rusqlite::params_from_iter(bound(args)))
+            .map_err(sqlite_error)?;
+        while let Some(row) = rows.next().map_err(sqlite_error)? {
+            each(&SqliteRow(row))?;
+        }
+        Ok(())
+    }
+}
+
+struct SqliteRow<'r, 's>(&'r rusqlite::Row<'s>);
+
+impl Row for SqliteRow<'_, '_> {
+    fn column(&self, index: usize) -> Result<Column<'_>> {
+        Ok(match self.0.get_ref(index).map_err(sqlite_error)? {
+            ValueRef::Null => Column::Null,
+            ValueRef::Integer(n) => Column::Int(n),
+            ValueRef::Text(text) => Column::Text(
+                std::str::from_utf8(text).map_err(|_| StoreError::Corrupt("a text column is not UTF-8".into()))?,
+            ),
+            ValueRef::Blob(bytes) => Column::Bytes(bytes),
+            ValueRef::Real(_) => return Err(StoreError::Corrupt("a column is a float".into())),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use conduit_store::AuditFilter;
+    use conduit_store_sql::statements;
+    use rusqlite::Connection;
+
+    /// SQLite's plan for `sql`, one line per step.
+    fn plan(sql: &str) -> String {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::migrations::migrate(&mut conn).unwrap();
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        // The plan is made at prepare time, whatever the parameters are bound to.
+        let nulls = vec![rusqlite::types::Null; stmt.parameter_count()];
+        let steps = stmt
+            .query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
+            .unwrap();
+        steps.map(|s| s.unwrap()).collect::<Vec<_>>().join("; ")
+    }
+
+    #[test]
+    fn one_works_events_are_read_through_its_index() {
+        let of_work = plan(&statements::page_events_sql(true));
+        assert!(of_work.contains("USING INDEX events_by_work"), "{of_work}");
+        let all = plan(&statements::page_events_sql(false));
+        assert!(all.contains("INTEGER PRIMARY KEY"), "{all}");
+    }
+
+    #[test]
+    fn the_per_minute_bound_seeks_the_chain_index_and_counts_nothing() {
+        for sql in [statements::CAUSAL_TIME_BACK, statements::INSERT_EVENT] {
+            let steps = plan(sql);
+            assert!(steps.contains("USING COVERING INDEX events_chain"), "{steps}");
+            assert!(!steps.contains("SCAN"), "{steps}");
+        }
+    }
+
+    #[test]
+    fn an_audit_filter_reads_the_index_of_what_it_names() {
+        let cases = [
+            (Some("x"), None, "toolbelt_audit_by_execution"),
+            (None, Some("w"), "toolbelt_audit_by_work"),
+            (None, None, "PRIMARY KEY"),
+        ];
+        for (execution, work, index) in cases {
+            let filter = AuditFilter {
+                execution: execution.map(str::to_owned),
+                work: work.map(str::to_owned),
+                ..AuditFilter::default()
+            };
+            let steps = plan(&statements::page_audit_sql(&filter));
+            assert!(steps.contains(index), "{index}: {steps}");
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! For the adapters' tests, the same on every engine (behind the `testing` feature): records, and
+//! the cases every adapter must pass, each over a fresh store.
+
+// Test cases stop loudly on what they did not expect.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use conduit_core::{Causation, NewEvent, Source, Timestamp, Work, WorkState};
+use serde_json::json;
+
+use crate::{Store, StoreError, Tx};
+
+/// A Work round-trips with its keys in the order it took them, and owns them.
+pub fn work_round_trips_with_its_keys(store: &dyn Store) {
+    let w = work("w1", &["work:w1", "pr:7", "a:first-by-name"]);
+    store.write(|tx| tx.insert_work(&w)).unwrap();
+    assert_eq!(store.read(|tx| tx.get_work("w1")).unwrap().unwrap(), w);
+    assert_eq!(
+        store.read(|tx| tx.work_owning_key("pr:7")).unwrap().as_deref(),
+        Some("w1")
+    );
+}
+
+/// A key another Work holds refuses the whole Work, its other keys included.
+pub fn a_taken_key_rolls_back_the_whole_work(store: &dyn Store) {
+    store.write(|tx| tx.insert_work(&work("w1", &["pr:7"]))).unwrap();
+    let err = store
+        .write(|tx| tx.insert_work(&work("w2", &["work:w2", "pr:7"])))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::KeyTaken), "{err:?}");
+    assert!(store.read(|tx| tx.get_work("w2")).unwrap().is_none());
+    assert!(store.read(|tx| tx.work_owning_key("work:w2")).unwrap().is_none());
+}
+
+/// Events are numbered in commit order, and only the host's operator events keep an actor.
+pub fn events_get_increasing_sequences_and_lose_forged_actors(store: &dyn Store) {
+    let a = store.write(|tx| tx.insert_event(event("a"))).unwrap();
+    let b = store.write(|tx| tx.insert_event(event("b"))).unwrap();
+    assert!(b.sequence > a.sequence);
+    let stored = store.read(|tx| tx.get_event("a")).unwrap().unwrap();
+    assert_eq!(stored, a);
+    assert_eq!(stored.actor, None, "only the host's operator events carry an actor");
+    let after = store
+        .read(|tx| tx.events_after_for_keys(a.sequence, &["k".into()]))
+        .unwrap();
+    assert_eq!(after.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), vec!["b"]);
+}
+
+/// A body's error rolls back what it wrote.
+pub fn a_failed_body_rolls_back(store: &dyn Store) {
+    let result: Result<(), StoreError> = store.write(|tx: &mut dyn Tx| {
+        tx.insert_event(event("gone"))?;
+        Err(StoreError::RolledBack)
+    });
+    assert!(result.is_err());
+    assert!(store.read(|tx| tx.get_event("gone")).unwrap().is_none());
+}
+
+/// A transaction opened inside another on the same thread is refused, where it would wait forever.
+pub fn a_transaction_inside_another_is_refused(store: &dyn Store) {
+    let nested = store.write(|_| store.write(|tx| tx.insert_work(&work("w1", &[]))));
+    assert!(matches!(nested, Err(StoreError::Reentrant)), "{nested:?}");
+    store.write(|tx| tx.insert_work(&work("w1", &[]))).unwrap();
+}
+
+/// A ready Work of `setup`'s `shell` binding holding `keys`.
+pub fn work(id: &str, keys: &[&str]) -> Work {
+    Work {
+        id: id.into(),
+        scope: "setup".into(),
+        binding: "shell".into(),
+        parent_work: None,
+        state: WorkState::Ready,
+        input: json!({"n": 1}),
+        keys: keys.iter().map(|k| k.to_string()).collect(),
+        epoch: 0,
+        outcome: None,
+        wake_event: "e0".into(),
+        generation: 1,
+        created_at: Timestamp(1),
+        updated_at: Timestamp(1),
+        blocked_reason: None,
+        failed_attempts: 0,
+        not_before: None,
+    }
+}
+
+/// A root event with correlation key `k`, from an execution, carrying an actor it may not claim.
+pub fn event(id: &str) -> NewEvent {
+    NewEvent {
+        id: id.into(),
+        event_type: "demo.x".into(),
+        source: Source::Execution("x1".into()),
+        scope: "setup".into(),
+        work_id: None,
+        execution_id: None,
+        correlation_key: Some("k".into()),
+        causation: Causation::root(id),
+        actor: Some("operator:forged".into()),
+        data: json!({"a": [1, 2]}),
+        accepted_at: Timestamp(5),
+        delivery_id: None,
+    }
+}
