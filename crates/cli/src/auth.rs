@@ -24,7 +24,8 @@ pub fn rotate(locations: &Locations) -> Result<Value, Failure> {
 
 /// Issues the owner a new credential into the state directory, under its lock (so only with the
 /// daemon stopped).
-pub fn recover(locations: &Locations) -> Result<Value, Failure> {
-    let path = conduit_daemon::recover_owner(&locations.state_dir()?).map_err(|e| Failure::Local(e.to_string()))?;
+pub fn recover(locations: &Locations, store: &conduit_daemon::StoreLocation) -> Result<Value, Failure> {
+    let path =
+        conduit_daemon::recover_owner(&locations.state_dir()?, store).map_err(|e| Failure::Local(e.to_string()))?;
     Ok(json!({"token_file": path.display().to_string()}))
 }

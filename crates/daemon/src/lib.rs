@@ -17,6 +17,7 @@ mod playbooks;
 mod runtime;
 pub mod secrets;
 mod state;
+mod store_location;
 mod store_thread;
 
 use std::path::PathBuf;
@@ -25,7 +26,6 @@ use conduit_config::{Diagnostic, Snapshot};
 use conduit_core::Duration;
 use conduit_server::now;
 pub use conduit_server::Checked;
-use conduit_store_sqlite::SqliteStore;
 use conduit_toolbelt::Registry;
 
 pub use error::DaemonError;
@@ -33,6 +33,7 @@ pub use executor::agent::find_program;
 pub use executor::rundir::run_key;
 pub use lifetime::run;
 pub use state::{check_private_dir, StateDir};
+pub use store_location::StoreLocation;
 
 /// How the daemon is started.
 #[derive(Debug, Clone)]
@@ -50,6 +51,8 @@ pub struct DaemonOptions {
     pub listen: Option<std::net::SocketAddr>,
     /// Serve OpenWOP's host-sample test seams on the loopback listener (conformance runs only).
     pub conformance_seams: bool,
+    /// The store to open: the embedded SQLite file by default.
+    pub store: StoreLocation,
 }
 
 /// The extensions this release registers. The configuration may grant what they register.
@@ -81,9 +84,9 @@ pub fn check_config(bytes: &[u8], state_dir: Option<&std::path::Path>) -> Result
 
 /// The locked local path after a lost rotation: with the daemon stopped (it takes the state lock),
 /// issues the owner a new credential into `<state>/private/operator.token` and answers its path.
-pub fn recover_owner(state_dir: &std::path::Path) -> Result<PathBuf, DaemonError> {
+pub fn recover_owner(state_dir: &std::path::Path, store: &StoreLocation) -> Result<PathBuf, DaemonError> {
     let state = StateDir::lock(state_dir)?;
-    let store = SqliteStore::open(&state.store_path())?;
-    operator::issue_owner(&state, &store, now())?;
+    let store = store.open(&state)?;
+    operator::issue_owner(&state, &*store, now())?;
     Ok(state.operator_token())
 }

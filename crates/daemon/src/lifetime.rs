@@ -10,7 +10,6 @@ use conduit_server::{
     Management, SharedConnections, SystemClock,
 };
 use conduit_store::Store;
-use conduit_store_sqlite::SqliteStore;
 use conduit_toolbelt::{LiveRegistry, Toolbelt};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{watch, Notify};
@@ -106,6 +105,8 @@ struct Services {
     packages: Arc<PackageHost>,
     files: ArtifactFiles,
     instance: String,
+    /// Other daemons may lease attempts on this store.
+    shared_store: bool,
     kick: Arc<Notify>,
 }
 
@@ -115,7 +116,7 @@ impl Services {
     fn assemble(state: &StateDir, options: &DaemonOptions) -> Result<Services, DaemonError> {
         // First: a damaged id stops the start before anything is started.
         let instance = state.instance_id()?;
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state.store_path())?);
+        let store = options.store.open(state)?;
         let config_file = options
             .config_file
             .clone()
@@ -162,6 +163,7 @@ impl Services {
             packages,
             files,
             instance,
+            shared_store: options.store.is_shared(),
             kick: Arc::new(Notify::new()),
         })
     }
@@ -245,6 +247,7 @@ async fn start_scheduler(
         configs: services.configs,
         resolver: services.resolver,
         instance: services.instance,
+        shared_store: services.shared_store,
         runs_dir: state.runs_dir(),
         works_dir: state.root().join("works"),
         files: services.files,

@@ -19,7 +19,8 @@ mod work;
 
 pub use accept::accept;
 pub use attempt::{
-    adopt, claim_next, complete, first_to_start, record_pid, renew_lease, settle_unstarted, Claim, LEASE,
+    adopt, adopts_on_start, claim_next, complete, first_to_start, record_pid, renew_lease, settle_unstarted, Claim,
+    LEASE,
 };
 pub use causal::record;
 pub use control::{

@@ -7,48 +7,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use conduit_store::StoreError;
+use conduit_store_postgres::testing::TestDatabase as Database;
 use conduit_store_postgres::{connect, migrations, PostgresStore};
-
-/// A database of its own on the test server, dropped (with its connections) when this is dropped.
-struct Database {
-    admin: String,
-    name: String,
-}
-
-impl Database {
-    fn create() -> Option<Database> {
-        let Ok(admin) = std::env::var("OPEN_CONDUIT_TEST_POSTGRES") else {
-            assert!(
-                std::env::var("OPEN_CONDUIT_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                "OPEN_CONDUIT_TEST_POSTGRES is not set: start a server with `.ci/postgres start DIR`"
-            );
-            eprintln!("skipped: OPEN_CONDUIT_TEST_POSTGRES is not set (see .ci/postgres)");
-            return None;
-        };
-        let name = format!("oc_test_{}", conduit_store::new_id().replace('-', ""));
-        let mut client = connect(&admin).unwrap();
-        client.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-        Some(Database { admin, name })
-    }
-
-    /// The URL of this database: the server's, naming it (a later `dbname` wins in both forms).
-    fn url(&self) -> String {
-        let joiner = match (self.admin.contains("://"), self.admin.contains('?')) {
-            (false, _) => " ",
-            (true, true) => "&",
-            (true, false) => "?",
-        };
-        format!("{}{joiner}dbname={}", self.admin, self.name)
-    }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        if let Ok(mut client) = connect(&self.admin) {
-            let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
-        }
-    }
-}
 
 fn applied(url: &str) -> i64 {
     let mut client = connect(url).unwrap();
@@ -62,7 +22,7 @@ fn applied(url: &str) -> i64 {
 fn an_empty_database_is_migrated_to_this_releases_schema_once() {
     let Some(db) = Database::create() else { return };
     assert_eq!(migrations::version(&mut connect(&db.url()).unwrap()).unwrap(), 0);
-    let mut store = PostgresStore::open(&db.url()).unwrap();
+    let store = PostgresStore::open(&db.url()).unwrap();
     assert_eq!(store.schema_version().unwrap(), migrations::SUPPORTED);
     let mut client = connect(&db.url()).unwrap();
     let current: String = client.query_one("SELECT current_database()", &[]).unwrap().get(0);

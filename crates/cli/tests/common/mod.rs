@@ -29,6 +29,11 @@ pub struct Daemon {
     scratch: PathBuf,
     config: Option<PathBuf>,
     child: Option<Child>,
+    /// The URL of the PostgreSQL store it runs on (`--store`), when not its embedded SQLite file.
+    store: Option<String>,
+    /// The database made for it when `OPEN_CONDUIT_TEST_DAEMON_STORE=postgres` runs every daemon
+    /// test on PostgreSQL.
+    database: Option<conduit_store_postgres::testing::TestDatabase>,
 }
 
 impl Daemon {
@@ -49,13 +54,26 @@ impl Daemon {
 
     /// Starts with extra environment variables for the daemon (such as a test fetch allowance).
     pub fn start_with_env(env: &[(&str, &str)], config: impl FnOnce(&Path) -> String) -> Daemon {
+        let mut daemon = Daemon::configured(config);
+        daemon.launch_with_env(env);
+        daemon
+    }
+
+    /// Starts on the PostgreSQL store at `url`, its configuration built from its scratch directory.
+    pub fn start_on_store(url: &str, config: impl FnOnce(&Path) -> String) -> Daemon {
+        let mut daemon = Daemon::configured(config);
+        daemon.store = Some(url.to_owned());
+        daemon.launch();
+        daemon
+    }
+
+    /// Not yet launched, with a configuration file built from its scratch directory.
+    fn configured(config: impl FnOnce(&Path) -> String) -> Daemon {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("config.json");
         let scratch = scratch_of(tmp.path());
         std::fs::write(&path, writing_scratch(&config(&scratch), &scratch)).unwrap();
-        let mut daemon = Daemon::unlaunched(tmp, Some(path));
-        daemon.launch_with_env(env);
-        daemon
+        Daemon::unlaunched(tmp, Some(path))
     }
 
     fn launched(tmp: tempfile::TempDir, config: Option<PathBuf>) -> Daemon {
@@ -66,7 +84,12 @@ impl Daemon {
 
     fn unlaunched(tmp: tempfile::TempDir, config: Option<PathBuf>) -> Daemon {
         let state = tmp.path().join("state");
+        let database = (std::env::var("OPEN_CONDUIT_TEST_DAEMON_STORE").as_deref() == Ok("postgres"))
+            .then(conduit_store_postgres::testing::TestDatabase::create)
+            .flatten();
         Daemon {
+            store: database.as_ref().map(|db| db.url()),
+            database,
             scratch: scratch_of(tmp.path()),
             tmp,
             state,
@@ -114,6 +137,9 @@ impl Daemon {
         cmd.arg("daemon").arg("--state").arg(&self.state);
         if let Some(config) = &self.config {
             cmd.arg("--config").arg(config);
+        }
+        if let Some(store) = &self.store {
+            cmd.arg("--store").arg(store);
         }
         let log = std::fs::OpenOptions::new()
             .create(true)

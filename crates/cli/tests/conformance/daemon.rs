@@ -4,6 +4,7 @@
 use std::cell::RefCell;
 use std::path::Path;
 
+use conduit_store_postgres::testing::TestDatabase;
 use serde_json::Value;
 
 use super::{suite_config, Attempt, Target};
@@ -11,6 +12,8 @@ use crate::common::{http, read_token, store_files, wait_until, Daemon};
 
 pub struct RealDaemon {
     daemon: RefCell<Daemon>,
+    /// The PostgreSQL database it runs on, when not its embedded SQLite file.
+    postgres: Option<TestDatabase>,
 }
 
 /// Publishes the attempt's execution id, endpoint and token file into `<scratch>/run.*`, then holds
@@ -30,6 +33,16 @@ impl RealDaemon {
         let daemon = Daemon::start_with(|scratch| suite_config(&hold_command(scratch)));
         RealDaemon {
             daemon: RefCell::new(daemon),
+            postgres: None,
+        }
+    }
+
+    /// A daemon on a PostgreSQL database of its own (`--store`).
+    pub fn on_postgres(db: TestDatabase) -> RealDaemon {
+        let daemon = Daemon::start_on_store(&db.url(), |scratch| suite_config(&hold_command(scratch)));
+        RealDaemon {
+            daemon: RefCell::new(daemon),
+            postgres: Some(db),
         }
     }
 
@@ -114,6 +127,9 @@ impl Target for RealDaemon {
     }
 
     fn store_bytes(&self) -> Vec<u8> {
-        store_files(&self.daemon.borrow().state)
+        match &self.postgres {
+            Some(db) => db.dump(),
+            None => store_files(&self.daemon.borrow().state),
+        }
     }
 }

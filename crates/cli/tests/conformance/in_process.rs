@@ -1,4 +1,5 @@
-//! The toolbelt in process: a real SQLite file, the same rules the daemon runs, no sockets.
+//! The toolbelt in process: a real store (a SQLite file, or a PostgreSQL database), the same rules the
+//! daemon runs, no sockets.
 
 use std::sync::Arc;
 
@@ -7,9 +8,11 @@ use conduit_core::{Clock, OperatorRecord, Role, Timestamp};
 use conduit_scheduler::{adopt, claim_next, create_work, NewWork};
 use conduit_server::SystemClock;
 use conduit_store::{new_id, Store};
+use conduit_store_postgres::testing::TestDatabase;
+use conduit_store_postgres::PostgresStore;
 use conduit_store_sqlite::SqliteStore;
 use conduit_toolbelt::token::{digest, generate, issue};
-use conduit_toolbelt::{CallRequest, Toolbelt};
+use conduit_toolbelt::{Begun, CallRequest, Toolbelt};
 use serde_json::{json, Value};
 
 use super::{suite_config, Attempt, Target};
@@ -21,12 +24,25 @@ pub struct InProcess {
     config: CurrentConfig,
     toolbelt: Toolbelt,
     operator: String,
+    /// The PostgreSQL database the store is in, when it is not the SQLite file in `dir`.
+    postgres: Option<TestDatabase>,
 }
 
 impl InProcess {
+    /// On a SQLite file.
     pub fn new() -> InProcess {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).unwrap());
+        InProcess::on(dir, store, None)
+    }
+
+    /// On a PostgreSQL database of its own.
+    pub fn on_postgres(db: TestDatabase) -> InProcess {
+        let store: Arc<dyn Store> = Arc::new(PostgresStore::open(&db.url()).unwrap());
+        InProcess::on(tempfile::tempdir().unwrap(), store, Some(db))
+    }
+
+    fn on(dir: tempfile::TempDir, store: Arc<dyn Store>, postgres: Option<TestDatabase>) -> InProcess {
         let text = suite_config(&["true".to_owned()]);
         let config = CurrentConfig::new(parse(text.as_bytes()).unwrap().at_generation(1));
         let toolbelt = Toolbelt::new(store.clone(), config.clone(), Arc::new(SystemClock), Arc::default());
@@ -47,6 +63,7 @@ impl InProcess {
             config,
             toolbelt,
             operator,
+            postgres,
         }
     }
 }
@@ -86,8 +103,19 @@ impl Target for InProcess {
 
     fn call(&self, on: &Attempt, token: &str, body: Value) -> (u16, Value) {
         let request: CallRequest = serde_json::from_value(body).unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        answer(runtime.block_on(self.toolbelt.call(&on.endpoint, token, &request)))
+        // As the daemon's servers do: the store's work off the runtime, only the handler on it.
+        let answered = self
+            .toolbelt
+            .begin(&on.endpoint, token, &request)
+            .and_then(|begun| match begun {
+                Begun::Answered(value) => Ok(value),
+                Begun::Extension(pending) => {
+                    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+                    let ran = runtime.block_on(pending.ran());
+                    self.toolbelt.finish(*pending, ran)
+                }
+            });
+        answer(answered)
     }
 
     fn guidance(&self, on: &Attempt, token: &str) -> (u16, Value) {
@@ -115,6 +143,9 @@ impl Target for InProcess {
     }
 
     fn store_bytes(&self) -> Vec<u8> {
-        store_files(self.dir.path())
+        match &self.postgres {
+            Some(db) => db.dump(),
+            None => store_files(self.dir.path()),
+        }
     }
 }

@@ -15,7 +15,7 @@ use conduit_core::artifact::TRANSCRIPT_INDEX;
 use conduit_core::execution::SegmentEnd;
 use conduit_core::{Duration, Execution, ExecutionState, Timestamp};
 use conduit_scheduler::{
-    adopt, claim_next, close_unpaired_calls, fire_due_timers, first_to_start, record_pid, renew_lease,
+    adopt, adopts_on_start, claim_next, close_unpaired_calls, fire_due_timers, first_to_start, record_pid, renew_lease,
     settle_unstarted, Claim, HostError, LEASE,
 };
 use conduit_server::{
@@ -57,6 +57,8 @@ pub struct Runtime {
     pub resolver: Resolver,
     pub toolbelt: Toolbelt,
     pub instance: String,
+    /// Other daemons may lease attempts on this store: recovery adopts only this instance's.
+    pub shared_store: bool,
     pub runs_dir: PathBuf,
     /// Each unfinished agent Work's directory (`<state>/works/<key>`): its working directory and
     /// its CLI's home.
@@ -253,13 +255,14 @@ impl Runtime {
         .await
     }
 
-    /// Adopts every attempt an earlier daemon left running: a live process gets the next epoch, a
-    /// rotated token and its socket served again; a vanished one is completed as lost. Then removes
-    /// every run directory that no live attempt owns.
+    /// Adopts every attempt an earlier run of this daemon left running: a live process gets the
+    /// next epoch, a rotated token and its socket served again; a vanished one is completed as
+    /// lost. Then removes every run directory that no live attempt owns.
     pub async fn recover(&self) -> Result<(), HostError> {
-        let running = self
+        let mut running = self
             .db(|s| Ok(s.read(|tx| tx.executions_in_state(ExecutionState::Running))?))
             .await?;
+        running.retain(|x| adopts_on_start(&x.owner, &self.instance, self.shared_store));
         let mut live = Vec::new();
         for x in running {
             // Nothing the dead daemon's handlers were running can answer now.

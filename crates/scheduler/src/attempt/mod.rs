@@ -250,6 +250,14 @@ pub fn settle_unstarted(
     complete(tx, execution_id, SegmentEnd::Exited(0), RetryPolicy::default(), now)
 }
 
+/// Whether a daemon starting as `instance` adopts a running attempt leased to `owner`. On a store of
+/// its own, every running attempt is its state directory's (and releases before instance ids were
+/// kept leased under a fresh id at each start). On a shared store, another owner's attempt belongs
+/// to another daemon, whose processes and sockets this one cannot reach.
+pub fn adopts_on_start(owner: &str, instance: &str, shared_store: bool) -> bool {
+    !shared_store || owner == instance
+}
+
 /// Adopts a running attempt left by an earlier daemon instance: the next epoch, this owner, a fresh
 /// lease. The caller issues the rotated token in the same transaction.
 pub fn adopt(tx: &mut dyn Tx, execution_id: &str, owner: &str, now: Timestamp) -> Result<Option<Claim>, HostError> {

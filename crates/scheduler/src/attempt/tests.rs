@@ -393,3 +393,20 @@ fn a_retry_is_not_a_first_attempt_but_the_one_after_a_gate_parked_it_is() {
         "a retry passed the gates already"
     );
 }
+
+#[test]
+fn a_shared_store_adopts_only_this_instances_attempts_on_start() {
+    let cases = [
+        ("me", "me", false, true),
+        ("an-earlier-start", "me", false, true),
+        ("me", "me", true, true),
+        ("another-daemon", "me", true, false),
+    ];
+    for (owner, instance, shared, adopted) in cases {
+        assert_eq!(
+            adopts_on_start(owner, instance, shared),
+            adopted,
+            "{owner} on shared={shared}"
+        );
+    }
+}

@@ -135,6 +135,32 @@ pub struct DaemonArgs {
     /// authenticated operators only; for conformance runs, never for everyday use
     #[arg(long, env = "OPEN_CONDUIT_CONFORMANCE_SEAMS", requires = "listen", value_parser = clap::builder::BoolishValueParser::new())]
     pub conformance_seams: bool,
+    #[command(flatten)]
+    pub store: StoreArg,
+}
+
+#[derive(Args)]
+pub struct StoreArg {
+    /// The store: `sqlite:` (the embedded <state>/store.db) or a postgres:// URL several daemons
+    /// share, each with its own --state directory; pass a URL with a password through the
+    /// environment, not the command line, which other users can read [default: sqlite:]
+    // Read as text and parsed by `main`, so that a mistyped URL (and its password) is never echoed.
+    #[arg(
+        long = "store",
+        env = "OPEN_CONDUIT_STORE",
+        value_name = "URL",
+        default_value = "sqlite:",
+        hide_default_value = true,
+        hide_env_values = true
+    )]
+    pub url: String,
+}
+
+/// Never the URL itself: it may carry a password.
+impl std::fmt::Debug for StoreArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StoreArg(..)")
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -351,7 +377,10 @@ pub enum AuthCommand {
         add: Option<OperatorsCommand>,
     },
     /// With the daemon stopped, issue the owner a new credential into <state>/private/operator.token
-    Recover,
+    Recover {
+        #[command(flatten)]
+        store: StoreArg,
+    },
 }
 
 #[derive(Debug, Subcommand)]

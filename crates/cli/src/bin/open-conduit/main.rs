@@ -16,7 +16,7 @@ use conduit_cli::report::{Failure, Human, Reporter};
 use conduit_cli::{artifacts, auth, daemon, doctor, render, runs};
 use serde_json::Value;
 
-use crate::cli::{Cli, DaemonArgs, RunsCommand};
+use crate::cli::{Cli, DaemonArgs, RunsCommand, StoreArg};
 use crate::plan::{plan, Plan};
 
 fn main() -> ExitCode {
@@ -44,7 +44,10 @@ fn main() -> ExitCode {
         Plan::Validation(Err(offline)) => reporter.finish_validation(Ok(offline), render::checked),
         Plan::Rotate => reporter.finish(auth::rotate(&locations), render::rotated),
         Plan::Doctor => reporter.finish_validation(Ok(doctor::report(&locations)), render::doctor),
-        Plan::Recover => reporter.finish(auth::recover(&locations), render::recovered),
+        Plan::Recover(store) => reporter.finish(
+            store_location(&store).and_then(|store| auth::recover(&locations, &store)),
+            render::recovered,
+        ),
     }
 }
 
@@ -57,7 +60,13 @@ fn run_daemon(locations: &Locations, args: DaemonArgs) -> Result<(), Failure> {
         token_lifetime: args.token_lifetime,
         listen: args.listen,
         conformance_seams: args.conformance_seams,
+        store: store_location(&args.store)?,
     })
+}
+
+/// The store `--store` names, refused without echoing what was given (it may hold a password).
+fn store_location(arg: &StoreArg) -> Result<conduit_daemon::StoreLocation, Failure> {
+    arg.url.parse().map_err(|why| Failure::Local(format!("--store: {why}")))
 }
 
 /// A `runs` command's answer and how it reads as text.

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::cli::{
     ApprovalsCommand, ArtifactsCommand, AuthCommand, Command, ConfigCommand, DaemonArgs, EventsCommand,
-    ExecutionsCommand, OperatorsCommand, PackageCommand, RouteArgs, RunsCommand, WorkCommand,
+    ExecutionsCommand, OperatorsCommand, PackageCommand, RouteArgs, RunsCommand, StoreArg, WorkCommand,
 };
 
 /// What a parsed command line asks for.
@@ -32,7 +32,7 @@ pub enum Plan {
     /// Rotation: the request, then the new token written where the old one was read from.
     Rotate,
     /// The owner's credential reissued locally, under the state lock.
-    Recover,
+    Recover(StoreArg),
 }
 
 /// What a command line asks for; `state_dir` (when it can be found) holds the playbooks an offline
@@ -112,7 +112,7 @@ fn auth(command: AuthCommand) -> Plan {
         AuthCommand::Operators {
             add: Some(OperatorsCommand::Add { name, role }),
         } => Plan::Call(m::add_operator(&name, role.as_deref()), render::issued),
-        AuthCommand::Recover => Plan::Recover,
+        AuthCommand::Recover { store } => Plan::Recover(store),
     }
 }
 
@@ -203,7 +203,7 @@ mod tests {
             Plan::Call(request, _) | Plan::Validation(Ok(request)) => request,
             Plan::Daemon(args) => panic!("expected a request, got {args:?}"),
             Plan::Validation(Err(report)) => panic!("expected a request, got {report}"),
-            Plan::Rotate | Plan::Recover | Plan::Doctor | Plan::Runs(_) | Plan::Cat(_) => {
+            Plan::Rotate | Plan::Recover(_) | Plan::Doctor | Plan::Runs(_) | Plan::Cat(_) => {
                 panic!("expected a request, got a local step")
             }
         }
