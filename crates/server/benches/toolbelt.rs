@@ -43,6 +43,8 @@ use conduit_core::Execution;
 use conduit_scheduler::{claim_next, create_work, renew_lease, HostError, NewWork, LEASE};
 use conduit_server::{bind_owner_only, execution_router, now, serve, ExecutionSocket};
 use conduit_store::Store;
+use conduit_store_postgres::testing::TestDatabase;
+use conduit_store_postgres::PostgresStore;
 use conduit_store_sqlite::SqliteStore;
 use conduit_toolbelt::{checks, token, Toolbelt};
 use http_body_util::{BodyExt, Full};
@@ -91,7 +93,22 @@ fn main() {
         (beds, tokio::spawn(serve_echo(echo)))
     });
     let rows = client.block_on(run_cases(dir.path(), &echo_socket, &beds, &*store));
-    let together = EXECUTIONS.map(|n| emit_together(&servers, &clients, &store, &config, dir.path(), n));
+    let together =
+        EXECUTIONS.map(|n| emit_together(&servers, &clients, std::slice::from_ref(&store), &config, dir.path(), n));
+    // With a test server (`OPEN_CONDUIT_TEST_POSTGRES`): the same emits on PostgreSQL, through one
+    // store, then through two on one database, as two daemons would share it.
+    let on_postgres = TestDatabase::create().map(|db| {
+        let open =
+            || -> Arc<dyn Store> { Arc::new(PostgresStore::open(&db.url()).expect("the PostgreSQL store opens")) };
+        let (one, two) = ([open()], [open(), open()]);
+        let runs = [&one[..], &two[..]].map(|stores| {
+            // Sockets of their own, beside the SQLite cases' ones.
+            let beds = dir.path().join(format!("postgres-{}", stores.len()));
+            std::fs::create_dir(&beds).expect("a directory for the PostgreSQL beds");
+            EXECUTIONS.map(|n| emit_together(&servers, &clients, stores, &config, &beds, n))
+        });
+        (db, runs)
+    });
     // Before the store closes: closing its last connection checkpoints and removes the WAL file.
     print_machine(dir.path());
     drop(client); // closes the client connections, so the graceful shutdown below can finish
@@ -104,6 +121,12 @@ fn main() {
     });
     print_table(&rows);
     print_together(&together, &rows);
+    if let Some((_db, [one, two])) = &on_postgres {
+        println!("\non PostgreSQL (a server on a Unix socket on this machine; the KiB columns count only this process's writes):");
+        print_together(one, &rows);
+        println!("\non PostgreSQL, the executions split between two stores on one database, as two daemons:");
+        print_together(two, &rows);
+    }
 }
 
 fn multi_thread(name: &str) -> Runtime {
@@ -200,14 +223,22 @@ fn fill_events(store: &Path, count: usize) {
 fn emit_together(
     servers: &Runtime,
     clients: &Runtime,
-    store: &Arc<dyn Store>,
+    stores: &[Arc<dyn Store>],
     config: &CurrentConfig,
     dir: &Path,
     n: usize,
 ) -> Stats {
+    // Execution i is served by store i mod their count: each store as one daemon's.
     let beds: Vec<Bed> = servers.block_on(async {
         (0..n)
-            .map(|i| Bed::start(store, config, dir, &format!("x{n}-{i}")))
+            .map(|i| {
+                Bed::start(
+                    &stores[i % stores.len()],
+                    config,
+                    dir,
+                    &format!("x{n}-{i}-of-{}", stores.len()),
+                )
+            })
             .collect()
     });
     let calls = client_calls();
