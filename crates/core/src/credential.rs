@@ -69,6 +69,28 @@ impl Role {
 /// The owner's operator name: the credential in the state directory.
 pub const OWNER: &str = "local";
 
+/// What a starting daemon does about the owner's credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnerAtStart {
+    /// The state directory's token file holds the active owner credential.
+    Keep,
+    /// Issue a new one into the token file, revoking the active one if any.
+    Issue,
+    /// Another daemon on the shared store holds the active owner credential: revoking it would
+    /// lock that daemon's operator out, so the operator copies the token here, or recovers.
+    LeaveToOperator,
+}
+
+/// The owner credential a daemon starts with, from whether its token file holds the active one,
+/// whether there is an active one at all, and whether other daemons share the store.
+pub fn owner_at_start(token_file_is_active: bool, owner_is_active: bool, shared_store: bool) -> OwnerAtStart {
+    match (token_file_is_active, owner_is_active, shared_store) {
+        (true, _, _) => OwnerAtStart::Keep,
+        (false, true, true) => OwnerAtStart::LeaveToOperator,
+        _ => OwnerAtStart::Issue,
+    }
+}
+
 /// A named operator's name: `[a-z][a-z0-9-]{0,31}`, and not the owner's.
 pub fn is_operator_name(name: &str) -> bool {
     name.len() <= 32

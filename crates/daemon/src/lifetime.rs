@@ -127,7 +127,7 @@ impl Services {
             &state.private_dir(),
             config_registry(state.root()),
         )?;
-        operator::bootstrap_owner(state, &*store, now())?;
+        operator::bootstrap_owner(state, &*store, now(), options.store.is_shared())?;
         let config = configs.current();
         let configs = Arc::new(configs);
         let resolver = Resolver::new(state.private_dir().join("secrets.json"), Arc::new(SystemKeyring));
