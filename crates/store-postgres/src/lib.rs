@@ -71,9 +71,10 @@ fn run(conn: &mut worker::Conn, mode: Mode, body: &mut dyn FnMut(&mut dyn Tx) ->
         Mode::Write => format!("BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK})"),
         // A read's record is committed before the answer but need not wait for the flush
         // ("Durability" in DESIGN.md): the server keeps it through the daemon's crash.
-        Mode::Record => {
-            format!("BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}); SET LOCAL synchronous_commit = off")
-        }
+        Mode::Record => format!(
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK}); \
+             SET LOCAL synchronous_commit = off"
+        ),
     };
     if let Err(e) = batch(conn, begin) {
         return Err(abandon(conn, e));
