@@ -412,3 +412,26 @@ fn the_daemon_refuses_a_config_file_that_is_no_regular_file() {
         assert!(err.contains("config_unreadable"), "{file}: {err}");
     }
 }
+
+/// `--store` may carry a password, so a URL it refuses is not echoed back; a flag clap checks
+/// itself echoes what it refused (the control: the same check would catch it).
+#[test]
+fn a_refused_store_url_is_not_echoed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let daemon = |flag: &str, value: &str| {
+        let out = std::process::Command::new(OPEN_CONDUIT)
+            .args(["daemon", flag, value, "--state"])
+            .arg(tmp.path().join("state"))
+            .env_remove("OPEN_CONDUIT_STORE")
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, stderr) = daemon("--store", "postgress://u:hunter2@127.0.0.1/db");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--store"), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+    assert!(!tmp.path().join("state").exists(), "refused before anything is created");
+    let (_, echoed) = daemon("--token-lifetime", "hunter2");
+    assert!(echoed.contains("hunter2"), "{echoed}");
+}

@@ -36,14 +36,20 @@ pub trait Sql {
     fn query(&mut self, sql: &str, args: &[Arg<'_>], each: &mut dyn FnMut(&dyn Row) -> Result<()>) -> Result<()>;
 }
 
-/// A statement's argument.
+/// A value as the engine holds it: a statement's argument, or a column of a row.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Arg<'a> {
+pub enum Value<'a> {
     Null,
     Int(i64),
     Text(&'a str),
     Bytes(&'a [u8]),
 }
+
+/// A statement's argument.
+pub type Arg<'a> = Value<'a>;
+
+/// One column of a row.
+pub type Column<'a> = Value<'a>;
 
 /// A value a statement can take as an argument.
 pub trait ToArg {
@@ -116,15 +122,6 @@ impl<T: ToArg> ToArg for Option<T> {
     fn to_arg(&self) -> Arg<'_> {
         self.as_ref().map_or(Arg::Null, ToArg::to_arg)
     }
-}
-
-/// One column of a row as the engine holds it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Column<'a> {
-    Null,
-    Int(i64),
-    Text(&'a str),
-    Bytes(&'a [u8]),
 }
 
 /// A row of a query's answer.
