@@ -10,10 +10,25 @@ use crate::runtime;
 /// A clap value parser for a token lifetime: a human duration of at least a minute, so rotation
 /// has time to happen.
 pub fn parse_token_lifetime(text: &str) -> Result<Duration, String> {
+    at_least(
+        text,
+        Duration::from_secs(60),
+        "a token lifetime is at least 1m",
+        "10m or 1h",
+    )
+}
+
+/// A clap value parser for a lease: a human duration of at least 3s, so a renewal every third of
+/// it has a second to reach the store.
+pub fn parse_lease(text: &str) -> Result<Duration, String> {
+    at_least(text, Duration::from_secs(3), "a lease is at least 3s", "30s or 2m")
+}
+
+fn at_least(text: &str, minimum: Duration, too_short: &str, example: &str) -> Result<Duration, String> {
     match Duration::parse(text) {
-        Some(d) if d >= Duration::from_secs(60) => Ok(d),
-        Some(_) => Err("a token lifetime is at least 1m".into()),
-        None => Err("write a duration such as 10m or 1h".into()),
+        Some(d) if d >= minimum => Ok(d),
+        Some(_) => Err(too_short.into()),
+        None => Err(format!("write a duration such as {example}")),
     }
 }
 
@@ -51,5 +66,13 @@ mod tests {
         assert_eq!(parse_token_lifetime("1m"), Ok(Duration::from_secs(60)));
         assert!(parse_token_lifetime("59s").is_err_and(|e| e.contains("at least 1m")));
         assert!(parse_token_lifetime("soon").is_err_and(|e| e.contains("such as 10m")));
+    }
+
+    #[test]
+    fn a_lease_is_a_duration_of_at_least_three_seconds() {
+        assert_eq!(parse_lease("3s"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_lease("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_lease("2s").is_err_and(|e| e.contains("at least 3s")));
+        assert!(parse_lease("later").is_err_and(|e| e.contains("such as 30s")));
     }
 }

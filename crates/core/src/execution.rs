@@ -121,6 +121,9 @@ pub enum SegmentEnd {
     Killed,
     /// The process ended while no daemon watched it (after a restart); its exit status is unknown.
     Lost,
+    /// Its daemon stopped renewing the lease, and another daemon on the shared store took the
+    /// attempt over: its process may still run where that daemon did, but its authority is gone.
+    Abandoned,
     /// An adopted process (started by an earlier daemon, so not our child) ended while watched;
     /// its exit status is unknown, and it may well have finished its work.
     ExitUnknown,
@@ -170,6 +173,10 @@ fn exit_outcome(end: SegmentEnd) -> Outcome {
         SegmentEnd::Lost => (
             OutcomeStatus::Failed,
             "ended unobserved; its exit status is unknown".to_owned(),
+        ),
+        SegmentEnd::Abandoned => (
+            OutcomeStatus::Failed,
+            "its daemon stopped renewing the lease, and another daemon took it over".to_owned(),
         ),
         SegmentEnd::ExitUnknown => (
             OutcomeStatus::Failed,
@@ -225,6 +232,13 @@ impl Execution {
     /// Whether a timestamp is inside the lease (expiry is exclusive).
     pub fn lease_live_at(&self, now: Timestamp) -> bool {
         now < self.lease_expires_at
+    }
+
+    /// Whether the daemon `instance` may take this attempt over: it is running, leased to another
+    /// daemon, and that daemon let the lease lapse (a daemon never takes over its own: it adopts
+    /// them when it starts, and renews them while it runs).
+    pub fn abandoned_for(&self, instance: &str, now: Timestamp) -> bool {
+        self.state == ExecutionState::Running && self.owner != instance && !self.lease_live_at(now)
     }
 }
 
@@ -344,5 +358,43 @@ mod tests {
             settle(Some(&d), SegmentEnd::Exited(1)),
             Settlement::Wait { .. }
         ));
+    }
+
+    #[test]
+    fn only_another_daemons_running_attempt_with_a_lapsed_lease_is_abandoned() {
+        let leased = Execution {
+            lease_expires_at: Timestamp(1000),
+            ..attempt("x", ExecutionState::Running, None)
+        };
+        for (x, instance, at, abandoned) in [
+            (&leased, "other", 1000, true),
+            (&leased, "other", 999, false),
+            (&leased, "me", 5000, false),
+            (
+                &Execution {
+                    state: ExecutionState::Waiting,
+                    ..leased.clone()
+                },
+                "other",
+                5000,
+                false,
+            ),
+            (
+                &Execution {
+                    state: ExecutionState::Succeeded,
+                    ..leased.clone()
+                },
+                "other",
+                5000,
+                false,
+            ),
+        ] {
+            assert_eq!(
+                x.abandoned_for(instance, Timestamp(at)),
+                abandoned,
+                "{instance} at {at}, {:?}",
+                x.state
+            );
+        }
     }
 }

@@ -31,7 +31,7 @@ impl Default for RetryPolicy {
 /// finished) and a configuration problem (secret, sandbox) are not retried.
 pub fn is_retryable(declaration: Option<&Declaration>, end: SegmentEnd) -> bool {
     let failed = match end {
-        SegmentEnd::Lost | SegmentEnd::FailedToStart(_) => true,
+        SegmentEnd::Lost | SegmentEnd::Abandoned | SegmentEnd::FailedToStart(_) => true,
         SegmentEnd::Exited(code) => code != 0,
         SegmentEnd::Killed
         | SegmentEnd::ExitUnknown
@@ -41,7 +41,24 @@ pub fn is_retryable(declaration: Option<&Declaration>, end: SegmentEnd) -> bool 
     declaration.is_none() && failed
 }
 
+/// How many attempts in a row a Work gets when they end abandoned by their daemon, whatever its
+/// binding allows: a daemon's death does not fail the Work it ran, but a Work that takes down every
+/// daemon that runs it is not tried for ever.
+pub const ABANDONED_ATTEMPTS: u32 = 3;
+
 impl RetryPolicy {
+    /// The policy for a segment that ended `end`: the binding's, except that an attempt abandoned
+    /// by its daemon gets at least [`ABANDONED_ATTEMPTS`].
+    pub fn for_end(self, end: SegmentEnd) -> RetryPolicy {
+        match end {
+            SegmentEnd::Abandoned => RetryPolicy {
+                max_attempts: self.max_attempts.max(ABANDONED_ATTEMPTS),
+                ..self
+            },
+            _ => self,
+        }
+    }
+
     /// When the next attempt may start after `failed` attempts in a row have failed retryably (this
     /// one included), or `None` when none is left: `backoff`, doubled for each earlier failure.
     pub fn next_attempt_at(&self, failed: u32, now: Timestamp) -> Option<Timestamp> {
@@ -67,6 +84,7 @@ mod tests {
         };
         for (declaration, end, retried) in [
             (None, SegmentEnd::Lost, true),
+            (None, SegmentEnd::Abandoned, true),
             (None, SegmentEnd::FailedToStart(Some(2)), true),
             (None, SegmentEnd::FailedToStart(None), true),
             (None, SegmentEnd::Exited(1), true),
@@ -78,6 +96,7 @@ mod tests {
             (None, SegmentEnd::SandboxUnavailable, false),
             (Some(&declared), SegmentEnd::Exited(1), false),
             (Some(&declared), SegmentEnd::Lost, false),
+            (Some(&declared), SegmentEnd::Abandoned, false),
         ] {
             assert_eq!(is_retryable(declaration, end), retried, "{end:?} {declaration:?}");
         }
@@ -105,5 +124,28 @@ mod tests {
             backoff: Duration::from_secs(7200),
         };
         assert_eq!(long.next_attempt_at(2, Timestamp(0)), Some(Timestamp(7_200_000)));
+    }
+
+    #[test]
+    fn an_abandoned_attempt_is_retried_at_least_twice_whatever_the_binding_allows() {
+        let once = RetryPolicy::default();
+        let abandoned = once.for_end(SegmentEnd::Abandoned);
+        assert_eq!(abandoned.max_attempts, ABANDONED_ATTEMPTS);
+        assert!(abandoned.next_attempt_at(2, Timestamp(0)).is_some());
+        assert_eq!(abandoned.next_attempt_at(3, Timestamp(0)), None, "bounded");
+        assert_eq!(
+            once.for_end(SegmentEnd::Lost),
+            once,
+            "control: a lost attempt keeps the binding's policy"
+        );
+        let more = RetryPolicy {
+            max_attempts: 5,
+            backoff: Duration::from_secs(1),
+        };
+        assert_eq!(
+            more.for_end(SegmentEnd::Abandoned),
+            more,
+            "a binding allowing more keeps its own"
+        );
     }
 }

@@ -46,6 +46,9 @@ pub struct DaemonOptions {
     /// Execution tokens expire after this long (and are rotated while their attempt runs) instead of
     /// at the attempt deadline.
     pub token_lifetime: Option<Duration>,
+    /// How long an attempt's lease lasts unrenewed (default 30s): on a shared store, how long a
+    /// silent daemon's attempts wait before another daemon takes them over.
+    pub lease: Option<Duration>,
     /// A loopback address to serve the management API on over TCP too, for HTTP clients that cannot
     /// dial a Unix socket.
     pub listen: Option<std::net::SocketAddr>,

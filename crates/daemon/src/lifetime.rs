@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use conduit_config::CurrentConfig;
+use conduit_scheduler::{Lessee, DEFAULT_LEASE};
 use conduit_server::{
     bind_owner_only, loopback_router, management_router, now, serve, ArtifactFiles, ConnectionLimits, Cursors,
     Management, SharedConnections, SystemClock,
@@ -37,14 +38,7 @@ pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     let socket_path = state.clear_management_socket()?;
     let server = serve_management(&state, &services, &options, &socket_path, &shutdown).await?;
     let toolbelt_connections = toolbelt_budget(open_files, &services.config.get().limits());
-    let scheduler = start_scheduler(
-        &state,
-        services,
-        options.os_dir.clone(),
-        (options.token_lifetime, toolbelt_connections),
-        shutdown,
-    )
-    .await;
+    let scheduler = start_scheduler(&state, services, &options, toolbelt_connections, shutdown).await;
     tracing::info!(state = %state.root().display(), socket = %socket_path.display(), "open-conduit daemon is up");
 
     signals.wait().await;
@@ -225,11 +219,11 @@ async fn stopped(mut shutdown: watch::Receiver<bool>) {
 async fn start_scheduler(
     state: &StateDir,
     services: Services,
-    os_dir: Option<PathBuf>,
-    (token_lifetime, toolbelt_connections): (Option<conduit_core::Duration>, SharedConnections),
+    options: &DaemonOptions,
+    toolbelt_connections: SharedConnections,
     shutdown: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
-    let os_dir = os_dir.unwrap_or_else(own_dir);
+    let os_dir = options.os_dir.clone().unwrap_or_else(own_dir);
     if !os_dir.join("os").is_file() {
         tracing::warn!(dir = %os_dir.display(), "no `os` binary here; executions will not find it on PATH (build both binaries, e.g. `cargo build --release`)");
     }
@@ -246,7 +240,10 @@ async fn start_scheduler(
         config: services.config,
         configs: services.configs,
         resolver: services.resolver,
-        instance: services.instance,
+        lessee: Lessee {
+            owner: services.instance,
+            lease: options.lease.unwrap_or(DEFAULT_LEASE),
+        },
         shared_store: services.shared_store,
         runs_dir: state.runs_dir(),
         works_dir: state.root().join("works"),
@@ -254,7 +251,7 @@ async fn start_scheduler(
         playbook_dir: state.root().join("playbooks"),
         os_dir,
         hidden: services.hidden,
-        token_lifetime,
+        token_lifetime: options.token_lifetime,
         toolbelt_connections,
         kick: services.kick,
         shutdown,

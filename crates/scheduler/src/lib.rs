@@ -1,6 +1,7 @@
 //! The transactional rules that move Work through its life: accepting events (causal bounds,
 //! waking waits, routing), creating Work, claiming attempts, renewing leases, completing segments,
-//! firing wait timers, and adopting attempts after a restart.
+//! firing wait timers, adopting attempts after a restart, and taking over attempts another daemon
+//! abandoned.
 //!
 //! Architecture invariant: every function here runs inside one store transaction handed in by the
 //! caller and takes the time as an argument. Nothing here spawns a process, opens a socket or reads
@@ -19,8 +20,8 @@ mod work;
 
 pub use accept::accept;
 pub use attempt::{
-    adopt, adopts_on_start, claim_next, complete, first_to_start, record_pid, renew_lease, settle_unstarted, Claim,
-    LEASE,
+    adopt, adopts_on_start, claim_next, complete, first_to_start, record_pid, renew_lease, settle_unstarted, take_over,
+    Claim, Lessee, DEFAULT_LEASE,
 };
 pub use causal::record;
 pub use control::{

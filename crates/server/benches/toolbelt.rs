@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use conduit_config::{default_config_json, parse, CurrentConfig, Snapshot};
 use conduit_core::Execution;
-use conduit_scheduler::{claim_next, create_work, renew_lease, HostError, NewWork, LEASE};
+use conduit_scheduler::{claim_next, create_work, renew_lease, HostError, Lessee, NewWork, DEFAULT_LEASE};
 use conduit_server::{bind_owner_only, execution_router, now, serve, ExecutionSocket};
 use conduit_store::Store;
 use conduit_store_postgres::testing::TestDatabase;
@@ -450,7 +450,7 @@ fn claim(store: &dyn Store, config: &Snapshot) -> Result<(Execution, String), Ho
         let at = now();
         let work = NewWork::manual("setup", "shell", json!({}), Some("operator:local".into()));
         create_work(tx, config, work, None, at)?;
-        let claim = claim_next(tx, config, OWNER, at)?.expect("the Work just created is ready");
+        let claim = claim_next(tx, config, &Lessee::new(OWNER), at)?.expect("the Work just created is ready");
         let ops = config.granted_operations(&claim.work.scope, &claim.work.binding);
         let token = token::issue(tx, &claim.execution, &claim.work, ops, None, at)?;
         Ok((claim.execution, token))
@@ -460,13 +460,15 @@ fn claim(store: &dyn Store, config: &Snapshot) -> Result<(Execution, String), Ho
 /// Renews the lease at a third of its length, as the daemon's attempt supervision does, so a long
 /// run (a large `BENCH_CALLS`) keeps its authority.
 async fn keep_lease(store: Arc<dyn Store>, execution: Execution) {
-    let mut every = tokio::time::interval(Duration::from_millis((LEASE.0 / 3) as u64));
+    let mut every = tokio::time::interval(Duration::from_millis((DEFAULT_LEASE.0 / 3) as u64));
     every.tick().await;
     loop {
         every.tick().await;
         let (store, id, epoch) = (store.clone(), execution.id.clone(), execution.epoch);
-        let renewed =
-            tokio::task::spawn_blocking(move || store.write(|tx| renew_lease(tx, &id, epoch, OWNER, now()))).await;
+        let renewed = tokio::task::spawn_blocking(move || {
+            store.write(|tx| renew_lease(tx, &id, epoch, &Lessee::new(OWNER), now()))
+        })
+        .await;
         assert!(matches!(renewed, Ok(Ok(true))), "the bench's lease was lost");
     }
 }

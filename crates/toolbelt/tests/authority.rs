@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use conduit_config::default_config_json;
 use conduit_core::{Duration, ErrorCode, OperatorRecord, Role, Source, Timestamp};
-use conduit_scheduler::{adopt, Claim, LEASE};
+use conduit_scheduler::{adopt, take_over, Claim, Lessee, DEFAULT_LEASE};
 use conduit_store::new_id;
 use conduit_toolbelt::token::{digest, issue};
 use serde_json::{json, Value};
@@ -126,7 +126,7 @@ fn narrowing_the_configuration_revokes_at_once() {
 fn the_lease_guard_refuses_superseded_and_expired_attempts() {
     let h = default_harness();
     let (claim, token) = h.attempt();
-    let lease_end = Timestamp(T0.0 + LEASE.0);
+    let lease_end = Timestamp(T0.0 + DEFAULT_LEASE.0);
     let read = json!({"operation": "read_context"});
     assert_eq!(
         h.call_at(&claim, &token, read.clone(), lease_end),
@@ -136,7 +136,7 @@ fn the_lease_guard_refuses_superseded_and_expired_attempts() {
     let adopted = h
         .store
         .write(|tx| {
-            let c = adopt(tx, &claim.execution.id, "new-owner", T0)?.unwrap();
+            let c = adopt(tx, &claim.execution.id, &Lessee::new("new-owner"), T0)?.unwrap();
             let t = issue(tx, &c.execution, &c.work, vec!["read_context".into()], None, T0)?;
             Ok::<_, conduit_scheduler::HostError>((c, t))
         })
@@ -152,6 +152,27 @@ fn the_lease_guard_refuses_superseded_and_expired_attempts() {
     assert!(
         h.call_at(&adopted.0, &adopted.1, read, T0).is_ok(),
         "the rotated token works"
+    );
+}
+
+#[test]
+fn a_token_of_an_attempt_another_daemon_took_over_is_refused() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    let read = json!({"operation": "read_context"});
+    assert!(
+        h.call_at(&claim, &token, read.clone(), T0).is_ok(),
+        "control: live before"
+    );
+    let lapsed = Timestamp(T0.0 + DEFAULT_LEASE.0);
+    h.store
+        .write(|tx| take_over(tx, &claim.execution.id, "other", Default::default(), lapsed))
+        .unwrap()
+        .expect("taken over");
+    assert_eq!(
+        h.call_at(&claim, &token, read, T0),
+        Err(ErrorCode::Forbidden),
+        "revoked, even at a time its lease still covered"
     );
 }
 
@@ -551,7 +572,7 @@ fn the_per_minute_bound_is_pinned_by_the_roots_first_emission() {
     let emit = json!({"operation": "emit", "input": {"type": "demo.d"}});
     let renewed = h
         .store
-        .write(|tx| conduit_scheduler::renew_lease(tx, &claim.execution.id, 1, "owner", a_minute_later));
+        .write(|tx| conduit_scheduler::renew_lease(tx, &claim.execution.id, 1, &Lessee::new("owner"), a_minute_later));
     assert!(renewed.unwrap());
     assert!(
         h.call_at(&claim, &token, emit, a_minute_later).is_ok(),
@@ -626,7 +647,7 @@ fn a_rotated_token_keeps_the_pinned_grant_and_expires_with_its_lifetime() {
     let just_before = Timestamp(expires.0 - 1);
     let renewed = h
         .store
-        .write(|tx| conduit_scheduler::renew_lease(tx, &claim.execution.id, 1, "owner", just_before));
+        .write(|tx| conduit_scheduler::renew_lease(tx, &claim.execution.id, 1, &Lessee::new("owner"), just_before));
     assert!(renewed.unwrap(), "the lease outlives the token");
     let read = json!({"operation": "read_context"});
     assert!(h.call_at(&claim, &next, read.clone(), just_before).is_ok());

@@ -59,12 +59,38 @@ impl Daemon {
         daemon
     }
 
-    /// Starts on the PostgreSQL store at `url`, its configuration built from its scratch directory.
-    pub fn start_on_store(url: &str, config: impl FnOnce(&Path) -> String) -> Daemon {
+    /// Starts on the PostgreSQL store at `url` with extra environment variables, its configuration
+    /// built from its scratch directory.
+    pub fn start_on_store(url: &str, env: &[(&str, &str)], config: impl FnOnce(&Path) -> String) -> Daemon {
         let mut daemon = Daemon::configured(config);
         daemon.store = Some(url.to_owned());
-        daemon.launch();
+        daemon.launch_with_env(env);
         daemon
+    }
+
+    /// Starts another daemon on this one's PostgreSQL store, with this one's operator token put in
+    /// its state directory first, as an operator joining a daemon to a shared store copies it.
+    pub fn joining(&self, env: &[(&str, &str)], config: impl FnOnce(&Path) -> String) -> Daemon {
+        let mut daemon = Daemon::configured(config);
+        daemon.store = self.store.clone();
+        let private = daemon.state.join("private");
+        for dir in [&daemon.state, &private] {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let token = private.join("operator.token");
+        std::fs::write(&token, self.operator_token()).unwrap();
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+        daemon.launch_with_env(env);
+        daemon
+    }
+
+    /// This daemon's instance id, the owner its attempts record.
+    pub fn instance(&self) -> String {
+        std::fs::read_to_string(self.state.join("instance"))
+            .unwrap()
+            .trim()
+            .to_owned()
     }
 
     /// Not yet launched, with a configuration file built from its scratch directory.
@@ -357,13 +383,15 @@ pub fn writing_scratch(text: &str, scratch: &Path) -> String {
 }
 
 /// Polls `done` every 50 ms for up to 20 s.
-pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+pub fn wait_until(what: &str, done: impl FnMut() -> bool) {
+    wait_within(Duration::from_secs(20), what, done);
+}
+
+/// Polls `done` every 50 ms for up to `bound`.
+pub fn wait_within(bound: Duration, what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "timed out waiting for {what}"
-        );
+        assert!(start.elapsed() < bound, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }

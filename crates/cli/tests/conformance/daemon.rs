@@ -39,7 +39,7 @@ impl RealDaemon {
 
     /// A daemon on a PostgreSQL database of its own (`--store`).
     pub fn on_postgres(db: TestDatabase) -> RealDaemon {
-        let daemon = Daemon::start_on_store(&db.url(), |scratch| suite_config(&hold_command(scratch)));
+        let daemon = Daemon::start_on_store(&db.url(), &[], |scratch| suite_config(&hold_command(scratch)));
         RealDaemon {
             daemon: RefCell::new(daemon),
             postgres: Some(db),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use conduit_config::{parse, CurrentConfig};
 use conduit_core::{Clock, OperatorRecord, Role, Timestamp};
-use conduit_scheduler::{adopt, claim_next, create_work, NewWork};
+use conduit_scheduler::{adopt, claim_next, create_work, Lessee, NewWork};
 use conduit_server::SystemClock;
 use conduit_store::{new_id, Store};
 use conduit_store_postgres::testing::TestDatabase;
@@ -87,7 +87,7 @@ impl Target for InProcess {
             .write(|tx| {
                 let new = NewWork::manual("suite", binding, json!({}), None);
                 create_work(tx, &config, new, None, now())?;
-                let claim = claim_next(tx, &config, "in-process", now())?.unwrap();
+                let claim = claim_next(tx, &config, &Lessee::new("in-process"), now())?.unwrap();
                 let ops = config.granted_operations("suite", binding);
                 let token = issue(tx, &claim.execution, &claim.work, ops, None, now())?;
                 Ok::<_, conduit_scheduler::HostError>((claim, token))
@@ -135,7 +135,7 @@ impl Target for InProcess {
         let config = self.config.get();
         self.store
             .write(|tx| {
-                let claim = adopt(tx, &attempt.execution_id, "in-process-2", now())?.unwrap();
+                let claim = adopt(tx, &attempt.execution_id, &Lessee::new("in-process-2"), now())?.unwrap();
                 let ops = config.granted_operations("suite", &claim.work.binding);
                 Ok::<_, conduit_scheduler::HostError>(issue(tx, &claim.execution, &claim.work, ops, None, now())?)
             })

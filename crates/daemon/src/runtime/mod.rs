@@ -16,7 +16,7 @@ use conduit_core::execution::SegmentEnd;
 use conduit_core::{Duration, Execution, ExecutionState, Timestamp};
 use conduit_scheduler::{
     adopt, adopts_on_start, claim_next, close_unpaired_calls, fire_due_timers, first_to_start, record_pid, renew_lease,
-    settle_unstarted, Claim, HostError, LEASE,
+    settle_unstarted, take_over, Claim, HostError, Lessee,
 };
 use conduit_server::{
     bind_owner_only, execution_router, now, serve, ArtifactFiles, ConnectionLimits, ExecutionSocket, SharedConnections,
@@ -38,8 +38,6 @@ use launch::Workdir;
 
 /// How often the loop looks for due timers and ready Work when nothing wakes it sooner.
 const IDLE_TICK: StdDuration = StdDuration::from_millis(500);
-/// How often a running attempt's lease is renewed.
-const RENEW_EVERY: Duration = Duration(LEASE.0 / 3);
 /// How often the retention pass runs.
 const SWEEP_EVERY: StdDuration = StdDuration::from_secs(3600);
 /// How often an attempt's output is measured against `limits.attempt_output_bytes`.
@@ -56,8 +54,10 @@ pub struct Runtime {
     pub configs: Arc<ConfigService>,
     pub resolver: Resolver,
     pub toolbelt: Toolbelt,
-    pub instance: String,
-    /// Other daemons may lease attempts on this store: recovery adopts only this instance's.
+    /// This daemon's instance id, and how long its leases last (it renews them at a third of that).
+    pub lessee: Lessee,
+    /// Other daemons may lease attempts on this store: recovery adopts only this instance's, and
+    /// the loop takes over theirs when their leases lapse.
     pub shared_store: bool,
     pub runs_dir: PathBuf,
     /// Each unfinished agent Work's directory (`<state>/works/<key>`): its working directory and
@@ -162,7 +162,9 @@ impl Runtime {
     }
 
     async fn tick(&self) -> Result<(), HostError> {
-        self.stop_fenced().await?;
+        let running = self.running_if_needed().await?;
+        self.stop_fenced(&running);
+        self.take_over_abandoned(&running).await?;
         let config = self.config.get();
         self.db(move |s| s.write(|tx| fire_due_timers(tx, &config, now())))
             .await?;
@@ -206,18 +208,39 @@ impl Runtime {
         Ok(true)
     }
 
-    /// Signals every supervised attempt the store no longer has running (an operator cancelled its
-    /// Work), so it is stopped now rather than at its next lease renewal.
-    async fn stop_fenced(&self) -> Result<(), HostError> {
-        if self.supervised().is_empty() {
-            return Ok(());
+    /// The store's running attempts, read when this tick needs them: to stop the supervised ones
+    /// it no longer has running, or to take over another daemon's abandoned ones.
+    async fn running_if_needed(&self) -> Result<Vec<Execution>, HostError> {
+        if !self.shared_store && self.supervised().is_empty() {
+            return Ok(Vec::new());
         }
-        let running = self
-            .db(|s| Ok(s.read(|tx| tx.executions_in_state(ExecutionState::Running))?))
-            .await?;
+        self.db(|s| Ok(s.read(|tx| tx.executions_in_state(ExecutionState::Running))?))
+            .await
+    }
+
+    /// Signals every supervised attempt the store no longer has running (an operator cancelled its
+    /// Work, or another daemon took it over), so it is stopped now rather than at its next lease
+    /// renewal.
+    fn stop_fenced(&self, running: &[Execution]) {
         for (id, stop) in self.supervised().iter() {
             if !running.iter().any(|x| &x.id == id) {
                 stop.notify_one();
+            }
+        }
+    }
+
+    /// Takes over every running attempt whose daemon let its lease lapse: ended abandoned, its
+    /// token revoked, its Work ready for the next epoch (which this tick's claims may take).
+    async fn take_over_abandoned(&self, running: &[Execution]) -> Result<(), HostError> {
+        let at = now();
+        for x in running.iter().filter(|x| x.abandoned_for(&self.lessee.owner, at)) {
+            let (id, instance) = (x.id.clone(), self.lessee.owner.clone());
+            let retry = self.config.get().retry(&x.scope, &x.binding);
+            let taken = self
+                .db(move |s| s.write(|tx| take_over(tx, &id, &instance, retry, now())))
+                .await?;
+            if taken.is_some() {
+                tracing::warn!(execution = %x.id, work = %x.work_id, owner = %x.owner, "took over an attempt whose daemon stopped renewing its lease");
             }
         }
         Ok(())
@@ -229,8 +252,8 @@ impl Runtime {
 
     /// Claims the next ready Work and issues its token, in one transaction.
     async fn claim(&self) -> Result<Option<(Claim, String)>, HostError> {
-        let instance = self.instance.clone();
-        self.leased(move |tx, config, at| claim_next(tx, config, &instance, at))
+        let lessee = self.lessee.clone();
+        self.leased(move |tx, config, at| claim_next(tx, config, &lessee, at))
             .await
     }
 
@@ -262,7 +285,7 @@ impl Runtime {
         let mut running = self
             .db(|s| Ok(s.read(|tx| tx.executions_in_state(ExecutionState::Running))?))
             .await?;
-        running.retain(|x| adopts_on_start(&x.owner, &self.instance, self.shared_store));
+        running.retain(|x| adopts_on_start(&x.owner, &self.lessee.owner, self.shared_store));
         let mut live = Vec::new();
         for x in running {
             // Nothing the dead daemon's handlers were running can answer now.
@@ -301,8 +324,8 @@ impl Runtime {
     }
 
     async fn adopt(&self, execution_id: &str) -> Result<Option<(Claim, String)>, HostError> {
-        let (instance, id) = (self.instance.clone(), execution_id.to_owned());
-        self.leased(move |tx, _, at| adopt(tx, &id, &instance, at)).await
+        let (lessee, id) = (self.lessee.clone(), execution_id.to_owned());
+        self.leased(move |tx, _, at| adopt(tx, &id, &lessee, at)).await
     }
 
     /// Runs one attempt from its run directory to its completion, or until the daemon shuts down (the
@@ -437,7 +460,7 @@ impl Runtime {
     ) -> Option<SegmentEnd> {
         let Started { mut child, pid, fenced } = started;
         let deadline = tokio::time::Instant::now() + until(execution.deadline_at);
-        let mut renew = tokio::time::interval(StdDuration::from_millis(RENEW_EVERY.0 as u64));
+        let mut renew = tokio::time::interval(self.renew_every());
         renew.tick().await;
         let mut measure = tokio::time::interval(OUTPUT_CHECK);
         let mut shutdown = self.shutdown.clone();
@@ -478,7 +501,8 @@ impl Runtime {
     /// rename, so the process's next call reads it. The old token stays valid until it expires.
     async fn rotate_if_due(&self, run: &RunDir, token: &mut Issued) {
         let Some(lifetime) = self.token_lifetime else { return };
-        if now().plus(Duration(2 * RENEW_EVERY.0)) < token.expires_at {
+        let two_renewals = Duration(2 * self.renew_every().as_millis() as i64);
+        if now().plus(two_renewals) < token.expires_at {
             return;
         }
         let current = token.plaintext.clone();
@@ -513,9 +537,15 @@ impl Runtime {
         exceeded
     }
 
+    /// How often a running attempt's lease is renewed: a third of its length, so two renewals
+    /// can fail before it lapses.
+    fn renew_every(&self) -> StdDuration {
+        StdDuration::from_millis(u64::try_from(self.lessee.lease.0 / 3).unwrap_or(1).max(1))
+    }
+
     async fn renew(&self, execution: &Execution) -> bool {
-        let (id, epoch, owner) = (execution.id.clone(), execution.epoch, self.instance.clone());
-        self.db(move |s| s.write(|tx| renew_lease(tx, &id, epoch, &owner, now())))
+        let (id, epoch, lessee) = (execution.id.clone(), execution.epoch, self.lessee.clone());
+        self.db(move |s| s.write(|tx| renew_lease(tx, &id, epoch, &lessee, now())))
             .await
             .unwrap_or(false)
     }

@@ -12,8 +12,30 @@ use conduit_store::{new_id, Tx};
 use crate::waits::register;
 use crate::HostError;
 
-/// How long a lease lasts without renewal. The daemon renews at a third of it.
-pub const LEASE: Duration = Duration::from_secs(30);
+/// How long a lease lasts without renewal, unless the daemon is told otherwise. The daemon renews
+/// at a third of it.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// A daemon as it leases attempts: its instance id, and how long each lease lasts unrenewed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lessee {
+    pub owner: String,
+    pub lease: Duration,
+}
+
+impl Lessee {
+    /// `owner`, leasing for [`DEFAULT_LEASE`].
+    pub fn new(owner: impl Into<String>) -> Lessee {
+        Lessee {
+            owner: owner.into(),
+            lease: DEFAULT_LEASE,
+        }
+    }
+
+    fn lease_from(&self, now: Timestamp) -> Timestamp {
+        now.plus(self.lease)
+    }
+}
 
 /// A claimed attempt: the execution (epoch n+1, leased to the owner) and its Work, now running.
 #[derive(Debug, Clone)]
@@ -23,7 +45,12 @@ pub struct Claim {
 }
 
 /// Claims the oldest ready Work whose scope is enabled, as a new execution with the next epoch.
-pub fn claim_next(tx: &mut dyn Tx, config: &Snapshot, owner: &str, now: Timestamp) -> Result<Option<Claim>, HostError> {
+pub fn claim_next(
+    tx: &mut dyn Tx,
+    config: &Snapshot,
+    lessee: &Lessee,
+    now: Timestamp,
+) -> Result<Option<Claim>, HostError> {
     let Some(mut work) = tx
         .ready_work(16, now)?
         .into_iter()
@@ -45,7 +72,7 @@ pub fn claim_next(tx: &mut dyn Tx, config: &Snapshot, owner: &str, now: Timestam
         scope: work.scope.clone(),
         binding: work.binding.clone(),
         epoch: work.epoch,
-        owner: owner.to_owned(),
+        owner: lessee.owner.clone(),
         state: ExecutionState::Running,
         cause_event: work.wake_event.clone(),
         watermark: tx.max_sequence()?,
@@ -54,7 +81,7 @@ pub fn claim_next(tx: &mut dyn Tx, config: &Snapshot, owner: &str, now: Timestam
         exit_code: None,
         pid: None,
         generation: config.generation(),
-        lease_expires_at: now.plus(LEASE),
+        lease_expires_at: lessee.lease_from(now),
         deadline_at: now.plus(timeout),
         started_at: now,
         ended_at: None,
@@ -86,16 +113,16 @@ pub fn renew_lease(
     tx: &mut dyn Tx,
     execution_id: &str,
     epoch: u32,
-    owner: &str,
+    lessee: &Lessee,
     now: Timestamp,
 ) -> Result<bool, HostError> {
     let Some(mut x) = tx.get_execution(execution_id)? else {
         return Ok(false);
     };
-    if x.state != ExecutionState::Running || x.epoch != epoch || x.owner != owner {
+    if x.state != ExecutionState::Running || x.epoch != epoch || x.owner != lessee.owner {
         return Ok(false);
     }
-    x.lease_expires_at = now.plus(LEASE);
+    x.lease_expires_at = lessee.lease_from(now);
     tx.update_execution(&x)?;
     Ok(true)
 }
@@ -143,6 +170,7 @@ pub fn complete(
         SegmentEnd::Exited(code) => Some(code),
         SegmentEnd::Killed
         | SegmentEnd::Lost
+        | SegmentEnd::Abandoned
         | SegmentEnd::ExitUnknown
         | SegmentEnd::FailedToStart(_)
         | SegmentEnd::SecretUnavailable
@@ -161,7 +189,7 @@ pub fn complete(
             };
             x.outcome = Some(outcome.clone());
             let failed = work.failed_attempts + 1;
-            match retry.next_attempt_at(failed, now).filter(|_| retryable) {
+            match retry.for_end(end).next_attempt_at(failed, now).filter(|_| retryable) {
                 Some(at) => {
                     work.state = WorkState::Ready;
                     work.failed_attempts = failed;
@@ -260,7 +288,7 @@ pub fn adopts_on_start(owner: &str, instance: &str, shared_store: bool) -> bool 
 
 /// Adopts a running attempt left by an earlier daemon instance: the next epoch, this owner, a fresh
 /// lease. The caller issues the rotated token in the same transaction.
-pub fn adopt(tx: &mut dyn Tx, execution_id: &str, owner: &str, now: Timestamp) -> Result<Option<Claim>, HostError> {
+pub fn adopt(tx: &mut dyn Tx, execution_id: &str, lessee: &Lessee, now: Timestamp) -> Result<Option<Claim>, HostError> {
     let Some(mut x) = tx.get_execution(execution_id)? else {
         return Ok(None);
     };
@@ -273,11 +301,32 @@ pub fn adopt(tx: &mut dyn Tx, execution_id: &str, owner: &str, now: Timestamp) -
     work.epoch += 1;
     work.updated_at = now;
     x.epoch = work.epoch;
-    x.owner = owner.to_owned();
-    x.lease_expires_at = now.plus(LEASE);
+    x.owner = lessee.owner.clone();
+    x.lease_expires_at = lessee.lease_from(now);
     tx.update_work(&work)?;
     tx.update_execution(&x)?;
     Ok(Some(Claim { execution: x, work }))
+}
+
+/// Takes over an attempt its daemon abandoned ([`Execution::abandoned_for`]): its calls in flight
+/// are recorded lost, then its segment is completed as abandoned, which revokes its tokens and, under
+/// `retry`, makes its Work ready for the next epoch. `None` when it is no longer abandoned: its
+/// daemon renewed the lease, or another daemon took it over first.
+pub fn take_over(
+    tx: &mut dyn Tx,
+    execution_id: &str,
+    instance: &str,
+    retry: RetryPolicy,
+    now: Timestamp,
+) -> Result<Option<Execution>, HostError> {
+    let Some(x) = tx.get_execution(execution_id)? else {
+        return Ok(None);
+    };
+    if !x.abandoned_for(instance, now) {
+        return Ok(None);
+    }
+    crate::close_unpaired_calls(tx, &x, now)?;
+    complete(tx, execution_id, SegmentEnd::Abandoned, retry, now)
 }
 
 #[cfg(test)]

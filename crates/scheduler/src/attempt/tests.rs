@@ -54,11 +54,17 @@ fn declare(store: &dyn Store, execution: &str, d: Declaration) {
 fn claim_takes_the_next_epoch_and_complete_maps_exit() {
     let (_d, store, config) = setup();
     let work = manual_work(&*store, &config);
-    let claim = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+    let claim = store
+        .write(|tx| claim_next(tx, &config, &Lessee::new("me"), T0))
+        .unwrap()
+        .unwrap();
     assert_eq!((claim.execution.epoch, claim.work.state), (1, WorkState::Running));
     assert_eq!(claim.execution.cause_event, work.wake_event);
     assert!(
-        store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().is_none(),
+        store
+            .write(|tx| claim_next(tx, &config, &Lessee::new("me"), T0))
+            .unwrap()
+            .is_none(),
         "nothing else is ready"
     );
     store
@@ -84,7 +90,11 @@ fn a_retryable_failure_is_claimed_again_after_its_backoff_until_attempts_run_out
         max_attempts: 3,
         backoff: Duration::from_secs(10),
     };
-    let claim_at = |at: i64| store.write(|tx| claim_next(tx, &config, "me", Timestamp(at))).unwrap();
+    let claim_at = |at: i64| {
+        store
+            .write(|tx| claim_next(tx, &config, &Lessee::new("me"), Timestamp(at)))
+            .unwrap()
+    };
     let fail = |claim: Claim, end: SegmentEnd, at: i64| {
         store
             .write(|tx| complete(tx, &claim.execution.id, end, retry, Timestamp(at)))
@@ -116,7 +126,10 @@ fn a_declared_or_killed_segment_is_not_retried() {
     };
     for (declared, end) in [(true, SegmentEnd::Exited(1)), (false, SegmentEnd::Killed)] {
         let work = manual_work(&*store, &config);
-        let claim = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+        let claim = store
+            .write(|tx| claim_next(tx, &config, &Lessee::new("me"), T0))
+            .unwrap()
+            .unwrap();
         if declared {
             let failed = Declaration::Outcome {
                 status: OutcomeStatus::Failed,
@@ -159,11 +172,17 @@ fn go(store: &dyn Store, config: &Snapshot, work: &str) -> conduit_core::Event {
 fn declared_wait_parks_and_a_matching_event_resumes_with_a_new_epoch() {
     let (_d, store, config) = setup();
     let work = manual_work(&*store, &config);
-    let first = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+    let first = store
+        .write(|tx| claim_next(tx, &config, &Lessee::new("me"), T0))
+        .unwrap()
+        .unwrap();
     end_waiting(&*store, &first.execution.id, None);
     assert_eq!(state_of(&*store, &work.id), WorkState::Waiting);
     let go = go(&*store, &config, &work.id);
-    let second = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+    let second = store
+        .write(|tx| claim_next(tx, &config, &Lessee::new("me"), T0))
+        .unwrap()
+        .unwrap();
     assert_eq!(second.execution.epoch, 2);
     assert_eq!(
         second.execution.cause_event, go.id,
@@ -175,7 +194,10 @@ fn declared_wait_parks_and_a_matching_event_resumes_with_a_new_epoch() {
 fn an_event_accepted_before_registration_is_found_by_backscan() {
     let (_d, store, config) = setup();
     let work = manual_work(&*store, &config);
-    let first = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+    let first = store
+        .write(|tx| claim_next(tx, &config, &Lessee::new("me"), T0))
+        .unwrap()
+        .unwrap();
     go(&*store, &config, &work.id);
     end_waiting(&*store, &first.execution.id, None);
     assert_eq!(state_of(&*store, &work.id), WorkState::Ready);
@@ -185,7 +207,10 @@ fn an_event_accepted_before_registration_is_found_by_backscan() {
 fn wait_timeout_fires_at_its_instant() {
     let (_d, store, config) = setup();
     let work = manual_work(&*store, &config);
-    let first = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+    let first = store
+        .write(|tx| claim_next(tx, &config, &Lessee::new("me"), T0))
+        .unwrap()
+        .unwrap();
     end_waiting(&*store, &first.execution.id, Some(Duration::from_secs(5)));
     assert_eq!(
         store
@@ -226,7 +251,10 @@ fn a_route_starts_work_that_owns_the_events_key() {
 fn a_trace_names_work_waiting_on_another_key_as_an_other_wake_and_acceptance_agrees() {
     let (_d, store, config) = setup();
     let work = manual_work(&*store, &config);
-    let first = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+    let first = store
+        .write(|tx| claim_next(tx, &config, &Lessee::new("me"), T0))
+        .unwrap()
+        .unwrap();
     let wait = Declaration::Wait {
         types: vec!["demo.go".into()],
         keys: vec!["ticket:7".into()],
@@ -285,7 +313,10 @@ fn a_cancelled_attempts_work_is_retried_only_once_its_stop_is_known() {
     };
     let work = manual_work(&*store, &config);
     let retry = |seed| store.write(|tx| crate::retry_work(tx, &config, &work.id, &by(seed), T0));
-    let first = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+    let first = store
+        .write(|tx| claim_next(tx, &config, &Lessee::new("me"), T0))
+        .unwrap()
+        .unwrap();
     let x = first.execution.id.clone();
     store
         .write(|tx| crate::cancel_execution(tx, &config, &x, &by("k1"), T0))
@@ -304,7 +335,10 @@ fn a_cancelled_attempts_work_is_retried_only_once_its_stop_is_known() {
     retry("k4").unwrap();
 
     // The host's own observation of the fenced process ending is a known stop too.
-    let second = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+    let second = store
+        .write(|tx| claim_next(tx, &config, &Lessee::new("me"), T0))
+        .unwrap()
+        .unwrap();
     let y = second.execution.id.clone();
     store
         .write(|tx| crate::cancel_execution(tx, &config, &y, &by("k5"), T0))
@@ -313,7 +347,10 @@ fn a_cancelled_attempts_work_is_retried_only_once_its_stop_is_known() {
         .write(|tx| complete(tx, &y, SegmentEnd::Killed, RetryPolicy::default(), T0))
         .unwrap();
     retry("k6").unwrap();
-    let running = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+    let running = store
+        .write(|tx| claim_next(tx, &config, &Lessee::new("me"), T0))
+        .unwrap()
+        .unwrap();
     let refused = store
         .write(|tx| crate::confirm_stopped(tx, &config, &running.execution.id, &by("k7"), T0))
         .unwrap_err()
@@ -329,17 +366,20 @@ fn a_cancelled_attempts_work_is_retried_only_once_its_stop_is_known() {
 fn adoption_bumps_the_epoch_and_owner() {
     let (_d, store, config) = setup();
     manual_work(&*store, &config);
-    let first = store.write(|tx| claim_next(tx, &config, "old", T0)).unwrap().unwrap();
+    let first = store
+        .write(|tx| claim_next(tx, &config, &Lessee::new("old"), T0))
+        .unwrap()
+        .unwrap();
     let adopted = store
-        .write(|tx| adopt(tx, &first.execution.id, "new", T0))
+        .write(|tx| adopt(tx, &first.execution.id, &Lessee::new("new"), T0))
         .unwrap()
         .unwrap();
     assert_eq!((adopted.execution.epoch, adopted.execution.owner.as_str()), (2, "new"));
     assert!(!store
-        .write(|tx| renew_lease(tx, &first.execution.id, 1, "old", T0))
+        .write(|tx| renew_lease(tx, &first.execution.id, 1, &Lessee::new("old"), T0))
         .unwrap());
     assert!(store
-        .write(|tx| renew_lease(tx, &first.execution.id, 2, "new", T0))
+        .write(|tx| renew_lease(tx, &first.execution.id, 2, &Lessee::new("new"), T0))
         .unwrap());
 }
 
@@ -351,7 +391,10 @@ fn a_retry_is_not_a_first_attempt_but_the_one_after_a_gate_parked_it_is() {
         max_attempts: 3,
         backoff: Duration::from_secs(1),
     };
-    let first = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+    let first = store
+        .write(|tx| claim_next(tx, &config, &Lessee::new("me"), T0))
+        .unwrap()
+        .unwrap();
     assert!(store.read(|tx| first_to_start(tx, &first.execution)).unwrap());
     let parked = Declaration::Wait {
         types: vec!["demo.go".into()],
@@ -368,7 +411,10 @@ fn a_retry_is_not_a_first_attempt_but_the_one_after_a_gate_parked_it_is() {
             tx.update_work(&work)
         })
         .unwrap();
-    let after_park = store.write(|tx| claim_next(tx, &config, "me", T0)).unwrap().unwrap();
+    let after_park = store
+        .write(|tx| claim_next(tx, &config, &Lessee::new("me"), T0))
+        .unwrap()
+        .unwrap();
     assert!(
         store.read(|tx| first_to_start(tx, &after_park.execution)).unwrap(),
         "a parked gate keeps it first"
@@ -385,7 +431,7 @@ fn a_retry_is_not_a_first_attempt_but_the_one_after_a_gate_parked_it_is() {
         })
         .unwrap();
     let retried = store
-        .write(|tx| claim_next(tx, &config, "me", Timestamp(T0.0 + 1000)))
+        .write(|tx| claim_next(tx, &config, &Lessee::new("me"), Timestamp(T0.0 + 1000)))
         .unwrap()
         .unwrap();
     assert!(
@@ -409,4 +455,68 @@ fn a_shared_store_adopts_only_this_instances_attempts_on_start() {
             "{owner} on shared={shared}"
         );
     }
+}
+
+#[test]
+fn another_daemon_takes_over_an_abandoned_attempt_once_and_its_work_runs_again() {
+    let (_d, store, config) = setup();
+    manual_work(&*store, &config);
+    let (a, b) = (Lessee::new("a"), Lessee::new("b"));
+    let first = store.write(|tx| claim_next(tx, &config, &a, T0)).unwrap().unwrap();
+    let id = first.execution.id.as_str();
+    let lapsed = Timestamp(T0.0 + DEFAULT_LEASE.0);
+    let take = |who: &str, at| {
+        store
+            .write(|tx| take_over(tx, id, who, RetryPolicy::default(), at))
+            .unwrap()
+    };
+    assert!(take("b", Timestamp(lapsed.0 - 1)).is_none(), "the lease is still live");
+    assert!(
+        take("a", lapsed).is_none(),
+        "a daemon does not take over its own attempt"
+    );
+    let taken = take("b", lapsed).expect("taken over");
+    assert_eq!(taken.state, ExecutionState::Failed);
+    assert!(taken
+        .outcome
+        .unwrap()
+        .summary
+        .unwrap()
+        .contains("stopped renewing the lease"));
+    assert!(take("c", lapsed).is_none(), "taken over once");
+    let work = store.read(|tx| tx.get_work(&first.work.id)).unwrap().unwrap();
+    assert_eq!(
+        (work.state, work.failed_attempts),
+        (WorkState::Ready, 1),
+        "the default policy still retries"
+    );
+    assert!(
+        !store.write(|tx| renew_lease(tx, id, 1, &a, lapsed)).unwrap(),
+        "the old owner is fenced"
+    );
+    let next = store.write(|tx| claim_next(tx, &config, &b, lapsed)).unwrap().unwrap();
+    assert_eq!((next.execution.epoch, next.execution.owner.as_str()), (2, "b"));
+}
+
+#[test]
+fn a_taken_over_attempt_keeps_what_it_declared() {
+    let (_d, store, config) = setup();
+    manual_work(&*store, &config);
+    let first = store
+        .write(|tx| claim_next(tx, &config, &Lessee::new("a"), T0))
+        .unwrap()
+        .unwrap();
+    let declared = Declaration::Outcome {
+        status: OutcomeStatus::Succeeded,
+        summary: Some("done".into()),
+        artifacts: Vec::new(),
+    };
+    declare(&*store, &first.execution.id, declared);
+    let lapsed = Timestamp(T0.0 + DEFAULT_LEASE.0);
+    store
+        .write(|tx| take_over(tx, &first.execution.id, "b", RetryPolicy::default(), lapsed))
+        .unwrap()
+        .unwrap();
+    let work = store.read(|tx| tx.get_work(&first.work.id)).unwrap().unwrap();
+    assert_eq!(work.state, WorkState::Succeeded);
 }

@@ -75,7 +75,7 @@ impl Harness {
             .write(|tx| {
                 let new = NewWork::manual("setup", "shell", json!({"x": 1}), None);
                 create_work(tx, &config, new, None, T0)?;
-                let claim = claim_next(tx, &config, "owner", T0)?.unwrap();
+                let claim = claim_next(tx, &config, &conduit_scheduler::Lessee::new("owner"), T0)?.unwrap();
                 let ops = config.granted_operations("setup", "shell");
                 let token = issue(tx, &claim.execution, &claim.work, ops, None, T0)?;
                 Ok::<_, conduit_scheduler::HostError>((claim, token))

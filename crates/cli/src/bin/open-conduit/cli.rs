@@ -127,6 +127,11 @@ pub struct DaemonArgs {
     /// [default: tokens last until the attempt deadline]
     #[arg(long, env = "OPEN_CONDUIT_TOKEN_LIFETIME", value_name = "DURATION", value_parser = conduit_cli::daemon::parse_token_lifetime)]
     pub token_lifetime: Option<conduit_core::Duration>,
+    /// How long an attempt's lease lasts unrenewed (at least 3s; renewed every third of it). On a
+    /// shared store, how long another daemon waits before taking over the attempts of a daemon
+    /// that stopped renewing them [default: 30s]
+    #[arg(long, env = "OPEN_CONDUIT_LEASE", value_name = "DURATION", value_parser = conduit_cli::daemon::parse_lease)]
+    pub lease: Option<conduit_core::Duration>,
     /// Also serve the management API (same tokens and roles) on this loopback TCP address, for HTTP
     /// clients that cannot dial a Unix socket; only 127.0.0.1 or [::1] is accepted
     #[arg(long, env = "OPEN_CONDUIT_LISTEN", value_name = "ADDR:PORT")]

@@ -58,6 +58,7 @@ fn run_daemon(locations: &Locations, args: DaemonArgs) -> Result<(), Failure> {
         config_file: args.config,
         os_dir: None,
         token_lifetime: args.token_lifetime,
+        lease: args.lease,
         listen: args.listen,
         conformance_seams: args.conformance_seams,
         store: store_location(&args.store)?,

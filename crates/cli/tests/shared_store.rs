@@ -1,0 +1,337 @@
+//! Several daemons on one PostgreSQL store, as real processes: attempts are taken over after their
+//! daemon dies, and fenced. Skipped without the server `OPEN_CONDUIT_TEST_POSTGRES` names.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::timing::{median, millis};
+use common::*;
+use conduit_config::{parse, CurrentConfig};
+use conduit_server::SystemClock;
+use conduit_store::Store;
+use conduit_store_postgres::testing::TestDatabase;
+use conduit_store_postgres::PostgresStore;
+use conduit_toolbelt::Toolbelt;
+use serde_json::Value;
+
+const WORKS: usize = 60;
+/// Short, so the drill waits seconds for a takeover, not the default 30.
+const LEASE: [(&str, &str); 1] = [("OPEN_CONDUIT_LEASE", "3s")];
+/// Far more than the drill needs (about ten seconds); it stops here whatever happens.
+const DRILL_BOUND: Duration = Duration::from_secs(120);
+
+/// A binding that emits, sleeps and declares, noting each acknowledged event's id in `meet/acked`.
+fn drill_config(meet: &Path) -> String {
+    let acked = meet.join("acked");
+    let a = acked.display();
+    shell_config(&format!(
+        r#"set -e
+e=$(os emit drill.step --data '{{"step":1}}'); echo "$e" >> {a}; sleep 1
+e=$(os emit drill.step --data '{{"step":2}}'); echo "$e" >> {a}; sleep 1
+os outcome succeeded --summary drilled"#
+    ))
+}
+
+#[test]
+fn three_daemons_lose_one_to_kill_9_and_every_work_succeeds_exactly_once() {
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let meet = meeting();
+    let config = drill_config(meet.path());
+    let mut a = Daemon::start_on_store(&db.url(), &LEASE, |_| config.clone());
+    let b = a.joining(&LEASE, |_| config.clone());
+    let c = a.joining(&LEASE, |_| config.clone());
+    let creators: BTreeMap<String, String> = (0..WORKS)
+        .map(|i| {
+            let daemon = [&a, &b, &c][i % 3];
+            (daemon.create_work("demo", "shell"), daemon.instance())
+        })
+        .collect();
+
+    let killed = a.instance();
+    let mut doomed = Vec::new();
+    wait_until("the daemon to kill runs attempts that emitted", || {
+        doomed = running_of(&b, &killed);
+        doomed.len() >= 3 && acked(meet.path()).len() >= 3
+    });
+    let old_tokens: Vec<(String, String)> = doomed
+        .iter()
+        .filter_map(|id| Some((id.clone(), token_of(&a, id)?)))
+        .collect();
+    assert!(!old_tokens.is_empty());
+    a.kill();
+
+    let authority = Authority::on(&db, &config);
+    watch_until_all_succeeded(&b, &c, &creators, &authority);
+    let executions = all_executions(&b);
+    for work in creators.keys() {
+        check_work(work, &executions, &b);
+    }
+    // Each killed daemon's attempt was taken over: abandoned, or finished with the outcome it had
+    // declared before the kill.
+    let mut abandoned = 0;
+    for (id, _) in &old_tokens {
+        let x = executions.iter().find(|x| x["id"] == id.as_str()).unwrap();
+        let summary = x["outcome"]["summary"].as_str().unwrap_or_default();
+        match x["state"].as_str() {
+            Some("failed") if summary.contains("stopped renewing the lease") => abandoned += 1,
+            Some("succeeded") if summary == "drilled" => {}
+            _ => panic!("{x}"),
+        }
+    }
+    assert!(abandoned > 0, "some of the killed daemon's attempts were mid-run");
+    let known: HashSet<String> = b.json(&["events", "list"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
+    let acked = acked(meet.path());
+    assert!(acked.len() >= 2 * WORKS, "every Work emitted twice at least");
+    for id in &acked {
+        assert!(known.contains(id), "the acknowledged event {id} is in the store");
+    }
+    for (execution, token) in &old_tokens {
+        assert!(
+            !authority.accepts(execution, token),
+            "the killed daemon's token for {execution} is refused"
+        );
+    }
+    report_claim_latency(&creators, &b, &executions);
+}
+
+/// The running attempts leased to `owner`, as the store has them.
+fn running_of(daemon: &Daemon, owner: &str) -> Vec<String> {
+    all_executions(daemon)
+        .iter()
+        .filter(|x| x["state"] == "running" && x["owner"] == owner)
+        .map(|x| x["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn all_executions(daemon: &Daemon) -> Vec<Value> {
+    daemon.json(&["executions", "list"])["items"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// The event ids the drill's commands saw acknowledged.
+fn acked(meet: &Path) -> Vec<String> {
+    std::fs::read_to_string(meet.join("acked"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The token an attempt of `daemon` holds, read from its run directory (gone once it ended).
+fn token_of(daemon: &Daemon, execution: &str) -> Option<String> {
+    let file = daemon
+        .state
+        .join("runs")
+        .join(conduit_daemon::run_key(execution))
+        .join("token/token");
+    Some(std::fs::read_to_string(file).ok()?.trim().to_owned())
+}
+
+/// The toolbelt's authority over the shared store, in process: the checks every daemon's sockets
+/// run, reachable even for a killed daemon's attempts, whose sockets went with it.
+struct Authority(Toolbelt);
+
+impl Authority {
+    fn on(db: &TestDatabase, config: &str) -> Authority {
+        let store: Arc<dyn Store> = Arc::new(PostgresStore::open(&db.url()).unwrap());
+        let snapshot = parse(config.as_bytes()).unwrap().at_generation(1);
+        Authority(Toolbelt::new(
+            store,
+            CurrentConfig::new(snapshot),
+            Arc::new(SystemClock),
+            Arc::default(),
+        ))
+    }
+
+    fn accepts(&self, execution: &str, token: &str) -> bool {
+        match self.0.tools(execution, token, None) {
+            Ok(_) => true,
+            Err(refusal) => {
+                assert_eq!(refusal.code, conduit_core::ErrorCode::Forbidden, "{refusal:?}");
+                false
+            }
+        }
+    }
+}
+
+/// Watches the survivors until every Work succeeded, checking all along that no Work has two
+/// running attempts, and that the authority accepts a token a survivor holds live (the control
+/// for the refusal of the killed daemon's tokens).
+fn watch_until_all_succeeded(b: &Daemon, c: &Daemon, works: &BTreeMap<String, String>, authority: &Authority) {
+    let start = Instant::now();
+    let mut live_accepted = false;
+    loop {
+        let executions = all_executions(b);
+        let mut running = BTreeSet::new();
+        for x in executions.iter().filter(|x| x["state"] == "running") {
+            let (id, work) = (x["id"].as_str().unwrap(), x["work_id"].as_str().unwrap());
+            assert!(running.insert(work.to_owned()), "two running attempts of {work}");
+            if !live_accepted && x["owner"] == b.instance().as_str() {
+                live_accepted = token_of(b, id).is_some_and(|token| authority.accepts(id, &token));
+            }
+        }
+        let succeeded = c.json(&["work", "list", "--in-state", "succeeded"])["items"]
+            .as_array()
+            .unwrap()
+            .len();
+        if succeeded == works.len() {
+            assert!(live_accepted, "control: a survivor's live token was accepted");
+            return;
+        }
+        assert!(
+            start.elapsed() < DRILL_BOUND,
+            "{succeeded} of {} Works succeeded; executions: {executions:?}",
+            works.len()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A Work succeeded exactly once, and its attempts held their leases one after the other: each
+/// started after the one before ended and, when that one was taken over, after its lease lapsed.
+fn check_work(work: &str, executions: &[Value], daemon: &Daemon) {
+    assert_eq!(daemon.json(&["work", "get", work])["state"], "succeeded");
+    let mut attempts: Vec<&Value> = executions.iter().filter(|x| x["work_id"] == work).collect();
+    attempts.sort_by_key(|x| x["epoch"].as_u64());
+    let succeeded = attempts.iter().filter(|x| x["state"] == "succeeded").count();
+    assert_eq!(succeeded, 1, "{work}: {attempts:?}");
+    for pair in attempts.windows(2) {
+        let (before, after) = (pair[0], pair[1]);
+        let started = after["started_at"].as_str().unwrap();
+        assert!(started >= before["ended_at"].as_str().unwrap(), "{work}: {attempts:?}");
+        if before["outcome"]["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("renewing"))
+        {
+            assert!(
+                started >= before["lease_expires_at"].as_str().unwrap(),
+                "{work}: {attempts:?}"
+            );
+        }
+    }
+}
+
+/// Prints how long Work waited from creation to its first attempt, by whether the daemon that
+/// created it claimed it.
+fn report_claim_latency(creators: &BTreeMap<String, String>, daemon: &Daemon, executions: &[Value]) {
+    let created: BTreeMap<String, Value> = daemon.json(&["work", "list"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["id"].as_str().unwrap().to_owned(), w["created_at"].clone()))
+        .collect();
+    let (mut same, mut other) = (Vec::new(), Vec::new());
+    for x in executions.iter().filter(|x| x["epoch"] == 1) {
+        let work = x["work_id"].as_str().unwrap();
+        let Some(creator) = creators.get(work) else { continue };
+        let waited = millis(&x["started_at"]) - millis(&created[work]);
+        if &x["owner"] == creator { &mut same } else { &mut other }.push(waited);
+    }
+    let show = |v: &mut Vec<f64>| {
+        if v.is_empty() {
+            "-".to_owned()
+        } else {
+            format!("{:.0} ms", median(v))
+        }
+    };
+    println!(
+        "claim latency p50: by the creating daemon {} ({}), by another {} ({})",
+        show(&mut same),
+        same.len(),
+        show(&mut other),
+        other.len()
+    );
+}
+
+#[test]
+fn a_frozen_daemons_attempt_is_taken_over_and_its_late_calls_are_refused() {
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let meet = meeting();
+    let config = shell_config(&publish_and_hold(meet.path()));
+    let a = Daemon::start_on_store(&db.url(), &LEASE, |_| config.clone());
+    let (work, socket, token_file) = hold_one(&a, meet.path());
+    let (token, frozen_socket) = (read_token(&token_file), socket.clone());
+    let frozen = a.first_execution(&work);
+    // Started after A claimed the Work, so A is the one that runs its first attempt.
+    let b = a.joining(&LEASE, |_| config.clone());
+    signal(&a, "STOP");
+    // A frozen daemon may hold the store's write lock until the server ends its session (60 s).
+    wait_within(
+        Duration::from_secs(90),
+        "the frozen daemon's attempt to be taken over",
+        || execution(&b, &frozen)["state"] == "failed",
+    );
+    wait_until("the Work's next attempt to hold on the survivor", || {
+        published_runs(meet.path()).len() == 2
+    });
+    // Sent while A is frozen, so A reads it only once it thaws, with its attempt already taken over.
+    let late = std::thread::spawn(move || {
+        std::panic::catch_unwind(|| toolbelt_call(&socket, &token, "emit", serde_json::json!({"type": "drill.late"})))
+            .ok()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&a, "CONT");
+    let (status, body) = late.join().unwrap().expect("the thawed daemon answers the late call");
+    assert_eq!(status, 403, "the old epoch's call is refused: {body}");
+    wait_until("the thawed daemon to stop its fenced attempt", || {
+        a.log().contains("lease lost; stopping the attempt")
+    });
+    let x = execution(&b, &frozen);
+    assert!(
+        x["outcome"]["summary"].as_str().unwrap().contains("stopped renewing"),
+        "{x}"
+    );
+    let attempts = b.attempts(&work);
+    assert_eq!((attempts.len(), &attempts[1]["owner"]), (2, &Value::from(b.instance())));
+    let (live_socket, live_token) = published_runs(meet.path())
+        .into_iter()
+        .find(|(s, _)| *s != frozen_socket)
+        .unwrap();
+    let (status, _) = toolbelt_call(
+        &live_socket,
+        &read_token(&live_token),
+        "emit",
+        serde_json::json!({"type": "drill.live"}),
+    );
+    assert_eq!(status, 200, "control: the current epoch's call is accepted");
+    let types: Vec<Value> = b.events(&work).iter().map(|e| e["type"].clone()).collect();
+    assert!(types.contains(&Value::from("drill.live")), "{types:?}");
+    assert!(
+        !types.contains(&Value::from("drill.late")),
+        "the late call left nothing: {types:?}"
+    );
+}
+
+fn execution(daemon: &Daemon, id: &str) -> Value {
+    all_executions(daemon)
+        .into_iter()
+        .find(|x| x["id"] == id)
+        .expect("the execution")
+}
+
+/// Sends a daemon SIGSTOP or SIGCONT.
+fn signal(daemon: &Daemon, which: &str) {
+    let sent = std::process::Command::new("kill")
+        .arg(format!("-{which}"))
+        .arg(daemon.pid().to_string())
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
