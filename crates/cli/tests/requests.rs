@@ -228,8 +228,7 @@ fn lists_page_with_authenticated_cursors_bound_to_their_filters_and_upper_bound(
 
     // Expiry: the same position re-sealed with the daemon's own key, once as it was (accepted, so
     // the re-sealing is faithful) and once with its 15 minutes over.
-    let secret = std::fs::read_to_string(daemon.state.join("private/cursor.key")).unwrap();
-    let cursors = conduit_server::Cursors::new(conduit_toolbelt::token::digest(secret.trim()));
+    let cursors = conduit_server::Cursors::of_store(&*daemon.open_store()).unwrap();
     let position = cursors
         .open(&cursor, "/v1/events", "work=", conduit_core::Timestamp(0))
         .unwrap_or_else(|_| panic!("the daemon's cursor opens with its key"));

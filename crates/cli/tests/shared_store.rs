@@ -335,3 +335,139 @@ fn signal(daemon: &Daemon, which: &str) {
         .unwrap();
     assert!(sent.success());
 }
+
+/// The operations the configuration tests start with; narrowing drops `emit`.
+const ALL: [&str; 5] = ["emit", "read_context", "declare_outcome", "wait", "create_work"];
+
+#[test]
+fn an_apply_on_one_daemon_governs_the_next_call_on_another() {
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let meet = meeting();
+    let hold = publish_and_hold(meet.path());
+    let config = shell_config(&hold);
+    let a = Daemon::start_on_store(&db.url(), &[], |_| config.clone());
+    let b = a.joining(&[], |_| config.clone());
+    let (work, socket, token_file) = hold_one(&a, meet.path());
+    let token = read_token(&token_file);
+    let runner = &a.attempts(&work)[0]["owner"];
+    let (running, other) = if runner.as_str() == Some(a.instance().as_str()) {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    let emit = || toolbelt_call(&socket, &token, "emit", serde_json::json!({"type": "demo.step"})).0;
+    assert_eq!(emit(), 200, "control: granted before the apply");
+
+    let narrowed = granting(&hold, serde_json::json!(ALL[1..]));
+    let applied = other.apply(&narrowed);
+    assert_eq!(
+        emit(),
+        403,
+        "the next call on the daemon running the attempt is narrowed"
+    );
+    let (_, tools) = http(&socket, "GET", "/v1/tools", Some(&token), None);
+    assert!(!tools.to_string().contains("\"emit\""), "{tools}");
+    let seen = running.json(&["config", "show"]);
+    assert_eq!(
+        (&seen["generation"], &seen["hash"]),
+        (&applied["generation"], &applied["hash"])
+    );
+}
+
+#[test]
+fn two_daemons_applying_at_once_one_wins_and_both_then_serve_it() {
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let config = shell_config("true");
+    let a = Daemon::start_on_store(&db.url(), &[], |_| config.clone());
+    let b = a.joining(&[], |_| config.clone());
+    let generation = a.json(&["config", "show"])["generation"].to_string();
+    let apply = |daemon: &Daemon, operations: &[&str]| {
+        let file = daemon.scratch().join("candidate.json");
+        std::fs::write(&file, granting("true", serde_json::json!(operations)).to_string()).unwrap();
+        let file = file.to_str().unwrap().to_owned();
+        daemon.json_unchecked(&["config", "apply", &file, "--expected-generation", &generation])
+    };
+    let (first, second) = std::thread::scope(|s| {
+        let first = s.spawn(|| apply(&a, &ALL[1..]));
+        let second = s.spawn(|| apply(&b, &ALL[2..]));
+        (first.join().unwrap(), second.join().unwrap())
+    });
+    let (won, lost) = match (first.0, second.0) {
+        (Some(0), Some(1)) => (first.1, second.1),
+        (Some(1), Some(0)) => (second.1, first.1),
+        _ => panic!("one apply wins and one is refused: {first:?} {second:?}"),
+    };
+    assert_eq!(lost["error"], "stale_generation", "{lost}");
+    for daemon in [&a, &b] {
+        let seen = daemon.json(&["config", "show"]);
+        assert_eq!((&seen["generation"], &seen["hash"]), (&won["generation"], &won["hash"]));
+    }
+}
+
+#[test]
+fn the_store_holds_no_reference_text_and_a_daemon_resolves_only_references_given_to_it() {
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let meet = meeting();
+    let mut config: Value = serde_json::from_str(&shell_config(&format!(
+        "printf %s \"$DEPLOY_KEY\" > $(mktemp {}/seen.XXXXXX)",
+        meet.path().display()
+    )))
+    .unwrap();
+    config["secrets"] = serde_json::json!({"deploy_key": "cmd:printf reference-only-on-a"});
+    config["scopes"]["demo"]["bindings"]["shell"]["secrets"] = serde_json::json!(["deploy_key"]);
+    let with_secret = config.to_string();
+    let a = Daemon::start_on_store(&db.url(), &[], |_| with_secret.clone());
+    // B's own file names no secret: the generation it runs comes from the store, sealed.
+    let b = a.joining(&[], |_| shell_config("true"));
+    assert!(
+        !contains(&db.dump(), "reference-only-on-a"),
+        "no reference text in the store"
+    );
+    let shown = b.json(&["config", "show"]);
+    assert_eq!(shown["config"]["secrets"]["deploy_key"], "sealed:<redacted>");
+
+    let refused = run_on(&b, &a);
+    assert!(
+        refused["outcome"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("could not be resolved"),
+        "{refused}"
+    );
+    assert!(b.log().contains("reference_unknown"), "the log says which");
+    // Applying the same configuration through B teaches it the reference, changing nothing else.
+    let file = b.scratch().join("same.json");
+    std::fs::write(&file, writing_scratch(&config.to_string(), a.scratch())).unwrap();
+    let again = b.json(&["config", "apply", file.to_str().unwrap()]);
+    assert_eq!(
+        (&again["changed"], &again["generation"]),
+        (&Value::from(false), &shown["generation"])
+    );
+    let ran = run_on(&b, &a);
+    assert_eq!(ran["state"], "succeeded", "{ran}");
+    let seen: Vec<String> = std::fs::read_dir(meet.path())
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert!(seen.contains(&"reference-only-on-a".to_owned()), "{seen:?}");
+}
+
+/// Runs one Work on `runner` with `idle` stopped (so it cannot claim it), and answers it finished.
+fn run_on(runner: &Daemon, idle: &Daemon) -> Value {
+    signal(idle, "STOP");
+    let work = runner.create_work("demo", "shell");
+    wait_until("the Work to finish", || {
+        let state = runner.json(&["work", "get", &work])["state"].clone();
+        state == "succeeded" || state == "failed"
+    });
+    let done = runner.json(&["work", "get", &work]);
+    signal(idle, "CONT");
+    done
+}

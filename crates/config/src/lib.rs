@@ -25,7 +25,7 @@ pub use diagnostic::{Diagnostic, Severity};
 pub use executor::{Agent, Executable, ProcessSettings};
 pub use grants::{ExecutorCapabilities, Registry};
 pub use model::{AgentConfig, ApprovalRule, BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
-pub use reference::{is_var_name, Reference, ReferenceError};
+pub use reference::{is_var_name, seal, Reference, ReferenceError};
 pub use retry::RetryConfig;
 pub use sandbox::setting as sandbox_setting;
 pub use snapshot::{CurrentConfig, Snapshot};

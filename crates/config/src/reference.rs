@@ -1,15 +1,22 @@
 //! Secret references: `keyring:<service>/<account>`, `file:<key>` (a key of the owner-only
-//! `secrets.json`), `env:<NAME>` or `cmd:<shell command>`. This is the one parser: validation
+//! `secrets.json`), `env:<NAME>` or `cmd:<shell command>`; and `sealed:<sha256>`, which is how a
+//! generation in the store names a reference without holding its text (a daemon resolves it with
+//! the references it has itself been given). This is the one parser: validation
 //! refuses what it refuses and the daemon's resolver resolves what it accepts, so a configuration
 //! that passes `config check` never names a reference the resolver calls malformed.
 
 /// A parsed reference, borrowing the reference text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reference<'a> {
-    Keyring { service: &'a str, account: &'a str },
+    Keyring {
+        service: &'a str,
+        account: &'a str,
+    },
     File(&'a str),
     Env(&'a str),
     Cmd(&'a str),
+    /// The SHA-256 (lower-case hex) of a reference's text.
+    Sealed(&'a str),
 }
 
 /// Why a reference was refused.
@@ -29,6 +36,7 @@ impl<'a> Reference<'a> {
             "file" => Some(Reference::File(target)).filter(|_| !target.is_empty()),
             "env" => Some(Reference::Env(target)).filter(|_| is_var_name(target)),
             "cmd" => Some(Reference::Cmd(target)).filter(|_| !target.trim().is_empty() && !target.contains('\0')),
+            "sealed" => Some(Reference::Sealed(target)).filter(|_| is_digest(target)),
             _ => return Err(ReferenceError::UnsupportedScheme),
         };
         parsed.ok_or(ReferenceError::Invalid)
@@ -40,8 +48,22 @@ impl<'a> Reference<'a> {
             Reference::File(_) => "file",
             Reference::Env(_) => "env",
             Reference::Cmd(_) => "cmd",
+            Reference::Sealed(_) => "sealed",
         }
     }
+}
+
+/// A reference as the store keeps it: `sealed:` and the SHA-256 of its text, which names it
+/// without revealing it. A sealed reference stays as it is.
+pub fn seal(reference: &str) -> String {
+    match Reference::parse(reference) {
+        Ok(Reference::Sealed(_)) => reference.to_owned(),
+        _ => format!("sealed:{}", conduit_core::canonical::sha256_hex(reference.as_bytes())),
+    }
+}
+
+fn is_digest(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// A portable variable name: a letter or `_`, then letters, digits or `_`.
@@ -63,6 +85,7 @@ mod tests {
 
     #[test]
     fn parses_each_scheme() {
+        let sealed = seal("env:GITHUB_TOKEN");
         let keyring = Reference::Keyring {
             service: "open-conduit",
             account: "github",
@@ -80,6 +103,7 @@ mod tests {
             ("env:GITHUB_TOKEN", Reference::Env("GITHUB_TOKEN")),
             ("env:_x1", Reference::Env("_x1")),
             ("cmd:pass show x:y", Reference::Cmd("pass show x:y")),
+            (&sealed, Reference::Sealed(&sealed[7..])),
         ];
         for (text, expected) in rows {
             assert_eq!(Reference::parse(text), Ok(expected), "{text:?}");
@@ -89,6 +113,7 @@ mod tests {
 
     #[test]
     fn refuses_malformed_references() {
+        let upper = format!("sealed:{}", "A".repeat(64));
         let invalid = [
             "",
             "plain",
@@ -105,6 +130,9 @@ mod tests {
             "cmd:",
             "cmd:  ",
             "cmd:a\0b",
+            "sealed:",
+            "sealed:abc",
+            upper.as_str(),
         ];
         for reference in invalid {
             assert_eq!(
@@ -120,5 +148,13 @@ mod tests {
                 "{reference:?}"
             );
         }
+    }
+
+    #[test]
+    fn sealing_names_a_reference_by_its_digest_and_keeps_a_sealed_one() {
+        let sealed = seal("cmd:pass show github");
+        assert!(sealed.starts_with("sealed:") && !sealed.contains("pass"));
+        assert_eq!(seal(&sealed), sealed);
+        assert_ne!(seal("cmd:pass show gitlab"), sealed);
     }
 }

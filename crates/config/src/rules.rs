@@ -203,7 +203,8 @@ impl Checker<'_> {
                 self.report(
                     pointer,
                     "invalid_reference",
-                    "a secret reference is `keyring:<service>/<account>`, `file:<key>`, `env:<NAME>` or `cmd:<command>`",
+                    "a secret reference is `keyring:<service>/<account>`, `file:<key>`, `env:<NAME>`, `cmd:<command>` \
+                     or `sealed:<sha256>`",
                     "fix the reference",
                 );
             }

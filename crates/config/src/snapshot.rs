@@ -16,8 +16,10 @@ use crate::rules::Effective;
 pub struct Snapshot {
     generation: i64,
     hash: String,
-    /// The configuration as the operator wrote it, canonically serialized (the hash is over this).
+    /// The configuration as the operator wrote it, canonically serialized.
     written: String,
+    /// The same with every secret reference sealed: what the store keeps (the hash is over this).
+    sealed: String,
     config: Config,
     effective: Effective,
     warnings: Vec<Diagnostic>,
@@ -27,7 +29,7 @@ impl Snapshot {
     pub(crate) fn new(
         generation: i64,
         hash: String,
-        written: String,
+        (written, sealed): (String, String),
         config: Config,
         effective: Effective,
     ) -> Snapshot {
@@ -35,6 +37,7 @@ impl Snapshot {
             generation,
             hash,
             written,
+            sealed,
             config,
             effective,
             warnings: Vec::new(),
@@ -70,14 +73,31 @@ impl Snapshot {
         &self.config
     }
 
-    /// The configuration as written, canonically serialized: what a generation stores, so that
-    /// parsing it again yields the same hash.
+    /// The configuration as written, canonically serialized: what a daemon keeps privately of a
+    /// generation, so that parsing it again yields the same hash.
     pub fn written_json(&self) -> &str {
         &self.written
     }
 
-    /// The configuration as written with every secret reference replaced by its scheme: what the
-    /// store keeps and what responses show.
+    /// The configuration with every secret reference sealed, canonically serialized: what the
+    /// store keeps of a generation, from which every daemon on it can run it (parsing it again
+    /// yields the same hash).
+    pub fn sealed_json(&self) -> &str {
+        &self.sealed
+    }
+
+    /// The reference texts this configuration was written with (not the sealed ones), each with
+    /// its sealed form: what a daemon learns to resolve a sealed generation's secrets.
+    pub fn references(&self) -> impl Iterator<Item = (String, &str)> {
+        self.config
+            .secrets
+            .values()
+            .filter(|r| !matches!(Reference::parse(r), Ok(Reference::Sealed(_))))
+            .map(|r| (crate::reference::seal(r), r.as_str()))
+    }
+
+    /// The configuration as written with every secret reference replaced by its scheme: what
+    /// responses show.
     pub fn redacted_json(&self) -> String {
         let mut value: serde_json::Value = serde_json::from_str(&self.written).unwrap_or_default();
         if let Some(secrets) = value.get_mut("secrets").and_then(serde_json::Value::as_object_mut) {

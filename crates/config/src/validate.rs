@@ -36,8 +36,23 @@ pub fn parse_with(bytes: &[u8], registry: &Registry) -> Result<Snapshot, Vec<Dia
         return Err(found);
     }
     let written = canonical_json(&value);
-    let hash = sha256_hex(written.as_bytes());
-    Ok(Snapshot::new(0, hash, written, config, effective).with_warnings(found))
+    let sealed = canonical_json(&sealed_secrets(value));
+    // Over the sealed text: the same generation has the same hash on every daemon, whether it was
+    // written with its references or read from the store without them.
+    let hash = sha256_hex(sealed.as_bytes());
+    Ok(Snapshot::new(0, hash, (written, sealed), config, effective).with_warnings(found))
+}
+
+/// The configuration with each secret reference sealed ([`crate::reference::seal`]).
+fn sealed_secrets(mut value: Value) -> Value {
+    if let Some(secrets) = value.get_mut("secrets").and_then(Value::as_object_mut) {
+        for reference in secrets.values_mut() {
+            if let Some(text) = reference.as_str() {
+                *reference = Value::String(crate::reference::seal(text));
+            }
+        }
+    }
+    value
 }
 
 fn sorted(mut found: Vec<Diagnostic>) -> Vec<Diagnostic> {
@@ -392,5 +407,26 @@ mod tests {
         let a = parse(br#"{"version":1,"limits":{"causal_max_depth":3,"causal_per_minute":5}}"#).unwrap();
         let b = parse(b"{ \"limits\": {\"causal_per_minute\":5, \"causal_max_depth\":3},\n \"version\": 1 }").unwrap();
         assert_eq!(a.hash(), b.hash());
+    }
+
+    #[test]
+    fn a_sealed_generation_has_its_written_hash_and_no_reference_text() {
+        let written = parse(br#"{"version":1,"secrets":{"gh":"cmd:pass show github"}}"#).unwrap();
+        assert!(!written.sealed_json().contains("pass show"));
+        let sealed = parse(written.sealed_json().as_bytes()).unwrap();
+        assert_eq!(sealed.hash(), written.hash(), "the same generation on every daemon");
+        assert_eq!(sealed.sealed_json(), written.sealed_json());
+        assert_eq!(sealed.references().count(), 0, "a sealed reference teaches nothing");
+        let learned: Vec<(String, &str)> = written.references().collect();
+        assert_eq!(
+            learned,
+            vec![(crate::reference::seal("cmd:pass show github"), "cmd:pass show github")]
+        );
+        let other = parse(br#"{"version":1,"secrets":{"gh":"cmd:pass show gitlab"}}"#).unwrap();
+        assert_ne!(
+            other.hash(),
+            written.hash(),
+            "a changed reference is a changed generation"
+        );
     }
 }

@@ -1,10 +1,13 @@
 //! The configuration service: which generation runs, and how a new one is applied.
 //!
 //! The committed generation is the source of truth. The store keeps each generation's hash and its
-//! redacted text (no secret reference ever reaches the store); the full text of each generation is
-//! kept owner-only in `<state>/private/config/generation-<n>.json`, where the secrets resolver reads
-//! references from. A disk edit of the configuration file alone never changes running behaviour:
-//! only `apply` (or a start whose committed generation no longer validates) publishes a generation.
+//! sealed text: every secret reference replaced by its digest, so no reference's text reaches the
+//! store, and every daemon on a shared store can run the generation from it. The written text of
+//! each generation this daemon published is kept owner-only in
+//! `<state>/private/config/generation-<n>.json`, and every reference it was given in
+//! `<state>/private/references.json`, from which the resolver resolves sealed references. A disk
+//! edit of the configuration file alone never changes running behaviour: only `apply` (or a start
+//! whose committed generation no longer validates) publishes a generation.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -14,11 +17,12 @@ use conduit_core::canonical::sha256_hex;
 use conduit_core::{ErrorCode, Refusal, Timestamp, TokenRecord};
 use conduit_server::{now, Applied, Checked, ConfigControl, ConfigView};
 use conduit_store::{Store, StoreError, Tx};
-use conduit_toolbelt::RefusalClassifier;
+use conduit_toolbelt::{Generations, RefusalClassifier};
 use serde_json::Value;
 
 use crate::failpoint::failpoint;
 use crate::files::read_config_file;
+use crate::secrets::learn;
 use crate::state::{create_private_dir, write_private_file};
 use crate::DaemonError;
 
@@ -31,49 +35,56 @@ pub struct ConfigService {
     file: PathBuf,
     /// Where each generation's full text is kept, owner-only.
     generations: PathBuf,
-    /// Applies run one at a time.
+    /// The private directory, where the reference book is kept.
+    private: PathBuf,
+    /// Other daemons may commit generations to this store.
+    shared: bool,
+    /// Applies, and catching up with another daemon's, run one at a time.
     applying: Mutex<()>,
+}
+
+/// Why a generation was not published.
+enum Unpublished {
+    /// Another daemon committed generation `.0` first.
+    Stale(i64),
+    Failed(DaemonError),
+}
+
+impl From<DaemonError> for Unpublished {
+    fn from(e: DaemonError) -> Self {
+        Unpublished::Failed(e)
+    }
 }
 
 impl ConfigService {
     /// Activates the configuration at start: the committed generation if it still validates; else the
     /// file, published as the next generation; with neither, the default configuration as generation 1
-    /// (no file is written). A file that exists but does not validate stops the start.
+    /// (no file is written). A file that exists but does not validate stops the start. The file's
+    /// references are learned either way. Daemons starting at once on an empty shared store publish
+    /// one generation 1: the others then run it.
     pub fn start(
         store: Arc<dyn Store>,
         file: &Path,
         private: &Path,
         registry: Registry,
+        shared: bool,
     ) -> Result<ConfigService, DaemonError> {
         let generations = private.join("config");
         create_private_dir(&generations)?;
-        let committed = store.read(|tx| tx.latest_generation())?;
-        let restored = committed
-            .as_ref()
-            .map(|(g, hash, _)| restore(&generations, *g, hash, &registry));
-        let from_file = match (read_file(file, &registry), &restored) {
-            (Err(file_error), Some(Err(stored))) => {
-                return Err(DaemonError::Unrestorable {
-                    stored: stored.clone(),
-                    file: Box::new(file_error),
-                })
-            }
-            (result, _) => result?,
-        };
-        let snapshot = match (restored, from_file) {
-            (Some(Ok(snapshot)), _) => snapshot,
-            (Some(Err(stored)), Some(file_snapshot)) => {
-                tracing::warn!(error = %stored, "the committed generation no longer validates; adopting the config file");
-                let next = committed.map_or(1, |(g, _, _)| g + 1);
-                publish(&*store, &generations, file_snapshot, next, now())?
-            }
-            (Some(Err(stored)), None) => return Err(DaemonError::StoredConfig(stored)),
-            (None, Some(file_snapshot)) => publish(&*store, &generations, file_snapshot, 1, now())?,
-            (None, None) => {
-                let default = parse_with(default_config_json().as_bytes(), &registry).map_err(DaemonError::Config)?;
-                publish(&*store, &generations, default, 1, now())?
-            }
-        };
+        if let Ok(Some(snapshot)) = read_file(file, &registry) {
+            learn(private, &snapshot)?;
+        }
+        let activate = || activate_at_start(&*store, (&generations, private), &registry, read_file(file, &registry));
+        let snapshot = match activate() {
+            Err(Unpublished::Stale(_)) => activate(),
+            other => other,
+        }
+        .map_err(|e| match e {
+            Unpublished::Stale(g) => DaemonError::StoredConfig(format!(
+                "generation {g} was published as this daemon started; start it again"
+            )),
+            Unpublished::Failed(e) => e,
+        })?;
         tracing::info!(
             generation = snapshot.generation(),
             hash = snapshot.hash(),
@@ -85,6 +96,8 @@ impl ConfigService {
             registry: std::sync::RwLock::new(registry),
             file: file.to_owned(),
             generations,
+            private: private.to_owned(),
+            shared,
             applying: Mutex::new(()),
         })
     }
@@ -111,8 +124,28 @@ impl ConfigService {
         if active.generation() == generation {
             return Some((*active).clone());
         }
-        let hash = self.store.read(|tx| tx.generation_hash(generation)).ok().flatten()?;
-        restore(&self.generations, generation, &hash, &self.registry()).ok()
+        let (hash, stored) = self.store.read(|tx| tx.generation(generation)).ok().flatten()?;
+        restore(&self.generations, generation, (&hash, &stored), &self.registry()).ok()
+    }
+
+    /// Runs generation `latest` (another daemon's) unless this daemon already does; the caller holds
+    /// `applying`.
+    fn run_latest(&self, latest: i64) {
+        let active = self.current.get().generation();
+        if latest <= active {
+            return;
+        }
+        match self.generation(latest) {
+            Some(snapshot) => {
+                tracing::info!(generation = latest, hash = snapshot.hash(), "running the generation another daemon committed");
+                self.current.replace(snapshot);
+            }
+            None => tracing::error!(
+                generation = latest,
+                running = active,
+                "cannot run the generation another daemon committed (this release does not validate it); still running an older one"
+            ),
+        }
     }
 
     fn parse(&self, text: &str) -> Result<Snapshot, Refusal> {
@@ -128,15 +161,20 @@ impl ConfigService {
     /// a `.last-good` backup; publish the generation and its scope records in one transaction; switch.
     fn apply_checked(&self, text: &str, expected: Option<i64>) -> Result<Applied, Refusal> {
         let _one_at_a_time = self.applying.lock().unwrap_or_else(|e| e.into_inner());
+        if self.shared {
+            let latest = self.store.read(|tx| tx.latest_generation_number());
+            self.run_latest(
+                latest
+                    .map_err(|e| internal("read the latest generation", e))?
+                    .unwrap_or(0),
+            );
+        }
         let candidate = self.parse(text)?;
+        // Even an unchanged configuration teaches this daemon the references it gives.
+        learn(&self.private, &candidate).map_err(|e| internal("keep the configuration's references", e))?;
         let active = self.current.get();
         if expected.is_some_and(|e| e != active.generation()) {
-            return Err(Refusal::new(
-                ErrorCode::StaleGeneration,
-                "the active generation is not the one expected",
-            )
-            .with_remedy("read the active configuration again and reapply your change to it")
-            .with_field("generation", active.generation().into()));
+            return Err(stale(active.generation()));
         }
         if candidate.hash() == active.hash() {
             return Ok(applied(&active, false));
@@ -144,10 +182,19 @@ impl ConfigService {
         self.check_scopes_in_use(&active, &candidate)?;
         failpoint("apply:validated");
         let next = active.generation() + 1;
+        let previous = std::fs::read(&self.file).ok();
         save_config_file(&self.file, text).map_err(|e| internal("save the configuration file", e))?;
         failpoint("apply:file_saved");
-        let published = publish(&*self.store, &self.generations, candidate, next, now())
-            .map_err(|e| internal("publish the generation", e))?;
+        let published = match publish(&*self.store, (&self.generations, &self.private), candidate, next, now()) {
+            Ok(published) => published,
+            Err(Unpublished::Stale(latest)) => {
+                // Another daemon's apply won: the file goes back to what this daemon ran.
+                put_back(&self.file, previous);
+                self.run_latest(latest);
+                return Err(stale(latest));
+            }
+            Err(Unpublished::Failed(e)) => return Err(internal("publish the generation", e)),
+        };
         failpoint("apply:published");
         self.current.replace(published.clone());
         tracing::info!(generation = next, hash = published.hash(), "applied configuration");
@@ -202,6 +249,29 @@ impl RefusalClassifier for ConfigService {
     }
 }
 
+impl Generations for ConfigService {
+    fn shared(&self) -> bool {
+        self.shared
+    }
+
+    /// On a shared store, makes the store's latest generation the active one when another daemon
+    /// committed it since this one last looked: what every call and request asks first, so an apply
+    /// on any daemon governs the next call on all. One small read when nothing changed.
+    fn catch_up(&self) {
+        if !self.shared {
+            return;
+        }
+        match self.store.read(|tx| tx.latest_generation_number()) {
+            Ok(Some(latest)) if latest > self.current.get().generation() => {
+                let _one_at_a_time = self.applying.lock().unwrap_or_else(|e| e.into_inner());
+                self.run_latest(latest);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "could not read the latest configuration generation"),
+        }
+    }
+}
+
 impl ConfigControl for ConfigService {
     fn view(&self) -> ConfigView {
         let active = self.current.get();
@@ -239,6 +309,15 @@ impl ConfigControl for ConfigService {
         let text = serde_json::to_string_pretty(&document).unwrap_or_default();
         self.apply_checked(&text, expected_generation.or(Some(active.generation())))
     }
+}
+
+fn stale(active: i64) -> Refusal {
+    Refusal::new(
+        ErrorCode::StaleGeneration,
+        "the active generation is not the one expected",
+    )
+    .with_remedy("read the active configuration again and reapply your change to it")
+    .with_field("generation", active.into())
 }
 
 fn applied(snapshot: &Snapshot, changed: bool) -> Applied {
@@ -287,48 +366,111 @@ fn read_file(file: &Path, registry: &Registry) -> Result<Option<Snapshot>, Daemo
     }
 }
 
-/// The committed generation's full text, checked against its stored hash and validated against the
-/// running release. The error says why it cannot be restored, without quoting any of it.
-fn restore(generations: &Path, generation: i64, hash: &str, registry: &Registry) -> Result<Snapshot, String> {
-    let text = std::fs::read(generation_file(generations, generation))
-        .map_err(|e| format!("generation {generation}'s text is unreadable: {}", e.kind()))?;
-    if sha256_hex(&text) != hash {
-        return Err(format!("generation {generation}'s text does not match its hash"));
+/// Chooses the generation a start runs (see [`ConfigService::start`]), publishing it when it is
+/// new.
+fn activate_at_start(
+    store: &dyn Store,
+    dirs: (&Path, &Path),
+    registry: &Registry,
+    from_file: Result<Option<Snapshot>, DaemonError>,
+) -> Result<Snapshot, Unpublished> {
+    let committed = store.read(|tx| tx.latest_generation()).map_err(DaemonError::from)?;
+    let restored = committed
+        .as_ref()
+        .map(|(g, hash, stored)| restore(dirs.0, *g, (hash, stored), registry));
+    let from_file = match (from_file, &restored) {
+        (Err(file_error), Some(Err(stored))) => {
+            return Err(Unpublished::Failed(DaemonError::Unrestorable {
+                stored: stored.clone(),
+                file: Box::new(file_error),
+            }))
+        }
+        (result, _) => result?,
+    };
+    let at = now();
+    match (restored, from_file) {
+        (Some(Ok(snapshot)), _) => Ok(snapshot),
+        (Some(Err(stored)), Some(file_snapshot)) => {
+            tracing::warn!(error = %stored, "the committed generation no longer validates; adopting the config file");
+            let next = committed.map_or(1, |(g, _, _)| g + 1);
+            publish(store, dirs, file_snapshot, next, at)
+        }
+        (Some(Err(stored)), None) => Err(DaemonError::StoredConfig(stored).into()),
+        (None, Some(file_snapshot)) => publish(store, dirs, file_snapshot, 1, at),
+        (None, None) => {
+            let default = parse_with(default_config_json().as_bytes(), registry).map_err(DaemonError::Config)?;
+            publish(store, dirs, default, 1, at)
+        }
     }
-    let snapshot = parse_with(&text, registry).map_err(|found| {
-        let codes: Vec<String> = found.iter().map(|d| format!("{} {}", d.pointer, d.code)).collect();
-        format!("generation {generation} no longer validates: {}", codes.join(", "))
-    })?;
-    Ok(snapshot.at_generation(generation))
+}
+
+/// A committed generation, from this daemon's private copy of its text when it has one (written
+/// with its references), else from the sealed text the store keeps; checked against its stored
+/// hash and validated against the running release. The error says why it cannot be restored,
+/// without quoting any of it.
+fn restore(
+    generations: &Path,
+    generation: i64,
+    (hash, stored): (&str, &str),
+    registry: &Registry,
+) -> Result<Snapshot, String> {
+    let private = std::fs::read(generation_file(generations, generation)).ok();
+    let mut why = None;
+    for text in private.as_deref().into_iter().chain([stored.as_bytes()]) {
+        match parse_with(text, registry) {
+            // A generation published before hashes were over the sealed text has its written text's.
+            Ok(snapshot) if snapshot.hash() == hash || sha256_hex(text) == hash => {
+                return Ok(snapshot.at_generation(generation))
+            }
+            Ok(_) => {}
+            Err(found) => {
+                let codes: Vec<String> = found.iter().map(|d| format!("{} {}", d.pointer, d.code)).collect();
+                why.get_or_insert(format!(
+                    "generation {generation} no longer validates: {}",
+                    codes.join(", ")
+                ));
+            }
+        }
+    }
+    Err(why.unwrap_or_else(|| format!("generation {generation}'s text does not match its hash")))
 }
 
 fn generation_file(generations: &Path, generation: i64) -> PathBuf {
     generations.join(format!("generation-{generation}.json"))
 }
 
-/// Keeps the generation's full text privately, then publishes it and its scope records in one
-/// transaction. A crash before the commit leaves the previous generation committed.
+/// Keeps the generation's written text and its references privately, then publishes its sealed
+/// text and its scope records in one transaction, unless another daemon committed `generation`
+/// first. A crash before the commit leaves the previous generation committed.
 fn publish(
     store: &dyn Store,
-    generations: &Path,
+    (generations, private): (&Path, &Path),
     snapshot: Snapshot,
     generation: i64,
     at: Timestamp,
-) -> Result<Snapshot, DaemonError> {
+) -> Result<Snapshot, Unpublished> {
     let snapshot = snapshot.at_generation(generation);
-    write_private_file(
-        &generation_file(generations, generation),
-        snapshot.written_json().as_bytes(),
-    )?;
-    store.write(|tx: &mut dyn Tx| {
-        tx.insert_generation(generation, snapshot.hash(), &snapshot.redacted_json(), at)?;
+    let kept = generation_file(generations, generation);
+    write_private_file(&kept, snapshot.written_json().as_bytes())?;
+    learn(private, &snapshot)?;
+    let published = store.write(|tx: &mut dyn Tx| {
+        // Writers take turns on the store, so this check and the insert are one step.
+        if let Some(latest) = tx.latest_generation_number()?.filter(|g| *g >= generation) {
+            return Ok(Err(latest));
+        }
+        tx.insert_generation(generation, snapshot.hash(), snapshot.sealed_json(), at)?;
         for (id, scope) in &snapshot.config().scopes {
             tx.upsert_scope(id, generation, scope.parent.as_deref(), scope.enabled)?;
         }
         let kept: Vec<String> = snapshot.config().scopes.keys().cloned().collect();
         tx.tombstone_scopes(&kept, generation)?;
-        Ok::<_, StoreError>(())
-    })?;
+        Ok::<_, StoreError>(Ok(()))
+    });
+    if let Err(latest) = published.map_err(DaemonError::from)? {
+        // Another daemon's generation has this number: what was kept of this one is not it.
+        let _ = std::fs::remove_file(&kept);
+        return Err(Unpublished::Stale(latest));
+    }
     Ok(snapshot)
 }
 
@@ -339,6 +481,18 @@ fn save_config_file(file: &Path, text: &str) -> Result<(), DaemonError> {
         write_private_file(&last_good(file), &previous)?;
     }
     write_private_file(file, text.as_bytes())
+}
+
+/// Puts back the configuration file an apply saved and then could not publish: its `previous`
+/// text, or no file.
+fn put_back(file: &Path, previous: Option<Vec<u8>>) {
+    let restored = match previous {
+        Some(text) => write_private_file(file, &text),
+        None => std::fs::remove_file(file).map_err(|e| DaemonError::io("remove", file, e)),
+    };
+    if let Err(e) = restored {
+        tracing::warn!(error = %e, "could not put the configuration file back");
+    }
 }
 
 /// Where the file a configuration save replaces is kept.
@@ -363,6 +517,37 @@ mod tests {
         assert_eq!(doc, json!({"a": {"b": 2, "c/d": 3}, "list": [0, 2, 3]}));
         assert!(set_pointer(&mut doc, "/missing/x", json!(1)).is_err());
         assert!(set_pointer(&mut doc, "/list/9", json!(1)).is_err());
+    }
+
+    #[test]
+    fn an_apply_that_another_daemon_beat_to_its_generation_is_stale_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(conduit_store_sqlite::SqliteStore::open(&dir.path().join("s.db")).unwrap());
+        // Not shared, so B does not catch up first: its apply meets A's only at the commit.
+        let daemon = |name: &str| {
+            let root = dir.path().join(name);
+            create_private_dir(&root).unwrap();
+            let file = root.join("config.json");
+            let service = ConfigService::start(store.clone(), &file, &root.join("private"), Registry::default(), false);
+            (service.unwrap(), file, root.join("private/config/generation-2.json"))
+        };
+        let ((a, _, _), (b, b_file, b_kept)) = (daemon("a"), daemon("b"));
+        let limits = r#"{"version":1,"limits":{"causal_max_depth":3,"causal_per_minute":5}}"#;
+        assert!(b.check(limits).valid);
+        a.apply(r#"{"version":1}"#, Some(1)).unwrap();
+        let refused = b.apply(limits, Some(1)).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::StaleGeneration);
+        assert!(
+            !b_file.exists() && !b_kept.exists(),
+            "B's file and copy are as they were"
+        );
+        assert_eq!(b.current().get().generation(), 2, "B runs the winner now");
+        assert_eq!(
+            b.apply(limits, Some(2)).unwrap().generation,
+            3,
+            "control: applied once current"
+        );
     }
 
     #[test]

@@ -120,6 +120,7 @@ impl Services {
             &config_file,
             &state.private_dir(),
             config_registry(state.root()),
+            options.store.is_shared(),
         )?;
         operator::bootstrap_owner(state, &*store, now(), options.store.is_shared())?;
         let config = configs.current();
@@ -163,13 +164,15 @@ impl Services {
     }
 
     fn management(&self, state: &StateDir) -> Result<Management, DaemonError> {
+        // Releases before the cursors' key moved into the store kept it here.
+        let _ = std::fs::remove_file(state.private_dir().join("cursor.key"));
         Ok(Management {
             store: self.store.clone(),
             config: self.config.clone(),
             instance: self.instance.clone(),
             kick: self.kick.clone(),
             control: self.configs.clone(),
-            cursors: Cursors::new(operator::cursor_key(state)?),
+            cursors: Cursors::of_store(&*self.store)?,
             files: self.files.clone(),
             registry: self.live.clone(),
             packages: Arc::new(PackageService {
@@ -235,7 +238,8 @@ async fn start_scheduler(
             services.live.get(),
         )
         .with_live_registry(services.live)
-        .with_classifier(services.configs.clone()),
+        .with_classifier(services.configs.clone())
+        .with_generations(services.configs.clone()),
         store: services.store,
         config: services.config,
         configs: services.configs,

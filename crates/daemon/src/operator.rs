@@ -38,21 +38,6 @@ pub fn bootstrap_owner(
     }
 }
 
-/// The key that authenticates list cursors: made once, kept owner-only in `private/cursor.key`, so
-/// cursors stay valid across a restart.
-pub fn cursor_key(state: &StateDir) -> Result<[u8; 32], DaemonError> {
-    let path = state.private_dir().join("cursor.key");
-    let secret = match fs::read_to_string(&path) {
-        Ok(text) if !text.trim().is_empty() => text,
-        _ => {
-            let fresh = generate();
-            write_private_file(&path, fresh.as_bytes())?;
-            fresh
-        }
-    };
-    Ok(digest(secret.trim()))
-}
-
 /// Issues the owner a new credential, revoking the active one, and writes it to
 /// `private/operator.token` (0600): the bootstrap, and the locked recovery after a lost rotation.
 pub fn issue_owner(state: &StateDir, store: &dyn Store, now: Timestamp) -> Result<(), DaemonError> {

@@ -12,7 +12,7 @@ use crate::DaemonError;
 /// What the daemon keeps inside the state directory, with the mode each must have. The directory
 /// itself is refused unless owner-only, so nothing here was reachable by another user: a looser
 /// mode found at start (a restore from a backup, an edit) is tightened, and the log says so.
-const KEPT: [(&str, u32); 10] = [
+const KEPT: [(&str, u32); 9] = [
     ("instance", 0o600),
     ("runs", 0o700),
     ("logs", 0o700),
@@ -22,7 +22,6 @@ const KEPT: [(&str, u32); 10] = [
     ("store.db-wal", 0o600),
     ("store.db-shm", 0o600),
     ("private/operator.token", 0o600),
-    ("private/cursor.key", 0o600),
 ];
 
 /// Longest socket path used in place; past it the socket moves under `/tmp` (macOS allows 104 bytes).

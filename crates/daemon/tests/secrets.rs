@@ -484,3 +484,30 @@ fn validation_and_the_resolver_judge_every_reference_alike() {
         );
     }
 }
+
+#[test]
+fn a_sealed_reference_resolves_only_through_a_reference_this_daemon_was_given() {
+    let fx = Fixture::new();
+    fx.write_secrets(r#"{"deploy": "zq-sealed-value"}"#, 0o600);
+    let given = "file:deploy";
+    let sealed = conduit_config::seal(given);
+    assert_eq!(
+        fx.resolver().resolve(&sealed),
+        Err(SecretError::ReferenceUnknown),
+        "no book yet"
+    );
+    let snapshot = conduit_config::parse(format!(r#"{{"version":1,"secrets":{{"d":"{given}"}}}}"#).as_bytes()).unwrap();
+    conduit_daemon::secrets::learn(fx.dir.path(), &snapshot).unwrap();
+    let book = fx.path(conduit_daemon::secrets::BOOK_FILE);
+    assert_eq!(fs::metadata(&book).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(fx.resolver().resolve(&sealed).unwrap().expose(), "zq-sealed-value");
+    // A book entry that is itself sealed resolves nothing (no chains, no loops).
+    let loop_back = conduit_config::seal("file:other");
+    fs::write(&book, format!(r#"{{"{loop_back}": "{loop_back}"}}"#)).unwrap();
+    assert_eq!(fx.resolver().resolve(&loop_back), Err(SecretError::InvalidReference));
+    assert_eq!(
+        fx.resolver().resolve(&sealed),
+        Err(SecretError::ReferenceUnknown),
+        "the book was replaced"
+    );
+}

@@ -169,6 +169,14 @@ struct Sockets {
 /// `POST /v1/events`) calls it: it answers an empty view and refuses every change.
 struct NoConfigControl;
 
+impl conduit_toolbelt::Generations for NoConfigControl {
+    fn shared(&self) -> bool {
+        false
+    }
+
+    fn catch_up(&self) {}
+}
+
 impl ConfigControl for NoConfigControl {
     fn view(&self) -> ConfigView {
         ConfigView {

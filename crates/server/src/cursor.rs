@@ -8,7 +8,7 @@ use conduit_core::{Duration, ErrorCode, Refusal, Timestamp};
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 
 use crate::envelope::Failure;
 
@@ -29,6 +29,10 @@ pub struct Position {
     pub expires: i64,
 }
 
+/// The name of the cursors' key in the store ([`conduit_store::OperatorRows::shared_key`]): one key
+/// for every daemon on the store, so a cursor one daemon sealed opens on another.
+pub const CURSOR_KEY: &str = "cursors";
+
 /// Seals and opens cursors with the daemon's cursor key.
 #[derive(Clone)]
 pub struct Cursors {
@@ -38,6 +42,14 @@ pub struct Cursors {
 impl Cursors {
     pub fn new(key: [u8; 32]) -> Cursors {
         Cursors { key }
+    }
+
+    /// Cursors sealed with the store's shared key, made from a fresh random key by whichever
+    /// daemon asks first.
+    pub fn of_store(store: &dyn conduit_store::Store) -> Result<Cursors, conduit_store::StoreError> {
+        let fresh = conduit_toolbelt::token::generate();
+        let key = store.write(|tx| tx.shared_key(CURSOR_KEY, fresh.as_bytes()))?;
+        Ok(Cursors::new(Sha256::digest(&key).into()))
     }
 
     fn mac(&self, payload: &[u8]) -> Hmac<Sha256> {

@@ -14,7 +14,7 @@ mod management;
 mod ports;
 
 pub use clock::{now, SystemClock};
-pub use cursor::{Cursors, Position};
+pub use cursor::{Cursors, Position, CURSOR_KEY};
 pub use execution::{execution_router, ExecutionSocket};
 pub use idempotency::KEPT as IDEMPOTENCY_KEPT;
 pub use listen::{bind_owner_only, serve, ConnectionLimits, SharedConnections};

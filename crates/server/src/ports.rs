@@ -39,7 +39,9 @@ pub struct Applied {
 }
 
 /// The configuration service the daemon runs.
-pub trait ConfigControl: Send + Sync {
+/// The configuration service; on a shared store it also catches up with the generations other
+/// daemons commit ([`conduit_toolbelt::Generations`]), before every management request.
+pub trait ConfigControl: conduit_toolbelt::Generations + Send + Sync {
     fn view(&self) -> ConfigView;
     /// Validates configuration text against the running release, changing nothing.
     fn check(&self, text: &str) -> Checked;

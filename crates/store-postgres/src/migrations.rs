@@ -14,7 +14,8 @@ use crate::{backend, Result};
 /// The advisory lock key every daemon migrates under (`"oc-migra"` as bytes).
 const MIGRATION_LOCK: i64 = 0x6f63_2d6d_6967_7261;
 
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE work (
     id TEXT PRIMARY KEY,
     scope TEXT NOT NULL,
@@ -246,7 +247,15 @@ CREATE TABLE packages (
     approved_gating BIGINT NOT NULL,
     installed_at BIGINT NOT NULL
 );
-"#];
+"#,
+    // 2 (the SQLite store's 21): keys every daemon on the store shares (the cursors').
+    r#"
+CREATE TABLE shared_keys (
+    name TEXT PRIMARY KEY,
+    key BYTEA NOT NULL
+);
+"#,
+];
 
 /// The schema version this release writes.
 pub const SUPPORTED: i64 = MIGRATIONS.len() as i64;

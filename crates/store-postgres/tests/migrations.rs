@@ -6,7 +6,7 @@
 // A test stops loudly on what it did not expect.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use conduit_store::StoreError;
+use conduit_store::{Store, StoreError};
 use conduit_store_postgres::testing::TestDatabase as Database;
 use conduit_store_postgres::{connect, migrations, PostgresStore};
 
@@ -93,4 +93,23 @@ fn a_migrations_table_another_role_made_first_is_refused() {
         .unwrap()
         .batch_execute(&format!("DROP ROLE {role}"))
         .unwrap();
+}
+
+#[test]
+fn a_store_at_the_previous_schema_version_is_upgraded_in_place() {
+    let Some(db) = Database::create() else { return };
+    let previous = migrations::SUPPORTED as usize - 1;
+    migrations::migrate_to(&mut connect(&db.url()).unwrap(), previous).unwrap();
+    let mut client = connect(&db.url()).unwrap();
+    client
+        .execute(
+            "INSERT INTO config_generations (generation, hash, config, created_at) VALUES (1, 'h', '{}', 0)",
+            &[],
+        )
+        .unwrap();
+    let store = PostgresStore::open(&db.url()).unwrap();
+    assert_eq!(store.schema_version().unwrap(), migrations::SUPPORTED);
+    let kept = (&store as &dyn Store).read(|tx| tx.generation(1)).unwrap();
+    assert_eq!(kept, Some(("h".to_owned(), "{}".to_owned())), "the rows stay");
+    conduit_store::testing::a_shared_key_is_made_once(&store);
 }

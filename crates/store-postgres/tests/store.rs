@@ -23,14 +23,7 @@ fn open(db: &TestDatabase) -> Box<dyn Store> {
 /// The cases every adapter passes, each in a database of its own.
 #[test]
 fn the_shared_store_cases_hold() {
-    let cases: [fn(&dyn Store); 5] = [
-        testing::work_round_trips_with_its_keys,
-        testing::a_taken_key_rolls_back_the_whole_work,
-        testing::events_get_increasing_sequences_and_lose_forged_actors,
-        testing::a_failed_body_rolls_back,
-        testing::a_transaction_inside_another_is_refused,
-    ];
-    for case in cases {
+    for case in testing::CASES {
         let Some(db) = TestDatabase::create() else { return };
         case(&*open(&db));
     }

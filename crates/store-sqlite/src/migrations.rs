@@ -346,6 +346,13 @@ UPDATE events SET chain_ordinal = numbered.n
 DROP INDEX events_causal;
 CREATE INDEX events_chain ON events (root_id, chain_ordinal, accepted_at) WHERE chain_ordinal IS NOT NULL;
 "#,
+    // 21: keys every daemon on the store shares (the cursors').
+    r#"
+CREATE TABLE shared_keys (
+    name TEXT PRIMARY KEY,
+    key BLOB NOT NULL
+);
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

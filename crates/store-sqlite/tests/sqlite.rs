@@ -9,14 +9,6 @@ use conduit_store_sqlite::SqliteStore;
 use serde_json::json;
 use std::sync::Arc;
 
-const SHARED_CASES: [fn(&dyn Store); 5] = [
-    testing::work_round_trips_with_its_keys,
-    testing::a_taken_key_rolls_back_the_whole_work,
-    testing::events_get_increasing_sequences_and_lose_forged_actors,
-    testing::a_failed_body_rolls_back,
-    testing::a_transaction_inside_another_is_refused,
-];
-
 fn open(dir: &tempfile::TempDir) -> Box<dyn Store> {
     Box::new(SqliteStore::open(&dir.path().join("store.db")).unwrap())
 }
@@ -24,7 +16,7 @@ fn open(dir: &tempfile::TempDir) -> Box<dyn Store> {
 /// The cases every adapter passes, each on a fresh file.
 #[test]
 fn the_shared_store_cases_hold() {
-    for case in SHARED_CASES {
+    for case in testing::CASES {
         let dir = tempfile::tempdir().unwrap();
         case(&*open(&dir));
     }
@@ -155,14 +147,14 @@ fn the_key_index_migration_indexes_waits_armed_before_it() {
     }
     let conn = rusqlite::Connection::open(&path).unwrap();
     // Undo migrations 13 (the key index), 14 (who revoked an operator), 15 (audit by time), 16
-    // (what each Work wrote), 17 (retry counts and backoff) and 18 (agent sessions) by hand; 19
-    // rebuilds the tables it narrows, so it runs again over its own result.
+    // (what each Work wrote), 17 (retry counts and backoff), 18 (agent sessions) and 21 (shared
+    // keys) by hand; 19 and 20 rebuild what they change, so they run again over their own result.
     conn.execute_batch(
         "DROP TABLE wait_keys; DROP INDEX waits_by_work; ALTER TABLE operators DROP COLUMN revoked_by; \
          DROP INDEX toolbelt_audit_by_work; DROP TABLE work_usage; \
          ALTER TABLE work DROP COLUMN failed_attempts; ALTER TABLE work DROP COLUMN not_before; \
          ALTER TABLE executions DROP COLUMN agent_session; ALTER TABLE executions DROP COLUMN agent_usage; \
-         PRAGMA user_version = 12;",
+         DROP TABLE shared_keys; PRAGMA user_version = 12;",
     )
     .unwrap();
     drop(conn);

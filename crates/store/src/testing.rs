@@ -9,6 +9,16 @@ use serde_json::json;
 
 use crate::{Store, StoreError, Tx};
 
+/// The cases every adapter must pass, each to be run over a fresh store.
+pub const CASES: [fn(&dyn Store); 6] = [
+    work_round_trips_with_its_keys,
+    a_taken_key_rolls_back_the_whole_work,
+    events_get_increasing_sequences_and_lose_forged_actors,
+    a_failed_body_rolls_back,
+    a_transaction_inside_another_is_refused,
+    a_shared_key_is_made_once,
+];
+
 /// A Work round-trips with its keys in the order it took them, and owns them.
 pub fn work_round_trips_with_its_keys(store: &dyn Store) {
     let w = work("w1", &["work:w1", "pr:7", "a:first-by-name"]);
@@ -60,6 +70,18 @@ pub fn a_transaction_inside_another_is_refused(store: &dyn Store) {
     let nested = store.write(|_| store.write(|tx| tx.insert_work(&work("w1", &[]))));
     assert!(matches!(nested, Err(StoreError::Reentrant)), "{nested:?}");
     store.write(|tx| tx.insert_work(&work("w1", &[]))).unwrap();
+}
+
+/// A shared key is made by the first to ask for it; every later asker gets that one.
+pub fn a_shared_key_is_made_once(store: &dyn Store) {
+    let first = store.write(|tx| tx.shared_key("k", b"first")).unwrap();
+    let again = store.write(|tx| tx.shared_key("k", b"second")).unwrap();
+    assert_eq!((first.as_slice(), again.as_slice()), (&b"first"[..], &b"first"[..]));
+    assert_eq!(
+        store.write(|tx| tx.shared_key("other", b"o")).unwrap(),
+        b"o",
+        "one per name"
+    );
 }
 
 /// A ready Work of `setup`'s `shell` binding holding `keys`.

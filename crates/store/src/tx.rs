@@ -99,10 +99,13 @@ pub struct WorkFilter {
 
 /// Configuration generations and the scopes each published.
 pub trait GenerationRows {
-    /// The latest committed generation: its number, canonical hash and normalized JSON.
+    /// The latest committed generation: its number, canonical hash and the text kept of it.
     fn latest_generation(&mut self) -> Result<Option<(i64, String, String)>>;
-    /// The canonical hash of a committed generation.
-    fn generation_hash(&mut self, generation: i64) -> Result<Option<String>>;
+    /// The latest committed generation's number: what a daemon on a shared store compares with the
+    /// one it runs.
+    fn latest_generation_number(&mut self) -> Result<Option<i64>>;
+    /// A committed generation's canonical hash and the text kept of it.
+    fn generation(&mut self, generation: i64) -> Result<Option<(String, String)>>;
     fn insert_generation(&mut self, generation: i64, hash: &str, config_json: &str, at: Timestamp) -> Result<()>;
     /// Records a scope as the generation has it (reviving it if it was removed).
     fn upsert_scope(&mut self, id: &str, generation: i64, parent: Option<&str>, enabled: bool) -> Result<()>;
@@ -233,6 +236,9 @@ pub trait OperatorRows {
     /// A page of every operator credential, revoked ones included: by name, newest (highest id)
     /// first, created at or before `page.upper`.
     fn page_operators(&mut self, page: &Page<(String, String)>) -> Result<Vec<OperatorRecord>>;
+    /// The store's key `name`, made from `fresh` the first time any daemon asks for it: a key every
+    /// daemon on the store shares, such as the one that authenticates list cursors.
+    fn shared_key(&mut self, name: &str, fresh: &[u8]) -> Result<Vec<u8>>;
 }
 
 /// Declared artifacts.

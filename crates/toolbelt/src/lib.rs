@@ -108,8 +108,19 @@ pub struct Toolbelt {
     clock: Arc<dyn Clock>,
     registry: Arc<LiveRegistry>,
     classifier: Option<Arc<dyn RefusalClassifier>>,
+    /// On a shared store: where the generations other daemons commit are caught up with.
+    generations: Option<Arc<dyn Generations>>,
     /// Extension calls running now, by request id.
     in_flight: replay::InFlight,
+}
+
+/// Where a daemon on a shared store learns of the configuration generations other daemons commit.
+pub trait Generations: Send + Sync {
+    /// Whether other daemons may commit generations (a shared store).
+    fn shared(&self) -> bool;
+    /// Runs the store's latest generation, if another daemon committed a newer one. Blocks on a
+    /// store read.
+    fn catch_up(&self);
 }
 
 /// Classifies a refusal of a genuine token for its audit record (`toolbelt.refusal`).
@@ -130,6 +141,7 @@ impl Toolbelt {
             clock,
             registry: LiveRegistry::new(registry),
             classifier: None,
+            generations: None,
             in_flight: replay::InFlight::default(),
         }
     }
@@ -146,8 +158,23 @@ impl Toolbelt {
         self
     }
 
+    /// Catches up with the generations other daemons commit, before every call and catalog read,
+    /// so an apply on any daemon governs the next call on this one.
+    pub fn with_generations(mut self, generations: Arc<dyn Generations>) -> Toolbelt {
+        self.generations = Some(generations).filter(|g| g.shared());
+        self
+    }
+
     /// The active configuration.
     pub fn config(&self) -> Arc<Snapshot> {
+        self.config.get()
+    }
+
+    /// The active configuration, once caught up with the store's latest generation.
+    fn caught_up_config(&self) -> Arc<Snapshot> {
+        if let Some(generations) = &self.generations {
+            generations.catch_up();
+        }
         self.config.get()
     }
 
@@ -171,8 +198,7 @@ impl Toolbelt {
             .filter(|d| token.operations.contains(&d.name))
             .collect();
         let playbook = self
-            .config
-            .get()
+            .caught_up_config()
             .binding(&token.scope, &token.binding)
             .and_then(|b| b.playbook.clone());
         Ok(json!({
@@ -216,7 +242,7 @@ impl Toolbelt {
         bearer: &str,
     ) -> Result<(impl Fn(&str) -> bool, impl Fn(&str) -> bool), Refusal> {
         let (token, released) = self.identify_with_authority(socket_execution, bearer)?;
-        let (config, registry) = (self.config.get(), self.registry.get());
+        let (config, registry) = (self.caught_up_config(), self.registry.get());
         let scope = token.scope.clone();
         let gating = config.clone();
         let packages = registry.clone();

@@ -85,6 +85,14 @@ impl Daemon {
         daemon
     }
 
+    /// The store this daemon runs on, opened beside it.
+    pub fn open_store(&self) -> Box<dyn conduit_store::Store> {
+        match &self.store {
+            Some(url) => Box::new(conduit_store_postgres::PostgresStore::open(url).unwrap()),
+            None => Box::new(conduit_store_sqlite::SqliteStore::open(&self.state.join("store.db")).unwrap()),
+        }
+    }
+
     /// This daemon's instance id, the owner its attempts record.
     pub fn instance(&self) -> String {
         std::fs::read_to_string(self.state.join("instance"))

@@ -30,6 +30,8 @@ pub enum SecretError {
     CmdOutputTooLarge,
     #[error("the secret's value is empty")]
     EmptyValue,
+    #[error("the configuration names this secret's reference sealed, and this daemon was never given it")]
+    ReferenceUnknown,
 }
 
 impl SecretError {
@@ -49,6 +51,7 @@ impl SecretError {
             SecretError::CmdTimeout => "cmd_timeout",
             SecretError::CmdOutputTooLarge => "cmd_output_too_large",
             SecretError::EmptyValue => "empty_value",
+            SecretError::ReferenceUnknown => "reference_unknown",
         }
     }
 
@@ -68,6 +71,10 @@ impl SecretError {
             SecretError::CmdFailed => "run the command by hand and make it exit 0",
             SecretError::CmdTimeout => "make the command finish within 10 seconds",
             SecretError::CmdOutputTooLarge => "make the command print only the secret",
+            SecretError::ReferenceUnknown => {
+                "apply the configuration that gives the reference through this daemon (`open-conduit config apply FILE`): \
+                 a daemon learns references only from configuration given to it, never from the shared store"
+            }
         }
     }
 }
@@ -92,6 +99,7 @@ mod tests {
             SecretError::CmdTimeout,
             SecretError::CmdOutputTooLarge,
             SecretError::EmptyValue,
+            SecretError::ReferenceUnknown,
         ];
         let codes: std::collections::BTreeSet<_> = all.iter().map(|e| e.code()).collect();
         assert_eq!(codes.len(), all.len());

@@ -10,6 +10,7 @@
 //! contains a value, the reference's text after its scheme, or a backend's error text.
 
 mod attempt;
+mod book;
 mod cmd;
 mod env;
 mod error;
@@ -24,6 +25,7 @@ use std::time::Duration;
 use conduit_config::{Reference, ReferenceError};
 
 pub use attempt::resolve_for;
+pub use book::{learn, BOOK_FILE};
 pub use cmd::{CMD_DEADLINE, CMD_OUTPUT_LIMIT, CMD_PATH};
 pub use env::{EnvSource, ProcessEnv};
 pub use error::SecretError;
@@ -107,13 +109,25 @@ impl Resolver {
         self
     }
 
-    /// The value `reference` names, read now.
+    /// The value `reference` names, read now. A sealed reference is first looked up in the
+    /// reference book beside the secrets file, and must stand for one that is not sealed.
     pub fn resolve(&self, reference: &str) -> Result<Secret, SecretError> {
-        let value = match parse(reference)? {
+        match parse(reference)? {
+            Reference::Sealed(digest) => {
+                let given = book::lookup(&self.secrets_file.with_file_name(BOOK_FILE), digest)?;
+                self.read(parse(&given)?)
+            }
+            reference => self.read(reference),
+        }
+    }
+
+    fn read(&self, reference: Reference<'_>) -> Result<Secret, SecretError> {
+        let value = match reference {
             Reference::Keyring { service, account } => self.keyring(service, account)?,
             Reference::File(key) => file::lookup(&self.secrets_file, key)?,
             Reference::Env(name) => self.env_var(name)?,
             Reference::Cmd(command) => self.command(command)?,
+            Reference::Sealed(_) => return Err(SecretError::InvalidReference),
         };
         checked(value)
     }

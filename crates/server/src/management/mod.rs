@@ -20,9 +20,10 @@ mod work;
 
 pub use state::Management;
 
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{middleware, Router};
 use conduit_core::Role;
@@ -126,9 +127,20 @@ fn router(state: Management, routes: Vec<Route>) -> Router {
         })
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(middleware::from_fn_with_state(state.clone(), caught_up))
         .layer(middleware::from_fn_with_state(state.clone(), authenticated))
         .layer(middleware::from_fn(enveloped))
         .with_state(state)
+}
+
+/// On a shared store, runs the generation another daemon committed before an authenticated request
+/// reads or changes anything, so an apply on any daemon is what the next request on this one sees.
+async fn caught_up(State(s): State<Management>, request: Request, next: Next) -> Response {
+    if s.control.shared() {
+        let control = s.control.clone();
+        let _ = tokio::task::spawn_blocking(move || control.catch_up()).await;
+    }
+    next.run(request).await
 }
 
 /// Every (path, method) the management socket serves.

@@ -13,9 +13,14 @@ impl GenerationRows for SqlTx<'_> {
         self.query_one(sql, &[], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
     }
 
-    fn generation_hash(&mut self, generation: i64) -> Result<Option<String>> {
-        let sql = "SELECT hash FROM config_generations WHERE generation = ?1";
-        self.query_one(sql, args![generation], |r| r.get(0))
+    fn latest_generation_number(&mut self) -> Result<Option<i64>> {
+        let sql = "SELECT generation FROM config_generations ORDER BY generation DESC LIMIT 1";
+        self.query_one(sql, &[], |r| r.get(0))
+    }
+
+    fn generation(&mut self, generation: i64) -> Result<Option<(String, String)>> {
+        let sql = "SELECT hash, config FROM config_generations WHERE generation = ?1";
+        self.query_one(sql, args![generation], |r| Ok((r.get(0)?, r.get(1)?)))
     }
 
     fn insert_generation(&mut self, generation: i64, hash: &str, config_json: &str, at: Timestamp) -> Result<()> {

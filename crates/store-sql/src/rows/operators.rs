@@ -1,4 +1,5 @@
-//! Operator credentials (digests only): the statements and row mapping of [`OperatorRows`].
+//! Operator credentials (digests only) and the keys daemons share: the statements and row mapping of
+//! [`OperatorRows`].
 
 use crate::{args, Row};
 use conduit_core::{OperatorRecord, Role, Timestamp};
@@ -42,6 +43,15 @@ impl OperatorRows for SqlTx<'_> {
              AND (name > ?2 OR (name = ?2 AND id < ?3)) ORDER BY name, id DESC LIMIT ?4"
         );
         self.query_all(&sql, args![page.upper, name, id, page.limit as i64], operator_row)
+    }
+
+    fn shared_key(&mut self, name: &str, fresh: &[u8]) -> Result<Vec<u8>> {
+        self.exec(
+            "INSERT INTO shared_keys (name, key) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
+            args![name, fresh],
+        )?;
+        self.query_one("SELECT key FROM shared_keys WHERE name = ?1", args![name], |r| r.get(0))?
+            .ok_or_else(|| corrupt("shared key"))
     }
 
     fn insert_operator(&mut self, o: &OperatorRecord) -> Result<()> {
