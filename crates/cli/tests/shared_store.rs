@@ -471,3 +471,60 @@ fn run_on(runner: &Daemon, idle: &Daemon) -> Value {
     signal(idle, "CONT");
     done
 }
+
+#[test]
+fn a_daemon_that_cannot_run_the_latest_generation_refuses_calls_until_it_can() {
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let meet = meeting();
+    let hold = publish_and_hold(meet.path());
+    let config = shell_config(&hold);
+    let a = Daemon::start_on_store(&db.url(), &[], |_| config.clone());
+    let b = a.joining(&[], |_| config.clone());
+    signal(&a, "STOP");
+    let (_, socket, token_file) = hold_one(&b, meet.path());
+    signal(&a, "CONT");
+    let token = read_token(&token_file);
+    let emit = || toolbelt_call(&socket, &token, "emit", serde_json::json!({"type": "demo.step"}));
+    assert_eq!(emit().0, 200, "control: B runs the latest generation");
+
+    // A generation naming a package only A has: B cannot validate it, so it serves nothing older.
+    let package = probe_package(meet.path());
+    assert_eq!(
+        a.json(&["package", "install", package.to_str().unwrap()])["status"],
+        "ok"
+    );
+    let mut operations = ALL.to_vec();
+    operations.push("probe.look");
+    let applied = a.apply(&granting(&hold, serde_json::json!(operations)));
+    let (status, refused) = emit();
+    assert_eq!(
+        (status, &refused["error"]),
+        (503, &Value::from("generation_unavailable")),
+        "{refused}"
+    );
+    assert_eq!(refused["generation"], applied["generation"]);
+    assert!(b.log().contains("cannot run the generation another daemon committed"));
+
+    assert_eq!(
+        b.json(&["package", "install", package.to_str().unwrap()])["status"],
+        "ok"
+    );
+    assert_eq!(emit().0, 200, "installed here too, B runs it");
+    assert_eq!(b.json(&["config", "show"])["generation"], applied["generation"]);
+}
+
+/// A package directory whose one operation, `probe.look`, needs nothing.
+fn probe_package(root: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = root.join("pkg-probe");
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    let manifest = serde_json::json!({"name": "probe", "version": "1.0.0",
+        "runtime": {"language": "process", "entry": "bin/run", "requires": []},
+        "provides": {"operations": [{"name": "probe.look", "summary": "Look.", "input_schema": {"type": "object"}, "safety_tier": "read"}]}});
+    std::fs::write(dir.join("open-conduit.json"), manifest.to_string()).unwrap();
+    std::fs::write(dir.join("bin/run"), "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(dir.join("bin/run"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}

@@ -19,6 +19,8 @@ pub enum ErrorCode {
     IdempotencyKeyRequired,
     IdempotencyConflict,
     StaleGeneration,
+    /// This daemon cannot run the configuration generation another daemon on its store committed.
+    GenerationUnavailable,
     ScopeInUse,
     AuthorityReleased,
     WrongCredentialClass,
@@ -60,6 +62,7 @@ impl ErrorCode {
             ErrorCode::IdempotencyKeyRequired => "idempotency_key_required",
             ErrorCode::IdempotencyConflict => "idempotency_conflict",
             ErrorCode::StaleGeneration => "stale_generation",
+            ErrorCode::GenerationUnavailable => "generation_unavailable",
             ErrorCode::ScopeInUse => "scope_in_use",
             ErrorCode::AuthorityReleased => "authority_released",
             ErrorCode::WrongCredentialClass => "wrong_credential_class",
@@ -109,6 +112,7 @@ impl ErrorCode {
             | ErrorCode::StaleGeneration
             | ErrorCode::ScopeInUse => 409,
             ErrorCode::Internal => 500,
+            ErrorCode::GenerationUnavailable => 503,
             ErrorCode::RangeNotSatisfiable => 416,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::BodyTooLarge => 413,

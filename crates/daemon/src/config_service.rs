@@ -10,6 +10,7 @@
 //! whose committed generation no longer validates) publishes a generation.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use conduit_config::{default_config_json, parse_with, CurrentConfig, Diagnostic, Registry, Snapshot};
@@ -41,6 +42,9 @@ pub struct ConfigService {
     shared: bool,
     /// Applies, and catching up with another daemon's, run one at a time.
     applying: Mutex<()>,
+    /// The last generation another daemon committed that this one could not run (so the log says
+    /// so once, not at every call).
+    unrunnable: AtomicI64,
 }
 
 /// Why a generation was not published.
@@ -99,6 +103,7 @@ impl ConfigService {
             private: private.to_owned(),
             shared,
             applying: Mutex::new(()),
+            unrunnable: AtomicI64::new(0),
         })
     }
 
@@ -128,24 +133,31 @@ impl ConfigService {
         restore(&self.generations, generation, (&hash, &stored), &self.registry()).ok()
     }
 
-    /// Runs generation `latest` (another daemon's) unless this daemon already does; the caller holds
-    /// `applying`.
-    fn run_latest(&self, latest: i64) {
+    /// Runs generation `latest` (another daemon's) unless this daemon already does, and answers
+    /// whether it now does; the caller holds `applying`.
+    fn run_latest(&self, latest: i64) -> bool {
         let active = self.current.get().generation();
         if latest <= active {
-            return;
+            return true;
         }
-        match self.generation(latest) {
-            Some(snapshot) => {
-                tracing::info!(generation = latest, hash = snapshot.hash(), "running the generation another daemon committed");
-                self.current.replace(snapshot);
+        let Some(snapshot) = self.generation(latest) else {
+            if self.unrunnable.swap(latest, Ordering::Relaxed) != latest {
+                tracing::error!(
+                    generation = latest,
+                    running = active,
+                    "cannot run the generation another daemon committed (it names what this daemon does not have, \
+                     such as a package installed only there); refusing calls until it can"
+                );
             }
-            None => tracing::error!(
-                generation = latest,
-                running = active,
-                "cannot run the generation another daemon committed (this release does not validate it); still running an older one"
-            ),
-        }
+            return false;
+        };
+        tracing::info!(
+            generation = latest,
+            hash = snapshot.hash(),
+            "running the generation another daemon committed"
+        );
+        self.current.replace(snapshot);
+        true
     }
 
     fn parse(&self, text: &str) -> Result<Snapshot, Refusal> {
@@ -190,7 +202,7 @@ impl ConfigService {
             Err(Unpublished::Stale(latest)) => {
                 // Another daemon's apply won: the file goes back to what this daemon ran.
                 put_back(&self.file, previous);
-                self.run_latest(latest);
+                let _runs_it = self.run_latest(latest);
                 return Err(stale(latest));
             }
             Err(Unpublished::Failed(e)) => return Err(internal("publish the generation", e)),
@@ -257,17 +269,20 @@ impl Generations for ConfigService {
     /// On a shared store, makes the store's latest generation the active one when another daemon
     /// committed it since this one last looked: what every call and request asks first, so an apply
     /// on any daemon governs the next call on all. One small read when nothing changed.
-    fn catch_up(&self) {
+    fn catch_up(&self) -> Result<(), Refusal> {
         if !self.shared {
-            return;
+            return Ok(());
         }
-        match self.store.read(|tx| tx.latest_generation_number()) {
-            Ok(Some(latest)) if latest > self.current.get().generation() => {
-                let _one_at_a_time = self.applying.lock().unwrap_or_else(|e| e.into_inner());
-                self.run_latest(latest);
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "could not read the latest configuration generation"),
+        let latest = self.store.read(|tx| tx.latest_generation_number());
+        let latest = latest.map_err(|e| internal("read the latest configuration generation", e))?;
+        let Some(latest) = latest.filter(|g| *g > self.current.get().generation()) else {
+            return Ok(());
+        };
+        let _one_at_a_time = self.applying.lock().unwrap_or_else(|e| e.into_inner());
+        if self.run_latest(latest) {
+            Ok(())
+        } else {
+            Err(unavailable(latest))
         }
     }
 }
@@ -309,6 +324,15 @@ impl ConfigControl for ConfigService {
         let text = serde_json::to_string_pretty(&document).unwrap_or_default();
         self.apply_checked(&text, expected_generation.or(Some(active.generation())))
     }
+}
+
+fn unavailable(latest: i64) -> Refusal {
+    Refusal::new(
+        ErrorCode::GenerationUnavailable,
+        "this daemon cannot run the configuration generation another daemon committed",
+    )
+    .with_remedy("install on this daemon what that generation names (such as a package installed on another daemon); the daemon log names the generation")
+    .with_field("generation", latest.into())
 }
 
 fn stale(active: i64) -> Refusal {

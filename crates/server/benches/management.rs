@@ -174,7 +174,9 @@ impl conduit_toolbelt::Generations for NoConfigControl {
         false
     }
 
-    fn catch_up(&self) {}
+    fn catch_up(&self) -> Result<(), conduit_core::Refusal> {
+        Ok(())
+    }
 }
 
 impl ConfigControl for NoConfigControl {

@@ -185,7 +185,7 @@ impl Toolbelt {
             started: self.clock.now(),
             transport: registry.transport(&request.operation),
         };
-        let config = self.caught_up_config();
+        let config = self.caught_up_config()?;
         let builtin_read = registry.operation(&request.operation).is_none() && builtins::only_reads(&request.operation);
         let mode = if builtin_read { Mode::Record } else { Mode::Write };
         let begun = self.store.run(mode, |tx| -> Result<Begun, Failed> {

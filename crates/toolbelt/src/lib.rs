@@ -118,9 +118,10 @@ pub struct Toolbelt {
 pub trait Generations: Send + Sync {
     /// Whether other daemons may commit generations (a shared store).
     fn shared(&self) -> bool;
-    /// Runs the store's latest generation, if another daemon committed a newer one. Blocks on a
-    /// store read.
-    fn catch_up(&self);
+    /// Runs the store's latest generation, if another daemon committed a newer one; refuses with
+    /// `generation_unavailable` while this daemon cannot run it (nothing is served under an older
+    /// one). Blocks on a store read.
+    fn catch_up(&self) -> Result<(), Refusal>;
 }
 
 /// Classifies a refusal of a genuine token for its audit record (`toolbelt.refusal`).
@@ -171,11 +172,11 @@ impl Toolbelt {
     }
 
     /// The active configuration, once caught up with the store's latest generation.
-    fn caught_up_config(&self) -> Arc<Snapshot> {
+    fn caught_up_config(&self) -> Result<Arc<Snapshot>, Refusal> {
         if let Some(generations) = &self.generations {
-            generations.catch_up();
+            generations.catch_up()?;
         }
-        self.config.get()
+        Ok(self.config.get())
     }
 
     /// The registry served now.
@@ -198,7 +199,7 @@ impl Toolbelt {
             .filter(|d| token.operations.contains(&d.name))
             .collect();
         let playbook = self
-            .caught_up_config()
+            .caught_up_config()?
             .binding(&token.scope, &token.binding)
             .and_then(|b| b.playbook.clone());
         Ok(json!({
@@ -242,7 +243,7 @@ impl Toolbelt {
         bearer: &str,
     ) -> Result<(impl Fn(&str) -> bool, impl Fn(&str) -> bool), Refusal> {
         let (token, released) = self.identify_with_authority(socket_execution, bearer)?;
-        let (config, registry) = (self.caught_up_config(), self.registry.get());
+        let (config, registry) = (self.caught_up_config()?, self.registry.get());
         let scope = token.scope.clone();
         let gating = config.clone();
         let packages = registry.clone();

@@ -34,7 +34,7 @@ impl Toolbelt {
     pub fn open_session(&self, socket_execution: &str, bearer: &str, request: &OpenSession) -> Result<Value, Refusal> {
         crate::check_request_id(request.request_id.as_deref())?;
         let now = self.clock.now();
-        let config = self.caught_up_config();
+        let config = self.caught_up_config()?;
         let as_call = CallRequest::of(&request.tool_id);
         let opened = self.store.write(|tx| -> Result<ToolSession, HostError> {
             let token = checks::live_token(tx, socket_execution, bearer, now)?;

@@ -162,17 +162,12 @@ impl Runtime {
     }
 
     async fn tick(&self) -> Result<(), HostError> {
-        if self.shared_store {
-            let configs = self.configs.clone();
-            self.db(move |_| {
-                configs.catch_up();
-                Ok(())
-            })
-            .await?;
-        }
         let running = self.running_if_needed().await?;
         self.stop_fenced(&running);
         self.take_over_abandoned(&running).await?;
+        if !self.runs_latest_generation().await {
+            return Ok(());
+        }
         let config = self.config.get();
         self.db(move |s| s.write(|tx| fire_due_timers(tx, &config, now())))
             .await?;
@@ -214,6 +209,16 @@ impl Runtime {
             .await?;
         self.kick.notify_one();
         Ok(true)
+    }
+
+    /// Whether this daemon runs the store's latest generation (always, on a store of its own): it
+    /// claims and fires timers only then, since it could not serve what it started.
+    async fn runs_latest_generation(&self) -> bool {
+        if !self.shared_store {
+            return true;
+        }
+        let configs = self.configs.clone();
+        self.db(move |_| Ok(configs.catch_up().is_ok())).await.unwrap_or(false)
     }
 
     /// The store's running attempts, read when this tick needs them: to stop the supervised ones

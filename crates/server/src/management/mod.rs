@@ -135,6 +135,7 @@ fn router(state: Management, routes: Vec<Route>) -> Router {
 
 /// On a shared store, runs the generation another daemon committed before an authenticated request
 /// reads or changes anything, so an apply on any daemon is what the next request on this one sees.
+/// A generation this daemon cannot run does not stop the request: operators need the API to fix it.
 async fn caught_up(State(s): State<Management>, request: Request, next: Next) -> Response {
     if s.control.shared() {
         let control = s.control.clone();
