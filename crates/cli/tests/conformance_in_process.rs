@@ -1,4 +1,5 @@
-//! The conformance suite against the toolbelt in process, and its negative control.
+//! The conformance suite against the toolbelt in process (on a SQLite file, and on one reopened for
+//! every transaction), and its negative control.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -14,6 +15,11 @@ use serde_json::{json, Value};
 #[test]
 fn every_case_holds_in_process() {
     conformance::run_all(InProcess::new);
+}
+
+#[test]
+fn every_case_holds_on_a_sqlite_file_reopened_for_each_transaction() {
+    conformance::run_all(InProcess::reopened);
 }
 
 /// A host without the rules: it answers every refused call as if it had succeeded, lists every

@@ -36,6 +36,15 @@ impl InProcess {
         InProcess::on(dir, store, None)
     }
 
+    /// On a SQLite file that every transaction opens afresh: nothing a case relies on may live
+    /// only in an open store (the seed's "reopened SQLite").
+    pub fn reopened() -> InProcess {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        drop(SqliteStore::open(&path).unwrap());
+        InProcess::on(dir, Arc::new(Reopened(path)), None)
+    }
+
     /// On a PostgreSQL database of its own.
     pub fn on_postgres(db: TestDatabase) -> InProcess {
         let store: Arc<dyn Store> = Arc::new(PostgresStore::open(&db.url()).unwrap());
@@ -65,6 +74,19 @@ impl InProcess {
             operator,
             postgres,
         }
+    }
+}
+
+/// A SQLite store opened from its file for each transaction, and closed after it.
+struct Reopened(std::path::PathBuf);
+
+impl Store for Reopened {
+    fn transact(
+        &self,
+        mode: conduit_store::Mode,
+        body: &mut dyn FnMut(&mut dyn conduit_store::Tx) -> Result<(), conduit_store::StoreError>,
+    ) -> Result<(), conduit_store::StoreError> {
+        SqliteStore::open(&self.0)?.transact(mode, body)
     }
 }
 
