@@ -528,3 +528,29 @@ fn probe_package(root: &Path) -> std::path::PathBuf {
     std::fs::set_permissions(dir.join("bin/run"), std::fs::Permissions::from_mode(0o755)).unwrap();
     dir
 }
+
+#[test]
+fn an_event_accepted_on_one_daemon_wakes_work_another_ran() {
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let script = "case \"$(os context)\" in *demo.go*) os outcome succeeded;; *) os wait --for demo.go;; esac";
+    let config = shell_config(script);
+    let a = Daemon::start_on_store(&db.url(), &[], |_| config.clone());
+    let b = a.joining(&[], |_| config.clone());
+    signal(&a, "STOP");
+    let work = b.create_work("demo", "shell");
+    b.await_work(&work, "waiting");
+    signal(&a, "CONT");
+    let woke = a.json(&["work", "wake", &work, "--type", "demo.go"]);
+    assert_eq!(woke["woke"], true);
+    b.await_work(&work, "succeeded");
+    let attempts = a.attempts(&work);
+    assert_eq!(
+        attempts[0]["owner"].as_str(),
+        Some(b.instance().as_str()),
+        "B ran the first segment"
+    );
+    let waited = millis(&attempts[1]["started_at"]) - millis(&woke["event"]["accepted_at"]);
+    println!("woken on another daemon: the next attempt started {waited:.0} ms after the event");
+}

@@ -89,12 +89,12 @@ fn main() {
     let echo_socket = dir.path().join("echo.sock");
     let (beds, echo_server) = servers.block_on(async {
         let echo = bind_owner_only(&echo_socket).expect("bind echo.sock");
-        let beds = ["reader", "emitter"].map(|name| Bed::start(&store, &config, dir.path(), name));
+        let beds = ["reader", "emitter"].map(|name| Bed::start(&store, false, &config, dir.path(), name));
         (beds, tokio::spawn(serve_echo(echo)))
     });
     let rows = client.block_on(run_cases(dir.path(), &echo_socket, &beds, &*store));
-    let together =
-        EXECUTIONS.map(|n| emit_together(&servers, &clients, std::slice::from_ref(&store), &config, dir.path(), n));
+    let on_sqlite = (std::slice::from_ref(&store), false);
+    let together = EXECUTIONS.map(|n| emit_together(&servers, &clients, on_sqlite, &config, dir.path(), n));
     // With a test server (`OPEN_CONDUIT_TEST_POSTGRES`): the same emits on PostgreSQL, through one
     // store, then through two on one database, as two daemons would share it.
     let on_postgres = TestDatabase::create().map(|db| {
@@ -105,7 +105,7 @@ fn main() {
             // Sockets of their own, beside the SQLite cases' ones.
             let beds = dir.path().join(format!("postgres-{}", stores.len()));
             std::fs::create_dir(&beds).expect("a directory for the PostgreSQL beds");
-            EXECUTIONS.map(|n| emit_together(&servers, &clients, stores, &config, &beds, n))
+            EXECUTIONS.map(|n| emit_together(&servers, &clients, (stores, true), &config, &beds, n))
         });
         (db, runs)
     });
@@ -223,7 +223,7 @@ fn fill_events(store: &Path, count: usize) {
 fn emit_together(
     servers: &Runtime,
     clients: &Runtime,
-    stores: &[Arc<dyn Store>],
+    (stores, shared): (&[Arc<dyn Store>], bool),
     config: &CurrentConfig,
     dir: &Path,
     n: usize,
@@ -234,6 +234,7 @@ fn emit_together(
             .map(|i| {
                 Bed::start(
                     &stores[i % stores.len()],
+                    shared,
                     config,
                     dir,
                     &format!("x{n}-{i}-of-{}", stores.len()),
@@ -395,6 +396,21 @@ async fn echo(request: Request<Incoming>) -> Result<Response<Body>, hyper::Error
         .expect("a valid response"))
 }
 
+/// What a daemon on a shared store asks before each call: the store's latest generation number (the
+/// bench publishes none, so there is never one to catch up with).
+struct LatestGeneration(Arc<dyn Store>, bool);
+
+impl conduit_toolbelt::Generations for LatestGeneration {
+    fn shared(&self) -> bool {
+        self.1
+    }
+
+    fn catch_up(&self) -> Result<(), conduit_core::Refusal> {
+        let latest = self.0.read(|tx| tx.latest_generation_number());
+        latest.map(drop).map_err(|_| conduit_core::Refusal::internal())
+    }
+}
+
 /// A claimed attempt whose own toolbelt socket is served and whose lease is renewed, as in the daemon.
 struct Bed {
     execution_id: String,
@@ -407,7 +423,8 @@ struct Bed {
 
 impl Bed {
     /// Claims new Work in `store` and serves its socket `<name>.sock`; call it on the servers' runtime.
-    fn start(store: &Arc<dyn Store>, config: &CurrentConfig, dir: &Path, name: &str) -> Bed {
+    /// On a `shared` store, each call first reads the latest generation, as a daemon's does.
+    fn start(store: &Arc<dyn Store>, shared: bool, config: &CurrentConfig, dir: &Path, name: &str) -> Bed {
         let (execution, token) = claim(&**store, &config.get()).expect("create, claim and issue a token");
         let socket = dir.join(format!("{name}.sock"));
         let router = execution_router(ExecutionSocket {
@@ -416,7 +433,8 @@ impl Bed {
                 config.clone(),
                 Arc::new(conduit_server::SystemClock),
                 Arc::default(),
-            ),
+            )
+            .with_generations(Arc::new(LatestGeneration(store.clone(), shared))),
             execution_id: execution.id.clone().into(),
             kick: Arc::new(Notify::new()),
         });
