@@ -554,3 +554,40 @@ fn an_event_accepted_on_one_daemon_wakes_work_another_ran() {
     let waited = millis(&attempts[1]["started_at"]) - millis(&woke["event"]["accepted_at"]);
     println!("woken on another daemon: the next attempt started {waited:.0} ms after the event");
 }
+
+#[test]
+fn a_daemon_reaches_its_store_over_tls_with_a_password_from_a_secret_reference() {
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let (url, access) = db.over_tls();
+    let meet = meeting();
+    let ca = meet.path().join("ca.pem");
+    std::fs::write(&ca, access.ca_pem.as_ref().unwrap()).unwrap();
+    let password = access.password.clone().unwrap();
+    let ca = ca.to_str().unwrap();
+    let reference = [
+        ("OPEN_CONDUIT_STORE_PASSWORD", "env:OC_TEST_STORE_PASSWORD"),
+        ("OPEN_CONDUIT_STORE_CA", ca),
+    ];
+
+    // Control first: without the variable the reference names, the daemon does not start, and says why.
+    let state = tempfile::tempdir().unwrap();
+    let refused = std::process::Command::new(OPEN_CONDUIT)
+        .args(["daemon", "--state"])
+        .arg(state.path().join("state"))
+        .args(["--store", &url])
+        .envs(reference)
+        .env_remove("OC_TEST_STORE_PASSWORD")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("env_unset"), "{said}");
+
+    let mut env = reference.to_vec();
+    env.push(("OC_TEST_STORE_PASSWORD", &password));
+    let daemon = Daemon::start_on_store(&url, &env, |_| shell_config("os outcome succeeded"));
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    assert!(!daemon.log().contains(&password), "the password is never logged");
+}

@@ -46,6 +46,8 @@ pub enum DaemonError {
         .0.display()
     )]
     BadInstance(PathBuf),
+    #[error("the store's password reference did not resolve ({}): {}", .0.code(), .0.remedy())]
+    StorePassword(crate::secrets::SecretError),
     #[error("storage failed: {0}")]
     Store(#[from] conduit_store::StoreError),
 }

@@ -89,7 +89,7 @@ pub fn check_config(bytes: &[u8], state_dir: Option<&std::path::Path>) -> Result
 /// issues the owner a new credential into `<state>/private/operator.token` and answers its path.
 pub fn recover_owner(state_dir: &std::path::Path, store: &StoreLocation) -> Result<PathBuf, DaemonError> {
     let state = StateDir::lock(state_dir)?;
-    let store = store.open(&state)?;
+    let store = store.open(&state, &secrets::Resolver::of_state(&state))?;
     operator::issue_owner(&state, &*store, now())?;
     Ok(state.operator_token())
 }

@@ -20,7 +20,7 @@ use crate::config_service::{self, ConfigService};
 use crate::confine::Hidden;
 use crate::extensions::http_fetch::SecretAccess;
 use crate::packages::{PackageHost, PackageService};
-use crate::secrets::{Resolver, SystemKeyring};
+use crate::secrets::Resolver;
 use crate::{config_registry, operator, release_registry, runtime, DaemonError, DaemonOptions, StateDir};
 
 /// Runs the daemon until SIGINT or SIGTERM.
@@ -110,7 +110,8 @@ impl Services {
     fn assemble(state: &StateDir, options: &DaemonOptions) -> Result<Services, DaemonError> {
         // First: a damaged id stops the start before anything is started.
         let instance = state.instance_id()?;
-        let store = options.store.open(state)?;
+        let resolver = Resolver::of_state(state);
+        let store = options.store.open(state, &resolver)?;
         let config_file = options
             .config_file
             .clone()
@@ -125,7 +126,6 @@ impl Services {
         operator::bootstrap_owner(state, &*store, now(), options.store.is_shared())?;
         let config = configs.current();
         let configs = Arc::new(configs);
-        let resolver = Resolver::new(state.private_dir().join("secrets.json"), Arc::new(SystemKeyring));
         let live = LiveRegistry::new(Arc::new(release_registry()));
         let hidden = Hidden {
             state_dir: state.root().to_owned(),

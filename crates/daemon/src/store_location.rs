@@ -2,13 +2,15 @@
 //! in its state directory, or a PostgreSQL database several daemons share ("Store" in DESIGN.md).
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 
 use conduit_store::Store;
-use conduit_store_postgres::PostgresStore;
+use conduit_store_postgres::{Access, PostgresStore};
 use conduit_store_sqlite::SqliteStore;
 
+use crate::secrets::Resolver;
 use crate::{DaemonError, StateDir};
 
 /// The store a daemon opens.
@@ -17,8 +19,19 @@ pub enum StoreLocation {
     /// `<state>/store.db`: absent, or `sqlite:`.
     #[default]
     Embedded,
-    /// `postgres://…` or `postgresql://…`, kept whole for the client (it may hold a password).
-    Postgres(String),
+    /// `postgres://…` or `postgresql://…`.
+    Postgres(PostgresLocation),
+}
+
+/// A PostgreSQL store: its URL, kept whole for the client (it may hold a password), and what is
+/// given beside it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PostgresLocation {
+    url: String,
+    /// A secret reference to the password (`keyring:`, `file:`, `env:`, `cmd:`), resolved at open.
+    pub password: Option<String>,
+    /// A PEM file of the certificate authority the server's certificate must chain to.
+    pub ca: Option<PathBuf>,
 }
 
 impl FromStr for StoreLocation {
@@ -28,7 +41,11 @@ impl FromStr for StoreLocation {
         if url.is_empty() || url == "sqlite:" {
             Ok(StoreLocation::Embedded)
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Ok(StoreLocation::Postgres(url.to_owned()))
+            Ok(StoreLocation::Postgres(PostgresLocation {
+                url: url.to_owned(),
+                password: None,
+                ca: None,
+            }))
         } else {
             Err("a store is `sqlite:` (the embedded default, <state>/store.db) or a postgres:// URL".into())
         }
@@ -51,11 +68,47 @@ impl StoreLocation {
         matches!(self, StoreLocation::Postgres(_))
     }
 
-    /// Opens the store, migrating its schema to this release's.
-    pub fn open(&self, state: &StateDir) -> Result<Arc<dyn Store>, DaemonError> {
+    /// The same store, its password's secret reference and its certificate authority given (for a
+    /// PostgreSQL store only).
+    pub fn with_access(self, password: Option<String>, ca: Option<PathBuf>) -> Result<StoreLocation, String> {
+        match self {
+            StoreLocation::Postgres(location) => Ok(StoreLocation::Postgres(PostgresLocation {
+                password,
+                ca,
+                ..location
+            })),
+            StoreLocation::Embedded if password.is_none() && ca.is_none() => Ok(self),
+            StoreLocation::Embedded => Err("a password and a certificate authority are for a postgres:// store".into()),
+        }
+    }
+
+    /// Opens the store, migrating its schema to this release's; a PostgreSQL store's password is
+    /// resolved now, with `resolver`.
+    pub fn open(&self, state: &StateDir, resolver: &Resolver) -> Result<Arc<dyn Store>, DaemonError> {
         Ok(match self {
             StoreLocation::Embedded => Arc::new(SqliteStore::open(&state.store_path())?),
-            StoreLocation::Postgres(url) => Arc::new(PostgresStore::open(url)?),
+            StoreLocation::Postgres(location) => {
+                Arc::new(PostgresStore::open_with(&location.url, &location.access(resolver)?)?)
+            }
+        })
+    }
+}
+
+impl PostgresLocation {
+    fn access(&self, resolver: &Resolver) -> Result<Access, DaemonError> {
+        let password = match &self.password {
+            Some(reference) => Some(resolver.resolve(reference).map_err(DaemonError::StorePassword)?),
+            None => None,
+        };
+        let ca_pem = match &self.ca {
+            Some(file) => Some(
+                std::fs::read(file).map_err(|e| DaemonError::io("read the store's certificate authority", file, e))?,
+            ),
+            None => None,
+        };
+        Ok(Access {
+            password: password.map(|secret| secret.expose().to_owned()),
+            ca_pem,
         })
     }
 }
@@ -69,13 +122,10 @@ mod tests {
         let cases = [
             ("", Some(StoreLocation::Embedded)),
             ("sqlite:", Some(StoreLocation::Embedded)),
-            (
-                "postgres://u@localhost/db",
-                Some(StoreLocation::Postgres("postgres://u@localhost/db".into())),
-            ),
+            ("postgres://u@localhost/db", Some(postgres("postgres://u@localhost/db"))),
             (
                 "postgresql:///db?host=/run/pg",
-                Some(StoreLocation::Postgres("postgresql:///db?host=/run/pg".into())),
+                Some(postgres("postgresql:///db?host=/run/pg")),
             ),
             ("mysql://localhost/db", None),
             ("sqlite:/elsewhere.db", None),
@@ -84,6 +134,27 @@ mod tests {
         for (url, expected) in cases {
             assert_eq!(url.parse::<StoreLocation>().ok(), expected, "{url}");
         }
+    }
+
+    fn postgres(url: &str) -> StoreLocation {
+        StoreLocation::Postgres(PostgresLocation {
+            url: url.into(),
+            password: None,
+            ca: None,
+        })
+    }
+
+    #[test]
+    fn only_a_postgres_store_takes_a_password_and_an_authority() {
+        let given = || (Some("env:PGPASSWORD".to_owned()), Some(PathBuf::from("/ca.pem")));
+        let (password, ca) = given();
+        assert!(postgres("postgres://u@127.0.0.1/db").with_access(password, ca).is_ok());
+        let (password, ca) = given();
+        assert!(StoreLocation::Embedded.with_access(password, ca).is_err());
+        assert_eq!(
+            StoreLocation::Embedded.with_access(None, None),
+            Ok(StoreLocation::Embedded)
+        );
     }
 
     #[test]

@@ -11,19 +11,20 @@
 //! [`StoreError::Backend`], for the log.
 #![forbid(unsafe_code)]
 
-use std::str::FromStr;
-
 use conduit_store::{Mode, Store, StoreError, Tx};
 use conduit_store_sql::SqlTx;
-use postgres::config::Host;
-use postgres::{Client, Config, NoTls};
+use postgres::Client;
 
 pub mod migrations;
 mod pool;
 mod sql;
+mod target;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod worker;
+
+pub use target::Access;
+use target::Target;
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
@@ -39,11 +40,16 @@ impl PostgresStore {
     /// Connects to `url` (`postgres://…`, `postgresql://…` or PostgreSQL's `key=value` form) and
     /// applies pending migrations.
     pub fn open(url: &str) -> Result<PostgresStore> {
-        let config = parse(url)?;
-        let mut first = worker::Conn::open(&config)?;
+        PostgresStore::open_with(url, &Access::default())
+    }
+
+    /// [`PostgresStore::open`] with a password and a certificate authority given beside the URL.
+    pub fn open_with(url: &str, access: &Access) -> Result<PostgresStore> {
+        let target = Target::of(url, access)?;
+        let mut first = worker::Conn::open(&target)?;
         first.on(|worker| migrations::migrate(&mut worker.client))?;
         Ok(PostgresStore {
-            pool: pool::Pool::new(config, first),
+            pool: pool::Pool::new(target, first),
         })
     }
 
@@ -108,34 +114,7 @@ fn batch(conn: &mut worker::Conn, statements: impl Into<String>) -> Result<()> {
 
 /// A client for `url`, for migrations and tests.
 pub fn connect(url: &str) -> Result<Client> {
-    dial(&parse(url)?)
-}
-
-fn parse(url: &str) -> Result<Config> {
-    Config::from_str(url).map_err(|_| StoreError::Backend("the PostgreSQL URL does not parse".into()))
-}
-
-/// A client for `config`. Until TLS is supported, only a Unix socket or a loopback address is
-/// dialled: a password or the store's digests never cross a network in the clear.
-fn dial(config: &Config) -> Result<Client> {
-    if !is_local(config) {
-        return Err(StoreError::Backend(
-            "the PostgreSQL URL names a host that is not this machine; without TLS only a Unix socket or a \
-             loopback address (127.0.0.1 or [::1]) is used"
-                .into(),
-        ));
-    }
-    config.connect(NoTls).map_err(backend)
-}
-
-/// Whether every host and host address `config` may dial is a Unix socket or loopback.
-fn is_local(config: &Config) -> bool {
-    let host_is_local = |host: &Host| match host {
-        Host::Unix(_) => true,
-        // An address, not a name: a resolver could send even `localhost` elsewhere.
-        Host::Tcp(name) => name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()),
-    };
-    config.get_hosts().iter().all(host_is_local) && config.get_hostaddrs().iter().all(|ip| ip.is_loopback())
+    Target::of(url, &Access::default())?.dial()
 }
 
 /// The server's code and message for the log; never its `DETAIL`, which can quote row values.
@@ -143,33 +122,5 @@ pub(crate) fn backend(e: postgres::Error) -> StoreError {
     match e.as_db_error() {
         Some(db) => StoreError::Backend(format!("postgres {}: {}", db.code().code(), db.message())),
         None => StoreError::Backend(e.to_string()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_socket_or_loopback_is_dialled_without_tls() {
-        for (url, local) in [
-            ("postgresql:///db?host=/run/pg", true),
-            ("postgres://u@localhost/db", false),
-            ("postgres://u@127.0.0.1:5432/db", true),
-            ("postgres://u@[::1]/db", true),
-            ("host=/tmp user=u", true),
-            ("postgres://u@db.example/db", false),
-            ("postgres://u@10.0.0.5/db", false),
-            ("postgres://u@localhost/db?hostaddr=10.0.0.5", false),
-            ("postgres://u@localhost,db.example/db", false),
-        ] {
-            let config = Config::from_str(url).unwrap_or_else(|e| panic!("{url}: {e}"));
-            assert_eq!(is_local(&config), local, "{url}");
-        }
-        // Refused before any dial: the test sends nothing to the network.
-        assert!(matches!(
-            connect("postgres://u@db.example/db"),
-            Err(StoreError::Backend(_))
-        ));
     }
 }

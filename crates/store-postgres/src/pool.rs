@@ -3,7 +3,7 @@
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use postgres::Config;
+use crate::target::Target;
 
 use crate::worker::Conn;
 use crate::Result;
@@ -17,15 +17,15 @@ struct Slots {
 }
 
 pub struct Pool {
-    config: Config,
+    target: Target,
     slots: Mutex<Slots>,
     freed: Condvar,
 }
 
 impl Pool {
-    pub fn new(config: Config, first: Conn) -> Pool {
+    pub fn new(target: Target, first: Conn) -> Pool {
         Pool {
-            config,
+            target,
             slots: Mutex::new(Slots {
                 idle: vec![first],
                 open: 1,
@@ -55,7 +55,7 @@ impl Pool {
             if slots.open < MAX_OPEN {
                 slots.open += 1;
                 drop(slots);
-                return Conn::open(&self.config).inspect_err(|_| self.forget());
+                return Conn::open(&self.target).inspect_err(|_| self.forget());
             }
             slots = self.freed.wait(slots).unwrap_or_else(|e| e.into_inner());
         }

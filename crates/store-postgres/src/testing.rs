@@ -55,6 +55,41 @@ impl TestDatabase {
         format!("{}{joiner}dbname={}", self.admin, self.name)
     }
 
+    /// This database over TLS on the test server's loopback port, as the role `oc_tls` (made its
+    /// owner): the URL (naming `localhost`, which the certificate names) and the password and
+    /// certificate authority `.ci/postgres` left in its `tls` directory.
+    ///
+    /// # Panics
+    /// When the server was not started by `.ci/postgres`, or refuses.
+    #[allow(clippy::expect_used)]
+    pub fn over_tls(&self) -> (String, crate::Access) {
+        let dir = self
+            .admin
+            .split(['?', '&'])
+            .find_map(|part| part.strip_prefix("host="))
+            .expect("the test server's URL names its socket directory");
+        let tls = std::path::Path::new(dir).join("tls");
+        let read = |name: &str| std::fs::read(tls.join(name)).expect("a file .ci/postgres wrote");
+        let text = |name: &str| String::from_utf8(read(name)).expect("text").trim().to_owned();
+        let (name, owner) = (&self.name, "oc_tls");
+        with_client(&self.admin, |client| {
+            client.batch_execute(&format!("ALTER DATABASE \"{name}\" OWNER TO {owner}"))
+        })
+        .expect("the test server answers")
+        .expect("the test database changes owner");
+        with_client(&self.url(), |client| {
+            client.batch_execute(&format!("ALTER SCHEMA public OWNER TO {owner}"))
+        })
+        .expect("the test database answers")
+        .expect("its schema changes owner");
+        let url = format!("postgresql://{owner}@localhost:{}/{name}?sslmode=require", text("port"));
+        let access = crate::Access {
+            password: Some(text("password")),
+            ca_pem: Some(read("ca.pem")),
+        };
+        (url, access)
+    }
+
     /// Every row of every table, as text: what a test searches for a plaintext it must not find.
     #[allow(clippy::expect_used)]
     pub fn dump(&self) -> Vec<u8> {

@@ -7,9 +7,10 @@ use std::collections::HashMap;
 use std::sync::mpsc;
 use std::thread;
 
-use postgres::{Client, Config, Statement};
+use postgres::{Client, Statement};
 
-use crate::{dial, Result};
+use crate::target::Target;
+use crate::Result;
 use conduit_store::StoreError;
 
 /// A connection's prepared statements, by the shared statement's text.
@@ -32,15 +33,15 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// Dials `config` on a new thread.
-    pub fn open(config: &Config) -> Result<Conn> {
-        let config = config.clone();
+    /// Dials `target` on a new thread.
+    pub fn open(target: &Target) -> Result<Conn> {
+        let target = target.clone();
         let (jobs, queue) = mpsc::channel::<Job>();
         let (dialled, dial_result) = mpsc::sync_channel(1);
         thread::Builder::new()
             .name("store-pg".into())
             .spawn(move || {
-                let mut worker = match dial(&config).and_then(limit_idle_transactions) {
+                let mut worker = match target.dial().and_then(limit_idle_transactions) {
                     Ok(client) => Worker {
                         client,
                         statements: Statements::default(),

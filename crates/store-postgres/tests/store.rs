@@ -100,3 +100,34 @@ fn the_store_answers_from_inside_an_async_runtime() {
     });
     assert!(read.unwrap().is_some());
 }
+
+#[test]
+fn over_tls_a_store_needs_its_password_and_a_certificate_its_authority_signed() {
+    let Some(db) = TestDatabase::create() else { return };
+    let (url, access) = db.over_tls();
+    let store = PostgresStore::open_with(&url, &access).expect("TLS, the password and the authority");
+    testing::a_shared_key_is_made_once(&store);
+    let mut client = conduit_store_postgres::connect(&db.url()).unwrap();
+    let encrypted: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) WHERE usename = 'oc_tls' AND ssl",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(encrypted > 0, "the store's connections are encrypted");
+    let public_roots = conduit_store_postgres::Access {
+        ca_pem: None,
+        ..access.clone()
+    };
+    assert!(
+        PostgresStore::open_with(&url, &public_roots).is_err(),
+        "a certificate no trusted authority signed"
+    );
+    let wrong = conduit_store_postgres::Access {
+        password: Some("not-the-password".into()),
+        ..access.clone()
+    };
+    assert!(PostgresStore::open_with(&url, &wrong).is_err(), "a wrong password");
+    assert!(PostgresStore::open(&url).is_err(), "no password");
+}

@@ -97,6 +97,12 @@ impl Resolver {
         }
     }
 
+    /// The daemon's resolver: `file:` keys from the state directory's `private/secrets.json`, and
+    /// the system keyring.
+    pub fn of_state(state: &crate::StateDir) -> Resolver {
+        Resolver::new(state.private_dir().join("secrets.json"), Arc::new(SystemKeyring))
+    }
+
     /// Reads `env:` variables, and the `HOME` a `cmd:` receives, from `env` instead.
     pub fn with_env(mut self, env: Arc<dyn EnvSource>) -> Resolver {
         self.env = env;

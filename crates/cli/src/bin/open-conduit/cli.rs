@@ -159,6 +159,19 @@ pub struct StoreArg {
         hide_env_values = true
     )]
     pub url: String,
+    /// A postgres:// store's password, as a secret reference: keyring:<service>/<account>,
+    /// file:<key> (of <state>/private/secrets.json), env:<NAME> or cmd:<command>
+    #[arg(
+        long = "store-password",
+        env = "OPEN_CONDUIT_STORE_PASSWORD",
+        value_name = "REFERENCE",
+        hide_env_values = true
+    )]
+    pub password: Option<String>,
+    /// A postgres:// store's certificate authority (PEM): the server's certificate must chain to
+    /// it [default: the public roots]. A store on another host is reached only over TLS
+    #[arg(long = "store-ca", env = "OPEN_CONDUIT_STORE_CA", value_name = "FILE")]
+    pub ca: Option<PathBuf>,
 }
 
 /// Never the URL itself: it may carry a password.

@@ -67,7 +67,13 @@ fn run_daemon(locations: &Locations, args: DaemonArgs) -> Result<(), Failure> {
 
 /// The store `--store` names, refused without echoing what was given (it may hold a password).
 fn store_location(arg: &StoreArg) -> Result<conduit_daemon::StoreLocation, Failure> {
-    arg.url.parse().map_err(|why| Failure::Local(format!("--store: {why}")))
+    let location: conduit_daemon::StoreLocation = arg
+        .url
+        .parse()
+        .map_err(|why| Failure::Local(format!("--store: {why}")))?;
+    location
+        .with_access(arg.password.clone(), arg.ca.clone())
+        .map_err(|why| Failure::Local(format!("--store-password, --store-ca: {why}")))
 }
 
 /// A `runs` command's answer and how it reads as text.
