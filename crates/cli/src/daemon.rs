@@ -18,10 +18,10 @@ pub fn parse_token_lifetime(text: &str) -> Result<Duration, String> {
     )
 }
 
-/// A clap value parser for a lease: a human duration of at least 3s, so a renewal every third of
-/// it has a second to reach the store.
+/// A clap value parser for a lease: a human duration of at least 10s, twice the longest a frozen
+/// daemon can hold a shared store's write lock (5s), so that stall cannot lapse healthy leases.
 pub fn parse_lease(text: &str) -> Result<Duration, String> {
-    at_least(text, Duration::from_secs(3), "a lease is at least 3s", "30s or 2m")
+    at_least(text, Duration::from_secs(10), "a lease is at least 10s", "30s or 2m")
 }
 
 fn at_least(text: &str, minimum: Duration, too_short: &str, example: &str) -> Result<Duration, String> {
@@ -69,10 +69,10 @@ mod tests {
     }
 
     #[test]
-    fn a_lease_is_a_duration_of_at_least_three_seconds() {
-        assert_eq!(parse_lease("3s"), Ok(Duration::from_secs(3)));
+    fn a_lease_is_a_duration_of_at_least_ten_seconds() {
+        assert_eq!(parse_lease("10s"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_lease("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_lease("2s").is_err_and(|e| e.contains("at least 3s")));
+        assert!(parse_lease("9s").is_err_and(|e| e.contains("at least 10s")));
         assert!(parse_lease("later").is_err_and(|e| e.contains("such as 30s")));
     }
 }

@@ -21,9 +21,9 @@ use conduit_toolbelt::Toolbelt;
 use serde_json::Value;
 
 const WORKS: usize = 60;
-/// Short, so the drill waits seconds for a takeover, not the default 30.
-const LEASE: [(&str, &str); 1] = [("OPEN_CONDUIT_LEASE", "3s")];
-/// Far more than the drill needs (about ten seconds); it stops here whatever happens.
+/// The shortest there is, so the drill waits ten seconds for a takeover, not the default 30.
+const LEASE: [(&str, &str); 1] = [("OPEN_CONDUIT_LEASE", "10s")];
+/// Far more than the drill needs (about twenty seconds); it stops here whatever happens.
 const DRILL_BOUND: Duration = Duration::from_secs(120);
 
 /// A binding that emits, sleeps and declares, noting each acknowledged event's id in `meet/acked`.
@@ -45,8 +45,7 @@ fn three_daemons_lose_one_to_kill_9_and_every_work_succeeds_exactly_once() {
     };
     let meet = meeting();
     let config = drill_config(meet.path());
-    let mut a = Daemon::start_on_store(&db.url(), &LEASE, |_| config.clone());
-    let b = a.joining(&LEASE, |_| config.clone());
+    let (mut a, b) = two_daemons(&db, &LEASE, &config);
     let c = a.joining(&LEASE, |_| config.clone());
     let creators: BTreeMap<String, String> = (0..WORKS)
         .map(|i| {
@@ -59,7 +58,7 @@ fn three_daemons_lose_one_to_kill_9_and_every_work_succeeds_exactly_once() {
     let mut doomed = Vec::new();
     wait_until("the daemon to kill runs attempts that emitted", || {
         doomed = running_of(&b, &killed);
-        doomed.len() >= 3 && acked(meet.path()).len() >= 3
+        doomed.len() >= 3 && emitted_by(&b, &doomed)
     });
     let old_tokens: Vec<(String, String)> = doomed
         .iter()
@@ -114,6 +113,14 @@ fn running_of(daemon: &Daemon, owner: &str) -> Vec<String> {
         .filter(|x| x["state"] == "running" && x["owner"] == owner)
         .map(|x| x["id"].as_str().unwrap().to_owned())
         .collect()
+}
+
+/// Whether one of `executions` has an event in the store.
+fn emitted_by(daemon: &Daemon, executions: &[String]) -> bool {
+    let events = daemon.json(&["events", "list"])["items"].as_array().unwrap().clone();
+    events
+        .iter()
+        .any(|e| e["type"] == "drill.step" && executions.iter().any(|x| e["execution_id"] == x.as_str()))
 }
 
 fn all_executions(daemon: &Daemon) -> Vec<Value> {
@@ -288,8 +295,11 @@ fn a_frozen_daemons_attempt_is_taken_over_and_its_late_calls_are_refused() {
     });
     std::thread::sleep(Duration::from_millis(300));
     signal(&a, "CONT");
-    let (status, body) = late.join().unwrap().expect("the thawed daemon answers the late call");
-    assert_eq!(status, 403, "the old epoch's call is refused: {body}");
+    // Answered with a refusal, or not at all when the thawed daemon closed the fenced attempt's
+    // socket before reading it; either way it leaves nothing (checked below).
+    if let Some((status, body)) = late.join().unwrap() {
+        assert_eq!(status, 403, "the old epoch's call is refused: {body}");
+    }
     wait_until("the thawed daemon to stop its fenced attempt", || {
         a.log().contains("lease lost; stopping the attempt")
     });
@@ -317,6 +327,14 @@ fn a_frozen_daemons_attempt_is_taken_over_and_its_late_calls_are_refused() {
         !types.contains(&Value::from("drill.late")),
         "the late call left nothing: {types:?}"
     );
+}
+
+/// Two daemons on `db`'s store, both started with `config` and `env`: the second with the first's
+/// operator token.
+fn two_daemons(db: &TestDatabase, env: &[(&str, &str)], config: &str) -> (Daemon, Daemon) {
+    let first = Daemon::start_on_store(&db.url(), env, |_| config.to_owned());
+    let second = first.joining(env, |_| config.to_owned());
+    (first, second)
 }
 
 fn execution(daemon: &Daemon, id: &str) -> Value {
@@ -347,8 +365,7 @@ fn an_apply_on_one_daemon_governs_the_next_call_on_another() {
     let meet = meeting();
     let hold = publish_and_hold(meet.path());
     let config = shell_config(&hold);
-    let a = Daemon::start_on_store(&db.url(), &[], |_| config.clone());
-    let b = a.joining(&[], |_| config.clone());
+    let (a, b) = two_daemons(&db, &[], &config);
     let (work, socket, token_file) = hold_one(&a, meet.path());
     let token = read_token(&token_file);
     let runner = &a.attempts(&work)[0]["owner"];
@@ -382,8 +399,7 @@ fn two_daemons_applying_at_once_one_wins_and_both_then_serve_it() {
         return;
     };
     let config = shell_config("true");
-    let a = Daemon::start_on_store(&db.url(), &[], |_| config.clone());
-    let b = a.joining(&[], |_| config.clone());
+    let (a, b) = two_daemons(&db, &[], &config);
     let generation = a.json(&["config", "show"])["generation"].to_string();
     let apply = |daemon: &Daemon, operations: &[&str]| {
         let file = daemon.scratch().join("candidate.json");
@@ -480,8 +496,7 @@ fn a_daemon_that_cannot_run_the_latest_generation_refuses_calls_until_it_can() {
     let meet = meeting();
     let hold = publish_and_hold(meet.path());
     let config = shell_config(&hold);
-    let a = Daemon::start_on_store(&db.url(), &[], |_| config.clone());
-    let b = a.joining(&[], |_| config.clone());
+    let (a, b) = two_daemons(&db, &[], &config);
     signal(&a, "STOP");
     let (_, socket, token_file) = hold_one(&b, meet.path());
     signal(&a, "CONT");
@@ -536,8 +551,7 @@ fn an_event_accepted_on_one_daemon_wakes_work_another_ran() {
     };
     let script = "case \"$(os context)\" in *demo.go*) os outcome succeeded;; *) os wait --for demo.go;; esac";
     let config = shell_config(script);
-    let a = Daemon::start_on_store(&db.url(), &[], |_| config.clone());
-    let b = a.joining(&[], |_| config.clone());
+    let (a, b) = two_daemons(&db, &[], &config);
     signal(&a, "STOP");
     let work = b.create_work("demo", "shell");
     b.await_work(&work, "waiting");

@@ -13,18 +13,23 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use conduit_config::{default_config_json, parse_with, CurrentConfig, Diagnostic, Registry, Snapshot};
-use conduit_core::canonical::sha256_hex;
-use conduit_core::{ErrorCode, Refusal, Timestamp, TokenRecord};
+use conduit_config::{parse_with, CurrentConfig, Diagnostic, Registry, Snapshot};
+use conduit_core::{ErrorCode, Refusal, TokenRecord};
 use conduit_server::{now, Applied, Checked, ConfigControl, ConfigView};
-use conduit_store::{Store, StoreError, Tx};
+use conduit_store::{Store, StoreError};
 use conduit_toolbelt::{Generations, RefusalClassifier};
 use serde_json::Value;
 
+mod file;
+mod generations;
+
+pub use file::last_good;
+use file::{read_file, SavedFile};
+use generations::{activate_at_start, publish, restore, Starting, Unpublished};
+
 use crate::failpoint::failpoint;
-use crate::files::read_config_file;
 use crate::secrets::learn;
-use crate::state::{create_private_dir, write_private_file};
+use crate::state::create_private_dir;
 use crate::DaemonError;
 
 pub struct ConfigService {
@@ -47,25 +52,13 @@ pub struct ConfigService {
     unrunnable: AtomicI64,
 }
 
-/// Why a generation was not published.
-enum Unpublished {
-    /// Another daemon committed generation `.0` first.
-    Stale(i64),
-    Failed(DaemonError),
-}
-
-impl From<DaemonError> for Unpublished {
-    fn from(e: DaemonError) -> Self {
-        Unpublished::Failed(e)
-    }
-}
-
 impl ConfigService {
     /// Activates the configuration at start: the committed generation if it still validates; else the
     /// file, published as the next generation; with neither, the default configuration as generation 1
     /// (no file is written). A file that exists but does not validate stops the start. The file's
     /// references are learned either way. Daemons starting at once on an empty shared store publish
-    /// one generation 1: the others then run it.
+    /// one generation 1: the others then run it. On a shared store, a committed generation that does
+    /// not validate here is never replaced by this daemon's file (see [`activate_at_start`]).
     pub fn start(
         store: Arc<dyn Store>,
         file: &Path,
@@ -75,10 +68,16 @@ impl ConfigService {
     ) -> Result<ConfigService, DaemonError> {
         let generations = private.join("config");
         create_private_dir(&generations)?;
-        if let Ok(Some(snapshot)) = read_file(file, &registry) {
-            learn(private, &snapshot)?;
+        let from_file = read_file(file, &registry);
+        if let Ok(Some(snapshot)) = &from_file {
+            learn(private, snapshot)?;
         }
-        let activate = || activate_at_start(&*store, (&generations, private), &registry, read_file(file, &registry));
+        let starting = Starting {
+            dirs: (&generations, private),
+            registry: &registry,
+            shared,
+        };
+        let activate = || activate_at_start(&*store, &starting, || read_file(file, &registry));
         let snapshot = match activate() {
             Err(Unpublished::Stale(_)) => activate(),
             other => other,
@@ -140,24 +139,48 @@ impl ConfigService {
         if latest <= active {
             return true;
         }
-        let Some(snapshot) = self.generation(latest) else {
-            if self.unrunnable.swap(latest, Ordering::Relaxed) != latest {
-                tracing::error!(
-                    generation = latest,
-                    running = active,
-                    "cannot run the generation another daemon committed (it names what this daemon does not have, \
-                     such as a package installed only there); refusing calls until it can"
-                );
+        let stored = match self.store.read(|tx| tx.generation(latest)) {
+            Ok(Some(stored)) => stored,
+            Ok(None) => return false,
+            Err(e) => {
+                tracing::warn!(error = %e, generation = latest, "could not read the latest configuration generation");
+                return false;
             }
-            return false;
         };
-        tracing::info!(
-            generation = latest,
-            hash = snapshot.hash(),
-            "running the generation another daemon committed"
-        );
-        self.current.replace(snapshot);
-        true
+        match restore(&self.generations, latest, (&stored.0, &stored.1), &self.registry()) {
+            Ok(snapshot) => {
+                tracing::info!(
+                    generation = latest,
+                    hash = snapshot.hash(),
+                    "running the generation another daemon committed"
+                );
+                self.current.replace(snapshot);
+                true
+            }
+            Err(why) => {
+                if self.unrunnable.swap(latest, Ordering::Relaxed) != latest {
+                    tracing::error!(
+                        generation = latest,
+                        running = active,
+                        why,
+                        "cannot run the generation another daemon committed (install here what it names, such as \
+                         a package installed only there); refusing calls until it can"
+                    );
+                }
+                false
+            }
+        }
+    }
+
+    /// On a shared store, runs the store's latest generation if it is newer than the active one;
+    /// refuses with `generation_unavailable` while this daemon cannot. The caller holds `applying`.
+    fn catch_up_locked(&self) -> Result<(), Refusal> {
+        let latest = self.store.read(|tx| tx.latest_generation_number());
+        let latest = latest.map_err(|e| internal("read the latest configuration generation", e))?;
+        match latest {
+            Some(latest) if !self.run_latest(latest) => Err(unavailable(latest)),
+            _ => Ok(()),
+        }
     }
 
     fn parse(&self, text: &str) -> Result<Snapshot, Refusal> {
@@ -174,12 +197,7 @@ impl ConfigService {
     fn apply_checked(&self, text: &str, expected: Option<i64>) -> Result<Applied, Refusal> {
         let _one_at_a_time = self.applying.lock().unwrap_or_else(|e| e.into_inner());
         if self.shared {
-            let latest = self.store.read(|tx| tx.latest_generation_number());
-            self.run_latest(
-                latest
-                    .map_err(|e| internal("read the latest generation", e))?
-                    .unwrap_or(0),
-            );
+            self.catch_up_locked()?;
         }
         let candidate = self.parse(text)?;
         // Even an unchanged configuration teaches this daemon the references it gives.
@@ -194,18 +212,21 @@ impl ConfigService {
         self.check_scopes_in_use(&active, &candidate)?;
         failpoint("apply:validated");
         let next = active.generation() + 1;
-        let previous = std::fs::read(&self.file).ok();
-        save_config_file(&self.file, text).map_err(|e| internal("save the configuration file", e))?;
+        let saved = SavedFile::save(&self.file, text).map_err(|e| internal("save the configuration file", e))?;
         failpoint("apply:file_saved");
         let published = match publish(&*self.store, (&self.generations, &self.private), candidate, next, now()) {
             Ok(published) => published,
-            Err(Unpublished::Stale(latest)) => {
-                // Another daemon's apply won: the file goes back to what this daemon ran.
-                put_back(&self.file, previous);
-                let _runs_it = self.run_latest(latest);
-                return Err(stale(latest));
+            Err(unpublished) => {
+                saved.put_back();
+                return Err(match unpublished {
+                    // Another daemon's apply won: this daemon runs it now.
+                    Unpublished::Stale(latest) => {
+                        let _runs_it = self.run_latest(latest);
+                        stale(latest)
+                    }
+                    Unpublished::Failed(e) => internal("publish the generation", e),
+                });
             }
-            Err(Unpublished::Failed(e)) => return Err(internal("publish the generation", e)),
         };
         failpoint("apply:published");
         self.current.replace(published.clone());
@@ -275,15 +296,11 @@ impl Generations for ConfigService {
         }
         let latest = self.store.read(|tx| tx.latest_generation_number());
         let latest = latest.map_err(|e| internal("read the latest configuration generation", e))?;
-        let Some(latest) = latest.filter(|g| *g > self.current.get().generation()) else {
+        if latest.is_none_or(|g| g <= self.current.get().generation()) {
             return Ok(());
-        };
-        let _one_at_a_time = self.applying.lock().unwrap_or_else(|e| e.into_inner());
-        if self.run_latest(latest) {
-            Ok(())
-        } else {
-            Err(unavailable(latest))
         }
+        let _one_at_a_time = self.applying.lock().unwrap_or_else(|e| e.into_inner());
+        self.catch_up_locked()
     }
 }
 
@@ -380,150 +397,6 @@ fn set_pointer(document: &mut Value, pointer: &str, value: Value) -> Result<(), 
         _ => return Err(bad()),
     }
     Ok(())
-}
-
-/// The config file's snapshot if the file exists; a file that does not validate stops the start.
-fn read_file(file: &Path, registry: &Registry) -> Result<Option<Snapshot>, DaemonError> {
-    match read_config_file(file).map_err(|unreadable| DaemonError::Config(vec![unreadable]))? {
-        Some(bytes) => parse_with(&bytes, registry).map(Some).map_err(DaemonError::Config),
-        None => Ok(None),
-    }
-}
-
-/// Chooses the generation a start runs (see [`ConfigService::start`]), publishing it when it is
-/// new.
-fn activate_at_start(
-    store: &dyn Store,
-    dirs: (&Path, &Path),
-    registry: &Registry,
-    from_file: Result<Option<Snapshot>, DaemonError>,
-) -> Result<Snapshot, Unpublished> {
-    let committed = store.read(|tx| tx.latest_generation()).map_err(DaemonError::from)?;
-    let restored = committed
-        .as_ref()
-        .map(|(g, hash, stored)| restore(dirs.0, *g, (hash, stored), registry));
-    let from_file = match (from_file, &restored) {
-        (Err(file_error), Some(Err(stored))) => {
-            return Err(Unpublished::Failed(DaemonError::Unrestorable {
-                stored: stored.clone(),
-                file: Box::new(file_error),
-            }))
-        }
-        (result, _) => result?,
-    };
-    let at = now();
-    match (restored, from_file) {
-        (Some(Ok(snapshot)), _) => Ok(snapshot),
-        (Some(Err(stored)), Some(file_snapshot)) => {
-            tracing::warn!(error = %stored, "the committed generation no longer validates; adopting the config file");
-            let next = committed.map_or(1, |(g, _, _)| g + 1);
-            publish(store, dirs, file_snapshot, next, at)
-        }
-        (Some(Err(stored)), None) => Err(DaemonError::StoredConfig(stored).into()),
-        (None, Some(file_snapshot)) => publish(store, dirs, file_snapshot, 1, at),
-        (None, None) => {
-            let default = parse_with(default_config_json().as_bytes(), registry).map_err(DaemonError::Config)?;
-            publish(store, dirs, default, 1, at)
-        }
-    }
-}
-
-/// A committed generation, from this daemon's private copy of its text when it has one (written
-/// with its references), else from the sealed text the store keeps; checked against its stored
-/// hash and validated against the running release. The error says why it cannot be restored,
-/// without quoting any of it.
-fn restore(
-    generations: &Path,
-    generation: i64,
-    (hash, stored): (&str, &str),
-    registry: &Registry,
-) -> Result<Snapshot, String> {
-    let private = std::fs::read(generation_file(generations, generation)).ok();
-    let mut why = None;
-    for text in private.as_deref().into_iter().chain([stored.as_bytes()]) {
-        match parse_with(text, registry) {
-            // A generation published before hashes were over the sealed text has its written text's.
-            Ok(snapshot) if snapshot.hash() == hash || sha256_hex(text) == hash => {
-                return Ok(snapshot.at_generation(generation))
-            }
-            Ok(_) => {}
-            Err(found) => {
-                let codes: Vec<String> = found.iter().map(|d| format!("{} {}", d.pointer, d.code)).collect();
-                why.get_or_insert(format!(
-                    "generation {generation} no longer validates: {}",
-                    codes.join(", ")
-                ));
-            }
-        }
-    }
-    Err(why.unwrap_or_else(|| format!("generation {generation}'s text does not match its hash")))
-}
-
-fn generation_file(generations: &Path, generation: i64) -> PathBuf {
-    generations.join(format!("generation-{generation}.json"))
-}
-
-/// Keeps the generation's written text and its references privately, then publishes its sealed
-/// text and its scope records in one transaction, unless another daemon committed `generation`
-/// first. A crash before the commit leaves the previous generation committed.
-fn publish(
-    store: &dyn Store,
-    (generations, private): (&Path, &Path),
-    snapshot: Snapshot,
-    generation: i64,
-    at: Timestamp,
-) -> Result<Snapshot, Unpublished> {
-    let snapshot = snapshot.at_generation(generation);
-    let kept = generation_file(generations, generation);
-    write_private_file(&kept, snapshot.written_json().as_bytes())?;
-    learn(private, &snapshot)?;
-    let published = store.write(|tx: &mut dyn Tx| {
-        // Writers take turns on the store, so this check and the insert are one step.
-        if let Some(latest) = tx.latest_generation_number()?.filter(|g| *g >= generation) {
-            return Ok(Err(latest));
-        }
-        tx.insert_generation(generation, snapshot.hash(), snapshot.sealed_json(), at)?;
-        for (id, scope) in &snapshot.config().scopes {
-            tx.upsert_scope(id, generation, scope.parent.as_deref(), scope.enabled)?;
-        }
-        let kept: Vec<String> = snapshot.config().scopes.keys().cloned().collect();
-        tx.tombstone_scopes(&kept, generation)?;
-        Ok::<_, StoreError>(Ok(()))
-    });
-    if let Err(latest) = published.map_err(DaemonError::from)? {
-        // Another daemon's generation has this number: what was kept of this one is not it.
-        let _ = std::fs::remove_file(&kept);
-        return Err(Unpublished::Stale(latest));
-    }
-    Ok(snapshot)
-}
-
-/// Saves the configuration file atomically (same-directory 0600 temporary, fsync, rename, directory
-/// fsync), keeping the file it replaces as `<file>.last-good`.
-fn save_config_file(file: &Path, text: &str) -> Result<(), DaemonError> {
-    if let Ok(previous) = std::fs::read(file) {
-        write_private_file(&last_good(file), &previous)?;
-    }
-    write_private_file(file, text.as_bytes())
-}
-
-/// Puts back the configuration file an apply saved and then could not publish: its `previous`
-/// text, or no file.
-fn put_back(file: &Path, previous: Option<Vec<u8>>) {
-    let restored = match previous {
-        Some(text) => write_private_file(file, &text),
-        None => std::fs::remove_file(file).map_err(|e| DaemonError::io("remove", file, e)),
-    };
-    if let Err(e) = restored {
-        tracing::warn!(error = %e, "could not put the configuration file back");
-    }
-}
-
-/// Where the file a configuration save replaces is kept.
-pub fn last_good(file: &Path) -> PathBuf {
-    let mut name = file.file_name().unwrap_or_default().to_owned();
-    name.push(".last-good");
-    file.with_file_name(name)
 }
 
 #[cfg(test)]

@@ -501,13 +501,21 @@ fn a_sealed_reference_resolves_only_through_a_reference_this_daemon_was_given() 
     let book = fx.path(conduit_daemon::secrets::BOOK_FILE);
     assert_eq!(fs::metadata(&book).unwrap().permissions().mode() & 0o777, 0o600);
     assert_eq!(fx.resolver().resolve(&sealed).unwrap().expose(), "zq-sealed-value");
-    // A book entry that is itself sealed resolves nothing (no chains, no loops).
+    // A book entry that is itself sealed resolves nothing (no chains, no loops), and neither does
+    // one whose text is not the reference its key seals.
     let loop_back = conduit_config::seal("file:other");
     fs::write(&book, format!(r#"{{"{loop_back}": "{loop_back}"}}"#)).unwrap();
     assert_eq!(fx.resolver().resolve(&loop_back), Err(SecretError::InvalidReference));
+    fs::write(&book, format!(r#"{{"{sealed}": "file:other"}}"#)).unwrap();
+    assert_eq!(
+        fx.resolver().resolve(&sealed),
+        Err(SecretError::InvalidReference),
+        "a swapped entry"
+    );
+    fs::write(&book, "{}").unwrap();
     assert_eq!(
         fx.resolver().resolve(&sealed),
         Err(SecretError::ReferenceUnknown),
-        "the book was replaced"
+        "the book was emptied"
     );
 }

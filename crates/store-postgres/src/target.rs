@@ -55,8 +55,11 @@ impl Target {
             config.password(password);
         }
         let tls = match (config.get_ssl_mode(), is_local(&config)) {
+            // PostgreSQL offers no TLS on a Unix socket, and needs none there.
+            _ if only_sockets(&config) => false,
             (SslMode::Require, _) => true,
-            (_, true) => false,
+            // A certificate authority given is one to verify the server with.
+            (_, true) => access.ca_pem.is_some(),
             (SslMode::Disable, false) => {
                 return Err(StoreError::Backend(
                     "the PostgreSQL URL names a host that is not this machine with sslmode=disable; such a \
@@ -64,12 +67,12 @@ impl Target {
                         .into(),
                 ))
             }
-            (_, false) => {
-                // `prefer` would fall back to plain text: across a network, TLS or nothing.
-                config.ssl_mode(SslMode::Require);
-                true
-            }
+            (_, false) => true,
         };
+        if tls {
+            // `prefer` would fall back to plain text.
+            config.ssl_mode(SslMode::Require);
+        }
         let tls = tls.then(|| connector(access.ca_pem.as_deref())).transpose()?;
         Ok(Target { config, tls })
     }
@@ -118,6 +121,11 @@ fn connector(ca_pem: Option<&[u8]>) -> Result<MakeRustlsConnect> {
 
 fn refused_ca() -> StoreError {
     StoreError::Backend("the store's certificate authority file holds no PEM certificate".into())
+}
+
+/// Whether every host `config` may dial is a Unix socket.
+fn only_sockets(config: &Config) -> bool {
+    config.get_hostaddrs().is_empty() && config.get_hosts().iter().all(|h| matches!(h, Host::Unix(_)))
 }
 
 /// Whether every host and host address `config` may dial is a Unix socket or loopback.
@@ -169,6 +177,11 @@ mod tests {
             "prefer becomes require"
         );
         assert_eq!(tls("postgres://u@localhost/db?sslmode=prefer").ok(), Some(true));
+        assert_eq!(
+            tls("postgresql:///db?host=/run/pg&sslmode=require").ok(),
+            Some(false),
+            "no TLS on a socket"
+        );
         // Refused before any dial: the test sends nothing to the network.
         assert!(tls("postgres://u@db.example/db?sslmode=disable").is_err());
         assert!(tls("postgres://u@localhost,127.0.0.1/db?sslmode=disable").is_err());

@@ -76,12 +76,12 @@ impl Conn {
 }
 
 /// A daemon stopped inside a transaction (frozen, or its thread stuck) would hold the write lock
-/// of every daemon on the store; the server ends such a session after ten seconds instead. No
-/// transaction of the daemon's waits that long between two statements: its bodies do no I/O
-/// but the store's.
+/// of every daemon on the store; the server ends such a session after five seconds instead (a
+/// lease, at least 10s, outlasts that). No transaction of the daemon's waits that long between
+/// two statements: its bodies do no I/O but the store's.
 fn limit_idle_transactions(mut client: Client) -> Result<Client> {
     client
-        .batch_execute("SET idle_in_transaction_session_timeout = '10s'")
+        .batch_execute("SET idle_in_transaction_session_timeout = '5s'")
         .map_err(crate::backend)?;
     Ok(client)
 }

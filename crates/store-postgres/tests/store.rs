@@ -129,5 +129,19 @@ fn over_tls_a_store_needs_its_password_and_a_certificate_its_authority_signed() 
         ..access.clone()
     };
     assert!(PostgresStore::open_with(&url, &wrong).is_err(), "a wrong password");
-    assert!(PostgresStore::open(&url).is_err(), "no password");
+    let no_password = conduit_store_postgres::Access {
+        password: None,
+        ..access.clone()
+    };
+    assert!(PostgresStore::open_with(&url, &no_password).is_err(), "no password");
+    // The server takes this role only over TLS: an authority given turns it on for loopback too.
+    let loopback = url.replace("localhost", "127.0.0.1").replace("?sslmode=require", "");
+    assert!(
+        PostgresStore::open_with(&loopback, &access).is_ok(),
+        "TLS to 127.0.0.1 with the authority"
+    );
+    assert!(
+        PostgresStore::open_with(&loopback, &no_password).is_err(),
+        "control: and the password still counts"
+    );
 }

@@ -162,10 +162,11 @@ impl Runtime {
     }
 
     async fn tick(&self) -> Result<(), HostError> {
+        let runs_latest = self.runs_latest_generation().await;
         let running = self.running_if_needed().await?;
         self.stop_fenced(&running);
         self.take_over_abandoned(&running).await?;
-        if !self.runs_latest_generation().await {
+        if !runs_latest {
             return Ok(());
         }
         let config = self.config.get();
@@ -361,6 +362,12 @@ impl Runtime {
                     self.secrets_for(execution),
                     self.confinement_for(execution, run, program.home.clone())
                 );
+                // Slow secrets may outlast the lease, and on a shared store another daemon may have
+                // taken the attempt over since: a process starts only while the lease is held.
+                if self.shared_store && !self.renew(execution).await {
+                    tracing::warn!(execution = %execution.id, "lease lost before the process started; not starting it");
+                    return Some(SegmentEnd::FailedToStart(None));
+                }
                 match secrets {
                     Err((name, code)) => {
                         tracing::warn!(execution = %execution.id, secret = %name, code, "a secret could not be resolved");

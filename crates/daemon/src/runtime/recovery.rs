@@ -65,6 +65,9 @@ impl Runtime {
     /// Takes over every running attempt whose daemon let its lease lapse: ended abandoned, its
     /// token revoked, its Work ready for the next epoch (which this tick's claims may take).
     pub(super) async fn take_over_abandoned(&self, running: &[Execution]) -> Result<(), HostError> {
+        if !self.shared_store {
+            return Ok(());
+        }
         let at = now();
         for x in running.iter().filter(|x| x.abandoned_for(&self.lessee.owner, at)) {
             let (id, instance) = (x.id.clone(), self.lessee.owner.clone());

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use conduit_config::Executable;
 use conduit_core::execution::SegmentEnd;
-use conduit_core::{ArtifactRecord, Declaration, Execution};
+use conduit_core::retry::RetryPolicy;
+use conduit_core::{ArtifactRecord, Declaration, Execution, ExecutionState};
 use conduit_scheduler::{complete, HostError};
 use conduit_server::now;
 
@@ -50,12 +51,17 @@ impl Runtime {
         let (id, config) = (execution_id.to_owned(), self.config.get());
         self.db(move |s| {
             s.write(|tx| {
-                for artifact in &kept {
-                    tx.put_artifact(artifact)?;
-                }
                 let Some(mut x) = tx.get_execution(&id)? else {
                     return Ok(None);
                 };
+                // An attempt another daemon took over is that daemon's record now: nothing of this
+                // segment is added to it (a cancelled one still keeps what it left).
+                if !matches!(x.state, ExecutionState::Running | ExecutionState::Cancelled) {
+                    return complete(tx, &id, end, RetryPolicy::default(), now());
+                }
+                for artifact in &kept {
+                    tx.put_artifact(artifact)?;
+                }
                 if let Some((record, summary)) = &transcript {
                     tx.put_artifact(record)?;
                     (x.agent_session, x.agent_usage) = (summary.session.clone(), summary.usage.clone());

@@ -16,11 +16,15 @@ use crate::DaemonError;
 /// The book's file name, in the private directory.
 pub const BOOK_FILE: &str = "references.json";
 
-/// The reference text the sealed reference `sealed:<digest>` stands for, as this daemon was given it.
+/// The reference text the sealed reference `sealed:<digest>` stands for, as this daemon was given
+/// it: an entry whose text does not seal to its key is refused, not followed.
 pub(super) fn lookup(book: &Path, digest: &str) -> Result<String, SecretError> {
-    match file::lookup(book, &format!("sealed:{digest}")) {
+    let sealed = format!("sealed:{digest}");
+    match file::lookup(book, &sealed) {
+        Ok(given) if conduit_config::seal(&given) == sealed => Ok(given),
+        Ok(_) => Err(SecretError::InvalidReference),
         Err(SecretError::NotFound) => Err(SecretError::ReferenceUnknown),
-        found => found,
+        Err(e) => Err(e),
     }
 }
 

@@ -127,7 +127,7 @@ pub struct DaemonArgs {
     /// [default: tokens last until the attempt deadline]
     #[arg(long, env = "OPEN_CONDUIT_TOKEN_LIFETIME", value_name = "DURATION", value_parser = conduit_cli::daemon::parse_token_lifetime)]
     pub token_lifetime: Option<conduit_core::Duration>,
-    /// How long an attempt's lease lasts unrenewed (at least 3s; renewed every third of it). On a
+    /// How long an attempt's lease lasts unrenewed (at least 10s; renewed every third of it). On a
     /// shared store, how long another daemon waits before taking over the attempts of a daemon
     /// that stopped renewing them [default: 30s]
     #[arg(long, env = "OPEN_CONDUIT_LEASE", value_name = "DURATION", value_parser = conduit_cli::daemon::parse_lease)]
