@@ -766,3 +766,39 @@ fn safe_fetch_callbacks_need_the_permission_and_a_call_in_flight() {
         read("stray.txt")
     );
 }
+
+#[test]
+fn a_packages_operation_serves_the_capability_it_declares_to_a_token_granted_it() {
+    let tmp = meeting();
+    let daemon = Daemon::start(None);
+    let dir = package(daemon.scratch(), "vault", &[], "vault.git");
+    let manifest = dir.join("open-conduit.json");
+    let mut declared: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    declared["provides"]["operations"][0]["capabilities"] = json!(["git.credential"]);
+    std::fs::write(&manifest, declared.to_string()).unwrap();
+    assert_eq!(install(&daemon, &dir).0, Some(0));
+    daemon.apply(&granting(
+        &publish_and_hold(tmp.path()),
+        json!(["read_context", "vault.git"]),
+    ));
+    let (_, socket, token_file) = hold_one(&daemon, tmp.path());
+    let token = read_token(&token_file);
+    let serving = |capability: &str| {
+        let path = format!("/v1/toolbelt/serving?capability={capability}");
+        http(&socket, "GET", &path, Some(&token), None)
+    };
+    assert_eq!(
+        serving("git.credential"),
+        (
+            200,
+            json!({"capability": "git.credential", "operations": ["vault.git"]})
+        )
+    );
+    assert_eq!(serving("slack.reply").1["operations"], json!([]));
+    daemon.apply(&granting(&publish_and_hold(tmp.path()), json!(["read_context"])));
+    assert_eq!(
+        serving("git.credential").1["operations"],
+        json!([]),
+        "narrowed with the ceiling"
+    );
+}

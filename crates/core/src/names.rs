@@ -81,6 +81,12 @@ pub fn is_registration_name(text: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
 }
 
+/// A capability an operation serves (`git.credential`): two or more dotted segments, each a
+/// registration name.
+pub fn is_capability_name(name: &str) -> bool {
+    name.split('.').count() >= 2 && name.split('.').all(is_registration_name)
+}
+
 /// The correlation key every Work owns.
 pub fn work_key(work_id: &str) -> String {
     format!("work:{work_id}")

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use conduit_core::names::is_registration_name;
+use conduit_core::names::{is_capability_name, is_registration_name};
 use conduit_core::requires::{invalid_token, Requirement};
 use conduit_core::tool::{Approval, CatalogFields, Egress, Hint, ReplayPolicy, SafetyTier, ToolSource};
 use conduit_toolbelt::registry::{compiled, Handler, OperationSpec, Registration, ToolsetEntry, ToolsetSpec};
@@ -79,6 +79,9 @@ pub struct OperationManifest {
     pub cost_hint: Option<Hint>,
     #[serde(default)]
     pub latency_hint: Option<Hint>,
+    /// What the operation serves (`git.credential`), as the serving route answers it.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
 }
 
 fn non_deterministic() -> ReplayPolicy {
@@ -255,6 +258,12 @@ impl Manifest {
                     "an input schema is a JSON Schema (2020-12) object",
                 ));
             }
+            if let Some(j) = op.capabilities.iter().position(|c| !is_capability_name(c)) {
+                return Err(invalid(
+                    format!("/provides/operations/{i}/capabilities/{j}"),
+                    "a capability is dotted lower-case names, such as git.credential",
+                ));
+            }
             if op.output_schema.as_ref().is_some_and(|s| compiled(s).is_none()) {
                 return Err(invalid(
                     format!("/provides/operations/{i}/output_schema"),
@@ -297,6 +306,7 @@ impl Manifest {
                     cost_hint: op.cost_hint,
                     latency_hint: op.latency_hint,
                 },
+                capabilities: op.capabilities.clone(),
                 handler: handler.clone(),
             })
             .collect();
@@ -381,6 +391,21 @@ mod tests {
     }
 
     #[test]
+    fn an_operation_declares_the_capabilities_it_serves() {
+        let mut serving = notes();
+        serving["provides"]["operations"][0]["capabilities"] = json!(["git.credential"]);
+        let manifest = Manifest::parse(serving.to_string().as_bytes()).unwrap();
+        let mut registry = Registry::default();
+        registry.register(manifest.registration(Arc::new(Unused))).unwrap();
+        assert_eq!(registry.serving("git.credential").collect::<Vec<_>>(), ["notes.view"]);
+        let plain = Manifest::parse(notes().to_string().as_bytes()).unwrap();
+        assert!(
+            plain.provides.operations[0].capabilities.is_empty(),
+            "none unless declared"
+        );
+    }
+
+    #[test]
     fn an_operations_egress_defaults_to_what_the_package_can_do() {
         let egress = |edit: fn(&mut Value)| {
             let mut manifest = notes();
@@ -434,6 +459,10 @@ mod tests {
                 "/provides/toolsets/0/operations/0/since",
             ),
             (|m| m["surprise"] = json!(1), "/"),
+            (
+                |m| m["provides"]["operations"][0]["capabilities"] = json!(["git.credential", "Git"]),
+                "/provides/operations/0/capabilities/1",
+            ),
             // Catalog honesty: the egress an operation declares is what the package can do.
             (
                 |m| m["provides"]["operations"][0]["egress"] = json!("none"),

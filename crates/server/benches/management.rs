@@ -380,6 +380,7 @@ fn catalog_registry() -> Registry {
                 input_schema: serde_json::json!({"type": "object", "properties": {"id": {"type": "string"}}}),
                 output_schema: serde_json::json!({"type": "object"}),
                 catalog: CatalogFields::read(),
+                capabilities: Vec::new(),
                 handler: Arc::new(Noop),
             })
             .collect();

@@ -263,11 +263,15 @@ impl Toolbelt {
         Ok((sees, gated))
     }
 
-    /// Which of the token's granted operations serve `capability`. No builtin serves one; extension
-    /// operations that declare capabilities (such as `git.credential`) answer here.
+    /// Which operations serve `capability` that the token could call now (as [`Toolbelt::tools`]
+    /// judges it: granted, within the live ceiling, the package's requirement covered), by name.
+    /// No builtin serves one; extension operations that declare capabilities (such as
+    /// `git.credential`) answer here.
     pub fn serving(&self, socket_execution: &str, bearer: &str, capability: &str) -> Result<Value, Refusal> {
-        self.identify(socket_execution, bearer)?;
-        Ok(json!({"capability": capability, "operations": []}))
+        let (sees, _) = self.visibility(socket_execution, bearer)?;
+        let registry = self.registry.get();
+        let operations: Vec<&str> = registry.serving(capability).filter(|op| sees(op)).collect();
+        Ok(json!({"capability": capability, "operations": operations}))
     }
 
     /// [`Toolbelt::identify`], and whether the execution's segment has declared (released its

@@ -37,6 +37,7 @@ fn registry() -> Registry {
             input_schema: json!({"type": "object", "properties": {"id": {"type": "string"}}}),
             output_schema: json!({"type": "object"}),
             catalog: fields,
+            capabilities: Vec::new(),
             handler: Arc::new(Noop),
         }],
         toolsets: vec![ToolsetSpec {

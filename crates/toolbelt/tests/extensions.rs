@@ -56,6 +56,7 @@ fn operation(name: &str, notes: &Arc<Notes>) -> OperationSpec {
         input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": false}),
         output_schema: json!({"type": "object"}),
         catalog: CatalogFields::write(),
+        capabilities: Vec::new(),
         handler: notes.clone(),
     }
 }

@@ -60,6 +60,7 @@ fn registration(name: &str) -> Registration {
             input_schema: json!({"type": "object"}),
             output_schema: json!({"type": "object"}),
             catalog: CatalogFields::write(),
+            capabilities: Vec::new(),
             handler: Arc::new(Noop),
         }],
         toolsets: vec![],

@@ -22,6 +22,7 @@ fn operation(name: &str) -> OperationSpec {
         input_schema: json!({}),
         output_schema: json!({}),
         catalog: CatalogFields::write(),
+        capabilities: Vec::new(),
         handler: Arc::new(Noop),
     }
 }

@@ -167,6 +167,7 @@ pub fn registration(handler: Arc<HttpFetch>) -> Registration {
                 "properties": {"status": {"type": "integer"}, "url": string, "body": string, "body_base64": string,
                     "headers": {"type": "object", "additionalProperties": string}}}),
             catalog: fields,
+            capabilities: Vec::new(),
             handler,
         }],
         toolsets: vec![],

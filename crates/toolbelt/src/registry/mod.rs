@@ -58,6 +58,9 @@ pub struct OperationSpec {
     pub input_schema: Value,
     pub output_schema: Value,
     pub catalog: CatalogFields,
+    /// What the operation serves (`git.credential`): a client that needs a capability asks the
+    /// serving route which of its granted operations provide it.
+    pub capabilities: Vec<String>,
     pub handler: Arc<dyn Handler>,
 }
 
@@ -305,6 +308,14 @@ impl Registry {
         self.operations.values()
     }
 
+    /// The registered operations that serve `capability`, by name.
+    pub fn serving<'a>(&'a self, capability: &'a str) -> impl Iterator<Item = &'a str> {
+        self.operations
+            .values()
+            .filter(move |r| r.spec.capabilities.iter().any(|c| c == capability))
+            .map(|r| r.spec.name.as_str())
+    }
+
     /// Whether `name` is an operation the toolbelt serves: a builtin or a registered one.
     pub fn declares(&self, name: &str) -> bool {
         BUILTIN_OPERATIONS.contains(&name) || self.operations.contains_key(name)
@@ -354,6 +365,16 @@ fn check_operation(
     }
     if !spec.catalog.safety_tier.may_come_from(source) {
         return Err(("invalid", "only a host extension may declare the exec safety tier"));
+    }
+    if !spec
+        .capabilities
+        .iter()
+        .all(|c| conduit_core::names::is_capability_name(c))
+    {
+        return Err((
+            "invalid",
+            "a capability is dotted lower-case names, such as `git.credential`",
+        ));
     }
     Ok(())
 }
@@ -436,6 +457,7 @@ mod tests {
             input_schema: serde_json::json!({}),
             output_schema: serde_json::json!({}),
             catalog: CatalogFields::read(),
+            capabilities: Vec::new(),
             handler: Arc::new(Noop),
         };
         Registration {
