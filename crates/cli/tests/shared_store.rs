@@ -337,6 +337,14 @@ fn two_daemons(db: &TestDatabase, env: &[(&str, &str)], config: &str) -> (Daemon
     (first, second)
 }
 
+/// Two daemons on `db` whose binding holds its attempts in `meet` ([`publish_and_hold`]): the
+/// holding script, and the daemons.
+fn holding_pair(db: &TestDatabase, meet: &Path) -> (String, Daemon, Daemon) {
+    let hold = publish_and_hold(meet);
+    let (a, b) = two_daemons(db, &[], &shell_config(&hold));
+    (hold, a, b)
+}
+
 fn execution(daemon: &Daemon, id: &str) -> Value {
     all_executions(daemon)
         .into_iter()
@@ -363,9 +371,7 @@ fn an_apply_on_one_daemon_governs_the_next_call_on_another() {
         return;
     };
     let meet = meeting();
-    let hold = publish_and_hold(meet.path());
-    let config = shell_config(&hold);
-    let (a, b) = two_daemons(&db, &[], &config);
+    let (hold, a, b) = holding_pair(&db, meet.path());
     let (work, socket, token_file) = hold_one(&a, meet.path());
     let token = read_token(&token_file);
     let runner = &a.attempts(&work)[0]["owner"];
@@ -441,9 +447,15 @@ fn the_store_holds_no_reference_text_and_a_daemon_resolves_only_references_given
     let a = Daemon::start_on_store(&db.url(), &[], |_| with_secret.clone());
     // B's own file names no secret: the generation it runs comes from the store, sealed.
     let b = a.joining(&[], |_| shell_config("true"));
+    let dump = db.dump();
     assert!(
-        !contains(&db.dump(), "reference-only-on-a"),
+        !contains(&dump, "reference-only-on-a"),
         "no reference text in the store"
+    );
+    let sealed = conduit_config::seal("cmd:printf reference-only-on-a");
+    assert!(
+        contains(&dump, &sealed),
+        "control: the dump holds the generation, sealed"
     );
     let shown = b.json(&["config", "show"]);
     assert_eq!(shown["config"]["secrets"]["deploy_key"], "sealed:<redacted>");
@@ -494,9 +506,7 @@ fn a_daemon_that_cannot_run_the_latest_generation_refuses_calls_until_it_can() {
         return;
     };
     let meet = meeting();
-    let hold = publish_and_hold(meet.path());
-    let config = shell_config(&hold);
-    let (a, b) = two_daemons(&db, &[], &config);
+    let (hold, a, b) = holding_pair(&db, meet.path());
     signal(&a, "STOP");
     let (_, socket, token_file) = hold_one(&b, meet.path());
     signal(&a, "CONT");
@@ -604,4 +614,38 @@ fn a_daemon_reaches_its_store_over_tls_with_a_password_from_a_secret_reference()
     let work = daemon.create_work("demo", "shell");
     daemon.await_work(&work, "succeeded");
     assert!(!daemon.log().contains(&password), "the password is never logged");
+}
+
+#[test]
+fn a_daemon_frozen_while_its_attempts_secrets_resolve_does_not_start_the_process() {
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let meet = meeting();
+    let started = format!("echo started > $(mktemp {}/started.XXXXXX)", meet.path().display());
+    let mut config: Value = serde_json::from_str(&shell_config(&started)).unwrap();
+    config["secrets"] = serde_json::json!({"slow": "cmd:sleep 3; printf s"});
+    config["scopes"]["demo"]["bindings"]["shell"]["secrets"] = serde_json::json!(["slow"]);
+    let config = config.to_string();
+    let a = Daemon::start_on_store(&db.url(), &LEASE, |_| config.clone());
+    let b = a.joining(&LEASE, |_| config.clone());
+    signal(&b, "STOP");
+    let work = a.create_work("demo", "shell");
+    wait_until("A to claim the Work", || !a.attempts(&work).is_empty());
+    // Frozen while its secret resolves: B takes the attempt over and runs the next one.
+    signal(&a, "STOP");
+    signal(&b, "CONT");
+    let starts = || std::fs::read_dir(meet.path()).unwrap().count();
+    wait_within(Duration::from_secs(40), "the next attempt's process to start", || {
+        starts() > 0
+    });
+    signal(&a, "CONT");
+    wait_until("A to find its lease lost", || {
+        a.log().contains("lease lost before the process started")
+    });
+    b.await_work(&work, "succeeded");
+    assert_eq!(starts(), 1, "only the attempt holding its lease started a process");
+    let attempts = b.attempts(&work);
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    assert_eq!(attempts[1]["owner"].as_str(), Some(b.instance().as_str()));
 }

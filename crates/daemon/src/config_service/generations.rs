@@ -160,3 +160,31 @@ pub(super) fn publish(
     }
     Ok(snapshot)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stores_copy_of_a_generation_must_name_its_references_sealed() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::default();
+        let written = parse_with(br#"{"version":1,"secrets":{"gh":"cmd:printf x"}}"#, &registry).unwrap();
+        let from_store = |text: &str| restore(dir.path(), 7, (written.hash(), text), &registry);
+        let forged = from_store(written.written_json());
+        assert!(
+            forged.is_err_and(|why| why.contains("unsealed")),
+            "a plain cmd: handed by the store"
+        );
+        assert_eq!(
+            from_store(written.sealed_json()).unwrap().generation(),
+            7,
+            "control: sealed"
+        );
+        std::fs::write(generation_file(dir.path(), 7), written.written_json()).unwrap();
+        assert!(
+            from_store(written.sealed_json()).is_ok(),
+            "this daemon's own copy holds its references"
+        );
+    }
+}

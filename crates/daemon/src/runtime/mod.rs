@@ -357,13 +357,18 @@ impl Runtime {
                     Ok(program) => program,
                     Err(end) => return Some(end),
                 };
-                // The sandbox's ruleset is built while the secrets resolve: both are blocking work.
-                let (secrets, confinement) = tokio::join!(
-                    self.secrets_for(execution),
-                    self.confinement_for(execution, run, program.home.clone())
-                );
-                // Slow secrets may outlast the lease, and on a shared store another daemon may have
-                // taken the attempt over since: a process starts only while the lease is held.
+                // The sandbox's ruleset is built while the secrets resolve: both are blocking work,
+                // which may take longer than the lease (a `cmd:` may run ten seconds).
+                let (secrets, confinement) = self
+                    .renewing(execution, async {
+                        tokio::join!(
+                            self.secrets_for(execution),
+                            self.confinement_for(execution, run, program.home.clone())
+                        )
+                    })
+                    .await;
+                // On a shared store, another daemon may have taken the attempt over meanwhile (this
+                // one froze): a process starts only while the lease is held.
                 if self.shared_store && !self.renew(execution).await {
                     tracing::warn!(execution = %execution.id, "lease lost before the process started; not starting it");
                     return Some(SegmentEnd::FailedToStart(None));
@@ -488,6 +493,21 @@ impl Runtime {
             shell::append_log(&log, &line);
         }
         exceeded
+    }
+
+    /// Runs `work`, renewing the attempt's lease every renewal period until it is done.
+    async fn renewing<T>(&self, execution: &Execution, work: impl std::future::Future<Output = T>) -> T {
+        let mut renew = tokio::time::interval(self.renew_every());
+        renew.tick().await;
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                done = &mut work => return done,
+                _ = renew.tick() => {
+                    self.renew(execution).await;
+                }
+            }
+        }
     }
 
     /// How often a running attempt's lease is renewed: a third of its length, so two renewals
