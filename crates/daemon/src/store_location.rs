@@ -29,9 +29,9 @@ pub enum StoreLocation {
 pub struct PostgresLocation {
     url: String,
     /// A secret reference to the password (`keyring:`, `file:`, `env:`, `cmd:`), resolved at open.
-    pub password: Option<String>,
+    password: Option<String>,
     /// A PEM file of the certificate authority the server's certificate must chain to.
-    pub ca: Option<PathBuf>,
+    ca: Option<PathBuf>,
 }
 
 impl FromStr for StoreLocation {

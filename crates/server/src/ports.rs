@@ -38,8 +38,7 @@ pub struct Applied {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// The configuration service the daemon runs.
-/// The configuration service; on a shared store it also catches up with the generations other
+/// The configuration service the daemon runs; on a shared store it also catches up with the generations other
 /// daemons commit ([`conduit_toolbelt::Generations`]), before every management request.
 pub trait ConfigControl: conduit_toolbelt::Generations + Send + Sync {
     fn view(&self) -> ConfigView;
