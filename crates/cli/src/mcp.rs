@@ -141,7 +141,10 @@ impl ServerHandler for Bridge {
         let result = match self.call(&request.name, input).await {
             Ok(answer) => match toolbelt::parked_message(&answer) {
                 // Not an error: the agent should stop and will be resumed.
-                Some(message) => CallToolResult::success(vec![ContentBlock::text(message)]),
+                Some(message) => CallToolResult::success(vec![
+                    ContentBlock::text(message),
+                    ContentBlock::text(answer["output"].to_string()),
+                ]),
                 None => succeeded(answer["output"].clone()),
             },
             Err(failure) => CallToolResult::error(vec![ContentBlock::text(failure_text(&failure))]),

@@ -23,10 +23,19 @@ pub fn connection_from_env() -> Result<Connection, Failure> {
     connection_from(std::env::var_os(OS_ENDPOINT), std::env::var_os(OS_TOKEN_FILE))
 }
 
-/// What to tell an agent whose call a gate parked: what is awaited, the approval (if a person's),
-/// and that it is resumed later and should then make the same call again. `None` for any other
-/// answer.
+/// What to tell an agent whose segment now waits: a gate parked its call (it should make the same
+/// call again when resumed), or the operation declared a wait (a translated wait: its output is the
+/// call's result). `None` for any other answer.
 pub fn parked_message(answer: &Value) -> Option<String> {
+    const RELEASED: &str = "This segment's authority is released, so end it now; the execution is resumed when \
+                            the wait ends";
+    if let Some(wait) = answer.get("wait") {
+        let operation = answer["operation"].as_str().unwrap_or("the operation");
+        return Some(format!(
+            "`{operation}` declared a wait: an event of type {} on {} is awaited. {RELEASED}.",
+            wait["types"], wait["keys"]
+        ));
+    }
     let parked = answer.get("parked")?;
     let gate = parked["gate"].as_str().unwrap_or("a");
     let awaited = match answer["output"]["approval_id"].as_str() {
@@ -34,8 +43,7 @@ pub fn parked_message(answer: &Value) -> Option<String> {
         None => format!("an event of type {}", parked["wait"]["types"]),
     };
     Some(format!(
-        "parked by the `{gate}` gate: {awaited} is awaited. This segment's authority is released, so end it now; \
-         the execution is resumed when the wait ends, and should then make the same call again."
+        "parked by the `{gate}` gate: {awaited} is awaited. {RELEASED}, and should then make the same call again."
     ))
 }
 

@@ -515,6 +515,43 @@ fn a_package_without_env_read_gets_a_scrubbed_environment() {
     assert_eq!(names, json!(["HOME", "LANG", "PATH", "TMPDIR"]));
 }
 
+/// A package's operation may answer a translated wait: the calling segment parks on it (in the
+/// package's own key namespace), and an event on that key wakes the Work for its next attempt.
+#[test]
+fn a_packages_translated_wait_parks_the_work_until_its_event() {
+    let daemon = Daemon::start(None);
+    let dir = package(daemon.scratch(), "watcher", &[], "watcher.until");
+    let entry = "#!/usr/bin/env python3\nimport json, sys\nfor line in sys.stdin:\n    m = json.loads(line)\n    result = {\"output\": {\"watching\": \"watcher:1\"}, \"wait\": {\"types\": [\"watcher.seen\"], \"keys\": [\"watcher:1\"], \"timeout\": \"1h\"}} if m[\"method\"] == \"operation.call\" else {}\n    print(json.dumps({\"jsonrpc\": \"2.0\", \"id\": m[\"id\"], \"result\": result}), flush=True)\n";
+    std::fs::write(dir.join("bin/run"), entry).unwrap();
+    assert_eq!(install(&daemon, &dir).0, Some(0));
+    let d = daemon.scratch().display().to_string();
+    let script = format!(
+        "if [ -f {d}/woken ]; then os outcome succeeded; else touch {d}/woken; \
+         os call watcher.until > {d}/answer.json 2> {d}/told.txt; echo $? > {d}/status; fi"
+    );
+    daemon.apply(&granting(
+        &script,
+        json!(["read_context", "declare_outcome", "watcher.until"]),
+    ));
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+    let read = |name: &str| std::fs::read_to_string(daemon.scratch().join(name)).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&read("answer.json")).unwrap(),
+        json!({"watching": "watcher:1"})
+    );
+    assert_eq!(read("status").trim(), "3", "os exits 3: the segment should end");
+    assert!(
+        read("told.txt").contains("`watcher.until` declared a wait"),
+        "{}",
+        read("told.txt")
+    );
+    assert_eq!(daemon.emit_event("demo", "watcher.seen", "watcher:2"), 201);
+    assert_eq!(daemon.emit_event("demo", "watcher.seen", "watcher:1"), 201);
+    daemon.await_work(&work, "succeeded");
+    assert_eq!(daemon.attempts(&work).len(), 2);
+}
+
 /// An installed gate over the example package's operation: it is asked only in the scopes the
 /// configuration lists, its refusal reaches the caller, and a garbage answer, a crash or a hang
 /// fails closed. A package without the `operation.gate` permission gets no gate.

@@ -358,12 +358,7 @@ struct Noop;
 
 impl Handler for Noop {
     fn call(&self, _: HandlerCall) -> HandlerFuture {
-        Box::pin(async {
-            Ok(HandlerOutput {
-                output: Value::Null,
-                emit: vec![],
-            })
-        })
+        Box::pin(async { Ok(HandlerOutput::output(Value::Null)) })
     }
 }
 

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::authority::Authority;
-use crate::operation::Emission;
+use crate::operation::{Emission, WaitRequest};
 use crate::CallRequest;
 
 /// Shown to agents before the list of their operations (and served by `os mcp` as instructions).
@@ -228,6 +228,23 @@ fn check_owned(tx: &mut dyn Tx, a: &Authority, key: &str) -> Result<(), HostErro
         .with_remedy("use `work:<your work id>` or a key given when the Work was created")
         .into())
     }
+}
+
+/// Declares a registration's wait (a translated wait, or a gate's parked call) for the caller's
+/// segment, as `wait` declares one. Its keys are the Work's own or lie in the registration's
+/// namespace, which no other registration's events use.
+pub(crate) fn declare_registration_wait(
+    tx: &mut dyn Tx,
+    a: &Authority,
+    registration: &str,
+    wait: &WaitRequest,
+    now: Timestamp,
+) -> Result<(), HostError> {
+    let namespace = format!("{registration}:");
+    for key in wait.keys.iter().filter(|k| !k.starts_with(&namespace)) {
+        check_owned(tx, a, key)?;
+    }
+    declare_closing(tx, a, wait.declaration(), SessionOutcome::Parked, now)
 }
 
 #[derive(Deserialize)]

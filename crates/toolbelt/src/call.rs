@@ -10,10 +10,8 @@ use std::sync::Arc;
 
 use conduit_config::Snapshot;
 use conduit_core::canonical::canonical_hash;
-use conduit_core::session::SessionOutcome;
 use conduit_core::tool_call::Transport;
-use conduit_core::wait::is_valid_wait;
-use conduit_core::{AuditKind, Declaration, ErrorCode, Event, Refusal, Timestamp, TokenRecord};
+use conduit_core::{AuditKind, ErrorCode, Event, Refusal, Timestamp, TokenRecord};
 use conduit_scheduler::HostError;
 use conduit_store::{Mode, StoreError, Tx};
 use serde_json::{json, Value};
@@ -43,6 +41,8 @@ pub struct Pending {
     authority: Authority,
     called: Event,
     handler: Arc<dyn Handler>,
+    /// The operation's registration, which owns a wait it asks for.
+    registration: String,
     /// The gates asked before the handler runs, in order.
     gates: Vec<(String, Arc<dyn Gate>)>,
     /// Its request id's place among the calls running now, held until it ends.
@@ -225,6 +225,7 @@ impl Toolbelt {
                         authority,
                         called,
                         handler: registered.spec.handler.clone(),
+                        registration: registered.registration.clone(),
                         gates: registry.gates_for(&request.operation),
                         _running: running,
                     })))
@@ -247,6 +248,10 @@ impl Toolbelt {
     /// committed too (and replayed to a retry), then answered `422` with its code and message.
     pub fn finish(&self, pending: Pending, ran: Ran) -> Result<Value, Refusal> {
         let result = match ran {
+            Ran::Handled(Ok(out)) if out.wait.as_ref().is_some_and(|w| !w.is_valid()) => Err(OperationError {
+                code: "operation_failed".into(),
+                message: "the operation asked for no valid wait; nothing was declared".into(),
+            }),
             Ran::Handled(result) => result,
             Ran::Stopped(Stopped::Park { gate, plan }) => return self.park(pending, &gate, plan),
             Ran::Stopped(Stopped::Refuse { gate, error }) => return self.refuse_gated(pending, &gate, error),
@@ -268,7 +273,7 @@ impl Toolbelt {
                 audit::record(tx, &call, Some(&a), AuditKind::Called, "replayed", marks, now)?;
                 return Ok(replayed);
             }
-            let answer = match result {
+            let (answer, wait) = match result {
                 Ok(out) => {
                     for (i, emission) in out.emit.into_iter().enumerate() {
                         let delivery = call
@@ -278,11 +283,19 @@ impl Toolbelt {
                             .map(|r| format!("{}/{r}/emit/{i}", a.execution.id));
                         builtins::emit(tx, &config, &a, emission, delivery, now).map_err(fenced)?;
                     }
-                    Ok(json!({"operation": call.request.operation, "output": out.output}))
+                    let mut answer = json!({"operation": call.request.operation, "output": out.output});
+                    if let Some(wait) = &out.wait {
+                        answer["wait"] = wait.to_json();
+                    }
+                    (Ok(answer), out.wait)
                 }
-                Err(e) => Err(Refusal::operation(&e.code, e.message)),
+                Err(e) => (Err(Refusal::operation(&e.code, e.message)), None),
             };
             self.commit_result(tx, &call, &a, &pending.called, answer.as_ref())?;
+            if let Some(wait) = wait {
+                // After the records: declaring closes the call's session.
+                builtins::declare_registration_wait(tx, &a, &pending.registration, &wait, now).map_err(fenced)?;
+            }
             Ok(answer)
         });
         finished.map_err(|failed| self.reject(&call, failed))?
@@ -293,7 +306,7 @@ impl Toolbelt {
     /// kept for replay: once resumed, the caller makes the call again and the gates decide again.
     fn park(&self, pending: Pending, gate: &str, plan: WaitPlan) -> Result<Value, Refusal> {
         let call = pending.call();
-        if !is_valid_wait(&plan.types, plan.timeout) {
+        if !plan.wait.is_valid() {
             let error = OperationError {
                 code: "gate_failed".into(),
                 message: format!("the gate `{gate}` parked the call on no valid wait; the call is refused"),
@@ -307,14 +320,9 @@ impl Toolbelt {
                 ..Failed::reached(e, &pending.authority)
             };
             let a = checks::lease_guard(tx, pending.authority.token.clone(), now).map_err(fenced)?;
-            let wait = Declaration::Wait {
-                types: plan.types.clone(),
-                keys: plan.keys.clone(),
-                timeout: plan.timeout,
-            };
             // The parked call returns inside its session's bracket; the session then closes `parked`.
             audit::tool_returned(tx, &call, &a, &pending.called, "parked", now)?;
-            builtins::declare_closing(tx, &a, wait, SessionOutcome::Parked, now).map_err(fenced)?;
+            builtins::declare_registration_wait(tx, &a, gate, &plan.wait, now).map_err(fenced)?;
             let marks = Marks {
                 refusal: None,
                 gate: Some(gate),
@@ -323,7 +331,7 @@ impl Toolbelt {
             Ok(json!({
                 "operation": call.request.operation,
                 "output": plan.output,
-                "parked": {"gate": gate, "wait": {"types": plan.types, "keys": plan.keys, "timeout": plan.timeout}},
+                "parked": {"gate": gate, "wait": plan.wait.to_json()},
             }))
         });
         parked.map_err(|failed| self.reject(&call, failed))

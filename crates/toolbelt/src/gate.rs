@@ -9,10 +9,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use conduit_core::{Declaration, Duration, OutcomeStatus};
+use conduit_core::{Declaration, OutcomeStatus};
 use serde_json::Value;
 
-use crate::operation::OperationError;
+use crate::operation::{OperationError, WaitRequest};
 
 /// What a gate is asked about: the call, after the checks, the replay lookup and input validation.
 #[derive(Debug, Clone)]
@@ -32,9 +32,7 @@ pub struct GateCall {
 #[derive(Debug, Clone, PartialEq)]
 pub struct WaitPlan {
     pub output: Value,
-    pub types: Vec<String>,
-    pub keys: Vec<String>,
-    pub timeout: Option<Duration>,
+    pub wait: WaitRequest,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -108,11 +106,7 @@ impl Stopped {
     /// outcome whose summary carries the gate's code and message.
     pub fn into_declaration(self) -> Declaration {
         match self {
-            Stopped::Park { plan, .. } => Declaration::Wait {
-                types: plan.types,
-                keys: plan.keys,
-                timeout: plan.timeout,
-            },
+            Stopped::Park { plan, .. } => plan.wait.declaration(),
             Stopped::Refuse { gate, error } => Declaration::Outcome {
                 status: OutcomeStatus::Failed,
                 summary: Some(format!("{}: {} (start gate `{gate}`)", error.code, error.message)),

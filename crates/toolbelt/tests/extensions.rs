@@ -38,6 +38,7 @@ impl Handler for Notes {
                     data: call.input.clone(),
                     correlation_key: None,
                 }],
+                wait: None,
             }),
             _ => Err(OperationError {
                 code: "note_locked".into(),

@@ -14,6 +14,7 @@ use conduit_core::tool::CatalogFields;
 use conduit_core::{AuditKind, Declaration, ErrorCode, Refusal};
 use conduit_scheduler::Claim;
 use conduit_toolbelt::gate::{Gate, GateAnswer, GateCall, GateFuture, WaitPlan};
+use conduit_toolbelt::registry::WaitRequest;
 use conduit_toolbelt::registry::{OperationError, OperationSpec, Registration};
 use conduit_toolbelt::{CallRequest, Registry};
 use serde_json::{json, Value};
@@ -143,9 +144,11 @@ fn parking_harness() -> (Harness, Arc<Mutex<Vec<String>>>) {
     let asked = Arc::new(Mutex::new(Vec::new()));
     let plan = WaitPlan {
         output: json!({"awaiting": "approval"}),
-        types: vec!["approval.decided".into()],
-        keys: vec![],
-        timeout: None,
+        wait: WaitRequest {
+            types: vec!["approval.decided".into()],
+            keys: vec![],
+            timeout: None,
+        },
     };
     let h = harness([
         ("gamma", recording("gamma", &asked, GateAnswer::Pass)),
@@ -284,9 +287,11 @@ fn start(h: &Harness, answer: GateAnswer) -> conduit_core::Work {
 fn a_start_gate_parks_or_fails_a_works_first_attempt() {
     let plan = WaitPlan {
         output: json!({}),
-        types: vec!["change.window.opened".into()],
-        keys: vec![],
-        timeout: None,
+        wait: WaitRequest {
+            types: vec!["change.window.opened".into()],
+            keys: vec![],
+            timeout: None,
+        },
     };
     let held = start(&default_harness(), GateAnswer::Park(plan));
     assert_eq!(

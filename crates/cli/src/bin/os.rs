@@ -19,8 +19,9 @@ use serde_json::{json, Value};
 /// socket nothing answers at (the daemon restarting) is dialled again for up to 30 seconds.
 ///
 /// Exit status: 0 ok, 1 refused by the host (stderr's first line is `<code>: <message>`),
-/// 2 usage error, missing environment or toolbelt unreachable, 3 a gate parked the call (such as
-/// a person's approval): end the segment; it is resumed later and should make the same call again.
+/// 2 usage error, missing environment or toolbelt unreachable, 3 the segment now waits: a gate
+/// parked the call (such as a person's approval; make the same call again when resumed) or the
+/// operation declared a wait (`github.pr.wait_review`; its output is on stdout). End the segment.
 #[derive(Debug, Parser)]
 #[command(name = "os", version)]
 struct Cli {

@@ -327,6 +327,19 @@ impl Daemon {
         self.json(&["config", "apply", file.to_str().unwrap()])
     }
 
+    /// An operator's event through the management API, answering its status.
+    pub fn emit_event(&self, scope: &str, event_type: &str, key: &str) -> u16 {
+        let auth = format!("Bearer {}", self.operator_token());
+        let idempotency = uuid::Uuid::now_v7().to_string();
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Idempotency-Key", idempotency.as_str()),
+        ];
+        let body = serde_json::json!({"type": event_type, "scope": scope, "correlation_key": key}).to_string();
+        http_raw(&self.management_socket(), "POST", "/v1/events", &headers, &body).0
+    }
+
     pub fn events(&self, work: &str) -> Vec<Value> {
         self.json(&["events", "list", "--work", work])["items"]
             .as_array()

@@ -13,6 +13,7 @@ use conduit_core::{Duration, Timestamp};
 use conduit_server::now;
 use conduit_store::{new_id, Store, StoreError, Tx};
 use conduit_toolbelt::gate::{Gate, GateAnswer, GateCall, GateFuture, WaitPlan};
+use conduit_toolbelt::registry::WaitRequest;
 use conduit_toolbelt::registry::{OperationError, Registration};
 use conduit_toolbelt::LiveRegistry;
 use serde_json::json;
@@ -161,9 +162,11 @@ fn park(approval: &Approval, at: Timestamp) -> GateAnswer {
     GateAnswer::Park(WaitPlan {
         output: json!({"approval_id": approval.id, "awaiting": "a person's approval", "operation": approval.operation,
                        "approvers": approval.approvers, "expires_at": approval.expires_at}),
-        types: vec![DECIDED.into()],
-        keys: vec![],
-        timeout: approval.expires_at.map(|due| Duration((due.0 - at.0).max(1))),
+        wait: WaitRequest {
+            types: vec![DECIDED.into()],
+            keys: vec![],
+            timeout: approval.expires_at.map(|due| Duration((due.0 - at.0).max(1))),
+        },
     })
 }
 

@@ -78,10 +78,7 @@ impl HttpFetch {
             .fetch(request)
             .await
             .map_err(|e| refusal(e.code(), e.message()))?;
-        Ok(HandlerOutput {
-            output: output(response),
-            emit: Vec::new(),
-        })
+        Ok(HandlerOutput::output(output(response)))
     }
 
     /// A secret the calling binding is granted now, resolved off the runtime (a `cmd:` may take

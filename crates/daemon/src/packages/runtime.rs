@@ -20,7 +20,9 @@ use conduit_scheduler::{append_host_record, HostError, HostRecord};
 use conduit_server::now;
 use conduit_store::{new_id, Store};
 use conduit_toolbelt::gate::{Gate, GateAnswer, GateCall, GateFuture, WaitPlan};
-use conduit_toolbelt::registry::{Emission, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError};
+use conduit_toolbelt::registry::{
+    Emission, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError, WaitRequest,
+};
 use serde_json::{json, Value};
 
 use crate::confine::Hidden;
@@ -330,7 +332,8 @@ impl PackageRuntime {
     }
 }
 
-/// An operation's result as the package sends it: `{output, emit?: [event...]}`.
+/// An operation's result as the package sends it: `{output, emit?: [event...], wait?: {types,
+/// keys?, timeout?}}` (a translated wait).
 fn handler_output(result: &Value) -> Result<HandlerOutput, OperationError> {
     let emit: Vec<Emission> =
         serde_json::from_value(result.get("emit").cloned().unwrap_or(json!([]))).map_err(|_| {
@@ -339,9 +342,33 @@ fn handler_output(result: &Value) -> Result<HandlerOutput, OperationError> {
                 "the package's `emit` is not a list of events".into(),
             )
         })?;
+    let wait = match result.get("wait") {
+        None | Some(Value::Null) => None,
+        Some(wait) => Some(wait_request(wait).ok_or_else(|| {
+            refusal(
+                "operation_failed",
+                "the package's `wait` is not {types, keys?, timeout?}".into(),
+            )
+        })?),
+    };
     Ok(HandlerOutput {
         output: result.get("output").cloned().unwrap_or(Value::Null),
         emit,
+        wait,
+    })
+}
+
+/// A wait as a package sends it, for a translated wait or a parked call: `{types, keys?, timeout?}`.
+fn wait_request(wait: &Value) -> Option<WaitRequest> {
+    let strings = |v: Option<&Value>| serde_json::from_value::<Vec<String>>(v.cloned().unwrap_or(json!([]))).ok();
+    let timeout = match wait.get("timeout") {
+        None | Some(Value::Null) => None,
+        Some(text) => Some(conduit_core::Duration::parse(text.as_str()?)?),
+    };
+    Some(WaitRequest {
+        types: strings(wait.get("types"))?,
+        keys: strings(wait.get("keys"))?,
+        timeout,
     })
 }
 
@@ -432,21 +459,10 @@ impl PackageRuntime {
 fn gate_answer(answer: &Value) -> Option<GateAnswer> {
     match answer.get("decision")?.as_str()? {
         "pass" => Some(GateAnswer::Pass),
-        "park" => {
-            let wait = answer.get("wait")?;
-            let strings =
-                |v: Option<&Value>| serde_json::from_value::<Vec<String>>(v.cloned().unwrap_or(json!([]))).ok();
-            let timeout = match wait.get("timeout") {
-                None | Some(Value::Null) => None,
-                Some(text) => Some(conduit_core::Duration::parse(text.as_str()?)?),
-            };
-            Some(GateAnswer::Park(WaitPlan {
-                output: answer.get("output").cloned().unwrap_or(Value::Null),
-                types: strings(wait.get("types"))?,
-                keys: strings(wait.get("keys"))?,
-                timeout,
-            }))
-        }
+        "park" => Some(GateAnswer::Park(WaitPlan {
+            output: answer.get("output").cloned().unwrap_or(Value::Null),
+            wait: wait_request(answer.get("wait")?)?,
+        })),
         _ => None,
     }
 }

@@ -18,7 +18,7 @@ use conduit_core::Refusal;
 use jsonschema::Validator;
 use serde_json::Value;
 
-pub use crate::operation::{Emission, OperationError};
+pub use crate::operation::{Emission, OperationError, WaitRequest};
 use catalog::Catalog;
 
 /// What a handler is told about the call: the validated authority, never the token.
@@ -40,6 +40,19 @@ pub struct HandlerCall {
 pub struct HandlerOutput {
     pub output: Value,
     pub emit: Vec<Emission>,
+    /// A translated wait: declared for the caller's segment once the result commits.
+    pub wait: Option<WaitRequest>,
+}
+
+impl HandlerOutput {
+    /// An answer with nothing to emit and no wait.
+    pub fn output(output: Value) -> HandlerOutput {
+        HandlerOutput {
+            output,
+            emit: Vec::new(),
+            wait: None,
+        }
+    }
 }
 
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<HandlerOutput, OperationError>> + Send>>;
@@ -440,12 +453,7 @@ mod tests {
 
     impl Handler for Noop {
         fn call(&self, _: HandlerCall) -> HandlerFuture {
-            Box::pin(async {
-                Ok(HandlerOutput {
-                    output: Value::Null,
-                    emit: vec![],
-                })
-            })
+            Box::pin(async { Ok(HandlerOutput::output(Value::Null)) })
         }
     }
 

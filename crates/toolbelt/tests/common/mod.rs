@@ -103,6 +103,40 @@ impl Harness {
     }
 }
 
+impl Harness {
+    /// The attempt's process exited 0: its declaration (if any) is applied.
+    pub fn end_segment(&self, claim: &Claim) {
+        let end = conduit_core::execution::SegmentEnd::Exited(0);
+        let retry = conduit_core::retry::RetryPolicy::default();
+        self.store
+            .write(|tx| conduit_scheduler::complete(tx, &claim.execution.id, end, retry, T0))
+            .unwrap();
+    }
+
+    pub fn work_state(&self, claim: &Claim) -> conduit_core::WorkState {
+        let work = self.store.read(|tx| tx.get_work(&claim.work.id)).unwrap();
+        work.unwrap().state
+    }
+
+    /// An operator's event in `setup` on `key`.
+    pub fn accept_event(&self, event_type: &str, key: &str) {
+        let config = self.config.get();
+        let event = conduit_scheduler::OperatorEvent {
+            event_type: event_type.into(),
+            scope: "setup".into(),
+            data: Value::Null,
+            correlation_key: Some(key.into()),
+        };
+        let by = conduit_scheduler::Operator {
+            actor: "operator",
+            seed: event_type,
+        };
+        self.store
+            .write(|tx| conduit_scheduler::emit_event(tx, &config, event, &by, T0))
+            .unwrap();
+    }
+}
+
 pub fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread()
         .build()
@@ -123,11 +157,6 @@ pub struct Noop;
 
 impl conduit_toolbelt::registry::Handler for Noop {
     fn call(&self, _: conduit_toolbelt::registry::HandlerCall) -> conduit_toolbelt::registry::HandlerFuture {
-        Box::pin(async {
-            Ok(conduit_toolbelt::registry::HandlerOutput {
-                output: Value::Null,
-                emit: vec![],
-            })
-        })
+        Box::pin(async { Ok(conduit_toolbelt::registry::HandlerOutput::output(Value::Null)) })
     }
 }
