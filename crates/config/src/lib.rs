@@ -10,6 +10,7 @@
 mod default;
 mod diagnostic;
 mod executor;
+mod extensions;
 mod grants;
 mod model;
 mod reference;
@@ -23,6 +24,7 @@ mod validate;
 pub use default::default_config_json;
 pub use diagnostic::{Diagnostic, Severity};
 pub use executor::{Agent, Executable, ProcessSettings};
+pub use extensions::{ExtensionsConfig, GithubConfig, SlackConfig, GITHUB_API, SLACK_API};
 pub use grants::{ExecutorCapabilities, Registry};
 pub use model::{AgentConfig, ApprovalRule, BindingConfig, Config, Limits, RouteConfig, ScopeConfig, ShellConfig};
 pub use reference::{is_var_name, seal, Reference, ReferenceError};

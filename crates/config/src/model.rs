@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::extensions::ExtensionsConfig;
 use crate::retry::RetryConfig;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,6 +24,9 @@ pub struct Config {
     /// The install gate for packages (RFC 0076 §A).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packages: Option<PackagesConfig>,
+    /// The first-party extensions' settings (GitHub, Slack).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<ExtensionsConfig>,
 }
 
 /// The platform primitives the host grants installed packages, and whether it gates on them.

@@ -48,6 +48,7 @@ pub fn check(config: &Config, registry: &Registry) -> (Vec<Diagnostic>, Effectiv
     checker.version_and_limits();
     checker.secrets();
     checker.packages();
+    crate::extensions::check(config, &mut checker.found);
     let own = checker.own_ceilings();
     let ceilings = checker.ceilings(&own);
     let mut effective = Effective::default();

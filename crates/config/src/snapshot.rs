@@ -113,6 +113,14 @@ impl Snapshot {
     }
 
     /// The reference of a named secret (for the resolver only; never shown).
+    pub fn github(&self) -> Option<&crate::GithubConfig> {
+        self.config.extensions.as_ref()?.github.as_ref()
+    }
+
+    pub fn slack(&self) -> Option<&crate::SlackConfig> {
+        self.config.extensions.as_ref()?.slack.as_ref()
+    }
+
     pub fn secret_reference(&self, name: &str) -> Option<&str> {
         self.config.secrets.get(name).map(String::as_str)
     }

@@ -189,6 +189,56 @@ mod tests {
     }
 
     #[test]
+    fn extensions_name_secrets_and_scopes_that_exist_and_an_http_api() {
+        let with = |extensions: &str| {
+            format!(
+                r#"{{"version":1,"secrets":{{"gh":"env:GH_TOKEN"}},"scopes":{{"setup":{{}}}},"extensions":{extensions}}}"#
+            )
+        };
+        let good = with(r#"{"github":{"token":"gh","webhook_secret":"gh","scope":"setup"}}"#);
+        let snapshot = parse(good.as_bytes()).unwrap();
+        assert_eq!(snapshot.github().unwrap().api_url, crate::GITHUB_API);
+        for (extensions, pointer, code) in [
+            (
+                r#"{"github":{"token":"nope"}}"#,
+                "/extensions/github/token",
+                "unknown_reference",
+            ),
+            (
+                r#"{"github":{"token":"gh","webhook_secret":"gh"}}"#,
+                "/extensions/github/scope",
+                "invalid_value",
+            ),
+            (
+                r#"{"github":{"token":"gh","api_url":"ftp://x"}}"#,
+                "/extensions/github/api_url",
+                "invalid_value",
+            ),
+            (
+                r#"{"github":{"token":"gh","git_host":"a/b"}}"#,
+                "/extensions/github/git_host",
+                "invalid_value",
+            ),
+            (
+                r#"{"slack":{"token":"gh","signing_secret":"gh","scope":"elsewhere"}}"#,
+                "/extensions/slack/scope",
+                "unknown_reference",
+            ),
+            (
+                r#"{"slack":{"token":"gh","bogus":1}}"#,
+                "/extensions/slack/bogus",
+                "unknown_field",
+            ),
+        ] {
+            assert_eq!(
+                codes(&with(extensions)),
+                vec![(pointer.to_owned(), code)],
+                "{extensions}"
+            );
+        }
+    }
+
+    #[test]
     fn approval_rules_name_known_operations_operators_and_a_positive_timeout() {
         let scope = r#"{"approvals": [{"operations": ["emit", "nope.op"], "approvers": ["Alice"], "timeout": "0s"}]}"#;
         assert_eq!(

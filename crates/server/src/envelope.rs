@@ -41,7 +41,13 @@ impl From<conduit_store::StoreError> for Failure {
 impl IntoResponse for Failure {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.0.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, Json(self.0)).into_response()
+        // A refusal that says when to try again says it as HTTP does too.
+        let retry_after = self.0.fields.get("retry_after").and_then(serde_json::Value::as_u64);
+        let mut response = (status, Json(self.0)).into_response();
+        if let Some(seconds) = retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 

@@ -61,10 +61,10 @@ impl Pending {
     pub async fn ran(&self) -> Ran {
         match self.decide().await {
             Verdict::Run => Ran::Handled(tokio::spawn(self.run()).await.unwrap_or_else(|_| {
-                Err(OperationError {
-                    code: "operation_failed".into(),
-                    message: "the operation's handler failed".into(),
-                })
+                Err(OperationError::new(
+                    "operation_failed",
+                    "the operation's handler failed",
+                ))
             })),
             Verdict::Stop(stopped) => Ran::Stopped(stopped),
         }
@@ -239,7 +239,7 @@ impl Toolbelt {
         let called = audit::tool_called(tx, call, a)?;
         let output = builtins::run(tx, config, a, call.request, call.started).map_err(|e| Failed::reached(e, a))?;
         let answer = json!({"operation": call.request.operation, "output": output});
-        self.commit_result(tx, call, a, &called, Ok(&answer))?;
+        self.commit_result(tx, call, a, &called, Ok(&answer), true)?;
         Ok(answer)
     }
 
@@ -248,10 +248,10 @@ impl Toolbelt {
     /// committed too (and replayed to a retry), then answered `422` with its code and message.
     pub fn finish(&self, pending: Pending, ran: Ran) -> Result<Value, Refusal> {
         let result = match ran {
-            Ran::Handled(Ok(out)) if out.wait.as_ref().is_some_and(|w| !w.is_valid()) => Err(OperationError {
-                code: "operation_failed".into(),
-                message: "the operation asked for no valid wait; nothing was declared".into(),
-            }),
+            Ran::Handled(Ok(out)) if out.wait.as_ref().is_some_and(|w| !w.is_valid()) => Err(OperationError::new(
+                "operation_failed",
+                "the operation asked for no valid wait; nothing was declared",
+            )),
             Ran::Handled(result) => result,
             Ran::Stopped(Stopped::Park { gate, plan }) => return self.park(pending, &gate, plan),
             Ran::Stopped(Stopped::Refuse { gate, error }) => return self.refuse_gated(pending, &gate, error),
@@ -273,7 +273,7 @@ impl Toolbelt {
                 audit::record(tx, &call, Some(&a), AuditKind::Called, "replayed", marks, now)?;
                 return Ok(replayed);
             }
-            let (answer, wait) = match result {
+            let (answer, wait, kept) = match result {
                 Ok(out) => {
                     for (i, emission) in out.emit.into_iter().enumerate() {
                         let delivery = call
@@ -287,11 +287,11 @@ impl Toolbelt {
                     if let Some(wait) = &out.wait {
                         answer["wait"] = wait.to_json();
                     }
-                    (Ok(answer), out.wait)
+                    (Ok(answer), out.wait, !out.secret)
                 }
-                Err(e) => (Err(Refusal::operation(&e.code, e.message)), None),
+                Err(e) => (Err(e.refusal()), None, true),
             };
-            self.commit_result(tx, &call, &a, &pending.called, answer.as_ref())?;
+            self.commit_result(tx, &call, &a, &pending.called, answer.as_ref(), kept)?;
             if let Some(wait) = wait {
                 // After the records: declaring closes the call's session.
                 builtins::declare_registration_wait(tx, &a, &pending.registration, &wait, now).map_err(fenced)?;
@@ -307,10 +307,10 @@ impl Toolbelt {
     fn park(&self, pending: Pending, gate: &str, plan: WaitPlan) -> Result<Value, Refusal> {
         let call = pending.call();
         if !plan.wait.is_valid() {
-            let error = OperationError {
-                code: "gate_failed".into(),
-                message: format!("the gate `{gate}` parked the call on no valid wait; the call is refused"),
-            };
+            let error = OperationError::new(
+                "gate_failed",
+                format!("the gate `{gate}` parked the call on no valid wait; the call is refused"),
+            );
             return self.refuse_gated(pending, gate, error);
         }
         let parked = self.store.write(|tx| -> Result<Value, Failed> {
@@ -341,7 +341,7 @@ impl Toolbelt {
     /// refusal is not kept for replay, so the same request may be decided again.
     fn refuse_gated(&self, pending: Pending, gate: &str, error: OperationError) -> Result<Value, Refusal> {
         let call = pending.call();
-        let refusal = Refusal::operation(&error.code, error.message).with_field("gate", gate.into());
+        let refusal = error.refusal().with_field("gate", gate.into());
         let written = self.store.record(|tx| -> Result<(), HostError> {
             let now = self.clock.now();
             audit::tool_returned(tx, &call, &pending.authority, &pending.called, "error", now)?;
@@ -356,7 +356,8 @@ impl Toolbelt {
         Err(written.map(|()| refusal).unwrap_or_else(|_| Refusal::internal()))
     }
 
-    /// The records of a call that reached its operation, in the transaction of its effect.
+    /// The records of a call that reached its operation, in the transaction of its effect; its
+    /// answer is `kept` for replay unless it carries a credential.
     fn commit_result(
         &self,
         tx: &mut dyn Tx,
@@ -364,6 +365,7 @@ impl Toolbelt {
         a: &Authority,
         called: &Event,
         answer: Result<&Value, &Refusal>,
+        kept: bool,
     ) -> Result<(), Failed> {
         let now = self.clock.now();
         let (status, kind, result) = match answer {
@@ -371,7 +373,9 @@ impl Toolbelt {
             Err(refusal) => ("error", AuditKind::Rejected, refusal.wire_code()),
         };
         audit::tool_returned(tx, call, a, called, status, now)?;
-        replay::store(tx, a, call.request, &call.input_hash, answer, now)?;
+        if kept {
+            replay::store(tx, a, call.request, &call.input_hash, answer, now)?;
+        }
         audit::record(tx, call, Some(a), kind, result, Marks::default(), now)?;
         Ok(())
     }

@@ -79,10 +79,10 @@ pub async fn decide_start(gates: &[(String, Arc<dyn StartGate>)], call: &StartCa
 /// A gate's answer, on its own task: a panic is `gate_failed`.
 async fn asked(name: &str, answer: GateFuture) -> GateAnswer {
     tokio::spawn(answer).await.unwrap_or_else(|_| {
-        GateAnswer::Refuse(OperationError {
-            code: "gate_failed".into(),
-            message: format!("the gate `{name}` failed; the call is refused"),
-        })
+        GateAnswer::Refuse(OperationError::new(
+            "gate_failed",
+            format!("the gate `{name}` failed; the call is refused"),
+        ))
     })
 }
 

@@ -2,7 +2,7 @@
 //! refusal. Handlers, gates and builtins all speak these.
 
 use conduit_core::wait::is_valid_wait;
-use conduit_core::{Declaration, Duration};
+use conduit_core::{Declaration, Duration, Refusal};
 use serde_json::{json, Value};
 
 /// An event to emit for the execution: the input of `emit`, and what an operation asks the host to
@@ -22,6 +22,28 @@ pub struct Emission {
 pub struct OperationError {
     pub code: String,
     pub message: String,
+    /// Seconds the caller should wait before trying again (a rate limit, an unavailable service):
+    /// answered as the refusal's `retry_after` field and its `Retry-After` header.
+    pub retry_after: Option<u64>,
+}
+
+impl OperationError {
+    pub fn new(code: &str, message: impl Into<String>) -> OperationError {
+        OperationError {
+            code: code.to_owned(),
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// The caller-facing refusal: `422` with the code and message.
+    pub fn refusal(self) -> Refusal {
+        let refusal = Refusal::operation(&self.code, self.message);
+        match self.retry_after {
+            Some(seconds) => refusal.with_field("retry_after", seconds.into()),
+            None => refusal,
+        }
+    }
 }
 
 /// A wait an operation (a translated wait) or a gate (a parked call) asks the host to declare for

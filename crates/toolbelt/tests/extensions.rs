@@ -39,11 +39,13 @@ impl Handler for Notes {
                     correlation_key: None,
                 }],
                 wait: None,
+                secret: false,
             }),
-            _ => Err(OperationError {
-                code: "note_locked".into(),
-                message: "the note is locked".into(),
+            "notes.secret" => Ok(HandlerOutput {
+                secret: true,
+                ..HandlerOutput::output(json!({"password": format!("hunter{n}")}))
             }),
+            _ => Err(OperationError::new("note_locked", "the note is locked")),
         };
         Box::pin(async move { result })
     }
@@ -66,13 +68,17 @@ fn notes_registration(notes: &Arc<Notes>) -> Registration {
     Registration {
         name: "notes".into(),
         source: ToolSource::HostExtension,
-        operations: vec![operation("notes.add", notes), operation("notes.fail", notes)],
+        operations: vec![
+            operation("notes.add", notes),
+            operation("notes.fail", notes),
+            operation("notes.secret", notes),
+        ],
         toolsets: vec![],
     }
 }
 
 fn notes_config() -> String {
-    let all = r#"["emit", "read_context", "declare_outcome", "wait", "create_work", "notes.add", "notes.fail"]"#;
+    let all = r#"["emit", "read_context", "declare_outcome", "wait", "create_work", "notes.add", "notes.fail", "notes.secret"]"#;
     default_config_json().replace(
         r#"["emit", "read_context", "declare_outcome", "wait", "create_work"]"#,
         all,
@@ -160,6 +166,27 @@ fn a_handler_runs_once_per_request_id() {
     assert_eq!(notes.runs.load(Ordering::SeqCst), 1);
     let added = h.store.read(|tx| tx.list_events(Some(&claim.work.id), 100)).unwrap();
     assert_eq!(added.iter().filter(|e| e.event_type == "notes.added").count(), 1);
+}
+
+/// An output that carries a credential is answered and never kept: no replay record holds it, and
+/// a retry runs the handler again. (Control: `notes.add` with a request id runs once, above.)
+#[test]
+fn a_secret_output_is_never_kept_for_replay() {
+    let (h, notes) = notes_harness();
+    let (claim, token) = h.attempt();
+    let secret = json!({"operation": "notes.secret", "input": {"text": "x"}, "request_id": "s1"});
+    assert_eq!(
+        h.request_at(&claim, &token, secret.clone(), T0).unwrap()["password"],
+        "hunter1"
+    );
+    assert_eq!(h.request_at(&claim, &token, secret, T0).unwrap()["password"], "hunter2");
+    assert_eq!(notes.runs.load(Ordering::SeqCst), 2);
+    let kept = h
+        .store
+        .read(|tx| tx.get_request(&claim.execution.id, "notes.secret", "s1"))
+        .unwrap();
+    assert!(kept.is_none(), "no replay record holds the credential");
+    assert!(!contains(&store_bytes(&h), "hunter1"), "nor does any other record");
 }
 
 /// The replay window: the host crashes after the handler's effect and before its result commits.

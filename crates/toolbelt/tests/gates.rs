@@ -193,10 +193,7 @@ fn a_parking_gate_declares_its_wait_releases_authority_and_stops_the_gates_after
 #[test]
 fn a_refusing_gate_names_itself_and_keeps_authority() {
     let asked = Arc::new(Mutex::new(Vec::new()));
-    let refusal = OperationError {
-        code: "change_frozen".into(),
-        message: "changes are frozen this week".into(),
-    };
+    let refusal = OperationError::new("change_frozen", "changes are frozen this week");
     let h = harness([
         ("gamma", recording("gamma", &asked, GateAnswer::Refuse(refusal))),
         ("alpha", recording("alpha", &asked, GateAnswer::Pass)),
@@ -300,10 +297,7 @@ fn a_start_gate_parks_or_fails_a_works_first_attempt() {
         "a park holds the Work waiting"
     );
 
-    let refusal = OperationError {
-        code: "change_frozen".into(),
-        message: "no changes this week".into(),
-    };
+    let refusal = OperationError::new("change_frozen", "no changes this week");
     let failed = start(&default_harness(), GateAnswer::Refuse(refusal));
     assert_eq!(failed.state, conduit_core::WorkState::Failed);
     let summary = failed.outcome.unwrap().summary.unwrap();

@@ -33,6 +33,7 @@ impl Handler for Watch {
                 keys: strings("keys"),
                 timeout: None,
             }),
+            secret: false,
         };
         Box::pin(async move { Ok(out) })
     }

@@ -171,8 +171,5 @@ fn park(approval: &Approval, at: Timestamp) -> GateAnswer {
 }
 
 fn error(code: &str, message: String) -> OperationError {
-    OperationError {
-        code: code.into(),
-        message,
-    }
+    OperationError::new(code, message)
 }

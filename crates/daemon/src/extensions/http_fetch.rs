@@ -115,10 +115,7 @@ impl Handler for HttpFetch {
 }
 
 fn refusal(code: &str, message: String) -> OperationError {
-    OperationError {
-        code: code.to_owned(),
-        message,
-    }
+    OperationError::new(code, message)
 }
 
 /// The answer: status, final URL, headers (repeats joined with `, `), and the body as text, or as

@@ -84,11 +84,6 @@ struct NotLoaded;
 
 impl Handler for NotLoaded {
     fn call(&self, _: HandlerCall) -> HandlerFuture {
-        Box::pin(async {
-            Err(OperationError {
-                code: "operation_failed".into(),
-                message: "the package is not loaded".into(),
-            })
-        })
+        Box::pin(async { Err(OperationError::new("operation_failed", "the package is not loaded")) })
     }
 }

@@ -355,6 +355,7 @@ fn handler_output(result: &Value) -> Result<HandlerOutput, OperationError> {
         output: result.get("output").cloned().unwrap_or(Value::Null),
         emit,
         wait,
+        secret: false,
     })
 }
 
@@ -401,10 +402,7 @@ fn fetch_request(params: &Value) -> Result<FetchRequest, RpcError> {
 }
 
 fn refusal(code: &str, message: String) -> OperationError {
-    OperationError {
-        code: code.to_owned(),
-        message,
-    }
+    OperationError::new(code, message)
 }
 
 /// How long a package's gate may take to answer before the call is refused `gate_failed`.

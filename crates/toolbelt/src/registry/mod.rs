@@ -42,6 +42,9 @@ pub struct HandlerOutput {
     pub emit: Vec<Emission>,
     /// A translated wait: declared for the caller's segment once the result commits.
     pub wait: Option<WaitRequest>,
+    /// The output carries a credential (`github.git.credential`): it is answered to the caller and
+    /// never kept, so a retry with the same request id runs the operation again.
+    pub secret: bool,
 }
 
 impl HandlerOutput {
@@ -51,6 +54,7 @@ impl HandlerOutput {
             output,
             emit: Vec::new(),
             wait: None,
+            secret: false,
         }
     }
 }

@@ -160,3 +160,19 @@ impl conduit_toolbelt::registry::Handler for Noop {
         Box::pin(async { Ok(conduit_toolbelt::registry::HandlerOutput::output(Value::Null)) })
     }
 }
+
+/// Every byte of the harness's store: the database and its write-ahead log.
+pub fn store_bytes(h: &Harness) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for entry in std::fs::read_dir(h.dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap().to_string_lossy().starts_with("store.db") {
+            bytes.extend(std::fs::read(path).unwrap());
+        }
+    }
+    bytes
+}
+
+pub fn contains(bytes: &[u8], needle: &str) -> bool {
+    bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
