@@ -16,6 +16,8 @@ pub enum Source {
     Execution(String),
     /// The toolbelt's own records of calls (`agent.toolCalled`, `agent.toolReturned`).
     Toolbelt,
+    /// An extension's ingress (`github`: a signed webhook delivery), named by its registration.
+    Ingress(String),
 }
 
 impl Source {
@@ -25,6 +27,7 @@ impl Source {
             Source::Scheduler => "core.scheduler".into(),
             Source::Execution(id) => format!("execution:{id}"),
             Source::Toolbelt => "core.toolbelt".into(),
+            Source::Ingress(name) => name.clone(),
         }
     }
 
@@ -33,9 +36,10 @@ impl Source {
             "core.manual" => Some(Source::Manual),
             "core.scheduler" => Some(Source::Scheduler),
             "core.toolbelt" => Some(Source::Toolbelt),
-            _ => text
-                .strip_prefix("execution:")
-                .map(|id| Source::Execution(id.to_owned())),
+            _ => match text.strip_prefix("execution:") {
+                Some(id) => Some(Source::Execution(id.to_owned())),
+                None => crate::names::is_registration_name(text).then(|| Source::Ingress(text.to_owned())),
+            },
         }
     }
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use conduit_config::CurrentConfig;
 use conduit_scheduler::{Lessee, DEFAULT_LEASE};
 use conduit_server::{
-    bind_owner_only, loopback_router, management_router, now, serve, ArtifactFiles, ConnectionLimits, Cursors,
-    Management, SharedConnections, SystemClock,
+    bind_owner_only, ingress_router, loopback_router, management_router, now, serve, ArtifactFiles, ConnectionLimits,
+    Cursors, Management, SharedConnections, SystemClock,
 };
 use conduit_store::Store;
 use conduit_toolbelt::{LiveRegistry, Toolbelt};
@@ -18,7 +18,8 @@ use tokio::task::JoinHandle;
 
 use crate::config_service::{self, ConfigService};
 use crate::confine::Hidden;
-use crate::extensions::http_fetch::SecretAccess;
+use crate::extensions::ingress::Ingresses;
+use crate::extensions::secret_access::SecretAccess;
 use crate::packages::{PackageHost, PackageService};
 use crate::secrets::Resolver;
 use crate::{config_registry, operator, release_registry, runtime, DaemonError, DaemonOptions, StateDir};
@@ -203,7 +204,16 @@ async fn serve_management(
             .await
             .map_err(|e| DaemonError::io("listen on", Path::new(&addr.to_string()), e))?;
         tracing::info!(%addr, seams = options.conformance_seams, "serving the management API on loopback TCP too");
-        let loopback = loopback_router(api.clone(), options.conformance_seams);
+        let ingress = Arc::new(Ingresses {
+            store: services.store.clone(),
+            secrets: SecretAccess {
+                resolver: services.resolver.clone(),
+                config: services.config.clone(),
+            },
+            kick: services.kick.clone(),
+        });
+        // The ingresses prove their deliveries by signature, outside the API's bearer authentication.
+        let loopback = loopback_router(api.clone(), options.conformance_seams).merge(ingress_router(ingress));
         tokio::spawn(serve(tcp, loopback, limits.clone(), stopped(shutdown.clone())));
     }
     Ok(tokio::spawn(serve(

@@ -9,6 +9,7 @@ mod discovery;
 mod envelope;
 mod execution;
 mod idempotency;
+mod ingress;
 mod listen;
 mod management;
 mod ports;
@@ -17,9 +18,10 @@ pub use clock::{now, SystemClock};
 pub use cursor::{Cursors, Position, CURSOR_KEY};
 pub use execution::{execution_router, ExecutionSocket};
 pub use idempotency::KEPT as IDEMPOTENCY_KEPT;
+pub use ingress::{ingress_router, INGRESS_PATH};
 pub use listen::{bind_owner_only, serve, ConnectionLimits, SharedConnections};
 pub use management::{loopback_router, management_router, management_routes, Management, OPENAPI};
 pub use ports::{
-    Applied, ArtifactFiles, Checked, ConfigControl, ConfigView, PackageControl, SharedConfigControl,
-    SharedPackageControl,
+    Applied, ArtifactFiles, Checked, ConfigControl, ConfigView, Delivery, Ingress, IngressFuture, PackageControl,
+    SharedConfigControl, SharedPackageControl,
 };

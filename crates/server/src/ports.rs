@@ -95,3 +95,24 @@ impl ArtifactFiles {
         self.declared_file(&artifact.execution_id, artifact.index)
     }
 }
+
+/// A request an ingress is handed: its headers (lower-case names) and body, exactly as sent.
+pub struct Delivery {
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Delivery {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+pub type IngressFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, Refusal>> + Send>>;
+
+/// What the daemon does with a delivery to `POST /v1/ingress/{source}` on the loopback listener:
+/// verify it as its source signs them, and accept what it says as events.
+pub trait Ingress: Send + Sync {
+    fn deliver(&self, source: String, delivery: Delivery) -> IngressFuture;
+}

@@ -4,9 +4,8 @@
 
 use std::sync::Arc;
 
-use crate::secrets::Resolver;
+use super::secret_access::SecretAccess;
 use base64::Engine;
-use conduit_config::CurrentConfig;
 use conduit_core::tool::{CatalogFields, Egress, ReplayPolicy, SafetyTier, ToolSource};
 use conduit_egress::{FetchRequest, FetchResponse, Limits, SafeFetch};
 use conduit_toolbelt::registry::{
@@ -14,14 +13,6 @@ use conduit_toolbelt::registry::{
 };
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-
-/// Where `http.fetch` finds the secrets a binding is granted. Offline configuration checks have
-/// none: they never call the operation.
-#[derive(Clone)]
-pub struct SecretAccess {
-    pub resolver: Resolver,
-    pub config: CurrentConfig,
-}
 
 #[derive(Clone)]
 pub struct HttpFetch {
@@ -95,16 +86,7 @@ impl HttpFetch {
             .filter(|_| granted)
             .ok_or_else(not_granted)?
             .to_owned();
-        crate::secrets::off_runtime(move || access.resolver.resolve(&reference))
-            .await
-            .ok_or_else(|| refusal("secret_unavailable", "the secret could not be resolved".into()))?
-            .map(|s| s.expose().to_owned())
-            .map_err(|e| {
-                refusal(
-                    "secret_unavailable",
-                    format!("the secret could not be resolved ({})", e.code()),
-                )
-            })
+        access.resolve(&reference).await
     }
 }
 

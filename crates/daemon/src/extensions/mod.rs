@@ -1,22 +1,26 @@
-//! The release's first-party extensions (`http.fetch` behind the egress guard, and human approvals)
-//! and the registry that serves them beside the installed packages.
+//! The release's first-party extensions (`http.fetch` behind the egress guard, human approvals,
+//! GitHub) and the registry that serves them beside the installed packages.
 
 pub mod approvals;
+pub mod github;
 pub mod http_fetch;
+pub mod ingress;
+pub mod secret_access;
 
 use std::sync::Arc;
 
 use conduit_toolbelt::Registry;
 
-/// The release's extensions (`http.fetch` reaching the bindings' secrets through `secrets`), then
+/// The release's extensions (`http.fetch` and `github` reaching secrets through `secrets`), then
 /// the installed packages' registrations. A package whose names no longer fit (a later release
 /// took one) is left out and logged, never fatal.
 pub fn registry_with(
-    secrets: Option<http_fetch::SecretAccess>,
+    secrets: Option<secret_access::SecretAccess>,
     approvals: Option<Arc<dyn conduit_toolbelt::gate::Gate>>,
     packages: Vec<conduit_toolbelt::registry::Registration>,
 ) -> Registry {
     let mut registry = Registry::default();
+    let github = Arc::new(github::Github::new(secrets.clone()));
     let fetch = Arc::new(http_fetch::HttpFetch::new(secrets));
     #[allow(
         clippy::expect_used,
@@ -25,6 +29,7 @@ pub fn registry_with(
     registry
         .register(http_fetch::registration(fetch))
         .and_then(|()| registry.register(approvals::registration()))
+        .and_then(|()| registry.register(github::registration(github)))
         .expect("the release's own registrations are valid");
     if let Some(gate) = approvals {
         #[allow(clippy::expect_used, reason = "the human registration was just registered")]

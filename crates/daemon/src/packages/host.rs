@@ -12,8 +12,8 @@ use conduit_toolbelt::{LiveRegistry, Registry};
 
 use crate::confine::Hidden;
 use crate::extensions::approvals::HumanGate;
-use crate::extensions::http_fetch::SecretAccess;
 use crate::extensions::registry_with;
+use crate::extensions::secret_access::SecretAccess;
 
 use super::installed::installed_manifests;
 use super::runtime::{PackageGate, PackageRuntime};

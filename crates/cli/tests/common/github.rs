@@ -1,0 +1,208 @@
+//! A fake GitHub REST API on loopback: it checks the `Authorization` header, answers the paths the
+//! `github.*` operations use as GitHub does (pagination by `Link`, 404, a 403 rate limit with its
+//! headers), and keeps every request it was sent.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+
+pub const TOKEN: &str = "gh-test-token-5f1e";
+pub const HEAD_SHA: &str = "0123456789abcdef0123456789abcdef01234567";
+/// Issues in `acme/app`: two pages at 100 a page.
+pub const ISSUES: u64 = 150;
+
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub path: String,
+    pub authorization: Option<String>,
+    pub accept: Option<String>,
+    pub body: Value,
+}
+
+pub struct FakeGithub {
+    pub port: u16,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    /// Whether check suites have completed yet.
+    pub checks_done: Arc<Mutex<bool>>,
+}
+
+impl FakeGithub {
+    pub fn start() -> FakeGithub {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let checks_done = Arc::new(Mutex::new(false));
+        let (kept, done) = (seen.clone(), checks_done.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (kept, done) = (kept.clone(), done.clone());
+                std::thread::spawn(move || serve(stream, port, &kept, &done));
+            }
+        });
+        FakeGithub {
+            port,
+            seen,
+            checks_done,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn requests(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn serve(stream: TcpStream, port: u16, seen: &Mutex<Vec<Seen>>, checks_done: &Mutex<bool>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        return;
+    }
+    let mut parts = line.split_whitespace();
+    let (method, path) = (
+        parts.next().unwrap_or("").to_owned(),
+        parts.next().unwrap_or("").to_owned(),
+    );
+    let mut headers = Vec::new();
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
+            break;
+        }
+        if let Some((name, value)) = header.trim_end().split_once(':') {
+            headers.push((name.to_ascii_lowercase(), value.trim().to_owned()));
+        }
+    }
+    let header = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+    let length: usize = header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    let request = Seen {
+        method,
+        path,
+        authorization: header("authorization"),
+        accept: header("accept"),
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    };
+    seen.lock().unwrap().push(request.clone());
+    let answer = answer(&request, port, *checks_done.lock().unwrap());
+    respond(stream, answer);
+}
+
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+fn json_answer(status: u16, body: Value) -> Answer {
+    Answer {
+        status,
+        headers: vec![("Content-Type".into(), "application/json".into())],
+        body: body.to_string(),
+    }
+}
+
+fn respond(mut stream: TcpStream, answer: Answer) {
+    let mut head = format!(
+        "HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+        answer.status,
+        answer.body.len()
+    );
+    for (name, value) in answer.headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(answer.body.as_bytes());
+}
+
+fn issue(number: u64) -> Value {
+    json!({"number": number, "title": format!("Issue {number}"), "state": "open", "body": "It breaks.",
+           "user": {"login": "reporter"}, "labels": [{"name": "bug"}], "comments": 2,
+           "html_url": format!("https://github.example/acme/app/issues/{number}")})
+}
+
+fn pull(number: u64, title: &str) -> Value {
+    json!({"number": number, "title": title, "state": "open", "body": "Fixes it.", "draft": false, "merged": false,
+           "user": {"login": "author"}, "html_url": format!("https://github.example/acme/app/pull/{number}"),
+           "head": {"ref": "fix", "sha": HEAD_SHA}, "base": {"ref": "main"}})
+}
+
+fn answer(request: &Seen, port: u16, checks_done: bool) -> Answer {
+    if request.authorization.as_deref() != Some(&format!("Bearer {TOKEN}")) {
+        return json_answer(401, json!({"message": "Bad credentials"}));
+    }
+    let (path, query) = request.path.split_once('?').unwrap_or((&request.path, ""));
+    if path.starts_with("/repos/acme/limited/") {
+        let reset = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 120;
+        let mut limited = json_answer(403, json!({"message": "API rate limit exceeded"}));
+        limited.headers.push(("X-RateLimit-Remaining".into(), "0".into()));
+        limited.headers.push(("X-RateLimit-Reset".into(), reset.to_string()));
+        return limited;
+    }
+    match (request.method.as_str(), path) {
+        ("GET", "/repos/acme/app/issues/1") => json_answer(200, issue(1)),
+        ("POST", "/repos/acme/app/issues/1/comments" | "/repos/acme/app/issues/7/comments") => {
+            json_answer(201, json!({"id": 901, "html_url": "https://github.example/c/901"}))
+        }
+        ("GET", "/repos/acme/app/issues") => issues_page(query, port),
+        ("GET", "/repos/acme/app/pulls/7") if request.accept.as_deref() == Some("application/vnd.github.diff") => {
+            Answer {
+                status: 200,
+                headers: vec![("Content-Type".into(), "text/plain".into())],
+                body: "diff --git a/x b/x\n+fixed\n".into(),
+            }
+        }
+        ("GET", "/repos/acme/app/pulls/7") => json_answer(200, pull(7, "Fix it")),
+        ("POST", "/repos/acme/app/pulls") => json_answer(201, pull(8, request.body["title"].as_str().unwrap_or(""))),
+        ("PATCH", "/repos/acme/app/pulls/7") => json_answer(200, pull(7, request.body["title"].as_str().unwrap_or(""))),
+        ("POST", "/repos/acme/app/pulls/7/reviews") => json_answer(
+            200,
+            json!({"id": 77, "state": "APPROVED", "html_url": "https://github.example/r/77"}),
+        ),
+        ("GET", p) if p == format!("/repos/acme/app/commits/{HEAD_SHA}/check-suites") => {
+            let status = if checks_done { "completed" } else { "in_progress" };
+            let conclusion = if checks_done { json!("success") } else { Value::Null };
+            json_answer(
+                200,
+                json!({"total_count": 1, "check_suites": [
+                {"status": status, "conclusion": conclusion, "app": {"slug": "ci"}}]}),
+            )
+        }
+        _ => json_answer(404, json!({"message": "Not Found"})),
+    }
+}
+
+/// `per_page=100` pages of the repository's issues, linked as GitHub links them.
+fn issues_page(query: &str, port: u16) -> Answer {
+    let param = |name: &str| {
+        query
+            .split('&')
+            .find_map(|p| p.strip_prefix(&format!("{name}=")))
+            .map(str::to_owned)
+    };
+    let page: u64 = param("page").and_then(|p| p.parse().ok()).unwrap_or(1);
+    let per_page: u64 = param("per_page").and_then(|p| p.parse().ok()).unwrap_or(30);
+    let first = (page - 1) * per_page + 1;
+    let items: Vec<Value> = (first..=ISSUES.min(page * per_page)).map(issue).collect();
+    let mut answer = json_answer(200, Value::Array(items));
+    if page * per_page < ISSUES {
+        let next = format!(
+            "http://127.0.0.1:{port}/repos/acme/app/issues?state=open&per_page={per_page}&page={}",
+            page + 1
+        );
+        answer.headers.push(("Link".into(), format!("<{next}>; rel=\"next\"")));
+    }
+    answer
+}

@@ -1,0 +1,374 @@
+//! The `github` extension against a fake GitHub REST API on loopback (reached through the egress
+//! guard's test allowance only): every operation from a real execution, GitHub's refusals as
+//! stable codes, the token never in the store, and the webhook ingress waking a translated wait.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::github::{FakeGithub, HEAD_SHA, ISSUES, TOKEN};
+use common::*;
+use hmac::{Hmac, Mac};
+use serde_json::{json, Value};
+use sha2::Sha256;
+
+const WEBHOOK_SECRET: &str = "whsec-7c1d";
+
+/// A daemon listening on loopback too, whose `demo` scope grants `@github.author` and
+/// `@github.reviewer` to a shell binding running `script`, with GitHub at `github`.
+fn daemon(github: &FakeGithub, script: impl FnOnce(&str) -> String) -> (Daemon, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let allow = format!("127.0.0.1:{}", github.port);
+    let listen = format!("127.0.0.1:{port}");
+    let env = [
+        ("OPEN_CONDUIT_TEST_FETCH_ALLOW", allow.as_str()),
+        ("OPEN_CONDUIT_LISTEN", listen.as_str()),
+        ("GH_TOKEN", TOKEN),
+        ("GH_WEBHOOK", WEBHOOK_SECRET),
+    ];
+    let operations = json!([
+        "read_context",
+        "declare_outcome",
+        "emit",
+        "@github.author",
+        "@github.reviewer"
+    ]);
+    let api_url = github.url();
+    let daemon = Daemon::start_with_env(&env, |scratch| {
+        let mut config = granting(&script(&scratch.display().to_string()), operations);
+        config["secrets"] = json!({"gh_token": "env:GH_TOKEN", "gh_webhook": "env:GH_WEBHOOK"});
+        config["extensions"] = json!({"github": {"api_url": api_url, "token": "gh_token",
+            "webhook_secret": "gh_webhook", "scope": "demo", "git_host": allow}});
+        config.to_string()
+    });
+    (daemon, port)
+}
+
+/// Shell lines that call `operation` with `input`, keeping its stdout, stderr and exit status
+/// under `dir/<name>.{out,err,status}`.
+fn call_line(dir: &str, name: &str, operation: &str, input: Value) -> String {
+    let input = input.to_string().replace('\'', "'\\''");
+    format!(
+        "os call {operation} --input '{input}' > {dir}/{name}.out 2> {dir}/{name}.err; echo $? > {dir}/{name}.status; "
+    )
+}
+
+struct Answers(std::path::PathBuf);
+
+impl Answers {
+    fn read(&self, name: &str, ext: &str) -> String {
+        std::fs::read_to_string(self.0.join(format!("{name}.{ext}"))).unwrap_or_default()
+    }
+
+    fn output(&self, name: &str) -> Value {
+        assert_eq!(
+            self.read(name, "status").trim(),
+            "0",
+            "{name}: {}",
+            self.read(name, "err")
+        );
+        serde_json::from_str(&self.read(name, "out")).unwrap()
+    }
+
+    /// The refusal's code (stderr's first line is `<code>: <message>`).
+    fn refused(&self, name: &str) -> String {
+        assert_eq!(
+            self.read(name, "status").trim(),
+            "1",
+            "{name}: {}",
+            self.read(name, "out")
+        );
+        self.read(name, "err").split(':').next().unwrap().to_owned()
+    }
+}
+
+#[test]
+fn every_github_operation_round_trips_from_a_real_execution() {
+    let github = FakeGithub::start();
+    let pr = |extra: Value| {
+        let mut input = json!({"repo": "acme/app", "number": 7});
+        input
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        input
+    };
+    let git_host = format!("127.0.0.1:{}", github.port);
+    let calls = [
+        (
+            "issue_view",
+            "github.issue.view",
+            json!({"repo": "acme/app", "number": 1}),
+        ),
+        (
+            "issue_comment",
+            "github.issue.comment",
+            json!({"repo": "acme/app", "number": 1, "body": "On it."}),
+        ),
+        (
+            "issue_list",
+            "github.issue.list",
+            json!({"repo": "acme/app", "limit": 120}),
+        ),
+        ("pr_view", "github.pr.view", pr(json!({}))),
+        (
+            "pr_create",
+            "github.pr.create",
+            json!({"repo": "acme/app", "title": "Fix", "head": "fix", "base": "main"}),
+        ),
+        ("pr_edit", "github.pr.edit", pr(json!({"title": "Fix, better"}))),
+        ("pr_comment", "github.pr.comment", pr(json!({"body": "Ready."}))),
+        ("pr_review", "github.pr.review", pr(json!({"event": "APPROVE"}))),
+        ("pr_diff", "github.pr.diff", pr(json!({}))),
+        (
+            "credential",
+            "github.git.credential",
+            json!({"protocol": "http", "host": git_host}),
+        ),
+        (
+            "credential_other",
+            "github.git.credential",
+            json!({"protocol": "https", "host": "github.com"}),
+        ),
+        (
+            "missing",
+            "github.issue.view",
+            json!({"repo": "acme/gone", "number": 1}),
+        ),
+        ("escape", "github.issue.view", json!({"repo": "acme/..", "number": 1})),
+        (
+            "limited",
+            "github.issue.view",
+            json!({"repo": "acme/limited", "number": 1}),
+        ),
+        ("paused", "github.issue.view", json!({"repo": "acme/app", "number": 1})),
+    ];
+    let (daemon, _) = daemon(&github, |d| {
+        let script: String = calls
+            .iter()
+            .map(|(name, op, input)| call_line(d, name, op, input.clone()))
+            .collect();
+        format!("{script}os outcome succeeded")
+    });
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    let answers = Answers(daemon.scratch().to_owned());
+
+    assert_eq!(answers.output("issue_view")["labels"], json!(["bug"]));
+    assert_eq!(answers.output("issue_comment")["id"], 901);
+    let listed = answers.output("issue_list");
+    assert_eq!(
+        listed["items"].as_array().unwrap().len(),
+        120,
+        "two pages, cut at the limit"
+    );
+    assert_eq!(listed["items"][119]["number"], 120);
+    assert_eq!(answers.output("pr_view")["head"]["sha"], HEAD_SHA);
+    assert_eq!(answers.output("pr_create")["title"], "Fix");
+    assert_eq!(answers.output("pr_edit")["title"], "Fix, better");
+    assert_eq!(answers.output("pr_comment")["id"], 901);
+    assert_eq!(answers.output("pr_review")["state"], "APPROVED");
+    assert!(answers.output("pr_diff")["diff"]
+        .as_str()
+        .unwrap()
+        .starts_with("diff --git"));
+    assert_eq!(
+        answers.output("credential"),
+        json!({"username": "x-access-token", "password": TOKEN})
+    );
+    assert_eq!(
+        answers.output("credential_other"),
+        json!({}),
+        "no credential for another host"
+    );
+    assert_eq!(answers.refused("missing"), "github_not_found");
+    assert_eq!(answers.refused("escape"), "invalid_input");
+    assert_eq!(answers.refused("limited"), "github_rate_limited");
+    assert_eq!(answers.refused("paused"), "github_rate_limited");
+
+    let seen = github.requests();
+    let sent = |method: &str, path: &str| seen.iter().find(|r| r.method == method && r.path == path).cloned();
+    assert!(seen
+        .iter()
+        .all(|r| r.authorization.as_deref() == Some(&format!("Bearer {TOKEN}")[..])));
+    assert_eq!(
+        sent("POST", "/repos/acme/app/issues/1/comments").unwrap().body,
+        json!({"body": "On it."})
+    );
+    assert_eq!(
+        sent("POST", "/repos/acme/app/pulls/7/reviews").unwrap().body["event"],
+        "APPROVE"
+    );
+    assert_eq!(
+        sent("PATCH", "/repos/acme/app/pulls/7").unwrap().body,
+        json!({"title": "Fix, better"})
+    );
+    let pages = seen
+        .iter()
+        .filter(|r| r.path.starts_with("/repos/acme/app/issues?"))
+        .count();
+    assert_eq!(pages, 2, "{ISSUES} issues at 100 a page, 120 wanted");
+    assert!(
+        !seen.iter().any(|r| r.path.contains("..")),
+        "a climbing repo is never sent"
+    );
+    let after_limit = seen
+        .iter()
+        .skip_while(|r| !r.path.starts_with("/repos/acme/limited/"))
+        .count();
+    assert_eq!(after_limit, 1, "while GitHub asks to be left alone, nothing is sent");
+
+    let bytes = store_files(&state_beside(daemon.scratch()));
+    assert!(!contains(&bytes, TOKEN), "the token is in no record of the store");
+    assert!(!daemon.log().contains(TOKEN), "nor in the daemon's log");
+    let audit = daemon.json(&["audit", "--operation", "github.git.credential"]);
+    let credential_calls = audit["items"].as_array().unwrap().len();
+    assert_eq!(credential_calls, 2, "every call is audited like any other");
+}
+
+fn sign(body: &str, secret: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(body.as_bytes());
+    let hex: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256={hex}")
+}
+
+/// A raw POST to the loopback listener: the status and the JSON answer.
+fn deliver(port: u16, event: &str, body: &str, signature: Option<&str>, delivery: &str) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let signature = signature
+        .map(|s| format!("X-Hub-Signature-256: {s}\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "POST /v1/ingress/github HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         X-GitHub-Event: {event}\r\nX-GitHub-Delivery: {delivery}\r\n{signature}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let json = response
+        .split("\r\n\r\n")
+        .nth(1)
+        .and_then(|b| serde_json::from_str(b).ok());
+    (status, json.unwrap_or(Value::Null))
+}
+
+/// A Work parks on `github.pr.wait_review`; an unsigned or wrongly signed delivery is refused
+/// `401` and changes nothing; the signed one wakes the Work, which then sees the review as input.
+#[test]
+fn a_signed_review_webhook_wakes_the_work_parked_on_wait_review() {
+    let github = FakeGithub::start();
+    let (daemon, port) = daemon(&github, |d| {
+        let input = json!({"repo": "Acme/App", "number": 7, "timeout": "1h"});
+        format!(
+            "if [ -f {d}/parked ]; then os context > {d}/context.json; os outcome succeeded; \
+             else touch {d}/parked; {}fi",
+            call_line(d, "wait", "github.pr.wait_review", input)
+        )
+    });
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+    let answers = Answers(daemon.scratch().to_owned());
+    assert_eq!(
+        answers.read("wait", "status").trim(),
+        "3",
+        "os tells the segment to end"
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&answers.read("wait", "out")).unwrap()["key"],
+        "github:acme/app#7"
+    );
+
+    let review = json!({"action": "submitted", "repository": {"full_name": "acme/app"}, "pull_request": {"number": 7},
+                        "review": {"state": "approved", "user": {"login": "rev"}, "body": "LGTM"}, "sender": {"login": "rev"}})
+    .to_string();
+    let events_before = daemon.json(&["events", "list"])["items"].as_array().unwrap().len();
+    for (signature, why) in [
+        (None, "unsigned"),
+        (Some(sign(&review, "not-the-secret")), "signed with another secret"),
+        (
+            Some(sign(&format!("{review} "), WEBHOOK_SECRET)),
+            "signed over another body",
+        ),
+    ] {
+        let (status, answer) = deliver(port, "pull_request_review", &review, signature.as_deref(), "d-bad");
+        assert_eq!(
+            (status, answer["error"].as_str()),
+            (401, Some("unauthenticated")),
+            "{why}"
+        );
+    }
+    assert_eq!(
+        daemon.json(&["events", "list"])["items"].as_array().unwrap().len(),
+        events_before,
+        "a refused delivery changes nothing"
+    );
+    assert_eq!(daemon.json(&["work", "get", &work])["state"], "waiting");
+
+    let signed = sign(&review, WEBHOOK_SECRET);
+    let (status, accepted) = deliver(port, "pull_request_review", &review, Some(&signed), "d-1");
+    assert_eq!(status, 202, "{accepted}");
+    let (_, again) = deliver(port, "pull_request_review", &review, Some(&signed), "d-1");
+    assert_eq!(
+        again["accepted"], accepted["accepted"],
+        "a redelivery is the same event"
+    );
+    daemon.await_work(&work, "succeeded");
+    let context: Value = serde_json::from_str(&answers.read("context", "json")).unwrap();
+    let woke = &context["wake"];
+    assert_eq!(
+        (woke["type"].as_str(), woke["source"].as_str()),
+        (Some("github.pull_request_review.submitted"), Some("github")),
+        "{context}"
+    );
+    assert_eq!(woke["data"]["review"]["state"], "approved");
+    assert!(!daemon.log().contains(WEBHOOK_SECRET));
+}
+
+/// `github.checks.wait` parks the segment while a check suite is pending; a signed `check_suite`
+/// completion on the pull request wakes it, and the call then answers the completed checks.
+#[test]
+fn checks_wait_parks_on_pending_checks_and_answers_completed_ones() {
+    let github = FakeGithub::start();
+    let (daemon, port) = daemon(&github, |d| {
+        let input = json!({"repo": "acme/app", "number": 7});
+        format!(
+            "if [ -f {d}/parked ]; then {}os outcome succeeded; else touch {d}/parked; {}fi",
+            call_line(d, "done", "github.checks.wait", input.clone()),
+            call_line(d, "pending", "github.checks.wait", input),
+        )
+    });
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+    let answers = Answers(daemon.scratch().to_owned());
+    assert_eq!(answers.read("pending", "status").trim(), "3");
+    let pending: Value = serde_json::from_str(&answers.read("pending", "out")).unwrap();
+    assert_eq!(pending["completed"], false, "{pending}");
+
+    *github.checks_done.lock().unwrap() = true;
+    let suite = json!({"action": "completed", "repository": {"full_name": "acme/app"},
+                       "check_suite": {"status": "completed", "conclusion": "success", "head_sha": HEAD_SHA,
+                                       "pull_requests": [{"number": 7}]}})
+    .to_string();
+    let (status, _) = deliver(
+        port,
+        "check_suite",
+        &suite,
+        Some(&sign(&suite, WEBHOOK_SECRET)),
+        "d-suite",
+    );
+    assert_eq!(status, 202);
+    daemon.await_work(&work, "succeeded");
+    let done = answers.output("done");
+    assert_eq!(
+        (done["completed"].clone(), done["suites"][0]["conclusion"].clone()),
+        (json!(true), json!("success"))
+    );
+}

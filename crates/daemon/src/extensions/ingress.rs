@@ -1,0 +1,142 @@
+//! The extensions' ingresses: a delivery to `POST /v1/ingress/{source}` is verified as its source
+//! signs it, then what it says is accepted as events of that source in the configured scope, on
+//! the keys the extension's scheme gives (each waking the waits and routes it matches).
+
+use std::sync::Arc;
+
+use conduit_core::{Causation, ErrorCode, NewEvent, Refusal, Source};
+use conduit_scheduler::{accept, HostError};
+use conduit_server::{now, Delivery, Ingress, IngressFuture};
+use conduit_store::{new_id, Store};
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+
+use super::github::webhook;
+use super::secret_access::SecretAccess;
+use crate::store_thread::on_store_thread;
+
+/// One event to accept: its type, key, data and the identity that makes a redelivery a no-op.
+struct Incoming {
+    event_type: String,
+    key: String,
+    data: Value,
+    delivery_id: String,
+}
+
+pub struct Ingresses {
+    pub store: Arc<dyn Store>,
+    pub secrets: SecretAccess,
+    /// Wakes the scheduler: an event may have made Work ready.
+    pub kick: Arc<Notify>,
+}
+
+impl Ingress for Ingresses {
+    fn deliver(&self, source: String, delivery: Delivery) -> IngressFuture {
+        let store = self.store.clone();
+        let secrets = self.secrets.clone();
+        let kick = self.kick.clone();
+        Box::pin(async move {
+            let (scope, incoming) = match source.as_str() {
+                webhook::SOURCE => github(&secrets, &delivery).await?,
+                _ => return Err(Refusal::not_found("ingress")),
+            };
+            let accepted = record(store, secrets, source, scope, incoming).await?;
+            kick.notify_one();
+            Ok(json!({"accepted": accepted}))
+        })
+    }
+}
+
+/// A GitHub webhook delivery: signed with the configured secret (`X-Hub-Signature-256`), of the
+/// type `X-GitHub-Event` names, identified by `X-GitHub-Delivery`.
+async fn github(secrets: &SecretAccess, delivery: &Delivery) -> Result<(String, Vec<Incoming>), Refusal> {
+    let config = secrets.config.get();
+    let settings = config.github();
+    let (Some(name), Some(scope)) = (
+        settings.and_then(|s| s.webhook_secret.clone()),
+        settings.and_then(|s| s.scope.clone()),
+    ) else {
+        return Err(
+            Refusal::not_found("ingress").with_remedy("configure `extensions.github.webhook_secret` and `scope`")
+        );
+    };
+    let secret = secrets.named(&name).await.map_err(|e| {
+        Refusal::new(ErrorCode::Internal, "the webhook secret could not be resolved")
+            .with_field("reason", e.code.into())
+    })?;
+    if !webhook::signature_valid(
+        secret.as_bytes(),
+        &delivery.body,
+        delivery.header("x-hub-signature-256"),
+    ) {
+        return Err(Refusal::new(
+            ErrorCode::Unauthenticated,
+            "the delivery's X-Hub-Signature-256 does not verify",
+        )
+        .with_remedy("sign deliveries with the secret `extensions.github.webhook_secret` names"));
+    }
+    let event = delivery.header("x-github-event").unwrap_or_default();
+    let id = delivery.header("x-github-delivery").unwrap_or_default();
+    if event.is_empty() || id.is_empty() {
+        return Err(Refusal::invalid_input(
+            "a delivery names its X-GitHub-Event and X-GitHub-Delivery",
+        ));
+    }
+    let payload: Value = serde_json::from_slice(&delivery.body)
+        .map_err(|_| Refusal::invalid_input("the delivery's body is not JSON"))?;
+    let incoming = webhook::events(event, &payload)
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| Incoming {
+            event_type: d.event_type,
+            key: d.key,
+            data: d.data,
+            delivery_id: format!("{}:{id}/{i}", webhook::SOURCE),
+        })
+        .collect();
+    Ok((scope, incoming))
+}
+
+/// Accepts the events in one transaction; a delivery seen before accepts nothing again. Answers
+/// the ids of the events (new or earlier).
+async fn record(
+    store: Arc<dyn Store>,
+    secrets: SecretAccess,
+    source: String,
+    scope: String,
+    incoming: Vec<Incoming>,
+) -> Result<Vec<String>, Refusal> {
+    let written = on_store_thread(store, move |store| {
+        let config = secrets.config.get();
+        store.write(|tx| -> Result<Vec<String>, HostError> {
+            let mut ids = Vec::new();
+            for event in incoming {
+                if let Some(earlier) = tx.event_by_delivery(&event.delivery_id)? {
+                    ids.push(earlier.id);
+                    continue;
+                }
+                let id = new_id();
+                let at = now();
+                let new = NewEvent {
+                    id: id.clone(),
+                    event_type: event.event_type,
+                    source: Source::Ingress(source.clone()),
+                    scope: scope.clone(),
+                    work_id: None,
+                    execution_id: None,
+                    correlation_key: Some(event.key),
+                    causation: Causation::root(&id),
+                    actor: None,
+                    data: event.data,
+                    accepted_at: at,
+                    delivery_id: Some(event.delivery_id),
+                };
+                ids.push(accept(tx, &config, new, at)?.id);
+            }
+            Ok(ids)
+        })
+    })
+    .await;
+    written.map_err(|e| e.refusal())
+}
