@@ -28,6 +28,7 @@ pub mod config_file;
 pub mod connection;
 pub mod daemon;
 pub mod doctor;
+pub mod git_credential;
 pub mod json;
 pub mod management;
 pub mod mcp;

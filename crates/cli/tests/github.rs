@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::git_http::{bare_repo, GitServer};
 use common::github::{FakeGithub, HEAD_SHA, ISSUES, TOKEN};
 use common::*;
 use hmac::{Hmac, Mac};
@@ -14,9 +15,15 @@ use sha2::Sha256;
 
 const WEBHOOK_SECRET: &str = "whsec-7c1d";
 
-/// A daemon listening on loopback too, whose `demo` scope grants `@github.author` and
+/// A daemon listening on loopback too (answering git credentials for the fake's own host), whose
+/// `demo` scope grants `@github.author` and
 /// `@github.reviewer` to a shell binding running `script`, with GitHub at `github`.
 fn daemon(github: &FakeGithub, script: impl FnOnce(&str) -> String) -> (Daemon, u16) {
+    daemon_with_git(github, &format!("127.0.0.1:{}", github.port), script)
+}
+
+/// [`daemon`], answering git credentials for `git_host`.
+fn daemon_with_git(github: &FakeGithub, git_host: &str, script: impl FnOnce(&str) -> String) -> (Daemon, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -42,7 +49,7 @@ fn daemon(github: &FakeGithub, script: impl FnOnce(&str) -> String) -> (Daemon, 
         let mut config = granting(&script(&scratch.display().to_string()), operations);
         config["secrets"] = json!({"gh_token": "env:GH_TOKEN", "gh_webhook": "env:GH_WEBHOOK"});
         config["extensions"] = json!({"github": {"api_url": api_url, "token": "gh_token",
-            "webhook_secret": "gh_webhook", "scope": "demo", "git_host": allow}});
+            "webhook_secret": "gh_webhook", "scope": "demo", "git_host": git_host}});
         config.to_string()
     });
     (daemon, port)
@@ -370,5 +377,51 @@ fn checks_wait_parks_on_pending_checks_and_answers_completed_ones() {
     assert_eq!(
         (done["completed"].clone(), done["suites"][0]["conclusion"].clone()),
         (json!(true), json!("success"))
+    );
+}
+
+/// Real `git` from a confined execution: `clone` and `push` over smart HTTP with `os git-credential`
+/// as the only credential source, which answers for the configured host; a clone of the same
+/// server under another host name gets no credential and fails.
+#[test]
+fn git_clones_and_pushes_with_os_git_credential_and_no_other_host_gets_the_token() {
+    let github = FakeGithub::start();
+    let served = tempfile::tempdir().unwrap();
+    let bare = bare_repo(served.path(), "app.git");
+    let git = GitServer::start(served.path(), "x-access-token", TOKEN);
+    let host = format!("127.0.0.1:{}", git.port);
+    let (daemon, _) = daemon_with_git(&github, &host, |d| {
+        let helper = "git -c credential.helper= -c 'credential.helper=!os git-credential' -c user.name=agent -c user.email=agent@example.invalid";
+        let port = git.port;
+        format!(
+            "export GIT_TERMINAL_PROMPT=0; \
+             {helper} clone -q http://127.0.0.1:{port}/app.git {d}/clone > {d}/clone.log 2>&1; echo $? > {d}/clone.status; \
+             cd {d}/clone && echo change > CHANGE && {helper} add CHANGE && {helper} commit -qm change && \
+             {helper} push -q origin HEAD:main > {d}/push.log 2>&1; echo $? > {d}/push.status; \
+             {helper} clone -q http://localhost:{port}/app.git {d}/other > {d}/other.log 2>&1; echo $? > {d}/other.status; \
+             os outcome succeeded"
+        )
+    });
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    let read = |name: &str| std::fs::read_to_string(daemon.scratch().join(name)).unwrap_or_default();
+    assert_eq!(read("clone.status").trim(), "0", "{}", read("clone.log"));
+    assert_eq!(read("push.status").trim(), "0", "{}", read("push.log"));
+    let log = std::process::Command::new("git")
+        .args(["--git-dir", bare.to_str().unwrap(), "log", "--format=%s", "main"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout).lines().next(),
+        Some("change"),
+        "the push landed"
+    );
+    assert_ne!(read("other.status").trim(), "0", "another host gets no credential");
+    let requests = git.requests();
+    assert!(requests.iter().any(|r| r.host == host && r.authorized));
+    let elsewhere: Vec<_> = requests.iter().filter(|r| r.host.starts_with("localhost")).collect();
+    assert!(
+        !elsewhere.is_empty() && elsewhere.iter().all(|r| !r.presented),
+        "{elsewhere:?}"
     );
 }

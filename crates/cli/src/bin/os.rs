@@ -3,12 +3,14 @@
 
 #![forbid(unsafe_code)]
 
+use std::io::Read;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use conduit_cli::connection::Request;
+use conduit_cli::connection::{Connection, Request};
+use conduit_cli::git_credential;
 use conduit_cli::render;
-use conduit_cli::report::{Human, Reporter};
+use conduit_cli::report::{Failure, Human, Reporter};
 use conduit_cli::toolbelt;
 use serde_json::{json, Value};
 
@@ -120,6 +122,23 @@ enum Command {
     /// error starting with its code); the instructions are the binding's playbook, else the
     /// toolbelt's guidance. A tool's calls share one tool session, closed when the client leaves.
     Mcp,
+    /// A git credential helper: `git config credential.helper '!os git-credential'`
+    ///
+    /// `get` reads git's request (protocol, host, path) on stdin, asks the toolbelt which granted
+    /// operation serves `git.credential`, and prints `username=` and `password=` when it has a
+    /// credential for that host, nothing otherwise. `store` and `erase` keep nothing: the host owns
+    /// the credential.
+    GitCredential {
+        /// What git asks of its helper
+        action: CredentialAction,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum CredentialAction {
+    Get,
+    Store,
+    Erase,
 }
 
 #[derive(Debug, Subcommand)]
@@ -143,6 +162,7 @@ enum SessionCommand {
 enum Plan {
     Call(Request, Human),
     Mcp,
+    GitCredential(CredentialAction),
 }
 
 #[derive(Debug, Args)]
@@ -185,7 +205,23 @@ fn main() -> ExitCode {
             }
         }
         Plan::Mcp => reporter.finish_printed(connection.and_then(conduit_cli::mcp::run)),
+        Plan::GitCredential(action) => reporter.finish_printed(git_credential(action, connection)),
     }
+}
+
+/// Answers git: reads its request from stdin and, for `get`, prints the credential lines (if any).
+fn git_credential(action: CredentialAction, connection: Result<Connection, Failure>) -> Result<(), Failure> {
+    let mut request = String::new();
+    std::io::stdin()
+        .read_to_string(&mut request)
+        .map_err(|e| Failure::Local(format!("could not read git's request on stdin: {e}")))?;
+    if let CredentialAction::Get = action {
+        print!(
+            "{}",
+            git_credential::get(&connection?, &git_credential::parse(&request))?
+        );
+    }
+    Ok(())
 }
 
 /// What a command does: the toolbelt request it makes and how its answer reads as text.
@@ -237,6 +273,7 @@ fn plan(command: Command) -> Plan {
         Command::Tools { id: None } => Plan::Call(t::tools(), render::tool_table),
         Command::Tools { id: Some(id) } => Plan::Call(t::tool(&id), render::tool_detail),
         Command::Mcp => Plan::Mcp,
+        Command::GitCredential { action } => Plan::GitCredential(action),
     }
 }
 
@@ -253,7 +290,7 @@ mod tests {
             Plan::Call(Request::Get(path) | Request::GetContent(path) | Request::Delete(path), _) => {
                 panic!("expected a call, got {path}")
             }
-            Plan::Mcp => panic!("expected a call, got the MCP server"),
+            Plan::Mcp | Plan::GitCredential(_) => panic!("expected a call"),
         }
     }
 

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
+pub mod git_http;
 pub mod github;
 pub mod holder;
 pub mod model;
