@@ -42,5 +42,5 @@ async fn deliver(
         body: body.to_vec(),
     };
     let accepted = ingress.deliver(source, delivery).await.map_err(Failure)?;
-    ok(StatusCode::ACCEPTED, &accepted)
+    ok(StatusCode::OK, &accepted)
 }

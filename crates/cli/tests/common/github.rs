@@ -2,25 +2,16 @@
 //! `github.*` operations use as GitHub does (pagination by `Link`, 404, a 403 rate limit with its
 //! headers), and keeps every request it was sent.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
+
+use super::fake_http::{self, json_answer, Answer, Seen};
 
 pub const TOKEN: &str = "gh-test-token-5f1e";
 pub const HEAD_SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 /// Issues in `acme/app`: two pages at 100 a page.
 pub const ISSUES: u64 = 150;
-
-#[derive(Debug, Clone)]
-pub struct Seen {
-    pub method: String,
-    pub path: String,
-    pub authorization: Option<String>,
-    pub accept: Option<String>,
-    pub body: Value,
-}
 
 pub struct FakeGithub {
     pub port: u16,
@@ -31,17 +22,9 @@ pub struct FakeGithub {
 
 impl FakeGithub {
     pub fn start() -> FakeGithub {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
         let checks_done = Arc::new(Mutex::new(false));
-        let (kept, done) = (seen.clone(), checks_done.clone());
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let (kept, done) = (kept.clone(), done.clone());
-                std::thread::spawn(move || serve(stream, port, &kept, &done));
-            }
-        });
+        let done = checks_done.clone();
+        let (port, seen) = fake_http::start(move |request, port| answer(request, port, *done.lock().unwrap()));
         FakeGithub {
             port,
             seen,
@@ -56,71 +39,6 @@ impl FakeGithub {
     pub fn requests(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
-}
-
-fn serve(stream: TcpStream, port: u16, seen: &Mutex<Vec<Seen>>, checks_done: &Mutex<bool>) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut line = String::new();
-    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-        return;
-    }
-    let mut parts = line.split_whitespace();
-    let (method, path) = (
-        parts.next().unwrap_or("").to_owned(),
-        parts.next().unwrap_or("").to_owned(),
-    );
-    let mut headers = Vec::new();
-    loop {
-        let mut header = String::new();
-        if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
-            break;
-        }
-        if let Some((name, value)) = header.trim_end().split_once(':') {
-            headers.push((name.to_ascii_lowercase(), value.trim().to_owned()));
-        }
-    }
-    let header = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
-    let length: usize = header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).unwrap();
-    let request = Seen {
-        method,
-        path,
-        authorization: header("authorization"),
-        accept: header("accept"),
-        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-    };
-    seen.lock().unwrap().push(request.clone());
-    let answer = answer(&request, port, *checks_done.lock().unwrap());
-    respond(stream, answer);
-}
-
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-fn json_answer(status: u16, body: Value) -> Answer {
-    Answer {
-        status,
-        headers: vec![("Content-Type".into(), "application/json".into())],
-        body: body.to_string(),
-    }
-}
-
-fn respond(mut stream: TcpStream, answer: Answer) {
-    let mut head = format!(
-        "HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: close\r\n",
-        answer.status,
-        answer.body.len()
-    );
-    for (name, value) in answer.headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head.push_str("\r\n");
-    let _ = stream.write_all(head.as_bytes());
-    let _ = stream.write_all(answer.body.as_bytes());
 }
 
 fn issue(number: u64) -> Value {

@@ -5,10 +5,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
+pub mod calls;
+pub mod fake_http;
 pub mod git_http;
 pub mod github;
 pub mod holder;
 pub mod model;
+pub mod slack;
 pub mod timing;
 
 use std::io::{Read, Write};

@@ -13,6 +13,7 @@ use tokio::sync::Notify;
 
 use super::github::webhook;
 use super::secret_access::SecretAccess;
+use super::slack::events;
 use crate::store_thread::on_store_thread;
 
 /// One event to accept: its type, key, data and the identity that makes a redelivery a no-op.
@@ -21,6 +22,12 @@ struct Incoming {
     key: String,
     data: Value,
     delivery_id: String,
+}
+
+/// What a verified delivery asks: an answer of its own (Slack's URL check), or events in a scope.
+enum Verified {
+    Answer(Value),
+    Events(String, Vec<Incoming>),
 }
 
 pub struct Ingresses {
@@ -36,9 +43,14 @@ impl Ingress for Ingresses {
         let secrets = self.secrets.clone();
         let kick = self.kick.clone();
         Box::pin(async move {
-            let (scope, incoming) = match source.as_str() {
+            let verified = match source.as_str() {
                 webhook::SOURCE => github(&secrets, &delivery).await?,
+                events::SOURCE => slack(&secrets, &delivery).await?,
                 _ => return Err(Refusal::not_found("ingress")),
+            };
+            let (scope, incoming) = match verified {
+                Verified::Answer(answer) => return Ok(answer),
+                Verified::Events(scope, incoming) => (scope, incoming),
             };
             let accepted = record(store, secrets, source, scope, incoming).await?;
             kick.notify_one();
@@ -49,31 +61,17 @@ impl Ingress for Ingresses {
 
 /// A GitHub webhook delivery: signed with the configured secret (`X-Hub-Signature-256`), of the
 /// type `X-GitHub-Event` names, identified by `X-GitHub-Delivery`.
-async fn github(secrets: &SecretAccess, delivery: &Delivery) -> Result<(String, Vec<Incoming>), Refusal> {
+async fn github(secrets: &SecretAccess, delivery: &Delivery) -> Result<Verified, Refusal> {
     let config = secrets.config.get();
     let settings = config.github();
-    let (Some(name), Some(scope)) = (
+    let configured = (
         settings.and_then(|s| s.webhook_secret.clone()),
         settings.and_then(|s| s.scope.clone()),
-    ) else {
-        return Err(
-            Refusal::not_found("ingress").with_remedy("configure `extensions.github.webhook_secret` and `scope`")
-        );
-    };
-    let secret = secrets.named(&name).await.map_err(|e| {
-        Refusal::new(ErrorCode::Internal, "the webhook secret could not be resolved")
-            .with_field("reason", e.code.into())
-    })?;
-    if !webhook::signature_valid(
-        secret.as_bytes(),
-        &delivery.body,
-        delivery.header("x-hub-signature-256"),
-    ) {
-        return Err(Refusal::new(
-            ErrorCode::Unauthenticated,
-            "the delivery's X-Hub-Signature-256 does not verify",
-        )
-        .with_remedy("sign deliveries with the secret `extensions.github.webhook_secret` names"));
+    );
+    let (secret, scope) = signing(secrets, configured, "extensions.github.webhook_secret").await?;
+    let signature = delivery.header("x-hub-signature-256");
+    if !webhook::signature_valid(secret.as_bytes(), &delivery.body, signature) {
+        return Err(unsigned("X-Hub-Signature-256", "extensions.github.webhook_secret"));
     }
     let event = delivery.header("x-github-event").unwrap_or_default();
     let id = delivery.header("x-github-delivery").unwrap_or_default();
@@ -95,7 +93,73 @@ async fn github(secrets: &SecretAccess, delivery: &Delivery) -> Result<(String, 
             delivery_id: format!("{}:{id}/{i}", webhook::SOURCE),
         })
         .collect();
-    Ok((scope, incoming))
+    Ok(Verified::Events(scope, incoming))
+}
+
+/// A Slack Events request: signed with the signing secret over its timestamp and body
+/// (`X-Slack-Signature`), and within five minutes of now, so an old request replayed is refused.
+async fn slack(secrets: &SecretAccess, delivery: &Delivery) -> Result<Verified, Refusal> {
+    let config = secrets.config.get();
+    let settings = config.slack();
+    let configured = (
+        settings.and_then(|s| s.signing_secret.clone()),
+        settings.and_then(|s| s.scope.clone()),
+    );
+    let (secret, scope) = signing(secrets, configured, "extensions.slack.signing_secret").await?;
+    let timestamp = delivery.header("x-slack-request-timestamp").unwrap_or_default();
+    let signature = delivery.header("x-slack-signature");
+    if !events::signature_valid(secret.as_bytes(), timestamp, &delivery.body, signature) {
+        return Err(unsigned("X-Slack-Signature", "extensions.slack.signing_secret"));
+    }
+    if !events::fresh(timestamp, now().0 / 1000) {
+        return Err(Refusal::new(
+            ErrorCode::Unauthenticated,
+            "the request's timestamp is outside the five-minute window",
+        )
+        .with_remedy("a replayed or delayed request is refused; Slack sends a fresh one"));
+    }
+    let payload: Value =
+        serde_json::from_slice(&delivery.body).map_err(|_| Refusal::invalid_input("the request's body is not JSON"))?;
+    match events::read(&payload) {
+        Some(events::Request::Challenge(challenge)) => Ok(Verified::Answer(json!({"challenge": challenge}))),
+        Some(events::Request::Events(found)) => {
+            let incoming = found
+                .into_iter()
+                .map(|e| Incoming {
+                    event_type: e.event_type.into(),
+                    key: e.key,
+                    data: e.data,
+                    delivery_id: format!("{}:{}", events::SOURCE, e.event_id),
+                })
+                .collect();
+            Ok(Verified::Events(scope, incoming))
+        }
+        None => Err(Refusal::invalid_input("the request is not a Slack Events API request")),
+    }
+}
+
+/// The ingress's secret (resolved) and scope, when both are configured.
+async fn signing(
+    secrets: &SecretAccess,
+    configured: (Option<String>, Option<String>),
+    setting: &str,
+) -> Result<(String, String), Refusal> {
+    let (Some(name), Some(scope)) = configured else {
+        return Err(Refusal::not_found("ingress").with_remedy(format!("configure `{setting}` and its `scope`")));
+    };
+    let secret = secrets.named(&name).await.map_err(|e| {
+        Refusal::new(ErrorCode::Internal, "the ingress's secret could not be resolved")
+            .with_field("reason", e.code.into())
+    })?;
+    Ok((secret, scope))
+}
+
+fn unsigned(header: &str, setting: &str) -> Refusal {
+    Refusal::new(
+        ErrorCode::Unauthenticated,
+        format!("the request's {header} does not verify"),
+    )
+    .with_remedy(format!("sign requests with the secret `{setting}` names"))
 }
 
 /// Accepts the events in one transaction; a delivery seen before accepts nothing again. Answers

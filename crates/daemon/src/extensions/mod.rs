@@ -1,11 +1,14 @@
 //! The release's first-party extensions (`http.fetch` behind the egress guard, human approvals,
-//! GitHub) and the registry that serves them beside the installed packages.
+//! GitHub, Slack) and the registry that serves them beside the installed packages.
 
 pub mod approvals;
+pub mod backoff;
 pub mod github;
 pub mod http_fetch;
 pub mod ingress;
 pub mod secret_access;
+pub mod signature;
+pub mod slack;
 
 use std::sync::Arc;
 
@@ -21,6 +24,7 @@ pub fn registry_with(
 ) -> Registry {
     let mut registry = Registry::default();
     let github = Arc::new(github::Github::new(secrets.clone()));
+    let slack = Arc::new(slack::Slack::new(secrets.clone()));
     let fetch = Arc::new(http_fetch::HttpFetch::new(secrets));
     #[allow(
         clippy::expect_used,
@@ -30,6 +34,7 @@ pub fn registry_with(
         .register(http_fetch::registration(fetch))
         .and_then(|()| registry.register(approvals::registration()))
         .and_then(|()| registry.register(github::registration(github)))
+        .and_then(|()| registry.register(slack::registration(slack)))
         .expect("the release's own registrations are valid");
     if let Some(gate) = approvals {
         #[allow(clippy::expect_used, reason = "the human registration was just registered")]

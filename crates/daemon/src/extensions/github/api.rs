@@ -3,12 +3,13 @@
 //! to be left alone for (`Retry-After`, `x-ratelimit-reset`) is respected: until then calls are
 //! refused at once, without a request.
 
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use conduit_egress::{FetchRequest, FetchResponse, SafeFetch};
 use conduit_toolbelt::registry::OperationError;
 use serde_json::Value;
+
+use crate::extensions::backoff::Backoff;
 
 /// The most items a list operation gathers (at 100 a page, 10 requests).
 pub const MAX_LIST: usize = 1000;
@@ -21,7 +22,7 @@ const API_VERSION: &str = "2022-11-28";
 #[derive(Clone)]
 pub struct Api {
     fetch: SafeFetch,
-    paused_until: Arc<Mutex<Option<Instant>>>,
+    backoff: Backoff,
 }
 
 /// Where and as whom: the configured API URL and the token from its secret.
@@ -62,7 +63,7 @@ impl Api {
     pub fn new(fetch: SafeFetch) -> Api {
         Api {
             fetch,
-            paused_until: Arc::new(Mutex::new(None)),
+            backoff: Backoff::default(),
         }
     }
 
@@ -102,7 +103,7 @@ impl Api {
     }
 
     async fn send(&self, account: &Account, request: &Request, url: String) -> Result<FetchResponse, OperationError> {
-        self.check_not_paused()?;
+        self.backoff.check("github_rate_limited", "GitHub")?;
         let fetch = FetchRequest {
             url,
             method: Some(request.method.into()),
@@ -124,28 +125,8 @@ impl Api {
             return Ok(response);
         }
         let refusal = refusal_for(response.status, &response.headers, unix_now());
-        if let Some(seconds) = refusal.retry_after {
-            self.pause_for(Duration::from_secs(seconds));
-        }
+        self.backoff.note(&refusal);
         Err(refusal)
-    }
-
-    fn check_not_paused(&self) -> Result<(), OperationError> {
-        let until = *self.paused_until.lock().unwrap_or_else(PoisonError::into_inner);
-        match until.map(|u| u.saturating_duration_since(Instant::now())) {
-            Some(left) if !left.is_zero() => Err(OperationError {
-                retry_after: Some(left.as_secs().max(1)),
-                ..OperationError::new(
-                    "github_rate_limited",
-                    "GitHub asked to be left alone for a while; try again after `retry_after` seconds",
-                )
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    fn pause_for(&self, wait: Duration) {
-        *self.paused_until.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now() + wait);
     }
 }
 

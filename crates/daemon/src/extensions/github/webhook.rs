@@ -9,11 +9,10 @@
 //! Types are `github.<event>.<action>` (`github.pull_request_review.submitted`), or
 //! `github.<event>` for a delivery without an action (`github.push`).
 
-use hmac::{Hmac, Mac};
-use serde_json::{json, Value};
-use sha2::Sha256;
-
 use conduit_core::names::is_event_type;
+use serde_json::{json, Value};
+
+use crate::extensions::signature::hmac_hex_matches;
 
 /// The events' source, as the ingress route names it.
 pub const SOURCE: &str = "github";
@@ -38,29 +37,11 @@ pub fn issue_key(repo: &str, number: u64) -> String {
 }
 
 /// Whether `header` (`X-Hub-Signature-256`) is `sha256=<hex>` of the body's HMAC-SHA256 under
-/// `secret`, compared in constant time.
+/// `secret`.
 pub fn signature_valid(secret: &[u8], body: &[u8], header: Option<&str>) -> bool {
-    let Some(hex) = header.and_then(|h| h.strip_prefix("sha256=")) else {
-        return false;
-    };
-    let Some(expected) = decode_hex(hex) else {
-        return false;
-    };
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
-        return false;
-    };
-    mac.update(body);
-    mac.verify_slice(&expected).is_ok()
-}
-
-fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
+    header
+        .and_then(|h| h.strip_prefix("sha256="))
+        .is_some_and(|hex| hmac_hex_matches(secret, &[body], hex))
 }
 
 /// The events a delivery of `event` (`X-GitHub-Event`) with `payload` becomes; `None` when it is
@@ -145,10 +126,7 @@ mod tests {
     use super::*;
 
     fn sign(secret: &[u8], body: &[u8]) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(secret).unwrap();
-        mac.update(body);
-        let hex: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
-        format!("sha256={hex}")
+        format!("sha256={}", crate::extensions::signature::sign_hex(secret, &[body]))
     }
 
     #[test]
