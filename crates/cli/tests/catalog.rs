@@ -130,23 +130,39 @@ fn operators_see_every_registered_tool_narrowed_by_scope_and_source() {
 
     let (status, all) = get("/v1/tools");
     assert_eq!(status, 200);
-    assert_eq!(
-        ids(&all),
-        [
-            "create_work",
-            "declare_outcome",
-            "emit",
+    let github = [
+        "github.checks.wait",
+        "github.git.credential",
+        "github.issue.comment",
+        "github.issue.list",
+        "github.issue.view",
+        "github.pr.comment",
+        "github.pr.create",
+        "github.pr.diff",
+        "github.pr.edit",
+        "github.pr.review",
+        "github.pr.view",
+        "github.pr.wait_review",
+    ];
+    let expected: Vec<&str> = ["create_work", "declare_outcome", "emit"]
+        .into_iter()
+        .chain(github)
+        .chain([
             "http.fetch",
             "read_context",
-            "wait"
-        ]
-    );
+            "slack.context",
+            "slack.reply",
+            "slack.thread",
+            "wait",
+        ])
+        .collect();
+    assert_eq!(ids(&all), expected);
     let schema = schema();
     assert!(all.as_array().unwrap().iter().all(|t| schema.is_valid(t)));
     assert_eq!(
         ids(&get("/v1/tools?scope=demo").1),
         ["create_work", "declare_outcome", "emit", "read_context", "wait"],
-        "demo's ceiling allows every builtin, not http.fetch"
+        "demo's ceiling allows every builtin, not the extensions' operations"
     );
     assert_eq!(get("/v1/tools?source=host-extension").1, all);
     assert_eq!(get("/v1/tools/http.fetch").1["egress"], "safe-fetch");

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::extensions::ExtensionsConfig;
 use crate::retry::RetryConfig;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -255,4 +254,61 @@ impl Default for Limits {
             attempt_output_bytes: default_attempt_output_bytes(),
         }
     }
+}
+
+pub const GITHUB_API: &str = "https://api.github.com";
+pub const SLACK_API: &str = "https://slack.com/api";
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtensionsConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub github: Option<GithubConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slack: Option<SlackConfig>,
+}
+
+/// GitHub (REST v3): where its API is (GitHub Enterprise has its own), the secret holding the token
+/// its operations use, and its webhook ingress.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GithubConfig {
+    #[serde(default = "github_api")]
+    pub api_url: String,
+    /// The secret holding the API token.
+    pub token: String,
+    /// The secret webhook deliveries are signed with; without one the ingress refuses every delivery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_secret: Option<String>,
+    /// The scope webhook events are accepted in (needed with `webhook_secret`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// The git host (`host` or `host:port`) `github.git.credential` answers for; by default the
+    /// API's host, `github.com` for `api.github.com`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_host: Option<String>,
+}
+
+/// Slack (Web API): where its API is, the secret holding the bot token, and its Events ingress.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlackConfig {
+    #[serde(default = "slack_api")]
+    pub api_url: String,
+    /// The secret holding the bot token.
+    pub token: String,
+    /// The secret Slack signs its Events requests with; without one the ingress refuses them all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_secret: Option<String>,
+    /// The scope Slack events are accepted in (needed with `signing_secret`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+}
+
+fn github_api() -> String {
+    GITHUB_API.into()
+}
+
+fn slack_api() -> String {
+    SLACK_API.into()
 }

@@ -184,10 +184,12 @@ mod tests {
             Source::Scheduler,
             Source::Toolbelt,
             Source::Execution("abc".into()),
+            Source::Ingress("github".into()),
         ] {
             assert_eq!(Source::from_wire(&s.to_wire()), Some(s));
         }
-        assert_eq!(Source::from_wire("bogus"), None);
+        assert_eq!(Source::from_wire("core.bogus"), None);
+        assert_eq!(Source::from_wire("Not A Name"), None);
     }
 
     #[test]
