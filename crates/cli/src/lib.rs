@@ -29,6 +29,7 @@ pub mod connection;
 pub mod daemon;
 pub mod doctor;
 pub mod git_credential;
+pub mod github_hold;
 pub mod json;
 pub mod management;
 pub mod mcp;

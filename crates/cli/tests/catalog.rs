@@ -141,6 +141,7 @@ fn operators_see_every_registered_tool_narrowed_by_scope_and_source() {
         "github.pr.diff",
         "github.pr.edit",
         "github.pr.review",
+        "github.pr.reviews",
         "github.pr.view",
         "github.pr.wait_review",
     ];

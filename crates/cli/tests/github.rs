@@ -25,6 +25,32 @@ fn daemon(github: &FakeGithub, script: impl FnOnce(&str) -> String) -> (Daemon, 
 
 /// [`daemon`], answering git credentials for `git_host`.
 fn daemon_with_git(github: &FakeGithub, git_host: &str, script: impl FnOnce(&str) -> String) -> (Daemon, u16) {
+    start(github, git_host, |d| granting(&script(d), operations()))
+}
+
+/// A daemon whose `demo/shell` binding is the GitHub hold with `config`.
+fn holding(github: &FakeGithub, config: Value) -> (Daemon, u16) {
+    start(github, &format!("127.0.0.1:{}", github.port), |_| {
+        let mut whole = granting("true", operations());
+        whole["scopes"]["demo"]["bindings"]["shell"] =
+            json!({"executor": "github-hold", "config": config, "operations": operations()});
+        whole
+    })
+}
+
+fn operations() -> Value {
+    json!([
+        "read_context",
+        "declare_outcome",
+        "emit",
+        "@github.author",
+        "@github.reviewer"
+    ])
+}
+
+/// A daemon on the configuration `config` makes (given the scratch directory), with GitHub's
+/// settings, secrets and the test allowance added.
+fn start(github: &FakeGithub, git_host: &str, config: impl FnOnce(&str) -> Value) -> (Daemon, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -38,16 +64,9 @@ fn daemon_with_git(github: &FakeGithub, git_host: &str, script: impl FnOnce(&str
         ("GH_TOKEN", TOKEN),
         ("GH_WEBHOOK", WEBHOOK_SECRET),
     ];
-    let operations = json!([
-        "read_context",
-        "declare_outcome",
-        "emit",
-        "@github.author",
-        "@github.reviewer"
-    ]);
     let api_url = github.url();
     let daemon = Daemon::start_with_env(&env, |scratch| {
-        let mut config = granting(&script(&scratch.display().to_string()), operations);
+        let mut config = config(&scratch.display().to_string());
         config["secrets"] = json!({"gh_token": "env:GH_TOKEN", "gh_webhook": "env:GH_WEBHOOK"});
         config["extensions"] = json!({"github": {"api_url": api_url, "token": "gh_token",
             "webhook_secret": "gh_webhook", "scope": "demo", "git_host": git_host}});
@@ -387,4 +406,58 @@ fn git_clones_and_pushes_with_os_git_credential_and_no_other_host_gets_the_token
         !elsewhere.is_empty() && elsewhere.iter().all(|r| !r.presented),
         "{elsewhere:?}"
     );
+}
+
+/// The GitHub hold executor: a Work held `until` approved parks while no review approves, a
+/// signed review webhook wakes it, and it succeeds once GitHub lists the approval. One held on
+/// checks takes the pull request from the Work's input and fails when a suite fails.
+#[test]
+fn the_github_hold_holds_a_work_until_the_pull_request_is_approved() {
+    let github = FakeGithub::start();
+    let (daemon, port) = holding(
+        &github,
+        json!({"until": "approved", "repo": "acme/app", "number": 7, "wait": "1h"}),
+    );
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+    let waits = daemon.json(&["waits"]);
+    assert!(waits.to_string().contains("github:acme/app#7"), "{waits}");
+
+    *github.approved.lock().unwrap() = true;
+    let review = json!({"action": "submitted", "repository": {"full_name": "acme/app"}, "pull_request": {"number": 7},
+                        "review": {"state": "approved", "user": {"login": "rev"}}})
+    .to_string();
+    let (status, _) = deliver(
+        port,
+        "pull_request_review",
+        &review,
+        Some(&sign(&review, WEBHOOK_SECRET)),
+        "d-hold",
+    );
+    assert_eq!(status, 200);
+    let done = daemon.await_work(&work, "succeeded");
+    assert_eq!(done["outcome"]["summary"], "acme/app#7: approved", "{done}");
+    assert_eq!(daemon.attempts(&work).len(), 2, "held once, then satisfied");
+}
+
+#[test]
+fn the_github_hold_on_checks_reads_its_pull_request_from_the_works_input_and_fails_failed_checks() {
+    let github = FakeGithub::start();
+    *github.checks_done.lock().unwrap() = true;
+    *github.checks_fail.lock().unwrap() = true;
+    let (daemon, _) = holding(&github, json!({"until": "checks"}));
+    let input = r#"{"repo": "acme/app", "number": 7}"#;
+    let work = daemon.json(&[
+        "work",
+        "create",
+        "--scope",
+        "demo",
+        "--binding",
+        "shell",
+        "--input",
+        input,
+    ]);
+    let work = work["id"].as_str().unwrap().to_owned();
+    let done = daemon.await_work(&work, "failed");
+    assert_eq!(done["outcome"]["summary"], "acme/app#7: checks failed: ci", "{done}");
 }

@@ -11,12 +11,18 @@ use conduit_core::Duration;
 use serde::de::DeserializeOwned;
 
 use crate::diagnostic::{push_pointer, shape_diagnostic, Diagnostic};
-use crate::model::{AgentConfig, BindingConfig, ShellConfig};
+use crate::model::{AgentConfig, BindingConfig, HoldConfig, ShellConfig};
 
 const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// The executor that runs a binding's argv.
 pub const SHELL: &str = "shell";
+
+/// The executor that holds a Work until a GitHub pull request's condition holds (`os github-hold`).
+pub const GITHUB_HOLD: &str = "github-hold";
+
+/// What a GitHub hold waits for.
+pub const HOLD_CONDITIONS: [&str; 2] = ["approved", "checks"];
 
 /// The agent CLIs the host drives itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +87,11 @@ impl Agent {
 pub enum Executable {
     Shell(ShellConfig),
     Agent(Agent, AgentConfig),
+    GithubHold(HoldConfig),
 }
+
+/// A hold sets no variables, program directories or working directory of its own.
+static NO_ENV: BTreeMap<String, String> = BTreeMap::new();
 
 impl Executable {
     /// The attempt deadline.
@@ -95,6 +105,7 @@ impl Executable {
         match self {
             Executable::Shell(shell) => shell.timeout.as_deref(),
             Executable::Agent(_, agent) => agent.timeout.as_deref(),
+            Executable::GithubHold(hold) => hold.timeout.as_deref(),
         }
     }
 
@@ -110,6 +121,11 @@ impl Executable {
                 env: &c.env,
                 path: &c.path,
                 cwd: c.cwd.as_deref(),
+            },
+            Executable::GithubHold(_) => ProcessSettings {
+                env: &NO_ENV,
+                path: &[],
+                cwd: None,
             },
         }
     }
@@ -135,6 +151,11 @@ pub(crate) fn executable(
         strict::<ShellConfig>(&base, binding).and_then(|shell| {
             check_shell(&base, &shell)?;
             Ok(Executable::Shell(shell))
+        })
+    } else if binding.executor == GITHUB_HOLD {
+        strict::<HoldConfig>(&base, binding).and_then(|hold| {
+            check_hold(&base, &hold)?;
+            Ok(Executable::GithubHold(hold))
         })
     } else {
         let agent = Agent::named(&binding.executor)?;
@@ -164,6 +185,25 @@ fn check_shell(base: &str, shell: &ShellConfig) -> Result<(), Diagnostic> {
             format!("{base}/command"),
             "the shell executor needs a non-empty command argv",
             "give `command` as an array such as [\"/bin/sh\", \"-c\", \"...\"]",
+        ));
+    }
+    Ok(())
+}
+
+/// A hold waits for a known condition, each wait for a positive duration.
+fn check_hold(base: &str, hold: &HoldConfig) -> Result<(), Diagnostic> {
+    if !HOLD_CONDITIONS.contains(&hold.until.as_str()) {
+        return Err(invalid(
+            format!("{base}/until"),
+            "a GitHub hold waits `until` approved (a review approves the pull request) or checks (its check suites complete)",
+            "write \"approved\" or \"checks\"",
+        ));
+    }
+    if hold.wait.as_deref().is_some_and(|w| Duration::parse(w).is_none()) {
+        return Err(invalid(
+            format!("{base}/wait"),
+            "`wait` is a positive duration such as 30m or 2h",
+            "write how long each wait may last",
         ));
     }
     Ok(())

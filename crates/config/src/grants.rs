@@ -41,6 +41,16 @@ pub const AGENT_EXECUTORS: [(&str, ExecutorCapabilities); 2] = [
     (Agent::Codex.executor(), SHELL_EXECUTOR.1),
 ];
 
+/// The GitHub hold (`github-hold`): a toolbelt for its own calls, no secrets, no playbook.
+pub const HOLD_EXECUTOR: (&str, ExecutorCapabilities) = (
+    crate::executor::GITHUB_HOLD,
+    ExecutorCapabilities {
+        toolbelt: true,
+        secrets: false,
+        playbook: false,
+    },
+);
+
 /// The operations, toolsets, playbooks and executors the running release registers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Registry {
@@ -97,6 +107,7 @@ impl Registry {
     pub fn executor(&self, name: &str) -> Option<ExecutorCapabilities> {
         std::iter::once(SHELL_EXECUTOR)
             .chain(AGENT_EXECUTORS)
+            .chain([HOLD_EXECUTOR])
             .find(|(executor, _)| *executor == name)
             .map(|(_, capabilities)| capabilities)
             .or_else(|| self.executors.get(name).copied())

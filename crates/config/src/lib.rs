@@ -23,11 +23,11 @@ mod validate;
 
 pub use default::default_config_json;
 pub use diagnostic::{Diagnostic, Severity};
-pub use executor::{Agent, Executable, ProcessSettings};
+pub use executor::{Agent, Executable, ProcessSettings, GITHUB_HOLD, HOLD_CONDITIONS};
 pub use grants::{ExecutorCapabilities, Registry};
 pub use model::{
-    AgentConfig, ApprovalRule, BindingConfig, Config, ExtensionsConfig, GithubConfig, Limits, RouteConfig, ScopeConfig,
-    ShellConfig, SlackConfig, GITHUB_API, SLACK_API,
+    AgentConfig, ApprovalRule, BindingConfig, Config, ExtensionsConfig, GithubConfig, HoldConfig, Limits, RouteConfig,
+    ScopeConfig, ShellConfig, SlackConfig, GITHUB_API, SLACK_API,
 };
 pub use reference::{is_var_name, seal, Reference, ReferenceError};
 pub use retry::RetryConfig;

@@ -163,6 +163,25 @@ pub struct AgentConfig {
     pub cwd: Option<String>,
 }
 
+/// A `github-hold` binding's `config`: the condition, and the pull request (else the Work's
+/// input names it as `{"repo", "number"}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HoldConfig {
+    /// `approved` or `checks`.
+    pub until: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number: Option<u64>,
+    /// How long each wait may last before the hold fails (none: as long as it takes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<String>,
+    /// Each attempt's deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {

@@ -410,6 +410,30 @@ mod tests {
     }
 
     #[test]
+    fn a_github_hold_names_its_condition_and_takes_no_secrets() {
+        let scope = |config: &str, extra: &str| {
+            with_scope(&format!(
+                r#"{{"authorization":{{"operations":["emit"]}},"bindings":{{"b":{{"executor":"github-hold","config":{config},"operations":["emit"]{extra}}}}}}}"#
+            ))
+            .replace(r#""version":1"#, r#""version":1,"secrets":{"k":"env:K"}"#)
+        };
+        let at = |pointer: &str| format!("/scopes/s/bindings/b{pointer}");
+        for (config, extra, pointer) in [
+            (r#"{"until":"merged"}"#, "", at("/config/until")),
+            (r#"{"until":"checks","wait":"soon"}"#, "", at("/config/wait")),
+            (r#"{"until":"checks","command":["x"]}"#, "", at("/config/command")),
+            (r#"{"until":"checks"}"#, r#","secrets":["k"]"#, at("/secrets")),
+        ] {
+            let found = parse(scope(config, extra).as_bytes()).err().unwrap_or_default();
+            let pointers: Vec<&str> = found.iter().map(|d| d.pointer.as_str()).collect();
+            assert_eq!(pointers, [pointer.as_str()], "{config}{extra}");
+        }
+        let hold = r#"{"until":"approved","repo":"acme/app","number":7,"wait":"2h"}"#;
+        let snap = parse(scope(hold, "").as_bytes()).unwrap();
+        assert!(matches!(snap.executable("s", "b"), Some(crate::Executable::GithubHold(h)) if h.number == Some(7)));
+    }
+
+    #[test]
     fn a_working_directory_never_lies_in_the_state_directory() {
         let scope = |cwd: &str| {
             with_scope(&format!(

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use conduit_cli::connection::{Connection, Request};
 use conduit_cli::git_credential;
+use conduit_cli::github_hold::{Held, Hold, Until};
 use conduit_cli::render;
 use conduit_cli::report::{Failure, Human, Reporter};
 use conduit_cli::toolbelt;
@@ -132,6 +133,26 @@ enum Command {
         /// What git asks of its helper
         action: CredentialAction,
     },
+    /// Hold this execution's Work until a GitHub pull request's condition holds (the
+    /// `github-hold` executor runs this)
+    ///
+    /// Declares the outcome when the condition holds (exit 0); otherwise declares a wait on the
+    /// pull request's GitHub events and exits 3, to run again when one arrives. A wait that times
+    /// out fails the hold.
+    GithubHold {
+        /// The condition
+        #[arg(long, value_enum)]
+        until: Until,
+        /// The repository, owner/name [default: the Work's input's `repo`]
+        #[arg(long, value_name = "OWNER/NAME")]
+        repo: Option<String>,
+        /// The pull request's number [default: the Work's input's `number`]
+        #[arg(long, value_name = "N")]
+        number: Option<u64>,
+        /// How long each wait may last, such as 2h [default: no limit]
+        #[arg(long, value_name = "DURATION")]
+        wait: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -163,6 +184,7 @@ enum Plan {
     Call(Request, Human),
     Mcp,
     GitCredential(CredentialAction),
+    GithubHold(Hold),
 }
 
 #[derive(Debug, Args)]
@@ -206,6 +228,17 @@ fn main() -> ExitCode {
         }
         Plan::Mcp => reporter.finish_printed(connection.and_then(conduit_cli::mcp::run)),
         Plan::GitCredential(action) => reporter.finish_printed(git_credential(action, connection)),
+        Plan::GithubHold(hold) => match connection.and_then(|c| hold.run(&c)) {
+            Ok(Held::Declared(status, summary)) => {
+                println!("{status}: {summary}");
+                ExitCode::SUCCESS
+            }
+            Ok(Held::Waiting) => {
+                eprintln!("waiting for the pull request's next GitHub event; this segment ends now");
+                ExitCode::from(toolbelt::PARKED_EXIT)
+            }
+            Err(failure) => reporter.fail(failure),
+        },
     }
 }
 
@@ -274,6 +307,17 @@ fn plan(command: Command) -> Plan {
         Command::Tools { id: Some(id) } => Plan::Call(t::tool(&id), render::tool_detail),
         Command::Mcp => Plan::Mcp,
         Command::GitCredential { action } => Plan::GitCredential(action),
+        Command::GithubHold {
+            until,
+            repo,
+            number,
+            wait,
+        } => Plan::GithubHold(Hold {
+            until,
+            repo,
+            number,
+            wait,
+        }),
     }
 }
 
@@ -290,7 +334,7 @@ mod tests {
             Plan::Call(Request::Get(path) | Request::GetContent(path) | Request::Delete(path), _) => {
                 panic!("expected a call, got {path}")
             }
-            Plan::Mcp | Plan::GitCredential(_) => panic!("expected a call"),
+            Plan::Mcp | Plan::GitCredential(_) | Plan::GithubHold(_) => panic!("expected a call"),
         }
     }
 

@@ -18,17 +18,42 @@ pub struct FakeGithub {
     pub seen: Arc<Mutex<Vec<Seen>>>,
     /// Whether check suites have completed yet.
     pub checks_done: Arc<Mutex<bool>>,
+    /// Whether the completed suite failed.
+    pub checks_fail: Arc<Mutex<bool>>,
+    /// Whether a review has approved pull request 7.
+    pub approved: Arc<Mutex<bool>>,
+}
+
+/// What the fake's answers depend on, as the test sets it.
+#[derive(Clone, Copy)]
+struct State {
+    checks_done: bool,
+    checks_fail: bool,
+    approved: bool,
+}
+
+fn flag() -> Arc<Mutex<bool>> {
+    Arc::new(Mutex::new(false))
 }
 
 impl FakeGithub {
     pub fn start() -> FakeGithub {
-        let checks_done = Arc::new(Mutex::new(false));
-        let done = checks_done.clone();
-        let (port, seen) = fake_http::start(move |request, port| answer(request, port, *done.lock().unwrap()));
+        let (checks_done, checks_fail, approved) = (flag(), flag(), flag());
+        let state = (checks_done.clone(), checks_fail.clone(), approved.clone());
+        let (port, seen) = fake_http::start(move |request, port| {
+            let now = State {
+                checks_done: *state.0.lock().unwrap(),
+                checks_fail: *state.1.lock().unwrap(),
+                approved: *state.2.lock().unwrap(),
+            };
+            answer(request, port, now)
+        });
         FakeGithub {
             port,
             seen,
             checks_done,
+            checks_fail,
+            approved,
         }
     }
 
@@ -53,7 +78,7 @@ fn pull(number: u64, title: &str) -> Value {
            "head": {"ref": "fix", "sha": HEAD_SHA}, "base": {"ref": "main"}})
 }
 
-fn answer(request: &Seen, port: u16, checks_done: bool) -> Answer {
+fn answer(request: &Seen, port: u16, state: State) -> Answer {
     if request.authorization.as_deref() != Some(&format!("Bearer {TOKEN}")) {
         return json_answer(401, json!({"message": "Bad credentials"}));
     }
@@ -85,13 +110,24 @@ fn answer(request: &Seen, port: u16, checks_done: bool) -> Answer {
         ("GET", "/repos/acme/app/pulls/7") => json_answer(200, pull(7, "Fix it")),
         ("POST", "/repos/acme/app/pulls") => json_answer(201, pull(8, request.body["title"].as_str().unwrap_or(""))),
         ("PATCH", "/repos/acme/app/pulls/7") => json_answer(200, pull(7, request.body["title"].as_str().unwrap_or(""))),
+        ("GET", "/repos/acme/app/pulls/7/reviews") => {
+            let mut reviews = vec![json!({"id": 1, "user": {"login": "rev"}, "state": "COMMENTED"})];
+            if state.approved {
+                reviews.push(json!({"id": 2, "user": {"login": "rev"}, "state": "APPROVED"}));
+            }
+            json_answer(200, Value::Array(reviews))
+        }
         ("POST", "/repos/acme/app/pulls/7/reviews") => json_answer(
             200,
             json!({"id": 77, "state": "APPROVED", "html_url": "https://github.example/r/77"}),
         ),
         ("GET", p) if p == format!("/repos/acme/app/commits/{HEAD_SHA}/check-suites") => {
-            let status = if checks_done { "completed" } else { "in_progress" };
-            let conclusion = if checks_done { json!("success") } else { Value::Null };
+            let status = if state.checks_done { "completed" } else { "in_progress" };
+            let conclusion = match (state.checks_done, state.checks_fail) {
+                (false, _) => Value::Null,
+                (true, false) => json!("success"),
+                (true, true) => json!("failure"),
+            };
             json_answer(
                 200,
                 json!({"total_count": 1, "check_suites": [

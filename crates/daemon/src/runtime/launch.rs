@@ -84,8 +84,8 @@ impl Runtime {
         Ok(root.join(sub))
     }
 
-    /// How the attempt's program starts: the shell's argv as written, or the agent CLI's command
-    /// line built for this attempt.
+    /// How the attempt's program starts: the shell's argv as written, the agent CLI's command
+    /// line built for this attempt, or the GitHub hold's.
     pub(super) async fn program_for(
         &self,
         x: &Execution,
@@ -98,7 +98,32 @@ impl Runtime {
                 ..Program::default()
             }),
             Executable::Agent(agent, config) => self.agent_program(x, run, *agent, config).await,
+            Executable::GithubHold(hold) => Ok(Program {
+                argv: self.hold_argv(hold),
+                ..Program::default()
+            }),
         }
+    }
+
+    /// The GitHub hold is `os github-hold`, calling the toolbelt through its own execution socket.
+    fn hold_argv(&self, hold: &conduit_config::HoldConfig) -> Vec<String> {
+        let mut argv = vec![
+            self.os_dir.join("os").display().to_string(),
+            "github-hold".into(),
+            "--until".into(),
+            hold.until.clone(),
+        ];
+        let options = [
+            ("--repo", hold.repo.clone()),
+            ("--number", hold.number.map(|n| n.to_string())),
+            ("--wait", hold.wait.clone()),
+        ];
+        for (flag, value) in options {
+            if let Some(value) = value {
+                argv.extend([flag.to_owned(), value]);
+            }
+        }
+        argv
     }
 
     /// The attempt's confinement under its binding's sandbox (`None` when it is off); when the

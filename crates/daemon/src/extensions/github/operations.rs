@@ -101,6 +101,7 @@ impl Call<'_> {
             "github.pr.edit" => self.pr_edit(parse(input)?).await?,
             "github.pr.review" => self.pr_review(parse(input)?).await?,
             "github.pr.diff" => self.pr_diff(parse(input)?).await?,
+            "github.pr.reviews" => self.pr_reviews(parse(input)?).await?,
             "github.pr.wait_review" => return wait_review(parse(input)?),
             "github.checks.wait" => return self.checks_wait(parse(input)?).await,
             "github.git.credential" => return Ok(self.credential(parse(input)?).await),
@@ -188,6 +189,14 @@ impl Call<'_> {
             .send("POST", path, json!({"event": input.event, "body": input.body}))
             .await?;
         Ok(json!({"id": review["id"], "state": review["state"], "url": review["html_url"]}))
+    }
+
+    /// The reviews submitted so far, oldest first.
+    async fn pr_reviews(&self, input: Numbered) -> Result<Value, OperationError> {
+        let path = format!("/repos/{}/pulls/{}/reviews", repo(&input.repo)?, input.number);
+        let reviews = self.api.list(self.account, path, MAX_LIST).await?;
+        let fields = |r: &Value| json!({"id": r["id"], "author": r["user"]["login"], "state": r["state"], "submitted_at": r["submitted_at"]});
+        Ok(json!({"items": reviews.iter().map(fields).collect::<Vec<_>>()}))
     }
 
     async fn pr_diff(&self, input: Numbered) -> Result<Value, OperationError> {

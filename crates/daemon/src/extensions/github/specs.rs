@@ -100,6 +100,12 @@ fn ops() -> Vec<Op> {
             object(&["repo", "number", "event"], json!({"repo": repo, "number": number, "body": text,
                 "event": {"enum": ["APPROVE", "REQUEST_CHANGES", "COMMENT"]}})),
         ),
+        read(
+            "github.pr.reviews",
+            "A pull request's reviews",
+            "The reviews submitted on the pull request, oldest first: author, state and time.",
+            numbered.clone(),
+        ),
         read("github.pr.diff", "A pull request's diff", "The pull request's unified diff.", numbered),
         read(
             "github.pr.wait_review",
@@ -134,6 +140,7 @@ const AUTHOR: &[&str] = &[
     "github.pr.edit",
     "github.pr.comment",
     "github.pr.diff",
+    "github.pr.reviews",
     "github.pr.wait_review",
     "github.checks.wait",
     "github.git.credential",
@@ -143,6 +150,7 @@ const REVIEWER: &[&str] = &[
     "github.issue.view",
     "github.pr.view",
     "github.pr.diff",
+    "github.pr.reviews",
     "github.pr.comment",
     "github.pr.review",
     "github.checks.wait",
