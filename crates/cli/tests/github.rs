@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::calls::{call_line, Answers};
+use common::calls::{call_line, script_of, Answers};
 use common::git_http::{bare_repo, GitServer};
 use common::github::{FakeGithub, HEAD_SHA, ISSUES, TOKEN};
 use common::*;
@@ -51,28 +51,15 @@ fn operations() -> Value {
 /// A daemon on the configuration `config` makes (given the scratch directory), with GitHub's
 /// settings, secrets and the test allowance added.
 fn start(github: &FakeGithub, git_host: &str, config: impl FnOnce(&str) -> Value) -> (Daemon, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let allow = format!("127.0.0.1:{}", github.port);
-    let listen = format!("127.0.0.1:{port}");
-    let env = [
-        ("OPEN_CONDUIT_TEST_FETCH_ALLOW", allow.as_str()),
-        ("OPEN_CONDUIT_LISTEN", listen.as_str()),
-        ("GH_TOKEN", TOKEN),
-        ("GH_WEBHOOK", WEBHOOK_SECRET),
-    ];
+    let env = [("GH_TOKEN", TOKEN), ("GH_WEBHOOK", WEBHOOK_SECRET)];
     let api_url = github.url();
-    let daemon = Daemon::start_with_env(&env, |scratch| {
+    daemon_beside(github.port, &env, |scratch| {
         let mut config = config(&scratch.display().to_string());
         config["secrets"] = json!({"gh_token": "env:GH_TOKEN", "gh_webhook": "env:GH_WEBHOOK"});
         config["extensions"] = json!({"github": {"api_url": api_url, "token": "gh_token",
             "webhook_secret": "gh_webhook", "scope": "demo", "git_host": git_host}});
         config.to_string()
-    });
-    (daemon, port)
+    })
 }
 
 #[test]
@@ -136,13 +123,7 @@ fn every_github_operation_round_trips_from_a_real_execution() {
         ),
         ("paused", "github.issue.view", json!({"repo": "acme/app", "number": 1})),
     ];
-    let (daemon, _) = daemon(&github, |d| {
-        let script: String = calls
-            .iter()
-            .map(|(name, op, input)| call_line(d, name, op, input.clone()))
-            .collect();
-        format!("{script}os outcome succeeded")
-    });
+    let (daemon, _) = daemon(&github, |d| script_of(d, &calls));
     let work = daemon.create_work("demo", "shell");
     daemon.await_work(&work, "succeeded");
     let answers = Answers(daemon.scratch().to_owned());
@@ -228,25 +209,9 @@ fn sign(body: &str, secret: &str) -> String {
 
 /// A raw POST to the loopback listener: the status and the JSON answer.
 fn deliver(port: u16, event: &str, body: &str, signature: Option<&str>, delivery: &str) -> (u16, Value) {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let signature = signature
-        .map(|s| format!("X-Hub-Signature-256: {s}\r\n"))
-        .unwrap_or_default();
-    let request = format!(
-        "POST /v1/ingress/github HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n\
-         X-GitHub-Event: {event}\r\nX-GitHub-Delivery: {delivery}\r\n{signature}Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let json = response
-        .split("\r\n\r\n")
-        .nth(1)
-        .and_then(|b| serde_json::from_str(b).ok());
-    (status, json.unwrap_or(Value::Null))
+    let mut headers = vec![("X-GitHub-Event", event), ("X-GitHub-Delivery", delivery)];
+    headers.extend(signature.map(|s| ("X-Hub-Signature-256", s)));
+    tcp_post(port, "/v1/ingress/github", &headers, body)
 }
 
 /// A Work parks on `github.pr.wait_review`; an unsigned or wrongly signed delivery is refused

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::calls::{call_line, Answers};
+use common::calls::{script_of, Answers};
 use common::slack::{FakeSlack, BOT_TOKEN};
 use common::*;
 use hmac::{Hmac, Mac};
@@ -18,21 +18,9 @@ const SIGNING_SECRET: &str = "slack-signing-8b2e";
 /// A daemon listening on loopback too, whose `demo` scope grants `@slack.responder` to a shell
 /// binding running `script`, routes `slack.app_mention` to it, and reaches Slack at `slack`.
 fn daemon(slack: &FakeSlack, script: impl FnOnce(&str) -> String) -> (Daemon, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let allow = format!("127.0.0.1:{}", slack.port);
-    let listen = format!("127.0.0.1:{port}");
-    let env = [
-        ("OPEN_CONDUIT_TEST_FETCH_ALLOW", allow.as_str()),
-        ("OPEN_CONDUIT_LISTEN", listen.as_str()),
-        ("SLACK_BOT", BOT_TOKEN),
-        ("SLACK_SIGNING", SIGNING_SECRET),
-    ];
+    let env = [("SLACK_BOT", BOT_TOKEN), ("SLACK_SIGNING", SIGNING_SECRET)];
     let api_url = slack.url();
-    let daemon = Daemon::start_with_env(&env, |scratch| {
+    daemon_beside(slack.port, &env, |scratch| {
         let operations = json!(["read_context", "declare_outcome", "emit", "@slack.responder"]);
         let mut config = granting(&script(&scratch.display().to_string()), operations);
         config["scopes"]["demo"]["routes"] = json!([{"on": "slack.app_mention", "binding": "shell"}]);
@@ -40,8 +28,7 @@ fn daemon(slack: &FakeSlack, script: impl FnOnce(&str) -> String) -> (Daemon, u1
         config["extensions"] = json!({"slack": {"api_url": api_url, "token": "slack_bot",
             "signing_secret": "slack_signing", "scope": "demo"}});
         config.to_string()
-    });
-    (daemon, port)
+    })
 }
 
 #[test]
@@ -57,13 +44,7 @@ fn slack_operations_round_trip_from_a_real_execution() {
         ),
         ("unknown", "slack.context", json!({"channel": "C9"})),
     ];
-    let (daemon, _) = daemon(&slack, |d| {
-        let script: String = calls
-            .iter()
-            .map(|(name, op, input)| call_line(d, name, op, input.clone()))
-            .collect();
-        format!("{script}os outcome succeeded")
-    });
+    let (daemon, _) = daemon(&slack, |d| script_of(d, &calls));
     let work = daemon.create_work("demo", "shell");
     daemon.await_work(&work, "succeeded");
     let answers = Answers(daemon.scratch().to_owned());
@@ -107,22 +88,11 @@ fn signature(timestamp: &str, body: &str, secret: &str) -> String {
 
 /// A raw POST of an Events API request to the loopback listener: the status and the JSON answer.
 fn post(port: u16, body: &str, timestamp: &str, signature: &str) -> (u16, Value) {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let request = format!(
-        "POST /v1/ingress/slack HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n\
-         X-Slack-Request-Timestamp: {timestamp}\r\nX-Slack-Signature: {signature}\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let json = response
-        .split("\r\n\r\n")
-        .nth(1)
-        .and_then(|b| serde_json::from_str(b).ok());
-    (status, json.unwrap_or(Value::Null))
+    let headers = [
+        ("X-Slack-Request-Timestamp", timestamp),
+        ("X-Slack-Signature", signature),
+    ];
+    tcp_post(port, "/v1/ingress/slack", &headers, body)
 }
 
 #[test]

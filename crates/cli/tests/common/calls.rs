@@ -12,6 +12,15 @@ pub fn call_line(dir: &str, name: &str, operation: &str, input: Value) -> String
     )
 }
 
+/// A script that makes each call in turn, keeping its answer, then declares success.
+pub fn script_of(dir: &str, calls: &[(&str, &str, Value)]) -> String {
+    let lines: String = calls
+        .iter()
+        .map(|(name, op, input)| call_line(dir, name, op, input.clone()))
+        .collect();
+    format!("{lines}os outcome succeeded")
+}
+
 pub struct Answers(pub std::path::PathBuf);
 
 impl Answers {

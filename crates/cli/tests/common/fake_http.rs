@@ -52,14 +52,17 @@ pub fn json_answer(status: u16, body: Value) -> Answer {
     }
 }
 
-fn read(stream: &TcpStream) -> Option<Seen> {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
+/// A request's method, target and headers (names lower-cased).
+pub type Head = (String, String, Vec<(String, String)>);
+
+/// Reads a request's line and headers.
+pub fn read_head(reader: &mut impl BufRead) -> Option<Head> {
     let mut line = String::new();
     if reader.read_line(&mut line).unwrap_or(0) == 0 {
         return None;
     }
     let mut parts = line.split_whitespace();
-    let (method, path) = (parts.next()?.to_owned(), parts.next()?.to_owned());
+    let (method, target) = (parts.next()?.to_owned(), parts.next()?.to_owned());
     let mut headers = Vec::new();
     loop {
         let mut header = String::new();
@@ -70,6 +73,12 @@ fn read(stream: &TcpStream) -> Option<Seen> {
             headers.push((name.to_ascii_lowercase(), value.trim().to_owned()));
         }
     }
+    Some((method, target, headers))
+}
+
+fn read(stream: &TcpStream) -> Option<Seen> {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let (method, path, headers) = read_head(&mut reader)?;
     let header = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
     let length: usize = header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
     let mut body = vec![0; length];

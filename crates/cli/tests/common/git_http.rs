@@ -81,25 +81,9 @@ pub fn bare_repo(root: &Path, name: &str) -> PathBuf {
 
 fn serve(stream: TcpStream, root: &Path, expected: &str, seen: &Mutex<Vec<GitRequest>>) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut line = String::new();
-    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+    let Some((method, target, headers)) = super::fake_http::read_head(&mut reader) else {
         return;
-    }
-    let mut parts = line.split_whitespace();
-    let (method, target) = (
-        parts.next().unwrap_or("").to_owned(),
-        parts.next().unwrap_or("").to_owned(),
-    );
-    let mut headers = Vec::new();
-    loop {
-        let mut header = String::new();
-        if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
-            break;
-        }
-        if let Some((name, value)) = header.trim_end().split_once(':') {
-            headers.push((name.to_ascii_lowercase(), value.trim().to_owned()));
-        }
-    }
+    };
     let header = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
     let body = read_body(&mut reader, header("content-length"), header("transfer-encoding"));
     let presented = header("authorization");

@@ -458,6 +458,44 @@ pub fn http_response(socket: &Path, method: &str, path: &str, headers: &[(&str, 
     response
 }
 
+/// A daemon that also listens on a free loopback port (answered), may fetch from the test server
+/// on `api_port` through the egress guard's test allowance, and has `env` besides.
+pub fn daemon_beside(api_port: u16, env: &[(&str, &str)], config: impl FnOnce(&Path) -> String) -> (Daemon, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (allow, listen) = (format!("127.0.0.1:{api_port}"), format!("127.0.0.1:{port}"));
+    let mut all = vec![
+        ("OPEN_CONDUIT_TEST_FETCH_ALLOW", allow.as_str()),
+        ("OPEN_CONDUIT_LISTEN", listen.as_str()),
+    ];
+    all.extend_from_slice(env);
+    (Daemon::start_with_env(&all, config), port)
+}
+
+/// A raw HTTP/1.1 POST over loopback TCP (the listener's ingress routes): the status and the
+/// JSON answer.
+pub fn tcp_post(port: u16, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let headers: String = headers.iter().map(|(n, v)| format!("{n}: {v}\r\n")).collect();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         {headers}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let json = response
+        .split("\r\n\r\n")
+        .nth(1)
+        .and_then(|b| serde_json::from_str(b).ok());
+    (status, json.unwrap_or(Value::Null))
+}
+
 /// A toolbelt call through the raw client.
 pub fn toolbelt_call(socket: &Path, token: &str, operation: &str, input: Value) -> (u16, Value) {
     let body = serde_json::json!({"operation": operation, "input": input});
