@@ -49,17 +49,21 @@ impl Hold {
                 "the hold names no pull request: give repo and number".into(),
             );
         };
-        if context["wake"]["type"] == TIMED_OUT {
-            return declare(connection, "failed", format!("{repo}#{number}: the wait timed out"));
-        }
+        let timed_out = context["wake"]["type"] == TIMED_OUT;
         let target = json!({"repo": repo, "number": number});
         let verdict = match self.until {
-            Until::Approved => self.approval(connection, &target)?,
-            Until::Checks => self.checks(connection, &target)?,
+            Until::Approved => self.approval(connection, &target, timed_out),
+            Until::Checks if timed_out => Ok(Some(("failed", "the wait for checks timed out".into()))),
+            Until::Checks => self.checks(connection, &target),
         };
         match verdict {
-            Some((status, summary)) => declare(connection, status, format!("{repo}#{number}: {summary}")),
-            None => Ok(Held::Waiting),
+            Ok(Some((status, summary))) => declare(connection, status, format!("{repo}#{number}: {summary}")),
+            Ok(None) => Ok(Held::Waiting),
+            // The hold still has its authority: the Work fails saying why, not with a bare exit.
+            Err(Failure::Refused { code, message, .. }) => {
+                declare(connection, "failed", format!("{repo}#{number}: {code}: {message}"))
+            }
+            Err(other) => Err(other),
         }
     }
 
@@ -82,12 +86,23 @@ impl Hold {
         input
     }
 
-    /// Approved when each reviewer's latest review counts and one approves; otherwise the next
-    /// review is awaited.
-    fn approval(&self, connection: &Connection, target: &Value) -> Result<Option<(&'static str, String)>, Failure> {
+    /// Approved when, on the head commit, a maintainer's latest review approves and none requests
+    /// changes; otherwise the next change to the reviews is awaited (or, after a timed-out wait,
+    /// the hold fails).
+    fn approval(
+        &self,
+        connection: &Connection,
+        target: &Value,
+        timed_out: bool,
+    ) -> Result<Option<(&'static str, String)>, Failure> {
+        let pull = call(connection, "github.pr.view", target.clone())?["output"].take();
+        let head = pull["head"]["sha"].as_str().unwrap_or_default();
         let reviews = call(connection, "github.pr.reviews", target.clone())?["output"].take();
-        if approved(reviews["items"].as_array().map(Vec::as_slice).unwrap_or_default()) {
+        if approved(reviews["items"].as_array().map(Vec::as_slice).unwrap_or_default(), head) {
             return Ok(Some(("succeeded", "approved".into())));
+        }
+        if timed_out {
+            return Ok(Some(("failed", "the wait for an approval timed out".into())));
         }
         call(connection, "github.pr.wait_review", self.waiting(target))?;
         Ok(None)
@@ -112,13 +127,19 @@ impl Hold {
     }
 }
 
-/// Whether the reviews approve: some reviewer's latest approving or changes-requesting review
-/// approves, and none requests changes.
-pub fn approved(reviews: &[Value]) -> bool {
+/// Who may approve: the repository's owners, members and collaborators, not any GitHub user.
+const APPROVERS: [&str; 3] = ["OWNER", "MEMBER", "COLLABORATOR"];
+
+/// Whether the reviews approve the commit `head`: among maintainers' reviews of it, each
+/// reviewer's latest verdict (approve, request changes, dismissed) counts, one approves and none
+/// requests changes. An approval of an earlier commit does not carry over to new pushes.
+pub fn approved(reviews: &[Value], head: &str) -> bool {
     let mut latest = std::collections::BTreeMap::new();
     for review in reviews {
         let state = review["state"].as_str().unwrap_or("");
-        if ["APPROVED", "CHANGES_REQUESTED", "DISMISSED"].contains(&state) {
+        let maintainer = APPROVERS.contains(&review["author_association"].as_str().unwrap_or(""));
+        let verdict = ["APPROVED", "CHANGES_REQUESTED", "DISMISSED"].contains(&state);
+        if maintainer && verdict && review["commit_id"] == head {
             latest.insert(review["author"].as_str().unwrap_or(""), state);
         }
     }
@@ -139,11 +160,11 @@ mod tests {
     use super::*;
 
     fn review(author: &str, state: &str) -> Value {
-        json!({"author": author, "state": state})
+        json!({"author": author, "state": state, "author_association": "MEMBER", "commit_id": "h"})
     }
 
     #[test]
-    fn each_reviewers_latest_verdict_counts() {
+    fn each_maintainers_latest_verdict_on_the_head_counts() {
         for (reviews, expected) in [
             (vec![], false),
             (vec![review("a", "COMMENTED")], false),
@@ -153,7 +174,17 @@ mod tests {
             (vec![review("a", "APPROVED"), review("a", "COMMENTED")], true),
             (vec![review("a", "APPROVED"), review("a", "DISMISSED")], false),
         ] {
-            assert_eq!(approved(&reviews), expected, "{reviews:?}");
+            assert_eq!(approved(&reviews, "h"), expected, "{reviews:?}");
         }
+        let mut outsider = review("x", "APPROVED");
+        outsider["author_association"] = "NONE".into();
+        assert!(
+            !approved(&[outsider], "h"),
+            "anyone may review; only maintainers approve"
+        );
+        assert!(
+            !approved(&[review("a", "APPROVED")], "newer"),
+            "an approval of an earlier commit"
+        );
     }
 }

@@ -121,7 +121,11 @@ fn every_github_operation_round_trips_from_a_real_execution() {
             "github.issue.view",
             json!({"repo": "acme/limited", "number": 1}),
         ),
-        ("paused", "github.issue.view", json!({"repo": "acme/app", "number": 1})),
+        (
+            "paused",
+            "--json github.issue.view",
+            json!({"repo": "acme/app", "number": 1}),
+        ),
     ];
     let (daemon, _) = daemon(&github, |d| script_of(d, &calls));
     let work = daemon.create_work("demo", "shell");
@@ -158,7 +162,10 @@ fn every_github_operation_round_trips_from_a_real_execution() {
     assert_eq!(answers.refused("missing"), "github_not_found");
     assert_eq!(answers.refused("escape"), "invalid_input");
     assert_eq!(answers.refused("limited"), "github_rate_limited");
-    assert_eq!(answers.refused("paused"), "github_rate_limited");
+    assert_eq!(answers.read("paused", "status").trim(), "1");
+    let paused: Value = serde_json::from_str(&answers.read("paused", "out")).unwrap();
+    assert_eq!(paused["error"], "github_rate_limited", "{paused}");
+    assert!((1..=120).contains(&paused["retry_after"].as_u64().unwrap()), "{paused}");
 
     let seen = github.requests();
     let sent = |method: &str, path: &str| seen.iter().find(|r| r.method == method && r.path == path).cloned();
@@ -193,6 +200,10 @@ fn every_github_operation_round_trips_from_a_real_execution() {
     assert_eq!(after_limit, 1, "while GitHub asks to be left alone, nothing is sent");
 
     let bytes = store_files(&state_beside(daemon.scratch()));
+    assert!(
+        contains(&bytes, "github.issue.view"),
+        "control: the scan reads the store's records"
+    );
     assert!(!contains(&bytes, TOKEN), "the token is in no record of the store");
     assert!(!daemon.log().contains(TOKEN), "nor in the daemon's log");
     let audit = daemon.json(&["audit", "--operation", "github.git.credential"]);

@@ -547,6 +547,12 @@ fn a_packages_translated_wait_parks_the_work_until_its_event() {
         read("told.txt")
     );
     assert_eq!(daemon.emit_event("demo", "watcher.seen", "watcher:2"), 201);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        daemon.json(&["work", "get", &work])["state"],
+        "waiting",
+        "another key wakes nothing"
+    );
     assert_eq!(daemon.emit_event("demo", "watcher.seen", "watcher:1"), 201);
     daemon.await_work(&work, "succeeded");
     assert_eq!(daemon.attempts(&work).len(), 2);

@@ -69,7 +69,12 @@ fn slack_operations_round_trip_from_a_real_execution() {
         posted.body,
         json!({"channel": "C1", "thread_ts": "10.1", "text": "On it."})
     );
-    assert!(!contains(&store_files(&state_beside(daemon.scratch())), BOT_TOKEN));
+    let bytes = store_files(&state_beside(daemon.scratch()));
+    assert!(
+        contains(&bytes, "slack.reply"),
+        "control: the scan reads the store's records"
+    );
+    assert!(!contains(&bytes, BOT_TOKEN));
 }
 
 fn unix_now() -> i64 {

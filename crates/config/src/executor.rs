@@ -199,7 +199,11 @@ fn check_hold(base: &str, hold: &HoldConfig) -> Result<(), Diagnostic> {
             "write \"approved\" or \"checks\"",
         ));
     }
-    if hold.wait.as_deref().is_some_and(|w| Duration::parse(w).is_none()) {
+    if hold
+        .wait
+        .as_deref()
+        .is_some_and(|w| Duration::parse(w).is_none_or(|d| d.0 <= 0))
+    {
         return Err(invalid(
             format!("{base}/wait"),
             "`wait` is a positive duration such as 30m or 2h",

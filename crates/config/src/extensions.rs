@@ -48,6 +48,13 @@ pub(crate) fn check(config: &Config, found: &mut Vec<Diagnostic>) {
             found,
         );
         if github
+            .git_token
+            .as_ref()
+            .is_some_and(|n| !config.secrets.contains_key(n))
+        {
+            found.push(unknown_secret("/extensions/github/git_token"));
+        }
+        if github
             .git_host
             .as_deref()
             .is_some_and(|h| authority(&format!("https://{h}")) != Some(h))
@@ -77,6 +84,15 @@ pub(crate) fn check(config: &Config, found: &mut Vec<Diagnostic>) {
     }
 }
 
+fn unknown_secret(pointer: &str) -> Diagnostic {
+    Diagnostic::error(
+        pointer,
+        "unknown_reference",
+        "no secret has this name",
+        "name an entry of `secrets`",
+    )
+}
+
 struct Ingress<'a> {
     secret: Option<&'a str>,
     secret_field: &'static str,
@@ -95,12 +111,7 @@ fn check_one(config: &Config, at: &str, api_url: &str, token: &str, ingress: Ing
     let secrets = [("token", Some(token)), (ingress.secret_field, ingress.secret)];
     for (field, name) in secrets {
         if name.is_some_and(|n| !config.secrets.contains_key(n)) {
-            found.push(Diagnostic::error(
-                format!("{at}/{field}"),
-                "unknown_reference",
-                "no secret has this name",
-                "name an entry of `secrets`",
-            ));
+            found.push(unknown_secret(&format!("{at}/{field}")));
         }
     }
     match ingress.scope {
@@ -130,6 +141,7 @@ mod tests {
             token: "gh".into(),
             webhook_secret: None,
             scope: None,
+            git_token: None,
             git_host: git_host.map(str::to_owned),
         }
     }

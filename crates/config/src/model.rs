@@ -302,6 +302,10 @@ pub struct GithubConfig {
     /// The scope webhook events are accepted in (needed with `webhook_secret`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
+    /// The secret `github.git.credential` hands git (a token that may only read and push
+    /// contents, say); by default `token`. An execution sees this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_token: Option<String>,
     /// The git host (`host` or `host:port`) `github.git.credential` answers for; by default the
     /// API's host, `github.com` for `api.github.com`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

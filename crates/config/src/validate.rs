@@ -421,6 +421,7 @@ mod tests {
         for (config, extra, pointer) in [
             (r#"{"until":"merged"}"#, "", at("/config/until")),
             (r#"{"until":"checks","wait":"soon"}"#, "", at("/config/wait")),
+            (r#"{"until":"checks","wait":"0s"}"#, "", at("/config/wait")),
             (r#"{"until":"checks","command":["x"]}"#, "", at("/config/command")),
             (r#"{"until":"checks"}"#, r#","secrets":["k"]"#, at("/secrets")),
         ] {

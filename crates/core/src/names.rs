@@ -81,6 +81,16 @@ pub fn is_registration_name(text: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
 }
 
+/// Key namespaces the host itself uses (`work:<id>`, ...): no registration may be named after one,
+/// or its waits would count another Work's own key as its namespace's.
+pub const HOST_KEY_NAMESPACES: [&str; 3] = ["work", "core", "execution"];
+
+/// A name an extension or package may register under: a registration name that is not one of the
+/// host's key namespaces.
+pub fn is_extension_name(text: &str) -> bool {
+    is_registration_name(text) && !HOST_KEY_NAMESPACES.contains(&text)
+}
+
 /// A capability an operation serves (`git.credential`): two or more dotted segments, each a
 /// registration name.
 pub fn is_capability_name(name: &str) -> bool {
@@ -94,6 +104,13 @@ pub fn work_key(work_id: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_extension_is_never_named_after_a_host_key_namespace() {
+        for (name, ok) in [("github", true), ("work", false), ("core", false), ("execution", false), ("works", true)] {
+            assert_eq!(is_extension_name(name), ok, "{name}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -211,6 +211,7 @@ async fn serve_management(
                 config: services.config.clone(),
             },
             kick: services.kick.clone(),
+            generations: services.configs.clone(),
         });
         // The ingresses prove their deliveries by signature, outside the API's bearer authentication.
         let loopback = loopback_router(api.clone(), options.conformance_seams).merge(ingress_router(ingress));

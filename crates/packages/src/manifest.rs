@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use conduit_core::names::{is_capability_name, is_registration_name};
+use conduit_core::names::{is_capability_name, is_extension_name};
 use conduit_core::requires::{invalid_token, Requirement};
 use conduit_core::tool::{Approval, CatalogFields, Egress, Hint, ReplayPolicy, SafetyTier, ToolSource};
 use conduit_toolbelt::registry::{compiled, Handler, OperationSpec, Registration, ToolsetEntry, ToolsetSpec};
@@ -202,7 +202,7 @@ impl Manifest {
     }
 
     fn validate(&self) -> Result<(), Invalid> {
-        if !is_registration_name(&self.name) {
+        if !is_extension_name(&self.name) {
             return Err(invalid(
                 "/name",
                 "a package name is a lower-case letter, then lower-case letters, digits, `-` or `_`",

@@ -1,7 +1,7 @@
 //! The builtin operations: `emit`, `read_context`, `declare_outcome`, `wait`, `create_work`.
 
 use conduit_config::Snapshot;
-use conduit_core::names::{is_event_type, is_reserved_type, type_matches};
+use conduit_core::names::{is_event_type, is_key, is_reserved_type, type_matches};
 use conduit_core::session::SessionOutcome;
 use conduit_core::tool::{CatalogFields, ToolDescriptor, ToolSource};
 use conduit_core::wait::is_valid_wait;
@@ -128,6 +128,7 @@ pub fn run(
     config: &Snapshot,
     authority: &Authority,
     request: &CallRequest,
+    keys: &KeyRule<'_>,
     now: Timestamp,
 ) -> Result<Value, HostError> {
     let input = &request.input;
@@ -136,11 +137,11 @@ pub fn run(
         .as_ref()
         .map(|r| format!("{}/{r}", authority.execution.id));
     match request.operation.as_str() {
-        "emit" => emit(tx, config, authority, parse(input)?, seed, now),
+        "emit" => emit(tx, config, authority, parse(input)?, seed, keys, now),
         "read_context" => read_context(tx, config, authority, parse(input)?),
         "declare_outcome" => declare_outcome(tx, authority, parse(input)?, now),
         "wait" => wait(tx, authority, parse(input)?, now),
-        "create_work" => create_child(tx, config, authority, parse(input)?, seed, now),
+        "create_work" => create_child(tx, config, authority, parse(input)?, seed, keys, now),
         _ => Err(Refusal::forbidden().into()),
     }
 }
@@ -163,6 +164,7 @@ pub(crate) fn emit(
     a: &Authority,
     input: Emission,
     delivery_id: Option<String>,
+    keys: &KeyRule<'_>,
     now: Timestamp,
 ) -> Result<Value, HostError> {
     check_emittable(config, a, &input.event_type)?;
@@ -175,6 +177,7 @@ pub(crate) fn emit(
         return Ok(json!({"event_id": existing.id, "sequence": existing.sequence}));
     }
     if let Some(key) = &input.correlation_key {
+        keys.check(key)?;
         check_owned(tx, a, key)?;
     }
     let id = new_id();
@@ -230,6 +233,34 @@ fn check_owned(tx: &mut dyn Tx, a: &Authority, key: &str) -> Result<(), HostErro
     }
 }
 
+/// Which keys an execution may claim or emit on: none in a registered extension's namespace
+/// (`github:...`) but, for a translated emission, its own registration's. Those keys' events come
+/// from the extension's ingress, so a Work must not forge them or take their routing.
+pub struct KeyRule<'a> {
+    pub registry: &'a crate::Registry,
+    /// The registration making a translated emission.
+    pub own: Option<&'a str>,
+}
+
+impl KeyRule<'_> {
+    fn check(&self, key: &str) -> Result<(), HostError> {
+        match self.registry.namespace_of(key) {
+            Some(namespace) if Some(namespace) != self.own => Err(Refusal::new(
+                ErrorCode::CorrelationNotOwned,
+                format!(
+                    "the key lies in the `{namespace}` extension's namespace, whose events come from that extension"
+                ),
+            )
+            .with_remedy("use `work:<your work id>` or a key of your own")
+            .into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The most keys a registration's wait may name (as many as a Work may own).
+const MAX_WAIT_KEYS: usize = 32;
+
 /// Declares a registration's wait (a translated wait, or a gate's parked call) for the caller's
 /// segment, as `wait` declares one. Its keys are the Work's own or lie in the registration's
 /// namespace, which no other registration's events use.
@@ -240,6 +271,13 @@ pub(crate) fn declare_registration_wait(
     wait: &WaitRequest,
     now: Timestamp,
 ) -> Result<(), HostError> {
+    if wait.keys.len() > MAX_WAIT_KEYS || !wait.keys.iter().all(|k| is_key(k)) {
+        return Err(Refusal::new(
+            ErrorCode::OperationFailed,
+            format!("the operation asked for a wait on more than {MAX_WAIT_KEYS} keys, or an ill-formed one"),
+        )
+        .into());
+    }
     let namespace = format!("{registration}:");
     for key in wait.keys.iter().filter(|k| !k.starts_with(&namespace)) {
         check_owned(tx, a, key)?;
@@ -396,8 +434,12 @@ fn create_child(
     a: &Authority,
     input: CreateWorkInput,
     id_seed: Option<String>,
+    keys: &KeyRule<'_>,
     now: Timestamp,
 ) -> Result<Value, HostError> {
+    for key in &input.keys {
+        keys.check(key)?;
+    }
     let new = NewWork {
         scope: a.work.scope.clone(),
         binding: input.binding,

@@ -237,7 +237,13 @@ impl Toolbelt {
 
     fn run_builtin(&self, tx: &mut dyn Tx, config: &Snapshot, call: &Call<'_>, a: &Authority) -> Result<Value, Failed> {
         let called = audit::tool_called(tx, call, a)?;
-        let output = builtins::run(tx, config, a, call.request, call.started).map_err(|e| Failed::reached(e, a))?;
+        let registry = self.registry();
+        let keys = builtins::KeyRule {
+            registry: &registry,
+            own: None,
+        };
+        let output =
+            builtins::run(tx, config, a, call.request, &keys, call.started).map_err(|e| Failed::reached(e, a))?;
         let answer = json!({"operation": call.request.operation, "output": output});
         self.commit_result(tx, call, a, &called, Ok(&answer), true)?;
         Ok(answer)
@@ -258,6 +264,7 @@ impl Toolbelt {
         };
         let call = pending.call();
         let config = self.config.get();
+        let registry = self.registry();
         let finished = self.store.write(|tx| -> Result<Result<Value, Refusal>, Failed> {
             let now = self.clock.now();
             let fenced = |e: HostError| Failed {
@@ -281,7 +288,11 @@ impl Toolbelt {
                             .request_id
                             .as_ref()
                             .map(|r| format!("{}/{r}/emit/{i}", a.execution.id));
-                        builtins::emit(tx, &config, &a, emission, delivery, now).map_err(fenced)?;
+                        let keys = builtins::KeyRule {
+                            registry: &registry,
+                            own: Some(&pending.registration),
+                        };
+                        builtins::emit(tx, &config, &a, emission, delivery, &keys, now).map_err(fenced)?;
                     }
                     let mut answer = json!({"operation": call.request.operation, "output": out.output});
                     if let Some(wait) = &out.wait {
@@ -289,7 +300,11 @@ impl Toolbelt {
                     }
                     (Ok(answer), out.wait, !out.secret)
                 }
-                Err(e) => (Err(e.refusal()), None, true),
+                // A refusal that says when to try again is not the call's answer for good.
+                Err(e) => {
+                    let kept = e.retry_after.is_none();
+                    (Err(e.refusal()), None, kept)
+                }
             };
             self.commit_result(tx, &call, &a, &pending.called, answer.as_ref(), kept)?;
             if let Some(wait) = wait {

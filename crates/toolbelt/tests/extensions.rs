@@ -45,6 +45,10 @@ impl Handler for Notes {
                 secret: true,
                 ..HandlerOutput::output(json!({"password": format!("hunter{n}")}))
             }),
+            "notes.busy" => Err(OperationError {
+                retry_after: Some(30),
+                ..OperationError::new("notes_busy", "try later")
+            }),
             _ => Err(OperationError::new("note_locked", "the note is locked")),
         };
         Box::pin(async move { result })
@@ -72,13 +76,14 @@ fn notes_registration(notes: &Arc<Notes>) -> Registration {
             operation("notes.add", notes),
             operation("notes.fail", notes),
             operation("notes.secret", notes),
+            operation("notes.busy", notes),
         ],
         toolsets: vec![],
     }
 }
 
 fn notes_config() -> String {
-    let all = r#"["emit", "read_context", "declare_outcome", "wait", "create_work", "notes.add", "notes.fail", "notes.secret"]"#;
+    let all = r#"["emit", "read_context", "declare_outcome", "wait", "create_work", "notes.add", "notes.fail", "notes.secret", "notes.busy"]"#;
     default_config_json().replace(
         r#"["emit", "read_context", "declare_outcome", "wait", "create_work"]"#,
         all,
@@ -186,7 +191,29 @@ fn a_secret_output_is_never_kept_for_replay() {
         .read(|tx| tx.get_request(&claim.execution.id, "notes.secret", "s1"))
         .unwrap();
     assert!(kept.is_none(), "no replay record holds the credential");
-    assert!(!contains(&store_bytes(&h), "hunter1"), "nor does any other record");
+    let bytes = store_bytes(&h);
+    assert!(
+        contains(&bytes, "notes.secret"),
+        "control: the scan reads the store's records"
+    );
+    assert!(!contains(&bytes, "hunter1"), "nor does any other record");
+}
+
+/// A refusal that says when to try again carries `retry_after` and is not kept: a retry with the
+/// same request id after the wait runs the operation again. (Control: `notes.fail`'s refusal is
+/// replayed, above.)
+#[test]
+fn a_refusal_with_retry_after_is_not_replayed() {
+    let (h, notes) = notes_harness();
+    let (claim, token) = h.attempt();
+    let busy = json!({"operation": "notes.busy", "input": {"text": "x"}, "request_id": "b1"});
+    let refusal = h.request_at(&claim, &token, busy.clone(), T0).unwrap_err();
+    assert_eq!(
+        (refusal.wire_code(), refusal.fields.get("retry_after")),
+        ("notes_busy", Some(&json!(30)))
+    );
+    h.request_at(&claim, &token, busy, T0).unwrap_err();
+    assert_eq!(notes.runs.load(Ordering::SeqCst), 2, "the retry ran again");
 }
 
 /// The replay window: the host crashes after the handler's effect and before its result commits.

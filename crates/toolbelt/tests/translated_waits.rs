@@ -136,3 +136,28 @@ fn a_matching_event_wakes_the_work_parked_on_a_translated_wait() {
     h.accept_event("watch.seen", "watch:thing/1");
     assert_eq!(h.work_state(&claim), WorkState::Ready, "the event woke it");
 }
+
+/// An execution may neither claim nor emit on a key in a registered extension's namespace: that
+/// namespace's events come from the extension, so a Work cannot forge what wakes a translated
+/// wait or take its routing. (Control: a key of no registration's namespace is fine.)
+#[test]
+fn an_execution_may_not_claim_or_emit_on_an_extensions_namespace() {
+    let h = harness();
+    let (claim, token) = h.attempt();
+    let child = |key: &str| {
+        h.call(
+            &claim,
+            &token,
+            "create_work",
+            json!({"binding": "shell", "keys": [key]}),
+        )
+    };
+    assert_eq!(child("watch:thing/1"), Err(ErrorCode::CorrelationNotOwned));
+    let forged = json!({"type": "watch.seen", "correlation_key": "watch:thing/1"});
+    assert_eq!(
+        h.call(&claim, &token, "emit", forged),
+        Err(ErrorCode::CorrelationNotOwned)
+    );
+    child("pr:1").unwrap();
+    child("watchful:1").unwrap();
+}

@@ -111,9 +111,14 @@ fn answer(request: &Seen, port: u16, state: State) -> Answer {
         ("POST", "/repos/acme/app/pulls") => json_answer(201, pull(8, request.body["title"].as_str().unwrap_or(""))),
         ("PATCH", "/repos/acme/app/pulls/7") => json_answer(200, pull(7, request.body["title"].as_str().unwrap_or(""))),
         ("GET", "/repos/acme/app/pulls/7/reviews") => {
-            let mut reviews = vec![json!({"id": 1, "user": {"login": "rev"}, "state": "COMMENTED"})];
+            let review = |id: u64, login: &str, association: &str, review_state: &str| {
+                json!({"id": id, "user": {"login": login}, "author_association": association,
+                       "state": review_state, "commit_id": HEAD_SHA})
+            };
+            // A stranger's approval, which a hold must not count.
+            let mut reviews = vec![review(1, "passer-by", "NONE", "APPROVED")];
             if state.approved {
-                reviews.push(json!({"id": 2, "user": {"login": "rev"}, "state": "APPROVED"}));
+                reviews.push(review(2, "rev", "MEMBER", "APPROVED"));
             }
             json_answer(200, Value::Array(reviews))
         }

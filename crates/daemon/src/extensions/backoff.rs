@@ -6,18 +6,23 @@ use std::time::{Duration, Instant};
 
 use conduit_toolbelt::registry::OperationError;
 
+/// The longest a service may ask to be left alone for: past it, calls are tried again anyway.
+const MAX_WAIT: Duration = Duration::from_secs(3600);
+
+/// Until when, and the refusal's code (`github_rate_limited`, `github_unavailable`, ...).
 #[derive(Clone, Default)]
-pub struct Backoff(Arc<Mutex<Option<Instant>>>);
+pub struct Backoff(Arc<Mutex<Option<(Instant, String)>>>);
 
 impl Backoff {
-    /// `Err(code)` with the seconds left while the service asked to be left alone.
-    pub fn check(&self, code: &str, service: &str) -> Result<(), OperationError> {
-        let until = *self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        match until.map(|u| u.saturating_duration_since(Instant::now())) {
-            Some(left) if !left.is_zero() => Err(OperationError {
+    /// Refused, with the seconds left and the code that started it, while the service asked to be
+    /// left alone.
+    pub fn check(&self, service: &str) -> Result<(), OperationError> {
+        let until = self.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        match until.map(|(u, code)| (u.saturating_duration_since(Instant::now()), code)) {
+            Some((left, code)) if !left.is_zero() => Err(OperationError {
                 retry_after: Some(left.as_secs().max(1)),
                 ..OperationError::new(
-                    code,
+                    &code,
                     format!("{service} asked to be left alone for a while; try again after `retry_after` seconds"),
                 )
             }),
@@ -25,11 +30,15 @@ impl Backoff {
         }
     }
 
-    /// Remembers a refusal's `retry_after`, if it has one.
+    /// Remembers a refusal's `retry_after` (at most an hour), keeping the later of two.
     pub fn note(&self, refusal: &OperationError) {
-        if let Some(seconds) = refusal.retry_after {
-            *self.0.lock().unwrap_or_else(PoisonError::into_inner) =
-                Some(Instant::now() + Duration::from_secs(seconds));
+        let Some(seconds) = refusal.retry_after else {
+            return;
+        };
+        let until = Instant::now() + Duration::from_secs(seconds).min(MAX_WAIT);
+        let mut held = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if held.as_ref().is_none_or(|(earlier, _)| *earlier < until) {
+            *held = Some((until, refusal.code.clone()));
         }
     }
 }

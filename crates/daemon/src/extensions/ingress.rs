@@ -4,10 +4,12 @@
 
 use std::sync::Arc;
 
+use conduit_config::Snapshot;
 use conduit_core::{Causation, ErrorCode, NewEvent, Refusal, Source};
 use conduit_scheduler::{accept, HostError};
 use conduit_server::{now, Delivery, Ingress, IngressFuture};
 use conduit_store::{new_id, Store};
+use conduit_toolbelt::Generations;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
@@ -33,6 +35,9 @@ enum Verified {
 pub struct Ingresses {
     pub store: Arc<dyn Store>,
     pub secrets: SecretAccess,
+    /// On a shared store, the generation another daemon committed is run before a delivery is
+    /// judged, so a rotated secret or a moved scope applies on every daemon at once.
+    pub generations: Arc<dyn Generations>,
     /// Wakes the scheduler: an event may have made Work ready.
     pub kick: Arc<Notify>,
 }
@@ -42,17 +47,25 @@ impl Ingress for Ingresses {
         let store = self.store.clone();
         let secrets = self.secrets.clone();
         let kick = self.kick.clone();
+        let generations = self.generations.clone();
         Box::pin(async move {
+            if generations.shared() {
+                tokio::task::spawn_blocking(move || generations.catch_up())
+                    .await
+                    .map_err(|_| Refusal::internal())??;
+            }
+            // One generation judges the delivery and accepts its events.
+            let config = secrets.config.get();
             let verified = match source.as_str() {
-                webhook::SOURCE => github(&secrets, &delivery).await?,
-                events::SOURCE => slack(&secrets, &delivery).await?,
+                webhook::SOURCE => github(&secrets, &config, &delivery).await?,
+                events::SOURCE => slack(&secrets, &config, &delivery).await?,
                 _ => return Err(Refusal::not_found("ingress")),
             };
             let (scope, incoming) = match verified {
                 Verified::Answer(answer) => return Ok(answer),
                 Verified::Events(scope, incoming) => (scope, incoming),
             };
-            let accepted = record(store, secrets, source, scope, incoming).await?;
+            let accepted = record(store, config, source, scope, incoming).await?;
             kick.notify_one();
             Ok(json!({"accepted": accepted}))
         })
@@ -61,17 +74,20 @@ impl Ingress for Ingresses {
 
 /// A GitHub webhook delivery: signed with the configured secret (`X-Hub-Signature-256`), of the
 /// type `X-GitHub-Event` names, identified by `X-GitHub-Delivery`.
-async fn github(secrets: &SecretAccess, delivery: &Delivery) -> Result<Verified, Refusal> {
-    let config = secrets.config.get();
+async fn github(secrets: &SecretAccess, config: &Snapshot, delivery: &Delivery) -> Result<Verified, Refusal> {
     let settings = config.github();
     let configured = (
         settings.and_then(|s| s.webhook_secret.clone()),
         settings.and_then(|s| s.scope.clone()),
     );
-    let (secret, scope) = signing(secrets, configured, "extensions.github.webhook_secret").await?;
-    let signature = delivery.header("x-hub-signature-256");
+    const SETTING: &str = "extensions.github.webhook_secret";
+    // Nothing is resolved for a request that could not verify.
+    let signature = delivery
+        .header("x-hub-signature-256")
+        .filter(|s| s.starts_with("sha256="));
+    let (secret, scope) = signing(secrets, configured, SETTING, signature.is_some()).await?;
     if !webhook::signature_valid(secret.as_bytes(), &delivery.body, signature) {
-        return Err(unsigned("X-Hub-Signature-256", "extensions.github.webhook_secret"));
+        return Err(unsigned("X-Hub-Signature-256", SETTING));
     }
     let event = delivery.header("x-github-event").unwrap_or_default();
     let id = delivery.header("x-github-delivery").unwrap_or_default();
@@ -82,6 +98,7 @@ async fn github(secrets: &SecretAccess, delivery: &Delivery) -> Result<Verified,
     }
     let payload: Value = serde_json::from_slice(&delivery.body)
         .map_err(|_| Refusal::invalid_input("the delivery's body is not JSON"))?;
+    let body = conduit_core::canonical::sha256_hex(&delivery.body);
     let incoming = webhook::events(event, &payload)
         .unwrap_or_default()
         .into_iter()
@@ -90,7 +107,9 @@ async fn github(secrets: &SecretAccess, delivery: &Delivery) -> Result<Verified,
             event_type: d.event_type,
             key: d.key,
             data: d.data,
-            delivery_id: format!("{}:{id}/{i}", webhook::SOURCE),
+            // The body is signed and the delivery id is not: a body replayed under a new id is
+            // still the same delivery.
+            delivery_id: format!("{}:{body}/{i}", webhook::SOURCE),
         })
         .collect();
     Ok(Verified::Events(scope, incoming))
@@ -98,18 +117,18 @@ async fn github(secrets: &SecretAccess, delivery: &Delivery) -> Result<Verified,
 
 /// A Slack Events request: signed with the signing secret over its timestamp and body
 /// (`X-Slack-Signature`), and within five minutes of now, so an old request replayed is refused.
-async fn slack(secrets: &SecretAccess, delivery: &Delivery) -> Result<Verified, Refusal> {
-    let config = secrets.config.get();
+async fn slack(secrets: &SecretAccess, config: &Snapshot, delivery: &Delivery) -> Result<Verified, Refusal> {
     let settings = config.slack();
     let configured = (
         settings.and_then(|s| s.signing_secret.clone()),
         settings.and_then(|s| s.scope.clone()),
     );
-    let (secret, scope) = signing(secrets, configured, "extensions.slack.signing_secret").await?;
+    const SETTING: &str = "extensions.slack.signing_secret";
     let timestamp = delivery.header("x-slack-request-timestamp").unwrap_or_default();
-    let signature = delivery.header("x-slack-signature");
+    let signature = delivery.header("x-slack-signature").filter(|s| s.starts_with("v0="));
+    let (secret, scope) = signing(secrets, configured, SETTING, signature.is_some()).await?;
     if !events::signature_valid(secret.as_bytes(), timestamp, &delivery.body, signature) {
-        return Err(unsigned("X-Slack-Signature", "extensions.slack.signing_secret"));
+        return Err(unsigned("X-Slack-Signature", SETTING));
     }
     if !events::fresh(timestamp, now().0 / 1000) {
         return Err(Refusal::new(
@@ -138,15 +157,20 @@ async fn slack(secrets: &SecretAccess, delivery: &Delivery) -> Result<Verified, 
     }
 }
 
-/// The ingress's secret (resolved) and scope, when both are configured.
+/// The ingress's secret (resolved) and scope, when both are configured and the request is signed
+/// at all (an unsigned one resolves nothing: a `cmd:` secret may take seconds).
 async fn signing(
     secrets: &SecretAccess,
     configured: (Option<String>, Option<String>),
     setting: &str,
+    signed: bool,
 ) -> Result<(String, String), Refusal> {
     let (Some(name), Some(scope)) = configured else {
         return Err(Refusal::not_found("ingress").with_remedy(format!("configure `{setting}` and its `scope`")));
     };
+    if !signed {
+        return Err(unsigned("signature", setting));
+    }
     let secret = secrets.named(&name).await.map_err(|e| {
         Refusal::new(ErrorCode::Internal, "the ingress's secret could not be resolved")
             .with_field("reason", e.code.into())
@@ -166,13 +190,12 @@ fn unsigned(header: &str, setting: &str) -> Refusal {
 /// the ids of the events (new or earlier).
 async fn record(
     store: Arc<dyn Store>,
-    secrets: SecretAccess,
+    config: Arc<Snapshot>,
     source: String,
     scope: String,
     incoming: Vec<Incoming>,
 ) -> Result<Vec<String>, Refusal> {
     let written = on_store_thread(store, move |store| {
-        let config = secrets.config.get();
         store.write(|tx| -> Result<Vec<String>, HostError> {
             let mut ids = Vec::new();
             for event in incoming {

@@ -110,8 +110,7 @@ impl Runtime {
         let mut argv = vec![
             self.os_dir.join("os").display().to_string(),
             "github-hold".into(),
-            "--until".into(),
-            hold.until.clone(),
+            format!("--until={}", hold.until),
         ];
         let options = [
             ("--repo", hold.repo.clone()),
@@ -119,8 +118,9 @@ impl Runtime {
             ("--wait", hold.wait.clone()),
         ];
         for (flag, value) in options {
+            // One token each, so a value starting with `-` is never read as a flag.
             if let Some(value) = value {
-                argv.extend([flag.to_owned(), value]);
+                argv.push(format!("{flag}={value}"));
             }
         }
         argv

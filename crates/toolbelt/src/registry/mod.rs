@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::OnceLock;
 
-use conduit_core::names::{is_registration_name, BUILTIN_OPERATIONS};
+use conduit_core::names::{is_extension_name, is_registration_name, BUILTIN_OPERATIONS};
 use conduit_core::requires::Requirement;
 use conduit_core::tool::{CatalogFields, Egress, ToolSource};
 use conduit_core::tool_call::Transport;
@@ -151,6 +151,14 @@ pub struct Registry {
 
 impl Registry {
     /// Registers every operation of `registration`, or none of them.
+    /// The registration whose namespace `key` lies in (`github` for `github:acme/app#7`), if any.
+    pub fn namespace_of(&self, key: &str) -> Option<&str> {
+        let (namespace, _) = key.split_once(':')?;
+        self.registrations
+            .get_key_value(namespace)
+            .map(|(name, _)| name.as_str())
+    }
+
     pub fn register(&mut self, registration: Registration) -> Result<(), RegistrationError> {
         self.catalog = OnceLock::new();
         let refuse = |code, operation: &str, reason: &str| RegistrationError {
@@ -158,7 +166,7 @@ impl Registry {
             operation: operation.to_owned(),
             reason: reason.to_owned(),
         };
-        if !is_registration_name(&registration.name) {
+        if !is_extension_name(&registration.name) {
             return Err(refuse(
                 "invalid",
                 &registration.name,

@@ -103,7 +103,7 @@ impl Api {
     }
 
     async fn send(&self, account: &Account, request: &Request, url: String) -> Result<FetchResponse, OperationError> {
-        self.backoff.check("github_rate_limited", "GitHub")?;
+        self.backoff.check("GitHub")?;
         let fetch = FetchRequest {
             url,
             method: Some(request.method.into()),
@@ -124,7 +124,7 @@ impl Api {
         if (200..300).contains(&response.status) {
             return Ok(response);
         }
-        let refusal = refusal_for(response.status, &response.headers, unix_now());
+        let refusal = refusal_for(response.status, &response.headers, &response.body, unix_now());
         self.backoff.note(&refusal);
         Err(refusal)
     }
@@ -161,9 +161,13 @@ fn next_page(response: &FetchResponse, base: &str) -> Option<String> {
 
 /// What a GitHub error answer means for the caller: a stable code, a message of the host's own
 /// (never GitHub's text), and, for a rate limit or an outage, how long to wait.
-pub fn refusal_for(status: u16, headers: &[(String, String)], now_unix: u64) -> OperationError {
+pub fn refusal_for(status: u16, headers: &[(String, String)], body: &[u8], now_unix: u64) -> OperationError {
     let retry_after = header(headers, "retry-after").and_then(|v| v.trim().parse::<u64>().ok());
-    let exhausted = header(headers, "x-ratelimit-remaining").is_some_and(|v| v.trim() == "0");
+    // A secondary rate limit says so only in its message.
+    let secondary = String::from_utf8_lossy(body)
+        .to_ascii_lowercase()
+        .contains("secondary rate limit");
+    let exhausted = secondary || header(headers, "x-ratelimit-remaining").is_some_and(|v| v.trim() == "0");
     let reset = header(headers, "x-ratelimit-reset")
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(|at| at.saturating_sub(now_unix).max(1));
@@ -227,13 +231,23 @@ mod tests {
             (502, &[][..], "github_unavailable", Some(30)),
             (302, &[][..], "github_unexpected", None),
         ] {
-            let refusal = refusal_for(status, &headers(pairs), now);
+            let refusal = refusal_for(status, &headers(pairs), b"{}", now);
             assert_eq!(
                 (refusal.code.as_str(), refusal.retry_after),
                 (code, wait),
                 "{status} {pairs:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_secondary_rate_limit_is_known_by_its_message() {
+        let body = br#"{"message": "You have exceeded a secondary rate limit."}"#;
+        let refusal = refusal_for(403, &[], body, 0);
+        assert_eq!(
+            (refusal.code.as_str(), refusal.retry_after),
+            ("github_rate_limited", Some(60))
+        );
     }
 
     #[test]

@@ -40,10 +40,15 @@ impl Github {
             base: settings.api_url.clone(),
             token: secrets.named(&settings.token).await?,
         };
+        let git_token = match (&settings.git_token, call.operation.as_str()) {
+            (Some(name), "github.git.credential") => secrets.named(name).await?,
+            _ => account.token.clone(),
+        };
         let github = operations::Call {
             api: &self.api,
             account: &account,
             settings: &settings,
+            git_token: &git_token,
         };
         github.run(&call.operation, call.input).await
     }

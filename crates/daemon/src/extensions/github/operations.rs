@@ -9,13 +9,15 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::api::{Account, Api, Request, ACCEPT_DIFF, MAX_LIST};
-use super::webhook::{issue_key, CHECK_SUITE_COMPLETED, REVIEW_SUBMITTED};
+use super::webhook::{issue_key, CHECK_SUITE_COMPLETED, REVIEWS_CHANGED};
 
 /// One call's view of the extension: the client, the account, the settings.
 pub struct Call<'a> {
     pub api: &'a Api,
     pub account: &'a Account,
     pub settings: &'a GithubConfig,
+    /// What `github.git.credential` hands git: `git_token`'s value, else the API token.
+    pub git_token: &'a str,
 }
 
 #[derive(Deserialize)]
@@ -195,7 +197,10 @@ impl Call<'_> {
     async fn pr_reviews(&self, input: Numbered) -> Result<Value, OperationError> {
         let path = format!("/repos/{}/pulls/{}/reviews", repo(&input.repo)?, input.number);
         let reviews = self.api.list(self.account, path, MAX_LIST).await?;
-        let fields = |r: &Value| json!({"id": r["id"], "author": r["user"]["login"], "state": r["state"], "submitted_at": r["submitted_at"]});
+        let fields = |r: &Value| {
+            json!({"id": r["id"], "author": r["user"]["login"], "author_association": r["author_association"],
+                   "state": r["state"], "commit_id": r["commit_id"], "submitted_at": r["submitted_at"]})
+        };
         Ok(json!({"items": reviews.iter().map(fields).collect::<Vec<_>>()}))
     }
 
@@ -216,7 +221,9 @@ impl Call<'_> {
             .as_str()
             .filter(|s| s.chars().all(|c| c.is_ascii_hexdigit()));
         let sha = sha.ok_or_else(|| OperationError::new("github_unexpected", "the pull request has no head commit"))?;
-        let suites = self.get(format!("/repos/{name}/commits/{sha}/check-suites")).await?;
+        let suites = self
+            .get(format!("/repos/{name}/commits/{sha}/check-suites?per_page=100"))
+            .await?;
         let suites: Vec<Value> = suites["check_suites"]
             .as_array()
             .into_iter()
@@ -239,20 +246,36 @@ impl Call<'_> {
     /// its next helper, or the user).
     async fn credential(&self, input: Credential) -> HandlerOutput {
         let _ = input.path;
-        let web = matches!(input.protocol.as_deref(), None | Some("https" | "http"));
-        if !web || !input.host.eq_ignore_ascii_case(&self.settings.git_host()) {
+        let host = self.settings.git_host();
+        // Plain http would send the token in the clear: only to a host on this machine.
+        let web = match input.protocol.as_deref() {
+            None | Some("https") => true,
+            Some("http") => is_loopback_host(&host),
+            Some(_) => false,
+        };
+        if !web || !input.host.eq_ignore_ascii_case(&host) {
             return HandlerOutput::output(json!({}));
         }
         HandlerOutput {
             secret: true,
-            ..HandlerOutput::output(json!({"username": "x-access-token", "password": self.account.token}))
+            ..HandlerOutput::output(json!({"username": "x-access-token", "password": self.git_token}))
         }
     }
 }
 
-/// Waits for the next review submitted on the pull request.
+/// Whether `host` (`host` or `host:port`) names this machine.
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+        _ => host,
+    };
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    name == "localhost" || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Waits for the next review submitted, edited or dismissed on the pull request.
 fn wait_review(input: Awaited) -> Result<HandlerOutput, OperationError> {
-    let wait = awaiting(REVIEW_SUBMITTED, &input)?;
+    let wait = awaiting(REVIEWS_CHANGED, &input)?;
     let output = json!({"awaiting": "a review", "key": wait.keys[0]});
     Ok(HandlerOutput {
         wait: Some(wait),
@@ -262,7 +285,7 @@ fn wait_review(input: Awaited) -> Result<HandlerOutput, OperationError> {
 
 fn awaiting(event_type: &str, input: &Awaited) -> Result<WaitRequest, OperationError> {
     let timeout = match &input.timeout {
-        Some(text) => Some(Duration::parse(text).ok_or_else(|| {
+        Some(text) => Some(Duration::parse(text).filter(|d| d.0 > 0).ok_or_else(|| {
             OperationError::new(
                 "invalid_input",
                 "`timeout` is a positive duration such as `30m` or `2h`",
@@ -313,6 +336,20 @@ fn pr_fields(pr: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_host_on_this_machine_is_loopback() {
+        for (host, loopback) in [
+            ("127.0.0.1:8080", true),
+            ("localhost", true),
+            ("[::1]:9", true),
+            ("github.com", false),
+            ("127.0.0.1.example.com", false),
+            ("10.0.0.1:80", false),
+        ] {
+            assert_eq!(is_loopback_host(host), loopback, "{host}");
+        }
+    }
 
     #[test]
     fn a_repo_is_owner_slash_name_and_never_climbs_out_of_the_path() {

@@ -17,7 +17,8 @@ use crate::extensions::signature::hmac_hex_matches;
 /// The events' source, as the ingress route names it.
 pub const SOURCE: &str = "github";
 
-pub const REVIEW_SUBMITTED: &str = "github.pull_request_review.submitted";
+/// Any change to a pull request's reviews: submitted, edited, dismissed.
+pub const REVIEWS_CHANGED: &str = "github.pull_request_review.*";
 pub const CHECK_SUITE_COMPLETED: &str = "github.check_suite.completed";
 
 /// One event a delivery becomes.
@@ -155,7 +156,7 @@ mod tests {
         assert_eq!(delivered.len(), 1);
         assert_eq!(
             (delivered[0].event_type.as_str(), delivered[0].key.as_str()),
-            (REVIEW_SUBMITTED, "github:acme/app#7")
+            ("github.pull_request_review.submitted", "github:acme/app#7")
         );
         assert_eq!(delivered[0].data["review"]["state"], "approved");
 

@@ -149,7 +149,7 @@ impl Api<'_> {
     /// One Web API call. Slack answers its refusals `200` with `"ok": false` and a snake_case
     /// `error`, which becomes `slack_<error>`; `429` is `slack_rate_limited` with its Retry-After.
     async fn send(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, OperationError> {
-        self.slack.backoff.check("slack_rate_limited", "Slack")?;
+        self.slack.backoff.check("Slack")?;
         let request = FetchRequest {
             url: format!("{}/{path}", self.base),
             method: Some(method.into()),
