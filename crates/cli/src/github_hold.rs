@@ -2,7 +2,8 @@
 //! condition holds, calling the toolbelt itself through its execution's own socket: when the
 //! condition holds it declares the outcome; otherwise it declares a translated wait on the pull
 //! request's GitHub events (`github.pr.wait_review`, `github.checks.wait`) and ends, and the Work
-//! resumes when the webhook delivers one (or the wait times out, which fails the hold).
+//! resumes when the webhook delivers one, or when the wait times out (then an `approved` hold
+//! looks once more and a `checks` hold fails).
 
 use serde_json::{json, Value};
 
@@ -13,9 +14,10 @@ use crate::toolbelt;
 /// What the hold waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Until {
-    /// A review approves the pull request, and no reviewer's latest review requests changes.
+    /// A maintainer's review of the head commit approves, and no maintainer's latest one requests
+    /// changes
     Approved,
-    /// Every check suite on the pull request's head has completed, all passing.
+    /// Every check suite on the pull request's head has completed, all passing
     Checks,
 }
 

@@ -137,8 +137,8 @@ enum Command {
     /// `github-hold` executor runs this)
     ///
     /// Declares the outcome when the condition holds (exit 0); otherwise declares a wait on the
-    /// pull request's GitHub events and exits 3, to run again when one arrives. A wait that times
-    /// out fails the hold.
+    /// pull request's GitHub events and exits 3, to run again when one arrives. After a wait times
+    /// out, an `approved` hold looks once more and a `checks` hold fails.
     GithubHold {
         /// The condition
         #[arg(long, value_enum)]
