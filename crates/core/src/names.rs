@@ -106,7 +106,13 @@ pub fn work_key(work_id: &str) -> String {
 mod tests {
     #[test]
     fn an_extension_is_never_named_after_a_host_key_namespace() {
-        for (name, ok) in [("github", true), ("work", false), ("core", false), ("execution", false), ("works", true)] {
+        for (name, ok) in [
+            ("github", true),
+            ("work", false),
+            ("core", false),
+            ("execution", false),
+            ("works", true),
+        ] {
             assert_eq!(is_extension_name(name), ok, "{name}");
         }
     }
