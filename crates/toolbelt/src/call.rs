@@ -21,7 +21,7 @@ use crate::authority::Authority;
 use crate::checks;
 use crate::gate::{self, Gate, GateCall, Stopped, Verdict, WaitPlan};
 use crate::registry::{validate_input, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError};
-use crate::{builtins, replay, session, CallRequest, Toolbelt};
+use crate::{builtins, replay, session, CallRequest, Registry, Toolbelt};
 
 /// What [`Toolbelt::begin`] leaves the caller to do.
 pub enum Begun {
@@ -207,7 +207,9 @@ impl Toolbelt {
             }
             checks::within_quota(tx, &config, &authority, &request.operation)?;
             match registry.operation(&request.operation) {
-                None => self.run_builtin(tx, &config, &call, &authority).map(Begun::Answered),
+                None => self
+                    .run_builtin(tx, &config, &registry, &call, &authority)
+                    .map(Begun::Answered),
                 Some(registered) => {
                     registry
                         .requirement_met(&request.operation, &config.package_grant(), config.package_gating())
@@ -235,13 +237,16 @@ impl Toolbelt {
         begun.map_err(|failed| self.reject(&call, failed))
     }
 
-    fn run_builtin(&self, tx: &mut dyn Tx, config: &Snapshot, call: &Call<'_>, a: &Authority) -> Result<Value, Failed> {
+    fn run_builtin(
+        &self,
+        tx: &mut dyn Tx,
+        config: &Snapshot,
+        registry: &Registry,
+        call: &Call<'_>,
+        a: &Authority,
+    ) -> Result<Value, Failed> {
         let called = audit::tool_called(tx, call, a)?;
-        let registry = self.registry();
-        let keys = builtins::KeyRule {
-            registry: &registry,
-            own: None,
-        };
+        let keys = builtins::KeyRule { registry, own: None };
         let output =
             builtins::run(tx, config, a, call.request, &keys, call.started).map_err(|e| Failed::reached(e, a))?;
         let answer = json!({"operation": call.request.operation, "output": output});

@@ -73,9 +73,9 @@ impl HumanGate {
         let judged = on_store_thread(store, move |store| {
             store.write(|tx| judge_and_record(tx, &call, &rule, now()))
         });
-        judged
-            .await
-            .unwrap_or_else(|_| GateAnswer::Refuse(error("gate_failed", "the approvals could not be read".into())))
+        judged.await.unwrap_or_else(|_| {
+            GateAnswer::Refuse(OperationError::new("gate_failed", "the approvals could not be read"))
+        })
     }
 
     /// The first rule of the caller's scope that covers the operation, by name or toolset.
@@ -102,14 +102,20 @@ fn judge_and_record(
         (Judgement::Pass, _) => GateAnswer::Pass,
         (Judgement::Denied(reason), _) => {
             let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
-            GateAnswer::Refuse(error("approval_denied", format!("a person denied this call{why}")))
+            GateAnswer::Refuse(OperationError::new(
+                "approval_denied",
+                format!("a person denied this call{why}"),
+            ))
         }
         (Judgement::Expired, existing) => {
             if let Some(mut approval) = existing.filter(|a| a.state == ApprovalState::Pending) {
                 approval.state = ApprovalState::Expired;
                 tx.put_approval(&approval)?;
             }
-            GateAnswer::Refuse(error("approval_expired", "no one decided on this call in time".into()))
+            GateAnswer::Refuse(OperationError::new(
+                "approval_expired",
+                "no one decided on this call in time",
+            ))
         }
         (Judgement::Waiting, Some(approval)) => park(&approval, at),
         _ => {
@@ -168,8 +174,4 @@ fn park(approval: &Approval, at: Timestamp) -> GateAnswer {
             timeout: approval.expires_at.map(|due| Duration((due.0 - at.0).max(1))),
         },
     })
-}
-
-fn error(code: &str, message: String) -> OperationError {
-    OperationError::new(code, message)
 }

@@ -42,9 +42,9 @@ impl HttpFetch {
 
     async fn run(self, call: HandlerCall) -> Result<HandlerOutput, OperationError> {
         let input: FetchInput = serde_json::from_value(call.input.clone()).map_err(|_| {
-            refusal(
+            OperationError::new(
                 "invalid_input",
-                "the input is not {url, method?, headers?, body?, secret?}".into(),
+                "the input is not {url, method?, headers?, body?, secret?}",
             )
         })?;
         let headers = input
@@ -52,7 +52,7 @@ impl HttpFetch {
             .into_iter()
             .map(|(k, v)| v.as_str().map(|v| (k, v.to_owned())))
             .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| refusal("invalid_input", "`headers` maps names to string values".into()))?;
+            .ok_or_else(|| OperationError::new("invalid_input", "`headers` maps names to string values"))?;
         let authorization = match &input.secret {
             Some(name) => Some(format!("Bearer {}", self.secret(&call, name).await?)),
             None => None,
@@ -68,14 +68,14 @@ impl HttpFetch {
             .fetch
             .fetch(request)
             .await
-            .map_err(|e| refusal(e.code(), e.message()))?;
+            .map_err(|e| OperationError::new(e.code(), e.message()))?;
         Ok(HandlerOutput::output(output(response)))
     }
 
     /// A secret the calling binding is granted now, resolved off the runtime (a `cmd:` may take
     /// seconds).
     async fn secret(&self, call: &HandlerCall, name: &str) -> Result<String, OperationError> {
-        let not_granted = || refusal("secret_not_granted", "the binding is not granted that secret".into());
+        let not_granted = || OperationError::new("secret_not_granted", "the binding is not granted that secret");
         let access = self.secrets.clone().ok_or_else(not_granted)?;
         let config = access.config.get();
         let granted = config
@@ -94,10 +94,6 @@ impl Handler for HttpFetch {
     fn call(&self, call: HandlerCall) -> HandlerFuture {
         Box::pin(self.clone().run(call))
     }
-}
-
-fn refusal(code: &str, message: String) -> OperationError {
-    OperationError::new(code, message)
 }
 
 /// The answer: status, final URL, headers (repeats joined with `, `), and the body as text, or as

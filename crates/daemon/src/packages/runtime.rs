@@ -107,7 +107,7 @@ impl PackageRuntime {
         self.in_flight().remove(&call_id);
         let result = answer.map_err(|e| {
             let code = e.refusal_code().unwrap_or("operation_failed").to_owned();
-            refusal(&code, e.message)
+            OperationError::new(&code, e.message)
         })?;
         handler_output(&result)
     }
@@ -119,7 +119,7 @@ impl PackageRuntime {
         let requirement = self.manifest.requirement();
         requirement
             .check(&config.package_grant(), config.package_gating())
-            .map_err(|refused| refusal(refused.code.as_str(), refused.message))
+            .map_err(|refused| OperationError::new(refused.code.as_str(), refused.message))
     }
 
     /// The package's process, started (and initialized) if it is not running.
@@ -127,7 +127,7 @@ impl PackageRuntime {
         self.check_requirements()?;
         let mut slot = self.peer.lock().await;
         if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(refusal(
+            return Err(OperationError::new(
                 "operation_failed",
                 format!("the package {} was removed or replaced", self.manifest.id()),
             ));
@@ -144,7 +144,7 @@ impl PackageRuntime {
     /// Starts the package's process, confined by what its manifest requires.
     async fn start(self: &Arc<Self>) -> Result<Arc<Peer>, OperationError> {
         let failed = |_| {
-            refusal(
+            OperationError::new(
                 "operation_failed",
                 format!("the package {} could not start", self.manifest.id()),
             )
@@ -172,7 +172,7 @@ impl PackageRuntime {
         .await
         .map_err(|unavailable| {
             tracing::warn!(package = %self.manifest.id(), %unavailable, "the package's sandbox cannot be enforced");
-            refusal(
+            OperationError::new(
                 "sandbox_unavailable",
                 format!("the package {} cannot be confined on this kernel", self.manifest.id()),
             )
@@ -198,7 +198,7 @@ impl PackageRuntime {
         {
             peer.shutdown().await;
             let message = format!("the package {} did not initialize", self.manifest.id());
-            return Err(refusal("operation_failed", message));
+            return Err(OperationError::new("operation_failed", message));
         }
         Ok(())
     }
@@ -335,19 +335,14 @@ impl PackageRuntime {
 /// An operation's result as the package sends it: `{output, emit?: [event...], wait?: {types,
 /// keys?, timeout?}}` (a translated wait).
 fn handler_output(result: &Value) -> Result<HandlerOutput, OperationError> {
-    let emit: Vec<Emission> =
-        serde_json::from_value(result.get("emit").cloned().unwrap_or(json!([]))).map_err(|_| {
-            refusal(
-                "operation_failed",
-                "the package's `emit` is not a list of events".into(),
-            )
-        })?;
+    let emit: Vec<Emission> = serde_json::from_value(result.get("emit").cloned().unwrap_or(json!([])))
+        .map_err(|_| OperationError::new("operation_failed", "the package's `emit` is not a list of events"))?;
     let wait = match result.get("wait") {
         None | Some(Value::Null) => None,
         Some(wait) => Some(wait_request(wait).ok_or_else(|| {
-            refusal(
+            OperationError::new(
                 "operation_failed",
-                "the package's `wait` is not {types, keys?, timeout?}".into(),
+                "the package's `wait` is not {types, keys?, timeout?}",
             )
         })?),
     };
@@ -401,10 +396,6 @@ fn fetch_request(params: &Value) -> Result<FetchRequest, RpcError> {
     })
 }
 
-fn refusal(code: &str, message: String) -> OperationError {
-    OperationError::new(code, message)
-}
-
 /// How long a package's gate may take to answer before the call is refused `gate_failed`.
 const GATE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -426,7 +417,7 @@ impl PackageRuntime {
         }
         let name = self.manifest.name.clone();
         let failed = || {
-            GateAnswer::Refuse(refusal(
+            GateAnswer::Refuse(OperationError::new(
                 "gate_failed",
                 format!("the gate `{name}` failed; the call is refused"),
             ))
@@ -445,7 +436,7 @@ impl PackageRuntime {
         match peer.request("operation.gate", params, GATE_TIMEOUT).await {
             Ok(answer) => gate_answer(&answer).unwrap_or_else(failed),
             Err(e) => match e.refusal_code().filter(|c| conduit_core::error::is_snake_case(c)) {
-                Some(code) => GateAnswer::Refuse(refusal(code, e.message.clone())),
+                Some(code) => GateAnswer::Refuse(OperationError::new(code, e.message.clone())),
                 None => failed(),
             },
         }
