@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use conduit_config::GRANT_WARNINGS;
 use serde_json::{json, Value};
 
 use crate::management::{self, Locations};
@@ -24,12 +25,12 @@ pub fn run(locations: &Locations) -> Value {
             let daemon = daemon_health(locations);
             let up = daemon["status"] == "ok";
             checks.push(daemon);
-            let (config_check, config) = if up {
+            let (config_checks, config) = if up {
                 live_config(locations)
             } else {
                 offline_config(&state)
             };
-            checks.push(config_check);
+            checks.extend(config_checks);
             checks.push(sandbox(&config, &conduit_sandbox::kernel::probe()));
             checks.push(agent_clis(&config));
             if up {
@@ -96,45 +97,46 @@ fn daemon_health(locations: &Locations) -> Value {
     }
 }
 
-/// The configuration check, and the configuration the daemon runs (redacted).
-fn live_config(locations: &Locations) -> (Value, Value) {
+/// The configuration and grants checks, and the configuration the daemon runs (redacted).
+fn live_config(locations: &Locations) -> (Vec<Value>, Value) {
     match locations.send(&management::config_show()) {
         Ok(view) => (
-            grants(
-                "the active configuration",
-                view["warnings"].as_array().map_or(0, Vec::len),
-            ),
+            validated("the active configuration", &view["warnings"]),
             view["config"].clone(),
         ),
         Err(_) => (
-            check("configuration", "warn", "the daemon did not show its configuration"),
+            vec![check(
+                "configuration",
+                "warn",
+                "the daemon did not show its configuration",
+            )],
             Value::Null,
         ),
     }
 }
 
-fn offline_config(state: &Path) -> (Value, Value) {
+fn offline_config(state: &Path) -> (Vec<Value>, Value) {
     let file = state.join("config.json");
     let Ok(bytes) = std::fs::read(&file) else {
         let default = conduit_daemon::check_config(conduit_config::default_config_json().as_bytes(), None)
             .map(|s| serde_json::from_str(&s.redacted_json()).unwrap_or_default())
             .unwrap_or_default();
         return (
-            check(
+            vec![check(
                 "configuration",
                 "ok",
                 "no config file: the daemon runs the default configuration",
-            ),
+            )],
             default,
         );
     };
     match conduit_daemon::check_config(&bytes, Some(state)) {
         Ok(snapshot) => (
-            grants(&format!("{}", file.display()), snapshot.warnings().len()),
+            validated(&file.display().to_string(), &json!(snapshot.warnings())),
             serde_json::from_str(&snapshot.redacted_json()).unwrap_or_default(),
         ),
         Err(found) => (
-            check(
+            vec![check(
                 "configuration",
                 "fail",
                 format!(
@@ -143,7 +145,7 @@ fn offline_config(state: &Path) -> (Value, Value) {
                     found.len(),
                     file.display()
                 ),
-            ),
+            )],
             Value::Null,
         ),
     }
@@ -232,15 +234,40 @@ fn bindings(config: &Value) -> impl Iterator<Item = (&str, &str, &Value)> {
         })
 }
 
-fn grants(what: &str, warnings: usize) -> Value {
-    match warnings {
-        0 => check("configuration", "ok", format!("{what} validates with no warning")),
-        n => check(
+/// A valid configuration's two checks: `configuration` (its warnings other than grants'), and
+/// `grants` (what a playbook uses that its binding is not granted, toolsets enumerated by hand),
+/// each warning listed with its pointer.
+fn validated(what: &str, warnings: &Value) -> Vec<Value> {
+    let warnings = warnings.as_array().cloned().unwrap_or_default();
+    let (grant, other): (Vec<Value>, Vec<Value>) = warnings
+        .into_iter()
+        .partition(|w| GRANT_WARNINGS.iter().any(|code| w["code"] == *code));
+    let configuration = match other.as_slice() {
+        [] => check("configuration", "ok", format!("{what} validates")),
+        found => check(
             "configuration",
             "warn",
-            format!("{what} has {n} warnings; `open-conduit config show --json` lists them"),
+            format!("{what} validates, with warnings: {}", findings(found)),
         ),
-    }
+    };
+    let mut grants = match grant.as_slice() {
+        [] => check("grants", "ok", "every binding is granted what its playbook uses"),
+        found => check("grants", "warn", findings(found)),
+    };
+    grants["warnings"] = Value::Array(grant);
+    vec![configuration, grants]
+}
+
+/// `pointer: message` for each warning.
+fn findings(warnings: &[Value]) -> String {
+    let each = warnings.iter().map(|w| {
+        format!(
+            "{}: {}",
+            w["pointer"].as_str().unwrap_or_default(),
+            w["message"].as_str().unwrap_or_default()
+        )
+    });
+    each.collect::<Vec<_>>().join("; ")
 }
 
 /// Installed packages whose requirements the current grant set no longer covers: their operations

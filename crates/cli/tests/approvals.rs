@@ -164,6 +164,30 @@ fn an_undecided_call_expires_at_its_timeout() {
     assert_eq!(listed["items"].as_array().unwrap().len(), 1);
 }
 
+/// Cancelling a Work cancels its pending approvals, so none is left listed for someone to decide;
+/// the approval's ETag says it changed.
+#[test]
+fn cancelling_the_work_cancels_its_pending_approval() {
+    let (daemon, heads) = start(None);
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+    let id = pending(&daemon)["id"].as_str().unwrap().to_owned();
+    assert_revisions(&daemon, &format!("/v1/approvals/{id}"), || {
+        daemon.json(&["work", "cancel", &work]);
+    });
+    let listed = daemon.json(&["approvals", "list", "--in-state", "pending"]);
+    assert_eq!(listed["items"], json!([]), "nothing left to decide");
+    let approval = daemon.json(&["approvals", "show", &id]);
+    assert_eq!(
+        (approval["state"].as_str(), approval["decided_by"].as_str()),
+        (Some("cancelled"), Some("operator:local"))
+    );
+    let alice = token_file(&daemon, "alice", "operate");
+    let (status, refused) = daemon.json_unchecked(&["--token-file", &alice, "approvals", "approve", &id]);
+    assert_eq!((status, refused["error"].as_str()), (Some(1), Some("conflict")));
+    assert!(heads.lock().unwrap().is_empty());
+}
+
 /// An approval is bound to the call's input: approving a call with one input lets no call with
 /// another input through.
 #[test]

@@ -320,6 +320,25 @@ fn playbooks_warn_of_missing_grants_and_refusals_record_config_drift() {
     assert_eq!(out.status.code(), Some(0), "a warning does not fail the config");
     assert!(stdout(&out).contains("/scopes/demo/bindings/shell/playbook  warning playbook_operations_not_granted"));
     assert!(stdout(&out).contains("emit"), "{}", stdout(&out));
+    let validated = daemon.json(&["config", "validate", &file]);
+    assert_eq!(validated["valid"], true);
+    assert_eq!(
+        validated["diagnostics"][0]["code"], "playbook_operations_not_granted",
+        "the daemon's validate reports the warning too: {validated}"
+    );
+    let doctor = daemon.json(&["doctor"]);
+    let grants = doctor["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "grants")
+        .cloned();
+    let grants = grants.unwrap_or_else(|| panic!("doctor has a grants check: {doctor}"));
+    assert_eq!(grants["status"], "warn");
+    assert!(
+        grants["warnings"][0]["pointer"] == "/scopes/demo/bindings/shell/playbook",
+        "{grants}"
+    );
 
     let (_, socket, token_file) = hold_one(&daemon, tmp.path());
     let token = read_token(&token_file);

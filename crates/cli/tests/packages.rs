@@ -60,6 +60,13 @@ fn a_granted_package_installs_and_shows_what_it_requires_and_asks_for() {
         "{text}"
     );
     assert_eq!(daemon.json(&["package", "list"])["items"][0]["name"], "notes");
+    let (status, etag) = revalidate(&daemon, "/v1/packages/notes", None);
+    assert_eq!(status, 200);
+    assert_eq!(
+        revalidate(&daemon, "/v1/packages/notes", etag.as_deref()).0,
+        304,
+        "a revision"
+    );
 
     assert_eq!(daemon.json(&["package", "remove", "notes"])["removed"], "notes");
     assert!(!daemon.state.join("packages/notes").exists());

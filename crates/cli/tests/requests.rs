@@ -161,6 +161,24 @@ fn single_reads_carry_an_etag_and_answer_304_until_they_change() {
     assert_eq!(header(&cached, "etag"), Some(current.as_str()));
 }
 
+/// The catalog's descriptors and the active configuration are single reads with revisions too.
+#[test]
+fn tools_and_the_configuration_carry_etags() {
+    let daemon = Daemon::start(Some(&shell_config("true")));
+    let (status, etag) = revalidate(&daemon, "/v1/tools/emit", None);
+    assert_eq!(status, 200);
+    let etag = etag.expect("a descriptor carries an ETag");
+    assert_eq!(revalidate(&daemon, "/v1/tools/emit", Some(&etag)).0, 304);
+    assert_eq!(
+        revalidate(&daemon, "/v1/tools/read_context", Some(&etag)).0,
+        200,
+        "another descriptor"
+    );
+    assert_revisions(&daemon, "/v1/config", || {
+        daemon.json(&["config", "set", "/limits", r#"{"causal_max_depth": 7}"#]);
+    });
+}
+
 #[test]
 fn lists_page_with_authenticated_cursors_bound_to_their_filters_and_upper_bound() {
     let daemon = Daemon::start(Some(&shell_config("true")));

@@ -10,6 +10,10 @@ use conduit_core::names::{BUILTIN_OPERATIONS, BUILTIN_TOOLSETS};
 use crate::diagnostic::Diagnostic;
 use crate::executor::Agent;
 
+/// The warnings about grants (doctor's grants check): a playbook that uses operations its binding
+/// is not granted, and a list that enumerates an older release's toolset instead of naming it.
+pub const GRANT_WARNINGS: [&str; 2] = ["playbook_operations_not_granted", "toolset_enumerated"];
+
 /// What an executor can mechanically do for a binding. Validation refuses a binding that needs
 /// more than its executor can (`invalid_capability`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,7 +24,7 @@ mod validate;
 pub use default::default_config_json;
 pub use diagnostic::{Diagnostic, Severity};
 pub use executor::{Agent, Executable, ProcessSettings, GITHUB_HOLD, HOLD_CONDITIONS};
-pub use grants::{ExecutorCapabilities, Registry};
+pub use grants::{ExecutorCapabilities, Registry, GRANT_WARNINGS};
 pub use model::{
     AgentConfig, ApprovalRule, BindingConfig, Config, ExtensionsConfig, GithubConfig, HoldConfig, Limits, RouteConfig,
     ScopeConfig, ShellConfig, SlackConfig, GITHUB_API, SLACK_API,

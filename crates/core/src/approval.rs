@@ -15,6 +15,8 @@ pub enum ApprovalState {
     Expired,
     /// Approved, and the call it approved went through.
     Used,
+    /// Its Work was cancelled before anyone decided.
+    Cancelled,
 }
 
 impl ApprovalState {
@@ -25,12 +27,13 @@ impl ApprovalState {
             ApprovalState::Denied => "denied",
             ApprovalState::Expired => "expired",
             ApprovalState::Used => "used",
+            ApprovalState::Cancelled => "cancelled",
         }
     }
 
     pub fn parse(text: &str) -> Option<ApprovalState> {
         use ApprovalState::*;
-        [Pending, Approved, Denied, Expired, Used]
+        [Pending, Approved, Denied, Expired, Used, Cancelled]
             .into_iter()
             .find(|s| s.as_str() == text)
     }
@@ -84,7 +87,7 @@ pub fn judge(existing: Option<&Approval>, now: Timestamp, caller: Option<&str>) 
         ApprovalState::Expired => Judgement::Expired,
         ApprovalState::Pending if approval.expires_at.is_some_and(|at| now.0 >= at.0) => Judgement::Expired,
         ApprovalState::Pending => Judgement::Waiting,
-        ApprovalState::Used => Judgement::Request,
+        ApprovalState::Used | ApprovalState::Cancelled => Judgement::Request,
     }
 }
 

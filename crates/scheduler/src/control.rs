@@ -3,6 +3,7 @@
 //! an attempt, and an operator's own events.
 
 use conduit_config::Snapshot;
+use conduit_core::approval::ApprovalState;
 use conduit_core::names::{is_event_type, is_reserved_type, work_key};
 use conduit_core::{
     Causation, ErrorCode, Event, Execution, ExecutionState, NewEvent, Refusal, Source, Timestamp, WaitState, Work,
@@ -24,7 +25,8 @@ pub struct Operator<'a> {
 
 /// Cancels unfinished Work: records `core.work.cancelled`, marks the Work cancelled, fences its
 /// running attempt (cancelled, tokens revoked, so its next call is refused and its supervisor stops
-/// it at the next lease renewal) and cancels its armed waits, all in one transaction.
+/// it at the next lease renewal), cancels its armed waits and its pending approvals, all in one
+/// transaction.
 pub fn cancel_work(
     tx: &mut dyn Tx,
     config: &Snapshot,
@@ -52,6 +54,12 @@ pub fn cancel_work(
         wait.state = WaitState::Cancelled;
         wait.satisfied_by = Some(event.id.clone());
         tx.update_wait(&wait)?;
+    }
+    for mut approval in tx.pending_approvals_of_work(id)? {
+        approval.state = ApprovalState::Cancelled;
+        approval.decided_by = Some(by.actor.to_owned());
+        approval.decided_at = Some(now);
+        tx.put_approval(&approval)?;
     }
     work.state = WorkState::Cancelled;
     work.updated_at = now;

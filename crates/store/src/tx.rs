@@ -271,6 +271,8 @@ pub trait ApprovalRows {
     fn get_approval(&mut self, id: &str) -> Result<Option<Approval>>;
     /// The latest approval bound to one call (Work, operation, input hash).
     fn approval_for(&mut self, work_id: &str, operation: &str, input_hash: &str) -> Result<Option<Approval>>;
+    /// The Work's approvals still waiting for a decision.
+    fn pending_approvals_of_work(&mut self, work_id: &str) -> Result<Vec<Approval>>;
     /// A page of approvals, oldest first by `(requested_at, id)`, requested at or before `page.upper`.
     fn page_approvals(&mut self, state: Option<ApprovalState>, page: &Page<(i64, String)>) -> Result<Vec<Approval>>;
 }

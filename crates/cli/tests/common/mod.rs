@@ -458,6 +458,37 @@ pub fn http_response(socket: &Path, method: &str, path: &str, headers: &[(&str, 
     response
 }
 
+/// A management `GET` of `path` with `If-None-Match: etag` when given: its status and its ETag.
+pub fn revalidate(daemon: &Daemon, path: &str, etag: Option<&str>) -> (u16, Option<String>) {
+    let auth = format!("Bearer {}", daemon.operator_token());
+    let mut headers = vec![("Authorization", auth.as_str())];
+    headers.extend(etag.map(|tag| ("If-None-Match", tag)));
+    let response = http_response(&daemon.management_socket(), "GET", path, &headers, "");
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let etag = response.lines().take_while(|l| !l.is_empty()).find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("etag").then(|| v.trim().to_owned())
+    });
+    (status, etag)
+}
+
+/// `path`'s single read carries an ETag and answers `304` to it, until `change` changes the
+/// resource: then `200` with a new ETag.
+pub fn assert_revisions(daemon: &Daemon, path: &str, change: impl FnOnce()) {
+    let (status, etag) = revalidate(daemon, path, None);
+    let etag = etag.unwrap_or_else(|| panic!("{path} carries an ETag"));
+    assert_eq!(status, 200, "{path}");
+    assert_eq!(
+        revalidate(daemon, path, Some(&etag)),
+        (304, Some(etag.clone())),
+        "{path}"
+    );
+    change();
+    let (status, changed) = revalidate(daemon, path, Some(&etag));
+    assert_eq!(status, 200, "{path} changed, so its revision did");
+    assert_ne!(changed.as_deref(), Some(etag.as_str()), "{path}");
+}
+
 /// A daemon that also listens on a free loopback port (answered), may fetch from the test server
 /// on `api_port` through the egress guard's test allowance, and has `env` besides.
 pub fn daemon_beside(api_port: u16, env: &[(&str, &str)], config: impl FnOnce(&Path) -> String) -> (Daemon, u16) {

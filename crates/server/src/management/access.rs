@@ -10,7 +10,7 @@ use axum::response::IntoResponse;
 use axum::response::Response;
 use axum::routing::{post, MethodRouter};
 use conduit_config::Snapshot;
-use conduit_core::canonical::canonical_hash;
+use conduit_core::canonical::sha256_hex;
 use conduit_core::{ErrorCode, OperatorRecord, Refusal, Role};
 use conduit_scheduler::Operator;
 use conduit_store::Tx;
@@ -193,33 +193,34 @@ async fn viewed<T: Send + 'static>(
     blocking(move || store.read(f)).await
 }
 
-/// A single read: `200` with a revision ETag (a digest of the answer), or `304` when the request's
-/// `If-None-Match` already names it.
+/// A single read: `200` with a revision ETag, or `304` when the request's `If-None-Match` already
+/// names it.
 pub(super) async fn read_one<T: Serialize + Send + 'static>(
     s: &Management,
     headers: &HeaderMap,
     f: impl FnOnce(&mut dyn Tx) -> Result<T, Failure> + Send + 'static,
 ) -> Answer {
-    let body = serde_json::to_value(viewed(s, f).await?).unwrap_or_default();
-    let etag = format!("\"{}\"", &canonical_hash(&body)[..32]);
+    let body = serde_json::to_string(&viewed(s, f).await?).unwrap_or_default();
+    Ok(revision(headers, body))
+}
+
+/// A single resource's JSON with its revision ETag (a digest of the bytes answered), or `304` with
+/// no body when the request's `If-None-Match` already names that revision.
+pub(super) fn revision(headers: &HeaderMap, body: String) -> Response {
+    let etag = format!("\"{}\"", &sha256_hex(body.as_bytes())[..32]);
     let cached = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(',').any(|tag| tag.trim() == etag || tag.trim() == "*"));
-    let status = if cached {
-        StatusCode::NOT_MODIFIED
-    } else {
-        StatusCode::OK
-    };
     let mut response = if cached {
-        status.into_response()
+        StatusCode::NOT_MODIFIED.into_response()
     } else {
-        (status, axum::Json(body)).into_response()
+        ([(header::CONTENT_TYPE, "application/json")], body).into_response()
     };
     if let Ok(value) = header::HeaderValue::from_str(&etag) {
         response.headers_mut().insert(header::ETAG, value);
     }
-    Ok(response)
+    response
 }
 
 pub(super) fn found<T>(record: Option<T>, what: &str) -> Result<T, Failure> {

@@ -4,7 +4,7 @@
 //! the parked Work; the resumed caller's repeated call then passes (approved) or is refused.
 
 use axum::extract::{Path, Query, State};
-use axum::http::Uri;
+use axum::http::{HeaderMap, Uri};
 use conduit_config::Snapshot;
 use conduit_core::approval::{may_decide, Approval, ApprovalState};
 use conduit_core::{ErrorCode, Refusal, Timestamp};
@@ -13,7 +13,7 @@ use conduit_store::Tx;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::access::{read, Reply};
+use super::access::{read_one, Reply};
 use super::paging::{page_until_now, List};
 use super::state::Management;
 use crate::clock::now;
@@ -33,7 +33,7 @@ pub async fn list(State(s): State<Management>, uri: Uri, Query(q): Query<ByState
         None => None,
         Some(text) => Some(ApprovalState::parse(text).ok_or_else(|| {
             Failure(Refusal::invalid_input(
-                "`state` is pending, approved, denied, expired or used",
+                "`state` is pending, approved, denied, expired, used or cancelled",
             ))
         })?),
     };
@@ -52,8 +52,8 @@ pub async fn list(State(s): State<Management>, uri: Uri, Query(q): Query<ByState
     .await
 }
 
-pub async fn show(State(s): State<Management>, Path(id): Path<String>) -> Answer {
-    read(&s, move |tx| {
+pub async fn show(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
+    read_one(&s, &headers, move |tx| {
         tx.get_approval(&id)?
             .ok_or_else(|| Failure(Refusal::not_found("approval")))
     })

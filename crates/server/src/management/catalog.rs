@@ -6,7 +6,9 @@ use conduit_core::tool::SourceFilter;
 use conduit_core::{Refusal, Role};
 use serde::Deserialize;
 
-use super::access::operator;
+use axum::http::HeaderMap;
+
+use super::access::{operator, revision};
 use super::state::Management;
 use crate::envelope::{ok_json, Answer, Failure};
 
@@ -24,11 +26,14 @@ pub async fn list(State(s): State<Management>, Query(q): Query<ToolsQuery>) -> A
 }
 
 /// `GET /v1/tools/{toolId}`: one registered operation's descriptor.
-pub async fn get(State(s): State<Management>, Path(tool_id): Path<String>) -> Answer {
+pub async fn get(State(s): State<Management>, headers: HeaderMap, Path(tool_id): Path<String>) -> Answer {
     operator(Role::View)?;
     let registry = s.registry.get();
     let tool = registry.catalog().find(&tool_id).map(str::to_owned);
-    ok_json(tool.ok_or_else(|| Failure(Refusal::not_found("tool")))?)
+    Ok(revision(
+        &headers,
+        tool.ok_or_else(|| Failure(Refusal::not_found("tool")))?,
+    ))
 }
 
 /// The catalog's JSON array, narrowed by the query.

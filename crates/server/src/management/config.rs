@@ -8,14 +8,15 @@ use conduit_core::Role;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::access::{admit, operator};
+use super::access::{admit, operator, revision};
 use super::state::Management;
 use crate::envelope::{blocking, check_mutation, ok, parse_body, read_body, Answer, Failure};
 use crate::ports::Applied;
 
-pub async fn show(State(s): State<Management>) -> Answer {
+pub async fn show(State(s): State<Management>, headers: HeaderMap) -> Answer {
     operator(Role::View)?;
-    ok(StatusCode::OK, &s.control.view())
+    let view = serde_json::to_string(&s.control.view()).unwrap_or_default();
+    Ok(revision(&headers, view))
 }
 
 #[derive(Deserialize)]

@@ -9,7 +9,7 @@ use conduit_core::Role;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::access::{admit, operator};
+use super::access::{admit, operator, revision};
 use super::paging::{page, List};
 use super::state::Management;
 use crate::cursor::Paging;
@@ -29,10 +29,11 @@ pub async fn list(State(s): State<Management>, uri: Uri, Query(paging): Query<Pa
     .await
 }
 
-pub async fn show(State(s): State<Management>, Path(name): Path<String>) -> Answer {
+pub async fn show(State(s): State<Management>, headers: HeaderMap, Path(name): Path<String>) -> Answer {
     operator(Role::View)?;
     let packages = s.packages.clone();
-    ok(StatusCode::OK, &blocking(move || Ok(packages.show(&name)?)).await?)
+    let package = blocking(move || Ok(packages.show(&name)?)).await?;
+    Ok(revision(&headers, package.to_string()))
 }
 
 #[derive(Deserialize)]

@@ -72,6 +72,12 @@ impl ApprovalRows for SqlTx<'_> {
         self.query_one(&sql, args![work_id, operation, input_hash], approval_row)
     }
 
+    fn pending_approvals_of_work(&mut self, work_id: &str) -> Result<Vec<Approval>> {
+        let sql =
+            format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE work_id = ?1 AND state = 'pending' ORDER BY id");
+        self.query_all(&sql, args![work_id], approval_row)
+    }
+
     fn page_approvals(&mut self, state: Option<ApprovalState>, page: &Page<(i64, String)>) -> Result<Vec<Approval>> {
         let sql = format!(
             "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE (CAST(?1 AS TEXT) IS NULL OR state = ?1) AND {}",
