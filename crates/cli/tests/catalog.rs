@@ -110,6 +110,17 @@ fn an_execution_sees_exactly_its_grant_and_less_once_the_configuration_narrows()
         ["declare_outcome", "emit", "read_context", "wait"],
         "the live token sees less"
     );
+    let (_, guidance) = http(&socket, "GET", "/v1/toolbelt/guidance", Some(&token), None);
+    let guided: Vec<&str> = guidance["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|op| op["name"].as_str())
+        .collect();
+    assert!(
+        guided.contains(&"emit") && !guided.contains(&"create_work"),
+        "the guidance `os mcp` serves lists what the live ceiling allows: {guided:?}"
+    );
     let hidden = status_and_body(&socket, "/v1/tools/create_work", &token);
     let unknown = status_and_body(&socket, "/v1/tools/no.such.tool", &token);
     assert!(hidden.0.starts_with("HTTP/1.1 404"), "{hidden:?}");

@@ -326,6 +326,11 @@ fn playbooks_warn_of_missing_grants_and_refusals_record_config_drift() {
         validated["diagnostics"][0]["code"], "playbook_operations_not_granted",
         "the daemon's validate reports the warning too: {validated}"
     );
+    let applied = daemon.json(&["config", "apply", &file]);
+    assert_eq!(
+        applied["diagnostics"][0]["code"], "playbook_operations_not_granted",
+        "{applied}"
+    );
     let doctor = daemon.json(&["doctor"]);
     let grants = doctor["checks"]
         .as_array()

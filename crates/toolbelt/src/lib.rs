@@ -184,9 +184,11 @@ impl Toolbelt {
         self.registry.get()
     }
 
-    /// The agent guidance of the token's granted operations.
+    /// The agent guidance of the operations the token could call now (as [`Toolbelt::tools`] judges
+    /// it), so an operation the live ceiling removed is neither listed nor described.
     pub fn guidance(&self, socket_execution: &str, bearer: &str) -> Result<Value, Refusal> {
         let token = self.identify(socket_execution, bearer)?;
+        let (sees, _) = self.visibility(socket_execution, bearer)?;
         let registry = self.registry.get();
         let extensions = registry.operations().map(|r| OperationDescriptor {
             name: r.spec.name.clone(),
@@ -196,7 +198,7 @@ impl Toolbelt {
         let operations: Vec<OperationDescriptor> = describe_builtins()
             .into_iter()
             .chain(extensions)
-            .filter(|d| token.operations.contains(&d.name))
+            .filter(|d| sees(&d.name))
             .collect();
         let playbook = self
             .caught_up_config()?
