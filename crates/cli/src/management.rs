@@ -199,6 +199,23 @@ pub fn retry_work(id: &str) -> Request {
     act("work", id, "retry")
 }
 
+/// `POST /v1/work/{id}/hold` or `/release`: hold Work from being claimed, or release it.
+pub fn hold_work(id: &str, hold: bool) -> Request {
+    act("work", id, if hold { "hold" } else { "release" })
+}
+
+/// `POST /v1/work/{id}/rebind`: another binding of the Work's scope runs its next attempt.
+pub fn rebind_work(id: &str, binding: &str) -> Request {
+    let body = object([("binding", Some(Value::from(binding)))]);
+    post(&format!("/v1/work/{}/rebind", encode(id)), body)
+}
+
+/// `POST /v1/work/{id}/attach`: the Work owns one more correlation key.
+pub fn attach_key(id: &str, key: &str) -> Request {
+    let body = object([("key", Some(Value::from(key)))]);
+    post(&format!("/v1/work/{}/attach", encode(id)), body)
+}
+
 /// `POST /v1/executions/{id}/cancel`.
 pub fn cancel_execution(id: &str) -> Request {
     act("executions", id, "cancel")

@@ -177,6 +177,30 @@ fn each_route_needs_its_role_and_the_right_credential_class() {
             ],
         ),
     ];
+    // Every control on a resource takes `operate`, is judged before its body is read, then parsed.
+    let operate_controls = [
+        "/v1/work/w/hold",
+        "/v1/work/w/release",
+        "/v1/work/w/rebind",
+        "/v1/work/w/attach",
+    ];
+    let rows: Vec<Row> = rows
+        .into_iter()
+        .chain(operate_controls.map(|path| {
+            (
+                "POST",
+                path,
+                garbage,
+                [
+                    (401, "unauthenticated"),
+                    (403, "wrong_credential_class"),
+                    (403, "forbidden_role"),
+                    (400, "invalid_request"),
+                    (400, "invalid_request"),
+                ],
+            )
+        }))
+        .collect();
     let credentials = [
         None,
         Some(execution.as_str()),

@@ -133,7 +133,7 @@ pub fn emit_event(
 }
 
 /// An operator's root event on the Work's own key, its id derived from the request.
-fn control_event(
+pub(crate) fn control_event(
     scope: &str,
     work: &str,
     event_type: &str,

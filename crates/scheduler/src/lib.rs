@@ -14,6 +14,7 @@ mod causal;
 mod control;
 mod error;
 mod sessions;
+mod steering;
 mod trace;
 mod waits;
 mod work;
@@ -32,6 +33,7 @@ pub use error::HostError;
 pub use sessions::{
     append_host_record, close_open_sessions, close_session, close_unpaired_calls, open_session, HostRecord,
 };
+pub use steering::{attach_key, hold_work, rebind_work, release_work, OPERATOR_HELD};
 pub use trace::{samples, trace, Effect, Probe, RouteVerdict, Trace, Verdict};
 pub use waits::fire_due_timers;
 pub use work::{create_work, NewWork};

@@ -115,7 +115,7 @@ pub fn create_work(
     Ok((work, event))
 }
 
-fn check_target(config: &Snapshot, scope: &str, binding: &str) -> Result<(), Refusal> {
+pub(crate) fn check_target(config: &Snapshot, scope: &str, binding: &str) -> Result<(), Refusal> {
     if config.scope(scope).is_none() {
         return Err(Refusal::unknown_scope());
     }

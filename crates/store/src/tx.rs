@@ -121,7 +121,8 @@ pub trait WorkRows {
     /// Inserts a Work and claims its keys; a key another Work owns is [`StoreError::KeyTaken`].
     fn insert_work(&mut self, work: &Work) -> Result<()>;
     fn get_work(&mut self, id: &str) -> Result<Option<Work>>;
-    /// Writes a Work's mutable fields (state, epoch, outcome, wake event, updated time).
+    /// Writes a Work's mutable fields (state, binding, epoch, outcome, wake event, hold, retry
+    /// count and backoff, updated time); its keys change only through [`WorkRows::attach_work_key`].
     fn update_work(&mut self, work: &Work) -> Result<()>;
     /// Newest first.
     fn list_work(&mut self, filter: &WorkFilter) -> Result<Vec<Work>>;
@@ -130,6 +131,8 @@ pub trait WorkRows {
     /// Ready Work that may be claimed at `now` (not held, past any retry backoff), oldest first.
     fn ready_work(&mut self, limit: usize, now: Timestamp) -> Result<Vec<Work>>;
     fn work_owning_key(&mut self, key: &str) -> Result<Option<String>>;
+    /// Claims one more key for a Work; a key another Work owns is [`StoreError::KeyTaken`].
+    fn attach_work_key(&mut self, work_id: &str, key: &str) -> Result<()>;
     /// How many Works in `scope` are not finished (ready, running or waiting).
     fn count_unfinished_work(&mut self, scope: &str) -> Result<u64>;
     /// The bytes charged to a Work for the events and replay records it has written
@@ -183,6 +186,8 @@ pub trait WaitRows {
     /// The armed waits whose timeout is at or before `now`, oldest first.
     fn armed_waits_due(&mut self, now: Timestamp) -> Result<Vec<Wait>>;
     fn update_wait(&mut self, wait: &Wait) -> Result<()>;
+    /// Writes an armed wait's keys and subscribes it on each (it gained one).
+    fn resubscribe_wait(&mut self, wait: &Wait) -> Result<()>;
     /// A page of waits in any state, oldest first by `(created_at, id)`, created at or before `page.upper`.
     fn page_waits(&mut self, work: Option<&str>, page: &Page<(i64, String)>) -> Result<Vec<Wait>>;
 }

@@ -27,4 +27,4 @@ pub use scopes::{route_trace, sample_table, scope_table};
 pub use toolbelt::{
     declared, event_id, guidance, output, session_closed, session_id, tool_detail, tool_table, work_id, work_input,
 };
-pub use work::{cancelled, id, retried, wait_table, woke, work_detail, work_table};
+pub use work::{cancelled, id, retried, steered, wait_table, woke, work_detail, work_table};

@@ -37,6 +37,7 @@ pub fn work_detail(work: &Value) -> String {
         ("scope", field(work, "/scope")),
         ("binding", field(work, "/binding")),
         ("state", field(work, "/state")),
+        ("held", field(work, "/blocked_reason")),
         ("parent", field(work, "/parent_work")),
         ("epoch", field(work, "/epoch")),
         ("keys", joined(work, "/keys")),
@@ -57,6 +58,16 @@ pub fn cancelled(answer: &Value) -> String {
 pub fn retried(answer: &Value) -> String {
     format!(
         "retrying {} (from event {})",
+        field(answer, "/work/id"),
+        field(answer, "/event/id")
+    )
+}
+
+/// A hold, release, rebind or attach: the event it recorded, on which Work.
+pub fn steered(answer: &Value) -> String {
+    format!(
+        "{} {} (event {})",
+        field(answer, "/event/type"),
         field(answer, "/work/id"),
         field(answer, "/event/id")
     )

@@ -554,9 +554,6 @@ pub fn shell_config(script: &str) -> String {
     .to_string()
 }
 
-/// Shell lines that publish this attempt's endpoint and token-file paths into a fresh `run.*`
-/// directory under `dir`, then hold until `dir/release` exists, or `dir` is gone (so no attempt
-/// outlives its test).
 /// `shell_config(script)` with `operations` as both the demo scope's ceiling and its binding's grant.
 pub fn granting(script: &str, operations: Value) -> Value {
     let mut config: Value = serde_json::from_str(&shell_config(script)).unwrap();
@@ -565,6 +562,9 @@ pub fn granting(script: &str, operations: Value) -> Value {
     config
 }
 
+/// Shell lines that publish this attempt's endpoint and token-file paths into a fresh `run.*`
+/// directory under `dir`, then hold until `dir/release` exists, or `dir` is gone (so no attempt
+/// outlives its test).
 pub fn publish_and_hold(dir: &Path) -> String {
     let d = dir.display();
     format!(

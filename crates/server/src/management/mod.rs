@@ -46,6 +46,10 @@ fn routes() -> Vec<Route> {
         ("/v1/work/{id}/cancel", &["post"], control(work::cancel)),
         ("/v1/work/{id}/wake", &["post"], post(work::wake)),
         ("/v1/work/{id}/retry", &["post"], control(work::retry)),
+        ("/v1/work/{id}/hold", &["post"], control(work::hold)),
+        ("/v1/work/{id}/release", &["post"], control(work::release)),
+        ("/v1/work/{id}/rebind", &["post"], control(work::rebind)),
+        ("/v1/work/{id}/attach", &["post"], control(work::attach)),
         (
             "/v1/events",
             &["get", "post"],

@@ -1,12 +1,16 @@
-//! `/v1/work` and `/v1/waits`: create, list and read Work; cancel, wake and retry it; its waits.
+//! `/v1/work` and `/v1/waits`: create, list and read Work; cancel, wake and retry it; hold, release,
+//! rebind and attach it; its waits.
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::Uri;
 use axum::http::{HeaderMap, StatusCode};
 use conduit_config::Snapshot;
-use conduit_core::{ErrorCode, Refusal, Role, Wait, Work, WorkState};
-use conduit_scheduler::{cancel_work, check_operator_type, create_work, retry_work, wake_work, NewWork, Operator};
+use conduit_core::{ErrorCode, Event, Refusal, Role, Wait, Work, WorkState};
+use conduit_scheduler::{
+    attach_key, cancel_work, check_operator_type, create_work, hold_work, rebind_work, release_work, retry_work,
+    wake_work, NewWork, Operator,
+};
 use conduit_store::{Tx, WorkFilter};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -52,7 +56,42 @@ pub(super) fn cancel(tx: &mut dyn Tx, config: &Snapshot, id: &str, by: &Operator
 
 /// Retries held or failed Work.
 pub(super) fn retry(tx: &mut dyn Tx, config: &Snapshot, id: &str, by: &Operator, _: NoBody) -> Reply {
-    let (work, event) = retry_work(tx, config, id, by, now())?;
+    steered(retry_work(tx, config, id, by, now())?)
+}
+
+/// Holds unfinished Work from being claimed until it is released.
+pub(super) fn hold(tx: &mut dyn Tx, config: &Snapshot, id: &str, by: &Operator, _: NoBody) -> Reply {
+    steered(hold_work(tx, config, id, by, now())?)
+}
+
+/// Releases Work an operator held.
+pub(super) fn release(tx: &mut dyn Tx, config: &Snapshot, id: &str, by: &Operator, _: NoBody) -> Reply {
+    steered(release_work(tx, config, id, by, now())?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Rebind {
+    binding: String,
+}
+
+/// Rebinds Work that is not running to another binding of its scope.
+pub(super) fn rebind(tx: &mut dyn Tx, config: &Snapshot, id: &str, by: &Operator, req: Rebind) -> Reply {
+    steered(rebind_work(tx, config, id, &req.binding, by, now())?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Attach {
+    key: String,
+}
+
+/// Attaches a correlation key to unfinished Work.
+pub(super) fn attach(tx: &mut dyn Tx, config: &Snapshot, id: &str, by: &Operator, req: Attach) -> Reply {
+    steered(attach_key(tx, config, id, &req.key, by, now())?)
+}
+
+fn steered((work, event): (Work, Event)) -> Reply {
     Ok(json!({"work": work, "event": event}))
 }
 

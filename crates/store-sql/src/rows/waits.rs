@@ -48,13 +48,15 @@ impl WaitRows for SqlTx<'_> {
                 w.created_at.0
             ],
         )?;
-        for key in &w.keys {
-            self.exec(
-                "INSERT INTO wait_keys (key, wait_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-                args![key, w.id],
-            )?;
-        }
-        Ok(())
+        self.subscribe(w)
+    }
+
+    fn resubscribe_wait(&mut self, w: &Wait) -> Result<()> {
+        self.exec(
+            "UPDATE waits SET keys = ?2 WHERE id = ?1",
+            args![w.id, to_json(&w.keys)?],
+        )?;
+        self.subscribe(w)
     }
 
     fn armed_waits_for_key(&mut self, key: &str) -> Result<Vec<Wait>> {
@@ -100,6 +102,19 @@ impl WaitRows for SqlTx<'_> {
                     args![key, w.id],
                 )?;
             }
+        }
+        Ok(())
+    }
+}
+
+impl SqlTx<'_> {
+    /// Subscribes an armed wait on each of its keys (those it already has are kept).
+    fn subscribe(&mut self, w: &Wait) -> Result<()> {
+        for key in &w.keys {
+            self.exec(
+                "INSERT INTO wait_keys (key, wait_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                args![key, w.id],
+            )?;
         }
         Ok(())
     }

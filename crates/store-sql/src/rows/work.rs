@@ -103,13 +103,18 @@ impl WorkRows for SqlTx<'_> {
         )
         ?;
         for key in &work.keys {
-            let inserted = self.exec(
-                "INSERT INTO work_keys (key, work_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-                args![key, work.id],
-            )?;
-            if inserted == 0 {
-                return Err(StoreError::KeyTaken);
-            }
+            self.attach_work_key(&work.id, key)?;
+        }
+        Ok(())
+    }
+
+    fn attach_work_key(&mut self, work_id: &str, key: &str) -> Result<()> {
+        let inserted = self.exec(
+            "INSERT INTO work_keys (key, work_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+            args![key, work_id],
+        )?;
+        if inserted == 0 {
+            return Err(StoreError::KeyTaken);
         }
         Ok(())
     }
@@ -122,7 +127,7 @@ impl WorkRows for SqlTx<'_> {
     fn update_work(&mut self, work: &Work) -> Result<()> {
         self.exec(
             "UPDATE work SET state = ?2, epoch = ?3, outcome = ?4, wake_event = ?5, updated_at = ?6, blocked_reason = ?7,
-             failed_attempts = ?8, not_before = ?9 WHERE id = ?1",
+             failed_attempts = ?8, not_before = ?9, binding = ?10 WHERE id = ?1",
             args![
                 work.id,
                 work.state.as_str(),
@@ -132,7 +137,8 @@ impl WorkRows for SqlTx<'_> {
                 work.updated_at.0,
                 work.blocked_reason,
                 work.failed_attempts,
-                work.not_before.map(|t| t.0)
+                work.not_before.map(|t| t.0),
+                work.binding
             ],
         )?;
         Ok(())

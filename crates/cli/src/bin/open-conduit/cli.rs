@@ -247,6 +247,32 @@ pub enum WorkCommand {
         /// The Work's id
         id: String,
     },
+    /// Hold unfinished Work: it is not claimed again until released (a running attempt goes on)
+    Hold {
+        /// The Work's id
+        id: String,
+    },
+    /// Release Work held with `work hold`, so it is claimed again when ready
+    Release {
+        /// The Work's id
+        id: String,
+    },
+    /// Rebind Work that is not running: another binding of its scope runs its next attempt
+    Rebind {
+        /// The Work's id
+        id: String,
+        /// The binding (within the Work's scope) to run it from now on
+        #[arg(long, value_name = "BINDING")]
+        binding: String,
+    },
+    /// Attach a correlation key to unfinished Work: events on the key route to it and wake it
+    Attach {
+        /// The Work's id
+        id: String,
+        /// The key, such as github:owner/repo#12; no other Work may own it
+        #[arg(long, value_name = "KEY")]
+        key: String,
+    },
     /// Emit an event on the Work's own key; reports whether it woke the Work from a wait
     Wake {
         /// The Work's id

@@ -93,6 +93,10 @@ fn work(command: WorkCommand) -> Plan {
         WorkCommand::Get { id } => Plan::Call(m::get_work(&id), render::work_detail),
         WorkCommand::Retry { id } => Plan::Call(m::retry_work(&id), render::retried),
         WorkCommand::Cancel { id } => Plan::Call(m::cancel_work(&id), render::cancelled),
+        WorkCommand::Hold { id } => Plan::Call(m::hold_work(&id, true), render::steered),
+        WorkCommand::Release { id } => Plan::Call(m::hold_work(&id, false), render::steered),
+        WorkCommand::Rebind { id, binding } => Plan::Call(m::rebind_work(&id, &binding), render::steered),
+        WorkCommand::Attach { id, key } => Plan::Call(m::attach_key(&id, &key), render::steered),
         WorkCommand::Wake { id, event_type, data } => Plan::Call(m::wake_work(&id, &event_type, data), render::woke),
     }
 }

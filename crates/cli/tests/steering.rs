@@ -1,0 +1,147 @@
+//! Steering unfinished Work through the real daemon and CLI: hold keeps it from being claimed until
+//! released, rebind moves it to another binding of its scope, attach gives it a key whose events
+//! route to it and wake it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+/// Succeeds once woken by `demo.go`; until then, waits for it (a type-only wait, on the Work's keys).
+const WAIT_FOR_GO: &str = "case \"$(os context)\" in *demo.go*) os outcome succeeded;; *) os wait --for demo.go;; esac";
+
+fn refused(daemon: &Daemon, args: &[&str]) -> String {
+    let (status, answer) = daemon.json_unchecked(args);
+    assert_eq!(status, Some(1), "{args:?} is refused: {answer}");
+    answer["error"].as_str().unwrap().to_owned()
+}
+
+fn attempts(daemon: &Daemon, work: &str) -> usize {
+    daemon.attempts(work).len()
+}
+
+#[test]
+fn held_work_is_not_claimed_when_woken_until_it_is_released() {
+    let daemon = Daemon::start(Some(&shell_config(WAIT_FOR_GO)));
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+
+    let held = daemon.json(&["work", "hold", &work]);
+    assert_eq!(
+        (held["event"]["type"].as_str(), held["event"]["actor"].as_str()),
+        (Some("core.work.held"), Some("operator:local"))
+    );
+    assert_eq!(held["work"]["blocked_reason"], "operator_held");
+    assert_eq!(refused(&daemon, &["work", "hold", &work]), "conflict", "already held");
+
+    let woke = daemon.json(&["work", "wake", &work, "--type", "demo.go"]);
+    assert_eq!(woke["woke"], true, "a held Work still wakes");
+    std::thread::sleep(std::time::Duration::from_millis(700)); // more than a scheduler tick
+    let shown = daemon.json(&["work", "get", &work]);
+    assert_eq!(
+        (shown["state"].as_str(), shown["blocked_reason"].as_str()),
+        (Some("ready"), Some("operator_held"))
+    );
+    assert_eq!(attempts(&daemon, &work), 1, "held: not claimed");
+
+    let released = daemon.json(&["work", "release", &work]);
+    assert_eq!(released["event"]["type"], "core.work.released");
+    assert_eq!(released["work"]["blocked_reason"], Value::Null);
+    daemon.await_work(&work, "succeeded");
+    assert_eq!(attempts(&daemon, &work), 2);
+    assert_eq!(refused(&daemon, &["work", "release", &work]), "conflict", "finished");
+    assert_eq!(refused(&daemon, &["work", "hold", "no-such-work"]), "not_found");
+}
+
+#[test]
+fn a_cancelled_attempts_hold_is_released_by_retry_not_release() {
+    let tmp = meeting();
+    let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
+    let (work, _, _) = hold_one(&daemon, tmp.path());
+    daemon.json(&["execution", "cancel", &daemon.first_execution(&work)]);
+    let (_, answer) = daemon.json_unchecked(&["work", "release", &work]);
+    assert_eq!(answer["error"], "conflict");
+    assert!(answer["remedy"].as_str().unwrap().contains("work retry"), "{answer}");
+}
+
+#[test]
+fn rebind_moves_waiting_work_to_another_binding_of_its_scope() {
+    let tmp = meeting();
+    let hold = publish_and_hold(tmp.path());
+    let daemon = Daemon::start_with(|_| {
+        let mut config: Value = serde_json::from_str(&shell_config(WAIT_FOR_GO)).unwrap();
+        let mut other = config["scopes"]["demo"]["bindings"]["shell"].clone();
+        other["config"]["command"] = json!(["/bin/sh", "-c", "os outcome succeeded --summary rebound"]);
+        let mut holding = other.clone();
+        holding["config"]["command"] = json!(["/bin/sh", "-c", hold]);
+        config["scopes"]["demo"]["bindings"]["other"] = other;
+        config["scopes"]["demo"]["bindings"]["holding"] = holding;
+        config.to_string()
+    });
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+    assert_eq!(
+        refused(&daemon, &["work", "rebind", &work, "--binding", "nope"]),
+        "unknown_binding"
+    );
+    assert_eq!(
+        refused(&daemon, &["work", "rebind", &work, "--binding", "shell"]),
+        "conflict",
+        "already on it"
+    );
+    let rebound = daemon.json(&["work", "rebind", &work, "--binding", "other"]);
+    assert_eq!(rebound["work"]["binding"], "other");
+    assert_eq!(rebound["event"]["type"], "core.work.rebound");
+    assert_eq!(rebound["event"]["data"], json!({"from": "shell", "to": "other"}));
+
+    daemon.json(&["work", "wake", &work, "--type", "demo.go"]);
+    let done = daemon.await_work(&work, "succeeded");
+    assert_eq!(done["outcome"]["summary"], "rebound", "the new binding ran it");
+    let bindings: Vec<Value> = daemon.attempts(&work).iter().map(|x| x["binding"].clone()).collect();
+    assert_eq!(bindings, [json!("shell"), json!("other")]);
+
+    let running = daemon.create_work("demo", "holding");
+    wait_until("the holding attempt", || !published_runs(tmp.path()).is_empty());
+    assert_eq!(
+        refused(&daemon, &["work", "rebind", &running, "--binding", "other"]),
+        "conflict",
+        "a running attempt is pinned to its binding"
+    );
+}
+
+#[test]
+fn an_attached_key_routes_its_events_to_the_work_and_wakes_it() {
+    let daemon = Daemon::start(Some(&shell_config(WAIT_FOR_GO)));
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+    assert_eq!(daemon.emit_event("demo", "demo.go", "ticket:42"), 201);
+    assert_eq!(
+        daemon.json(&["work", "get", &work])["state"],
+        "waiting",
+        "not yet its key"
+    );
+
+    let attached = daemon.json(&["work", "attach", &work, "--key", "ticket:42"]);
+    assert_eq!(attached["work"]["keys"], json!([format!("work:{work}"), "ticket:42"]));
+    assert_eq!(attached["event"]["type"], "core.work.attached");
+    assert_eq!(
+        refused(&daemon, &["work", "attach", &work, "--key", "ticket:42"]),
+        "conflict"
+    );
+    let other = daemon.create_work("demo", "shell");
+    assert_eq!(
+        refused(&daemon, &["work", "attach", &other, "--key", "ticket:42"]),
+        "conflict",
+        "another Work owns it"
+    );
+    assert_eq!(
+        refused(&daemon, &["work", "attach", &other, "--key", &format!("work:{work}")]),
+        "invalid_input",
+        "the host's own namespaces"
+    );
+
+    assert_eq!(daemon.emit_event("demo", "demo.go", "ticket:42"), 201);
+    daemon.await_work(&work, "succeeded");
+}
