@@ -165,7 +165,14 @@ pub fn get_work(id: &str) -> Request {
     Request::Get(format!("/v1/work/{}", encode(id)))
 }
 
-pub fn emit(event_type: &str, scope: &str, data: Option<Value>, correlation_key: Option<String>) -> Request {
+/// `POST /v1/events`: an operator's event, a root or derived from `parent`.
+pub fn emit(
+    event_type: &str,
+    scope: &str,
+    data: Option<Value>,
+    correlation_key: Option<String>,
+    parent: Option<String>,
+) -> Request {
     post(
         "/v1/events",
         object([
@@ -173,6 +180,7 @@ pub fn emit(event_type: &str, scope: &str, data: Option<Value>, correlation_key:
             ("scope", Some(scope.into())),
             ("data", data),
             ("correlation_key", correlation_key.map(Value::from)),
+            ("parent", parent.map(Value::from)),
         ]),
     )
 }

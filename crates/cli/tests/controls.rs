@@ -258,3 +258,55 @@ fn scopes_and_waits_are_listed() {
         (Some("armed"), json!(["demo.go"]))
     );
 }
+
+/// An operator's event may name a parent it follows from: it is derived (the parent's root, one
+/// deeper) under the root's causal bounds; an unknown parent, or one of another scope, is refused.
+#[test]
+fn an_operators_event_derives_from_a_parent_it_names() {
+    let daemon = Daemon::start_with(|_| {
+        let mut config: serde_json::Value = serde_json::from_str(&shell_config("true")).unwrap();
+        config["scopes"]["other"] = config["scopes"]["demo"].clone();
+        config["limits"] = json!({"causal_max_depth": 2});
+        config.to_string()
+    });
+    let emit = |args: &[&str]| daemon.json_unchecked(&[&["emit"], args].concat());
+    let (_, root) = emit(&["demo.note", "--scope", "demo"]);
+    let root = root["id"].as_str().unwrap().to_owned();
+    let (_, child) = emit(&["demo.follow", "--scope", "demo", "--parent", &root]);
+    assert_eq!(child["causation"], json!({"parent": root, "root": root, "depth": 1}));
+    assert_eq!(
+        (child["source"].as_str(), child["actor"].as_str()),
+        (Some("core.manual"), Some("operator:local"))
+    );
+    let chain = daemon.json(&["events", "chain", child["id"].as_str().unwrap()])["items"].clone();
+    assert_eq!(chain[0]["id"], root.as_str());
+
+    let (_, grandchild) = emit(&[
+        "demo.more",
+        "--scope",
+        "demo",
+        "--parent",
+        child["id"].as_str().unwrap(),
+    ]);
+    let (status, too_deep) = emit(&[
+        "demo.most",
+        "--scope",
+        "demo",
+        "--parent",
+        grandchild["id"].as_str().unwrap(),
+    ]);
+    assert_eq!(
+        (status, too_deep["error"].as_str()),
+        (Some(1), Some("causal_depth_exceeded")),
+        "the root's bounds hold"
+    );
+    assert_eq!(
+        emit(&["demo.x", "--scope", "demo", "--parent", "nope"]).1["error"],
+        "not_found"
+    );
+    assert_eq!(
+        emit(&["demo.x", "--scope", "other", "--parent", &root]).1["error"],
+        "invalid_input",
+        "a parent of another scope"
+    );
+}

@@ -95,6 +95,8 @@ pub struct OperatorEvent {
     pub scope: String,
     pub data: Value,
     pub correlation_key: Option<String>,
+    /// An event it derives from (in the same scope); `None`: a new root.
+    pub parent: Option<String>,
 }
 
 /// An operator emits namespaced types outside the host's families; checked before anything is keyed.
@@ -114,7 +116,8 @@ pub fn check_operator_type(event_type: &str) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// An operator's event: a `core.manual` root stamped with the operator as its actor, routed at once.
+/// An operator's event, stamped with the operator as its actor and routed at once: a `core.manual`
+/// root, or derived from a parent event of the same scope (under the parent's causal bounds).
 pub fn emit_event(
     tx: &mut dyn Tx,
     config: &Snapshot,
@@ -125,11 +128,26 @@ pub fn emit_event(
     if !config.scope_enabled(&event.scope) {
         return Err(Refusal::new(ErrorCode::UnknownScope, "no enabled scope has this id").into());
     }
-    let root = NewEvent {
-        correlation_key: event.correlation_key,
-        ..operator_root(&event.scope, "operator.event", &event.event_type, event.data, by, now)
+    let root = operator_root(&event.scope, "operator.event", &event.event_type, event.data, by, now);
+    let causation = match &event.parent {
+        None => root.causation.clone(),
+        Some(parent) => Causation::derived_from(&parent_in(tx, parent, &event.scope)?),
     };
-    accept(tx, config, root, now)
+    let accepted = NewEvent {
+        correlation_key: event.correlation_key,
+        causation,
+        ..root
+    };
+    accept(tx, config, accepted, now)
+}
+
+/// The parent an operator's event names: an event of the same scope.
+fn parent_in(tx: &mut dyn Tx, id: &str, scope: &str) -> Result<Event, HostError> {
+    let parent = tx.get_event(id)?.ok_or_else(|| Refusal::not_found("parent event"))?;
+    if parent.scope != scope {
+        return Err(Refusal::invalid_input("the parent event is in another scope").into());
+    }
+    Ok(parent)
 }
 
 /// An operator's root event on the Work's own key, its id derived from the request.

@@ -26,9 +26,12 @@ struct Emit {
     #[serde(default)]
     data: Value,
     correlation_key: Option<String>,
+    /// The id of an event this one derives from.
+    parent: Option<String>,
 }
 
-/// An operator's event: a `core.manual` root stamped with the operator as its actor, routed at once.
+/// An operator's event, stamped with the operator as its actor and routed at once: a `core.manual`
+/// root, or derived from the `parent` it names.
 pub(super) async fn emit(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
     let check = |req: &Emit| check_operator_type(&req.event_type);
     let admitted = admit(&headers, &uri, body, Role::Operate, check).await?;
@@ -38,6 +41,7 @@ pub(super) async fn emit(State(s): State<Management>, headers: HeaderMap, uri: U
             scope: req.scope,
             data: req.data,
             correlation_key: req.correlation_key,
+            parent: req.parent,
         };
         let event = emit_event(tx, config, event, by, now())?;
         Ok((StatusCode::CREATED, serde_json::to_value(event).unwrap_or_default()))

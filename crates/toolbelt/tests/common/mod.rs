@@ -126,6 +126,7 @@ impl Harness {
             scope: "setup".into(),
             data: Value::Null,
             correlation_key: Some(key.into()),
+            parent: None,
         };
         let by = conduit_scheduler::Operator {
             actor: "operator",

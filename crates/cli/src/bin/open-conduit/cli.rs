@@ -300,6 +300,9 @@ pub struct EmitArgs {
     /// Correlation key, routing the event to the Work that owns the key
     #[arg(long, value_name = "KEY")]
     pub correlation_key: Option<String>,
+    /// An event of the same scope this one follows from (its causal chain continues from it)
+    #[arg(long, value_name = "EVENT")]
+    pub parent: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -43,7 +43,13 @@ pub fn plan(command: Command, state_dir: Option<&Path>) -> Plan {
         Command::Health => Plan::Call(m::health(), render::health),
         Command::Work(command) => work(command),
         Command::Emit(args) => Plan::Call(
-            m::emit(&args.event_type, &args.scope, args.data, args.correlation_key),
+            m::emit(
+                &args.event_type,
+                &args.scope,
+                args.data,
+                args.correlation_key,
+                args.parent,
+            ),
             render::id,
         ),
         Command::Events(command) => events(command),
