@@ -367,6 +367,11 @@ pub fn list_audit(query: &AuditQuery<'_>) -> Request {
     )
 }
 
+/// `GET /v1/audit/operators[?operator=]`: what operators changed, oldest first.
+pub fn list_operator_actions(operator: Option<&str>) -> Request {
+    get_with_query("/v1/audit/operators", &[("operator", operator)])
+}
+
 /// `GET /v1/approvals[?state=]`.
 pub fn list_approvals(state: Option<&str>) -> Request {
     get_with_query("/v1/approvals", &[("state", state)])

@@ -166,6 +166,18 @@ fn each_route_needs_its_role_and_the_right_credential_class() {
         ),
         (
             "GET",
+            "/v1/audit/operators",
+            "",
+            [
+                (401, "unauthenticated"),
+                (403, "wrong_credential_class"),
+                (200, ""),
+                (200, ""),
+                (200, ""),
+            ],
+        ),
+        (
+            "GET",
             "/v1/auth/operators",
             "",
             [

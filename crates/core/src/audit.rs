@@ -53,6 +53,25 @@ pub struct AuditRecord {
     pub at: Timestamp,
 }
 
+/// What an operator changed: one record per management request that changed something and
+/// succeeded, so "who changed what, when" has an answer. It names the route and the request's path
+/// (ids in it), never the request's body, and keeps only safe fields of the answer (never a token).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OperatorAction {
+    pub id: String,
+    pub at: Timestamp,
+    /// The acting operator: `operator:<name>`.
+    pub principal: String,
+    /// The route, as the API lists it: `POST /v1/work/{id}/hold`.
+    pub route: String,
+    /// The request's path.
+    pub path: String,
+    pub status: u16,
+    /// Safe fields of the answer: the generation an apply published, an issued operator's name and
+    /// role, the ids of the Work and event a control recorded, ...
+    pub detail: Value,
+}
+
 /// The committed result of a call made with a request id, replayed to a retry of the same request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestRecord {

@@ -27,7 +27,7 @@ pub mod wait;
 pub mod work;
 
 pub use artifact::{ArtifactRecord, ArtifactRefusal};
-pub use audit::{AuditKind, AuditRecord, CausalPin, RequestRecord};
+pub use audit::{AuditKind, AuditRecord, CausalPin, OperatorAction, RequestRecord};
 pub use credential::{OperatorRecord, Role, TokenRecord};
 pub use error::{ErrorCode, Refusal};
 pub use event::{Causation, Event, NewEvent, Source};

@@ -255,6 +255,20 @@ CREATE TABLE shared_keys (
     key BYTEA NOT NULL
 );
 "#,
+    // 3 (the SQLite store's 22): what operators changed, by whom and when.
+    r#"
+CREATE TABLE operator_actions (
+    id TEXT PRIMARY KEY,
+    at BIGINT NOT NULL,
+    principal TEXT NOT NULL,
+    route TEXT NOT NULL,
+    path TEXT NOT NULL,
+    status BIGINT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE INDEX operator_actions_by_time ON operator_actions (at, id);
+CREATE INDEX operator_actions_by_principal ON operator_actions (principal, at, id);
+"#,
 ];
 
 /// The schema version this release writes.

@@ -353,6 +353,20 @@ CREATE TABLE shared_keys (
     key BLOB NOT NULL
 );
 "#,
+    // 22: what operators changed, by whom and when.
+    r#"
+CREATE TABLE operator_actions (
+    id TEXT PRIMARY KEY,
+    at INTEGER NOT NULL,
+    principal TEXT NOT NULL,
+    route TEXT NOT NULL,
+    path TEXT NOT NULL,
+    status INTEGER NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE INDEX operator_actions_by_time ON operator_actions (at, id);
+CREATE INDEX operator_actions_by_principal ON operator_actions (principal, at, id);
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

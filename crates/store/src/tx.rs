@@ -2,8 +2,8 @@
 
 use conduit_core::approval::{Approval, ApprovalState};
 use conduit_core::{
-    ArtifactRecord, AuditRecord, CausalPin, Event, Execution, ExecutionState, NewEvent, OperatorRecord, RequestRecord,
-    SessionOutcome, Timestamp, TokenRecord, ToolSession, Wait, Work, WorkState,
+    ArtifactRecord, AuditRecord, CausalPin, Event, Execution, ExecutionState, NewEvent, OperatorAction, OperatorRecord,
+    RequestRecord, SessionOutcome, Timestamp, TokenRecord, ToolSession, Wait, Work, WorkState,
 };
 
 use crate::StoreError;
@@ -244,6 +244,16 @@ pub trait OperatorRows {
     /// The store's key `name`, made from `fresh` the first time any daemon asks for it: a key every
     /// daemon on the store shares, such as the one that authenticates list cursors.
     fn shared_key(&mut self, name: &str, fresh: &[u8]) -> Result<Vec<u8>>;
+    /// Records what an operator changed; a record with the same id (a replayed request's) is kept
+    /// as it was.
+    fn record_operator_action(&mut self, action: &OperatorAction) -> Result<()>;
+    /// A page of operators' actions, of one principal or of all, oldest first by `(at, id)`,
+    /// recorded at or before `page.upper`.
+    fn page_operator_actions(
+        &mut self,
+        principal: Option<&str>,
+        page: &Page<(i64, String)>,
+    ) -> Result<Vec<OperatorAction>>;
 }
 
 /// Declared artifacts.

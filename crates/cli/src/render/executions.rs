@@ -34,6 +34,14 @@ const AUDIT_COLUMNS: [(&str, &str); 6] = [
     ("MS", "/duration_ms"),
 ];
 
+const OPERATOR_ACTION_COLUMNS: [(&str, &str); 5] = [
+    ("AT", "/at"),
+    ("OPERATOR", "/principal"),
+    ("ROUTE", "/route"),
+    ("PATH", "/path"),
+    ("DETAIL", "/detail"),
+];
+
 pub fn execution_table(answer: &Value) -> String {
     list(answer, &EXECUTION_COLUMNS)
 }
@@ -65,6 +73,11 @@ pub fn content(answer: &Value) -> String {
 
 pub fn audit_table(answer: &Value) -> String {
     list(answer, &AUDIT_COLUMNS)
+}
+
+/// What operators changed, one line each.
+pub fn operator_action_table(answer: &Value) -> String {
+    list(answer, &OPERATOR_ACTION_COLUMNS)
 }
 
 #[cfg(test)]

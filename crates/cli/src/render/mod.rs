@@ -19,7 +19,9 @@ pub use approvals::{approval_detail, approval_table, decided};
 pub use auth::{issued, operator_table, recovered, revoked, rotated};
 pub use config::{applied, checked, config_view};
 pub use events::{event_chain, event_table};
-pub use executions::{artifact_table, audit_table, content, execution_cancelled, execution_table, stop_confirmed};
+pub use executions::{
+    artifact_table, audit_table, content, execution_cancelled, execution_table, operator_action_table, stop_confirmed,
+};
 pub use health::{doctor, health};
 pub use packages::{package_detail, package_installed, package_removed, package_table};
 pub use runs::{run_detail, run_table, run_tally};

@@ -10,6 +10,7 @@ mod catalog;
 mod config;
 mod events;
 mod executions;
+mod operator_actions;
 mod packages;
 mod paging;
 mod scopes;
@@ -71,6 +72,7 @@ fn routes() -> Vec<Route> {
         ),
         ("/v1/executions/{id}/tokens", &["get"], get(auth::execution_tokens)),
         ("/v1/audit", &["get"], get(executions::list_audit)),
+        ("/v1/audit/operators", &["get"], get(operator_actions::list)),
         ("/v1/scopes", &["get"], get(scopes::list_scopes)),
         ("/v1/tools", &["get"], get(catalog::list)),
         ("/v1/tools/{id}", &["get"], get(catalog::get)),
@@ -129,6 +131,10 @@ fn router(state: Management, routes: Vec<Route>) -> Router {
         .fold(Router::new(), |router, (path, _, handlers)| {
             router.route(path, handlers)
         })
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            operator_actions::recorded,
+        ))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn_with_state(state.clone(), caught_up))

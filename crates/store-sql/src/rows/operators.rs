@@ -1,11 +1,11 @@
-//! Operator credentials (digests only) and the keys daemons share: the statements and row mapping of
-//! [`OperatorRows`].
+//! Operator credentials (digests only), what operators changed, and the keys daemons share: the
+//! statements and row mapping of [`OperatorRows`].
 
 use crate::{args, Row};
-use conduit_core::{OperatorRecord, Role, Timestamp};
+use conduit_core::{OperatorAction, OperatorRecord, Role, Timestamp};
 use conduit_store::{OperatorRows, Page};
 
-use super::{corrupt, digest, SqlTx};
+use super::{corrupt, digest, from_json, matching, oldest_first, oldest_first_params, to_json, SqlTx};
 use crate::Result;
 
 const OPERATOR_COLUMNS: &str = "id, name, role, digest, created_at, revoked_at, revoked_by";
@@ -27,6 +27,21 @@ fn operator_row(r: &dyn Row) -> Result<OperatorRecord> {
     build()
 }
 
+const ACTION_COLUMNS: &str = "id, at, principal, route, path, status, detail";
+
+fn action_row(r: &dyn Row) -> Result<OperatorAction> {
+    let detail: String = r.get(6)?;
+    Ok(OperatorAction {
+        id: r.get(0)?,
+        at: Timestamp(r.get(1)?),
+        principal: r.get(2)?,
+        route: r.get(3)?,
+        path: r.get(4)?,
+        status: u16::try_from(r.get::<i64>(5)?).map_err(|_| corrupt("operator action status"))?,
+        detail: from_json(&detail)?,
+    })
+}
+
 impl OperatorRows for SqlTx<'_> {
     fn get_operator(&mut self, id: &str) -> Result<Option<OperatorRecord>> {
         self.query_one(
@@ -43,6 +58,39 @@ impl OperatorRows for SqlTx<'_> {
              AND (name > ?2 OR (name = ?2 AND id < ?3)) ORDER BY name, id DESC LIMIT ?4"
         );
         self.query_all(&sql, args![page.upper, name, id, page.limit as i64], operator_row)
+    }
+
+    fn record_operator_action(&mut self, a: &OperatorAction) -> Result<()> {
+        self.exec(
+            &format!(
+                "INSERT INTO operator_actions ({ACTION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+                 ON CONFLICT (id) DO NOTHING"
+            ),
+            args![
+                a.id,
+                a.at.0,
+                a.principal,
+                a.route,
+                a.path,
+                a.status as i64,
+                to_json(&a.detail)?
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn page_operator_actions(
+        &mut self,
+        principal: Option<&str>,
+        page: &Page<(i64, String)>,
+    ) -> Result<Vec<OperatorAction>> {
+        let of_principal = matching("principal", "=", 1, principal.is_some());
+        let sql = format!(
+            "SELECT {ACTION_COLUMNS} FROM operator_actions WHERE {of_principal} AND {}",
+            oldest_first("at", 2)
+        );
+        let (upper, at, id, limit) = oldest_first_params(page);
+        self.query_all(&sql, args![principal, upper, at, id, limit], action_row)
     }
 
     fn shared_key(&mut self, name: &str, fresh: &[u8]) -> Result<Vec<u8>> {

@@ -92,7 +92,8 @@ pub enum Command {
     Package(PackageCommand),
     /// Trace how the router would handle an event now (nothing is accepted), or list a scope's samples
     Route(RouteArgs),
-    /// List the toolbelt's call records: every call, called or rejected, with its result
+    /// List the toolbelt's call records (every call, called or rejected, with its result), or with
+    /// --operators what operators changed
     Audit {
         /// Only the calls of this execution
         #[arg(long, value_name = "ID")]
@@ -112,6 +113,12 @@ pub enum Command {
         /// Only the calls recorded before this RFC 3339 time
         #[arg(long, value_name = "TIME")]
         until: Option<String>,
+        /// List what operators changed instead: every change made through the API, and who made it
+        #[arg(long, conflicts_with_all = ["execution", "work", "operation", "result", "since", "until"])]
+        operators: bool,
+        /// With --operators: only what this operator changed (`local` is the owner)
+        #[arg(long, value_name = "NAME", requires = "operators")]
+        operator: Option<String>,
     },
     /// List executions, the attempts at running Work; cancel one, or confirm a cancelled one stopped
     #[command(subcommand, alias = "execution")]

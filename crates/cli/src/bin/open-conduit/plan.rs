@@ -70,7 +70,15 @@ pub fn plan(command: Command, state_dir: Option<&Path>) -> Plan {
             result,
             since,
             until,
+            operators,
+            operator,
         } => {
+            if operators {
+                return Plan::Call(
+                    m::list_operator_actions(operator.as_deref()),
+                    render::operator_action_table,
+                );
+            }
             let query = m::AuditQuery {
                 execution: execution.as_deref(),
                 work: work.as_deref(),
