@@ -588,6 +588,42 @@ fn a_program_that_cannot_start_says_why_in_the_outcome_and_the_log() {
     );
 }
 
+/// A state directory so deep that an attempt's toolbelt socket fits neither in its run directory
+/// nor in the fallback directory fails the attempt before it starts, with the path in its log and
+/// the fix in its outcome; an attempt of a shallower daemon falls back and runs.
+#[test]
+fn a_toolbelt_socket_path_too_long_everywhere_fails_the_attempt_naming_the_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runtime = tmp.path().join("r".repeat(70));
+    std::fs::create_dir(&runtime).unwrap();
+    std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let env = [("XDG_RUNTIME_DIR", runtime.to_str().unwrap())];
+    let deep = "s".repeat(58);
+    let daemon = Daemon::start_in_state(&deep, &env, &shell_config("os outcome succeeded"));
+    let work = daemon.create_work("demo", "shell");
+    let failed = daemon.await_work(&work, "failed");
+    let summary = failed["outcome"]["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("toolbelt endpoint unavailable") && summary.contains("shorter --state"),
+        "{summary}"
+    );
+    assert_eq!(daemon.attempts(&work).len(), 1, "not retried: it would fail again");
+    let log = daemon.cli(&["artifacts", "cat", &format!("log:{}", daemon.first_execution(&work))]);
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(
+        log.contains(runtime.join("open-conduit").to_str().unwrap()) && log.contains("toolbelt.sock"),
+        "the log names the path: {log}"
+    );
+
+    let shallow_runtime = tmp.path().join("run");
+    std::fs::create_dir(&shallow_runtime).unwrap();
+    std::fs::set_permissions(&shallow_runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let env = [("XDG_RUNTIME_DIR", shallow_runtime.to_str().unwrap())];
+    let daemon = Daemon::start_in_state(&deep, &env, &shell_config("os outcome succeeded"));
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+}
+
 /// A binding's `cwd` is where every attempt starts: what one Work leaves there the next finds,
 /// and a declared artifact is kept from there. A `cwd` that resolves into the state directory is
 /// refused before the process starts.

@@ -134,6 +134,9 @@ pub enum SegmentEnd {
     SecretUnavailable,
     /// The kernel cannot enforce the binding's sandbox, so the process was not started.
     SandboxUnavailable,
+    /// The attempt's toolbelt endpoint could not be placed (its socket path too long even in the
+    /// fallback directory, or that directory unsafe), so the process was not started.
+    EndpointUnavailable,
 }
 
 /// What the host does with a finished segment.
@@ -190,6 +193,10 @@ fn exit_outcome(end: SegmentEnd) -> Outcome {
         SegmentEnd::SandboxUnavailable => (
             OutcomeStatus::Failed,
             "sandbox_unavailable: this kernel cannot enforce the binding's sandbox; see its log".to_owned(),
+        ),
+        SegmentEnd::EndpointUnavailable => (
+            OutcomeStatus::Failed,
+            "toolbelt endpoint unavailable: its socket could not be placed; its log names the path (a shorter --state directory shortens it)".to_owned(),
         ),
     };
     Outcome {

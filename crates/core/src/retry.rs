@@ -28,7 +28,7 @@ impl Default for RetryPolicy {
 /// Whether a segment's failure is the kind a retry may cure: it declared nothing, and it ended
 /// unobserved, could not start, or exited non-zero (a crash by a signal included). A declaration is
 /// the agent's own word; a kill (deadline, lease, operator), an adopted process's end (it may have
-/// finished) and a configuration problem (secret, sandbox) are not retried.
+/// finished) and a configuration problem (secret, sandbox, toolbelt endpoint) are not retried.
 pub fn is_retryable(declaration: Option<&Declaration>, end: SegmentEnd) -> bool {
     let failed = match end {
         SegmentEnd::Lost | SegmentEnd::Abandoned | SegmentEnd::FailedToStart(_) => true,
@@ -36,7 +36,8 @@ pub fn is_retryable(declaration: Option<&Declaration>, end: SegmentEnd) -> bool 
         SegmentEnd::Killed
         | SegmentEnd::ExitUnknown
         | SegmentEnd::SecretUnavailable
-        | SegmentEnd::SandboxUnavailable => false,
+        | SegmentEnd::SandboxUnavailable
+        | SegmentEnd::EndpointUnavailable => false,
     };
     declaration.is_none() && failed
 }

@@ -64,6 +64,14 @@ impl Daemon {
         daemon
     }
 
+    /// Starts with its state directory named `name` (in its temporary directory) and with `env`.
+    pub fn start_in_state(name: &str, env: &[(&str, &str)], config: &str) -> Daemon {
+        let mut daemon = Daemon::configured(|_| config.to_owned());
+        daemon.state = daemon.tmp.path().join(name);
+        daemon.launch_with_env(env);
+        daemon
+    }
+
     /// Starts on the PostgreSQL store at `url` with extra environment variables, its configuration
     /// built from its scratch directory.
     pub fn start_on_store(url: &str, env: &[(&str, &str)], config: impl FnOnce(&Path) -> String) -> Daemon {

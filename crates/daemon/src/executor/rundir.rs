@@ -117,9 +117,14 @@ impl RunDir {
     }
 }
 
-/// Where sockets go when the run directory's path is too long: `/tmp/open-conduit-<uid>`.
+/// Where sockets go when the run directory's path is too long: the user's runtime directory
+/// (`$XDG_RUNTIME_DIR/open-conduit`, owner-only by its specification), else
+/// `/tmp/open-conduit-<uid>` (macOS has no runtime directory).
 fn fallback_base() -> PathBuf {
-    PathBuf::from(format!("/tmp/open-conduit-{}", rustix::process::geteuid().as_raw()))
+    match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        Some(runtime) if runtime.is_absolute() => runtime.join("open-conduit"),
+        _ => PathBuf::from(format!("/tmp/open-conduit-{}", rustix::process::geteuid().as_raw())),
+    }
 }
 
 /// `<dir>/toolbelt.sock`, or `<base>/<key>/toolbelt.sock` when that is too long. Both fallback
@@ -193,14 +198,16 @@ mod tests {
     }
 
     #[test]
-    fn long_paths_fall_back_under_tmp() {
+    fn long_paths_fall_back_under_the_runtime_directory_or_tmp() {
         let tmp = tempfile::tempdir().unwrap();
         let deep = tmp.path().join("d".repeat(90));
         let run = RunDir::create(&deep, "exec-long", None).unwrap();
+        let base = fallback_base();
+        assert!(run.socket.starts_with(&base), "{}", run.socket.display());
         assert!(
-            run.socket.to_string_lossy().starts_with("/tmp/open-conduit-"),
+            base.to_string_lossy().starts_with("/tmp/open-conduit-") || std::env::var_os("XDG_RUNTIME_DIR").is_some(),
             "{}",
-            run.socket.display()
+            base.display()
         );
         assert!(run.socket.as_os_str().len() <= MAX_SOCKET_PATH);
         run.remove();

@@ -285,7 +285,13 @@ impl Runtime {
             Ok(run) => run,
             Err(e) => {
                 tracing::error!(execution = %id, error = %e, "toolbelt endpoint unavailable");
-                return self.finish(&id, process.abandon(), None).await;
+                let line = format!("open-conduit: toolbelt endpoint unavailable: {e}; the process was not started");
+                shell::append_log(&self.files.log(&id), &line);
+                let end = match process {
+                    Process::Spawn => SegmentEnd::EndpointUnavailable,
+                    adopted => adopted.abandon(),
+                };
+                return self.finish(&id, end, None).await;
             }
         };
         // An adopted process already started where it works.

@@ -174,7 +174,8 @@ pub fn complete(
         | SegmentEnd::ExitUnknown
         | SegmentEnd::FailedToStart(_)
         | SegmentEnd::SecretUnavailable
-        | SegmentEnd::SandboxUnavailable => None,
+        | SegmentEnd::SandboxUnavailable
+        | SegmentEnd::EndpointUnavailable => None,
     };
     x.ended_at = Some(now);
     work.updated_at = now;
