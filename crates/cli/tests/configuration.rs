@@ -459,3 +459,38 @@ fn a_refused_store_url_is_not_echoed() {
     let (_, echoed) = daemon("--token-lifetime", "hunter2");
     assert!(echoed.contains("hunter2"), "{echoed}");
 }
+
+/// Every independent shape error is its own diagnostic, offline and through the daemon, each at the
+/// pointer the file has it: two unknown fields and two wrong types are four.
+#[test]
+fn every_independent_shape_error_is_reported() {
+    let daemon = Daemon::start(None);
+    let text = json!({
+        "version": 1,
+        "extra": true,
+        "limits": {"causal_max_depth": "deep", "also_extra": 1},
+        "scopes": {"demo": {"routes": [{"on": 7, "binding": "shell"}]}}
+    })
+    .to_string();
+    let file = write(daemon.scratch(), "shapes.json", &text);
+    let expected = json!([
+        ["/extra", "unknown_field"],
+        ["/limits/also_extra", "unknown_field"],
+        ["/limits/causal_max_depth", "invalid_type"],
+        ["/scopes/demo/routes/0/on", "invalid_type"],
+    ]);
+    let found = |answer: &Value| -> Value {
+        let each = answer["diagnostics"].as_array().unwrap().iter();
+        each.map(|d| json!([d["pointer"], d["code"]])).collect()
+    };
+    let out = daemon.cli(&["--json", "config", "check", &file]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        found(&serde_json::from_slice(&out.stdout).unwrap()),
+        expected,
+        "offline"
+    );
+    let (status, validated) = daemon.json_unchecked(&["config", "validate", &file]);
+    assert_eq!((status, validated["valid"].as_bool()), (Some(1), Some(false)));
+    assert_eq!(found(&validated), expected, "through the daemon");
+}

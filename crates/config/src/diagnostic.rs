@@ -53,7 +53,7 @@ pub(crate) fn shape_diagnostic(base: &str, e: &serde_path_to_error::Error<serde_
     let pointer = e
         .path()
         .iter()
-        .fold(base.to_owned(), |p, seg| push_pointer(&p, &seg.to_string()));
+        .fold(base.to_owned(), |p, seg| push_pointer(&p, &segment(seg)));
     let text = e.inner().to_string();
     let (code, message, remedy) = if text.starts_with("unknown field") {
         (
@@ -86,6 +86,14 @@ pub(crate) fn shape_diagnostic(base: &str, e: &serde_path_to_error::Error<serde_
         None => message.to_owned(),
     };
     Diagnostic::error(pointer, code, message, remedy)
+}
+
+/// A path segment as a JSON pointer writes it: an array index bare (serde writes `[0]`).
+fn segment(seg: &serde_path_to_error::Segment) -> String {
+    match seg {
+        serde_path_to_error::Segment::Seq { index } => index.to_string(),
+        other => other.to_string(),
+    }
 }
 
 fn field_name(serde_text: &str) -> Option<&str> {

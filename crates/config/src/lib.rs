@@ -17,6 +17,7 @@ mod reference;
 mod retry;
 mod rules;
 mod sandbox;
+mod shape;
 mod snapshot;
 mod strict;
 mod validate;

@@ -4,7 +4,7 @@
 use conduit_core::sandbox::{path_problem, Sandbox, SandboxSpec};
 use serde_json::Value;
 
-use crate::diagnostic::{shape_diagnostic, Diagnostic};
+use crate::diagnostic::Diagnostic;
 
 /// The setting `value` states (absent: the default confinement), with every diagnostic it earns.
 /// `state_dir`, when known, is the directory no path may reach into.
@@ -31,9 +31,9 @@ pub fn setting(pointer: &str, value: Option<&Value>, state_dir: Option<&str>) ->
         );
         return (Sandbox::default(), vec![refused]);
     }
-    let spec: SandboxSpec = match serde_path_to_error::deserialize(value.clone()) {
+    let spec: SandboxSpec = match crate::shape::typed(&base, value.clone()) {
         Ok(spec) => spec,
-        Err(e) => return (Sandbox::default(), vec![shape_diagnostic(&base, &e)]),
+        Err(found) => return (Sandbox::default(), found),
     };
     let listed = spec
         .read

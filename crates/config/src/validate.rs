@@ -3,11 +3,11 @@
 use conduit_core::canonical::{canonical_json, sha256_hex};
 use serde_json::Value;
 
-use crate::diagnostic::{shape_diagnostic, Diagnostic};
+use crate::diagnostic::Diagnostic;
 use crate::grants::Registry;
 use crate::model::Config;
 use crate::snapshot::Snapshot;
-use crate::{rules, strict, MAX_CONFIG_BYTES};
+use crate::{rules, shape, strict, MAX_CONFIG_BYTES};
 
 /// Parses and validates configuration bytes against the builtins alone.
 pub fn parse(bytes: &[u8]) -> Result<Snapshot, Vec<Diagnostic>> {
@@ -29,7 +29,7 @@ pub fn parse_with(bytes: &[u8], registry: &Registry) -> Result<Snapshot, Vec<Dia
     if !found.is_empty() {
         return Err(sorted(found));
     }
-    let config: Config = typed(value.clone())?;
+    let config: Config = shape::typed("", value.clone())?;
     let (found, effective) = rules::check(&config, registry);
     let found = sorted(found);
     if found.iter().any(Diagnostic::is_error) {
@@ -59,10 +59,6 @@ fn sorted(mut found: Vec<Diagnostic>) -> Vec<Diagnostic> {
     found.sort();
     found.dedup();
     found
-}
-
-fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, Vec<Diagnostic>> {
-    serde_path_to_error::deserialize(value).map_err(|e| vec![shape_diagnostic("", &e)])
 }
 
 #[cfg(test)]
