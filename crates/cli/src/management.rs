@@ -185,6 +185,26 @@ pub fn emit(
     )
 }
 
+/// `POST /v1/actions`: an action on a Work, or in a scope (on an optional key).
+pub fn invoke_action(
+    action: &str,
+    work: Option<String>,
+    scope: Option<String>,
+    correlation_key: Option<String>,
+    data: Option<Value>,
+) -> Request {
+    post(
+        "/v1/actions",
+        object([
+            ("action", Some(action.into())),
+            ("work_id", work.map(Value::from)),
+            ("scope", scope.map(Value::from)),
+            ("correlation_key", correlation_key.map(Value::from)),
+            ("data", data),
+        ]),
+    )
+}
+
 pub fn list_events(work: Option<&str>) -> Request {
     get_with_query("/v1/events", &[("work", work)])
 }

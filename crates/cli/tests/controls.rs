@@ -310,3 +310,60 @@ fn an_operators_event_derives_from_a_parent_it_names() {
         "a parent of another scope"
     );
 }
+
+/// An action on a Work is a `core.action` event on its own key, stamped with the operator who
+/// invoked it, so a wait for it wakes the Work; in a scope it routes like any event.
+#[test]
+fn an_action_is_a_core_action_event_stamped_with_its_operator() {
+    let script =
+        "case \"$(os context)\" in *deploy.approve*) os outcome succeeded;; *) os wait --for deploy.approve;; esac";
+    let daemon = Daemon::start(Some(&shell_config(script)));
+    let issued = daemon.json(&["auth", "operators", "add", "ops", "--role", "operate"]);
+    let ops = daemon.scratch().join("ops.token");
+    std::fs::write(&ops, issued["token"].as_str().unwrap()).unwrap();
+    let as_ops = |args: &[&str]| daemon.json_unchecked(&[&["--token-file", ops.to_str().unwrap()], args].concat());
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+
+    let (_, refused) = as_ops(&["act", "core.approve", "--work", &work]);
+    assert_eq!(refused["error"], "event_type_not_allowed");
+    let (status, acted) = as_ops(&["act", "deploy.approve", "--work", &work, "--data", r#"{"ticket": 7}"#]);
+    assert_eq!(status, Some(0), "{acted}");
+    let event = &acted["event"];
+    assert_eq!(
+        (
+            event["source"].as_str(),
+            event["actor"].as_str(),
+            event["type"].as_str()
+        ),
+        (Some("core.action"), Some("operator:ops"), Some("deploy.approve"))
+    );
+    assert_eq!(event["correlation_key"], format!("work:{work}"));
+    assert_eq!(event["data"], json!({"ticket": 7}));
+    assert_eq!(acted["woke"], true);
+    daemon.await_work(&work, "succeeded");
+    assert_eq!(
+        as_ops(&["act", "deploy.approve", "--work", &work]).1["error"],
+        "conflict"
+    );
+
+    let (_, routed) = as_ops(&[
+        "act",
+        "demo.requested",
+        "--scope",
+        "demo",
+        "--correlation-key",
+        "ticket:9",
+    ]);
+    let started = daemon.json(&["work", "list"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["keys"].as_array().unwrap().contains(&json!("ticket:9")))
+        .cloned()
+        .expect("the action's route started a Work owning its key");
+    let chain = daemon.events(started["id"].as_str().unwrap());
+    assert_eq!(chain[0]["causation"]["root"], routed["event"]["id"]);
+    let both = daemon.cli(&["act", "demo.x", "--work", &work, "--scope", "demo"]);
+    assert_eq!(both.status.code(), Some(2), "a Work or a scope, not both");
+}

@@ -189,8 +189,9 @@ fn each_route_needs_its_role_and_the_right_credential_class() {
             ],
         ),
     ];
-    // Every control on a resource takes `operate`, is judged before its body is read, then parsed.
+    // Every control takes `operate`, judged before its body is read, then parsed.
     let operate_controls = [
+        "/v1/actions",
         "/v1/work/w/hold",
         "/v1/work/w/release",
         "/v1/work/w/rebind",

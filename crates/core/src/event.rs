@@ -10,6 +10,9 @@ use crate::time::Timestamp;
 pub enum Source {
     /// An operator, through the management API.
     Manual,
+    /// An action an operator invoked (`open-conduit act`): an event on a Work or a scope, stamped
+    /// with the operator as its actor like a manual one.
+    Action,
     /// The host's scheduler (Work created by a route, a timed-out wait).
     Scheduler,
     /// A running execution, through its toolbelt.
@@ -21,9 +24,16 @@ pub enum Source {
 }
 
 impl Source {
+    /// Whether an event of this source keeps its actor: only an operator's own events and actions
+    /// do, so only the host says who acted.
+    pub fn keeps_actor(&self) -> bool {
+        matches!(self, Source::Manual | Source::Action)
+    }
+
     pub fn to_wire(&self) -> String {
         match self {
             Source::Manual => "core.manual".into(),
+            Source::Action => "core.action".into(),
             Source::Scheduler => "core.scheduler".into(),
             Source::Execution(id) => format!("execution:{id}"),
             Source::Toolbelt => "core.toolbelt".into(),
@@ -34,6 +44,7 @@ impl Source {
     pub fn from_wire(text: &str) -> Option<Source> {
         match text {
             "core.manual" => Some(Source::Manual),
+            "core.action" => Some(Source::Action),
             "core.scheduler" => Some(Source::Scheduler),
             "core.toolbelt" => Some(Source::Toolbelt),
             _ => match text.strip_prefix("execution:") {
@@ -123,12 +134,7 @@ pub struct NewEvent {
 
 impl NewEvent {
     pub fn into_event(self, sequence: i64) -> Event {
-        // Acceptance drops an actor on anything but an operator's event: only the host says who acted.
-        let actor = if self.source == Source::Manual {
-            self.actor
-        } else {
-            None
-        };
+        let actor = self.actor.filter(|_| self.source.keeps_actor());
         Event {
             id: self.id,
             sequence,

@@ -167,7 +167,7 @@ pub(crate) fn control_event(
 }
 
 /// An operator's root event in `scope`, its id derived from the request's seed and `purpose`.
-fn operator_root(
+pub(crate) fn operator_root(
     scope: &str,
     purpose: &str,
     event_type: &str,

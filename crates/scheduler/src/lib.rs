@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 mod accept;
+mod actions;
 mod attempt;
 mod causal;
 mod control;
@@ -20,6 +21,7 @@ mod waits;
 mod work;
 
 pub use accept::accept;
+pub use actions::{act, Action, ActionTarget};
 pub use attempt::{
     adopt, adopts_on_start, claim_next, complete, first_to_start, record_pid, renew_lease, settle_unstarted, take_over,
     Claim, Lessee, DEFAULT_LEASE,

@@ -73,7 +73,7 @@ pub fn steered(answer: &Value) -> String {
     )
 }
 
-/// A wake: the event and whether it woke the Work.
+/// A wake or an action: the event and whether it woke the Work.
 pub fn woke(answer: &Value) -> String {
     let verdict = if answer.get("woke") == Some(&Value::Bool(true)) {
         "woke the Work"

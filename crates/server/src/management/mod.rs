@@ -3,6 +3,7 @@
 //! Route modules import `access` and `state`, never this file, so imports run one way.
 
 mod access;
+mod actions;
 mod approvals;
 mod artifacts;
 mod auth;
@@ -57,6 +58,7 @@ fn routes() -> Vec<Route> {
             post(events::emit).get(events::list_events),
         ),
         ("/v1/events/{id}", &["get"], get(events::get_event)),
+        ("/v1/actions", &["post"], post(actions::invoke)),
         ("/v1/events/{id}/chain", &["get"], get(events::chain)),
         ("/v1/executions", &["get"], get(executions::list_executions)),
         ("/v1/executions/{id}", &["get"], get(executions::get_execution)),

@@ -85,11 +85,7 @@ impl EventRows for SqlTx<'_> {
                 e.correlation_key,
                 e.causation.parent,
                 e.causation.depth,
-                if e.source == Source::Manual {
-                    e.actor.clone()
-                } else {
-                    None
-                },
+                e.actor.clone().filter(|_| e.source.keeps_actor()),
                 data,
                 e.accepted_at.0,
                 e.delivery_id

@@ -59,6 +59,9 @@ pub enum Command {
     Work(WorkCommand),
     /// Emit an event into a scope as the operator; prints the event's id
     Emit(EmitArgs),
+    /// Invoke an action on a Work (its own key: a wait for the action wakes it) or in a scope, as
+    /// the operator; prints the core.action event's id
+    Act(ActArgs),
     /// List events and trace what caused them
     #[command(subcommand)]
     Events(EventsCommand),
@@ -291,6 +294,26 @@ pub enum WorkCommand {
         #[arg(long, value_name = "JSON", value_parser = conduit_cli::json::parse)]
         data: Option<Value>,
     },
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["work", "scope"])))]
+pub struct ActArgs {
+    /// The action, a namespaced name such as deploy.approve
+    #[arg(value_name = "ACTION")]
+    pub action: String,
+    /// The Work to invoke it on
+    #[arg(long, value_name = "ID")]
+    pub work: Option<String>,
+    /// The scope to invoke it in (instead of on a Work)
+    #[arg(long, value_name = "SCOPE")]
+    pub scope: Option<String>,
+    /// With --scope: the correlation key to invoke it on
+    #[arg(long, value_name = "KEY", requires = "scope")]
+    pub correlation_key: Option<String>,
+    /// The action's data, as JSON
+    #[arg(long, value_name = "JSON", value_parser = conduit_cli::json::parse)]
+    pub data: Option<Value>,
 }
 
 #[derive(Debug, Args)]

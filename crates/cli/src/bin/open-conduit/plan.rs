@@ -52,6 +52,10 @@ pub fn plan(command: Command, state_dir: Option<&Path>) -> Plan {
             ),
             render::id,
         ),
+        Command::Act(args) => Plan::Call(
+            m::invoke_action(&args.action, args.work, args.scope, args.correlation_key, args.data),
+            render::woke,
+        ),
         Command::Events(command) => events(command),
         Command::Auth(command) => auth(command),
         Command::Config(command) => config(command, state_dir),
