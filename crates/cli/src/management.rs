@@ -514,7 +514,13 @@ mod tests {
     #[test]
     fn emit_sends_type_scope_and_optional_fields() {
         assert_eq!(
-            emit("demo.hello", "setup", Some(json!({"x": true})), Some("pr:1".into())),
+            emit(
+                "demo.hello",
+                "setup",
+                Some(json!({"x": true})),
+                Some("pr:1".into()),
+                None
+            ),
             post(
                 "/v1/events",
                 json!({"type": "demo.hello", "scope": "setup", "data": {"x": true}, "correlation_key": "pr:1"})

@@ -103,11 +103,12 @@ pub fn read_context() -> Request {
 }
 
 /// `timeout` is passed through as given (`"10m"`, `"30s"`); the host validates it.
-pub fn wait(types: Vec<String>, keys: Vec<String>, timeout: Option<String>) -> Request {
+pub fn wait(types: Vec<String>, keys: Vec<String>, timeout: Option<String>, artifacts: Vec<String>) -> Request {
     let input = object([
         ("types", Some(types.into())),
         ("keys", strings(keys)),
         ("timeout", timeout.map(Value::from)),
+        ("artifacts", strings(artifacts)),
     ]);
     call("wait", input, None)
 }
@@ -180,12 +181,12 @@ mod tests {
             ),
             (read_context(), json!({"operation": "read_context", "input": {}})),
             (
-                wait(vec!["a.b".into(), "c.d".into()], vec![], Some("10m".into())),
+                wait(vec!["a.b".into(), "c.d".into()], vec![], Some("10m".into()), vec![]),
                 json!({"operation": "wait", "input": {"types": ["a.b", "c.d"], "timeout": "10m"}}),
             ),
             (
-                wait(vec!["a.b".into()], vec!["pr:1".into()], None),
-                json!({"operation": "wait", "input": {"types": ["a.b"], "keys": ["pr:1"]}}),
+                wait(vec!["a.b".into()], vec!["pr:1".into()], None, vec!["notes.md".into()]),
+                json!({"operation": "wait", "input": {"types": ["a.b"], "keys": ["pr:1"], "artifacts": ["notes.md"]}}),
             ),
             (
                 create_work("shell", Some(json!({"n": 2})), vec!["k".into()], Some("r2".into())),

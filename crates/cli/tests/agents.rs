@@ -303,6 +303,11 @@ fn a_parked_call_resumes_the_agents_session(config: impl FnOnce(&std::path::Path
         sessions.iter().all(|s| s.as_str().is_some_and(|s| !s.is_empty())),
         "{sessions:?}"
     );
+    let parked = &run["executions"][0];
+    assert!(
+        parked["agent_usage"]["usage"].is_object(),
+        "the parked segment keeps what the agent used: {parked}"
+    );
 }
 
 #[test]

@@ -367,3 +367,30 @@ fn an_action_is_a_core_action_event_stamped_with_its_operator() {
     let both = daemon.cli(&["act", "demo.x", "--work", &work, "--scope", "demo"]);
     assert_eq!(both.status.code(), Some(2), "a Work or a scope, not both");
 }
+
+/// A declared wait keeps the files it names, as a declared outcome does, when its segment parks.
+#[test]
+fn a_declared_wait_keeps_its_artifacts() {
+    let script = "case \"$(os context)\" in *demo.go*) os outcome succeeded;; \
+                  *) printf 'half done' > notes.md; os wait --for demo.go --artifact notes.md --artifact absent;; esac";
+    let daemon = Daemon::start(Some(&shell_config(script)));
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "waiting");
+    let parked = daemon.first_execution(&work);
+    let listed = daemon.json(&["artifacts", "list", "--execution", &parked])["items"].clone();
+    let declared: Vec<&serde_json::Value> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "declared")
+        .collect();
+    assert_eq!(declared.len(), 2, "{listed}");
+    assert_eq!(
+        (declared[0]["name"].as_str(), declared[1]["refused"].as_str()),
+        (Some("notes.md"), Some("artifact_missing"))
+    );
+    let kept = daemon.cli(&["artifacts", "cat", &format!("file:{parked}:0")]);
+    assert_eq!(String::from_utf8_lossy(&kept.stdout), "half done");
+    daemon.json(&["work", "wake", &work, "--type", "demo.go"]);
+    daemon.await_work(&work, "succeeded");
+}

@@ -77,7 +77,19 @@ pub enum Declaration {
         types: Vec<String>,
         keys: Vec<String>,
         timeout: Option<Duration>,
+        /// Files in the working directory the host keeps when the segment parks.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        artifacts: Vec<String>,
     },
+}
+
+impl Declaration {
+    /// The files the declaration names for the host to keep when the segment ends.
+    pub fn artifacts(&self) -> &[String] {
+        match self {
+            Declaration::Outcome { artifacts, .. } | Declaration::Wait { artifacts, .. } => artifacts,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -159,7 +171,9 @@ pub fn settle(declaration: Option<&Declaration>, end: SegmentEnd) -> Settlement 
             summary: summary.clone(),
             source: OutcomeSource::Declared,
         }),
-        Some(Declaration::Wait { types, keys, timeout }) => Settlement::Wait {
+        Some(Declaration::Wait {
+            types, keys, timeout, ..
+        }) => Settlement::Wait {
             types: types.clone(),
             keys: keys.clone(),
             timeout: *timeout,
@@ -360,6 +374,7 @@ mod tests {
             types: vec!["demo.go".into()],
             keys: vec![],
             timeout: None,
+            artifacts: vec![],
         };
         assert!(matches!(
             settle(Some(&d), SegmentEnd::Exited(1)),

@@ -105,10 +105,11 @@ pub fn builtin_tools() -> Vec<ToolDescriptor> {
         tool(
             "wait",
             "Wait for an event",
-            "Park this Work until a matching event arrives (or the timeout); resumes in a new attempt.",
+            "Park this Work until a matching event arrives (or the timeout); resumes in a new attempt. `artifacts` names files in the working directory the host keeps.",
             CatalogFields::write(),
             object(
-                json!({"types": strings, "keys": strings, "timeout": string}),
+                json!({"types": strings, "keys": strings, "timeout": string, "artifacts": {
+                    "type": "array", "items": string, "maxItems": conduit_core::artifact::MAX_DECLARED}}),
                 &["types"],
             ),
             declared("wait"),
@@ -358,6 +359,8 @@ struct WaitInput {
     #[serde(default)]
     keys: Vec<String>,
     timeout: Option<String>,
+    #[serde(default)]
+    artifacts: Vec<String>,
 }
 
 fn wait(tx: &mut dyn Tx, a: &Authority, input: WaitInput, now: Timestamp) -> Result<Value, HostError> {
@@ -371,6 +374,7 @@ fn wait(tx: &mut dyn Tx, a: &Authority, input: WaitInput, now: Timestamp) -> Res
     if !is_valid_wait(&input.types, timeout) {
         return Err(Refusal::invalid_input(TIMEOUT_SHAPE).into());
     }
+    conduit_core::artifact::check_declared(&input.artifacts)?;
     declare(
         tx,
         a,
@@ -378,6 +382,7 @@ fn wait(tx: &mut dyn Tx, a: &Authority, input: WaitInput, now: Timestamp) -> Res
             types: input.types,
             keys: input.keys,
             timeout,
+            artifacts: input.artifacts,
         },
         now,
     )?;

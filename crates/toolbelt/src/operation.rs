@@ -68,6 +68,7 @@ impl WaitRequest {
             types: self.types.clone(),
             keys: self.keys.clone(),
             timeout: self.timeout,
+            artifacts: Vec::new(),
         }
     }
 

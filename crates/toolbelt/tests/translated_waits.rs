@@ -85,7 +85,8 @@ fn an_operations_wait_is_declared_as_wait_declares_one_and_releases_authority() 
         Some(Declaration::Wait {
             types: vec!["watch.seen".into()],
             keys: vec!["watch:thing/1".into()],
-            timeout: None
+            timeout: None,
+            artifacts: vec![],
         })
     );
     let again = until(&h, &claim, &token, &["watch.seen"], &["watch:thing/2"]).unwrap_err();

@@ -78,6 +78,10 @@ enum Command {
         /// Give up waiting after this long, such as 30s or 10m
         #[arg(long, value_name = "DURATION")]
         timeout: Option<String>,
+        /// A file in the working directory for the host to keep as an artifact once this
+        /// execution parks (repeatable; a relative path, no `..`, no symbolic links)
+        #[arg(long = "artifact", value_name = "PATH")]
+        artifacts: Vec<String>,
     },
     /// Create child Work in this execution's scope; prints the Work's id
     CreateWork {
@@ -286,7 +290,12 @@ fn plan(command: Command) -> Plan {
         Command::Session(SessionCommand::Close { id, failed }) => {
             Plan::Call(t::close_session(&id, failed), render::session_closed)
         }
-        Command::Wait { types, keys, timeout } => Plan::Call(t::wait(types, keys, timeout), render::declared),
+        Command::Wait {
+            types,
+            keys,
+            timeout,
+            artifacts,
+        } => Plan::Call(t::wait(types, keys, timeout, artifacts), render::declared),
         Command::CreateWork {
             binding,
             input,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use conduit_config::Executable;
 use conduit_core::execution::SegmentEnd;
 use conduit_core::retry::RetryPolicy;
-use conduit_core::{ArtifactRecord, Declaration, Execution, ExecutionState};
+use conduit_core::{ArtifactRecord, Execution, ExecutionState};
 use conduit_scheduler::{complete, HostError};
 use conduit_server::now;
 
@@ -34,7 +34,7 @@ impl Runtime {
         self.kick.notify_one();
     }
 
-    /// Keeps the files the segment's declared outcome names (while its working directory still
+    /// Keeps the files the segment's declaration (an outcome or a wait) names (while its working directory still
     /// exists) and records its transcript with the session and usage it reports, then completes
     /// the segment under its binding's current retry policy, all in one transaction.
     pub(super) async fn settle(
@@ -128,8 +128,9 @@ impl Runtime {
     ) -> Result<Vec<ArtifactRecord>, HostError> {
         let id = execution_id.to_owned();
         let execution = self.db(move |s| Ok(s.read(|tx| tx.get_execution(&id))?)).await?;
-        let Some(Declaration::Outcome { artifacts: names, .. }) = execution.and_then(|x| x.declaration) else {
-            return Ok(Vec::new());
+        let names = match execution.and_then(|x| x.declaration) {
+            Some(declaration) if !declaration.artifacts().is_empty() => declaration.artifacts().to_vec(),
+            _ => return Ok(Vec::new()),
         };
         let (files, id, hidden) = (self.files.clone(), execution_id.to_owned(), self.hidden.clone());
         let keep = move || {

@@ -151,6 +151,7 @@ fn end_waiting(store: &dyn Store, execution: &str, timeout: Option<Duration>) {
         types: vec!["demo.go".into()],
         keys: vec![],
         timeout,
+        artifacts: vec![],
     };
     declare(store, execution, wait);
     store
@@ -259,6 +260,7 @@ fn a_trace_names_work_waiting_on_another_key_as_an_other_wake_and_acceptance_agr
         types: vec!["demo.go".into()],
         keys: vec!["ticket:7".into()],
         timeout: None,
+        artifacts: vec![],
     };
     declare(&*store, &first.execution.id, wait);
     store
@@ -400,6 +402,7 @@ fn a_retry_is_not_a_first_attempt_but_the_one_after_a_gate_parked_it_is() {
         types: vec!["demo.go".into()],
         keys: vec![],
         timeout: None,
+        artifacts: vec![],
     };
     store
         .write(|tx| settle_unstarted(tx, &first.execution.id, parked, T0))
