@@ -437,3 +437,27 @@ fn the_github_hold_on_checks_reads_its_pull_request_from_the_works_input_and_fai
     let done = daemon.await_work(&work, "failed");
     assert_eq!(done["outcome"]["summary"], "acme/app#7: checks failed: ci", "{done}");
 }
+
+/// Without `extensions.github`, a configuration that grants its operations still validates and its
+/// Work runs: each call is refused `extension_unconfigured`, saying what to set.
+#[test]
+fn an_unconfigured_extensions_operations_are_refused_not_the_configuration() {
+    let tmp = meeting();
+    let hold = publish_and_hold(tmp.path());
+    let daemon = Daemon::start(Some(&granting(&hold, operations()).to_string()));
+    let (_, socket, token_file) = hold_one(&daemon, tmp.path());
+    let (status, refused) = toolbelt_call(
+        &socket,
+        &read_token(&token_file),
+        "github.issue.view",
+        json!({"repo": "octo/widgets", "number": 1}),
+    );
+    assert_eq!(
+        (status, refused["error"].as_str()),
+        (422, Some("extension_unconfigured"))
+    );
+    assert!(
+        refused["message"].as_str().unwrap().contains("extensions.github"),
+        "{refused}"
+    );
+}

@@ -117,9 +117,91 @@ fn samples_offer_each_route_type_and_trace_by_name() {
     let samples = daemon.json(&["route", "--samples", "--scope", "demo"]);
     assert_eq!(
         samples["items"],
-        json!([{"name": "demo.requested", "type": "demo.requested"}])
+        json!([{"name": "demo.requested", "type": "demo.requested", "source": "core.manual",
+                "correlation_key": null, "data": null}])
     );
     let text = daemon.cli(&["route", "--scope", "demo", "--trace", "demo.requested"]);
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.starts_with("effect: start"), "{text}");
+}
+
+/// An ingress that accepts events in the scope offers its samples for the routes on its events:
+/// each is what a representative delivery becomes, and a trace of its name traces it (its source,
+/// key and data). An ingress's source is traceable only in the scope it delivers into.
+#[test]
+fn an_ingress_offers_its_samples_and_its_source_is_traced_in_its_scope() {
+    let daemon = Daemon::start_with(|_| {
+        let mut config: Value = serde_json::from_str(&shell_config("true")).unwrap();
+        config["scopes"]["demo"]["routes"] = json!([
+            {"on": "github.pull_request.*", "binding": "shell"},
+            {"on": "demo.requested", "binding": "shell"},
+        ]);
+        config["scopes"]["other"] = json!({});
+        config["secrets"] = json!({"gh": "env:GH_TOKEN", "hook": "env:GH_HOOK"});
+        config["extensions"] = json!({"github": {"api_url": "https://api.github.com", "token": "gh",
+                                                 "webhook_secret": "hook", "scope": "demo"}});
+        config.to_string()
+    });
+    let samples = daemon.json(&["route", "--samples", "--scope", "demo"])["items"].clone();
+    let names: Vec<&str> = samples
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["github.pull_request.opened", "demo.requested"],
+        "in route order"
+    );
+    assert_eq!(
+        (samples[0]["source"].as_str(), samples[0]["correlation_key"].as_str()),
+        (Some("github"), Some("github:octo/widgets#7"))
+    );
+    assert_eq!(samples[0]["data"]["title"], "Fix the widget");
+    assert_eq!(
+        daemon.json(&["route", "--samples", "--scope", "other"])["items"],
+        json!([]),
+        "github delivers into demo only"
+    );
+
+    let traced = trace(&daemon, &["github.pull_request.opened"]);
+    assert_eq!(traced["effect"], "start", "{traced}");
+    assert_eq!(traced["routes"][0]["verdict"], "match");
+
+    let socket = daemon.management_socket();
+    let token = daemon.operator_token();
+    let body = json!({"type": "github.issues.opened", "source": "github"});
+    assert_eq!(
+        http(
+            &socket,
+            "POST",
+            "/v1/scopes/demo/route/trace",
+            Some(&token),
+            Some(&body)
+        )
+        .0,
+        200
+    );
+    let (status, answer) = http(
+        &socket,
+        "POST",
+        "/v1/scopes/other/route/trace",
+        Some(&token),
+        Some(&body),
+    );
+    assert_eq!((status, answer["error"].as_str()), (422, Some("invalid_request")));
+    assert!(
+        answer["message"].as_str().unwrap().contains("another scope"),
+        "{answer}"
+    );
+    let slack = json!({"type": "slack.app_mention", "source": "slack"});
+    let (status, _) = http(
+        &socket,
+        "POST",
+        "/v1/scopes/demo/route/trace",
+        Some(&token),
+        Some(&slack),
+    );
+    assert_eq!(status, 422, "slack is not configured to accept events anywhere");
 }

@@ -121,6 +121,16 @@ impl Snapshot {
         self.config.extensions.as_ref()?.slack.as_ref()
     }
 
+    /// The scope the ingress `source` (a first-party extension's registration name) accepts its
+    /// events in, when it is configured to accept any.
+    pub fn ingress_scope(&self, source: &str) -> Option<&str> {
+        match source {
+            "github" => self.github()?.scope.as_deref(),
+            "slack" => self.slack()?.scope.as_deref(),
+            _ => None,
+        }
+    }
+
     pub fn secret_reference(&self, name: &str) -> Option<&str> {
         self.config.secrets.get(name).map(String::as_str)
     }

@@ -94,6 +94,18 @@ impl Causation {
     }
 }
 
+/// A named sample event an ingress offers for the scopes it delivers into, so a view can show
+/// "Suppose…" choices (route samples and trace) without hard-coding them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EventSample {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub source: Source,
+    pub correlation_key: Option<String>,
+    pub data: Value,
+}
+
 /// An accepted event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Event {

@@ -5,7 +5,7 @@
 
 use conduit_config::Snapshot;
 use conduit_core::names::{type_matches, work_key};
-use conduit_core::{Causation, Event, Refusal, Source, Timestamp, Work, WorkState};
+use conduit_core::{Causation, Event, EventSample, Refusal, Source, Timestamp, Work, WorkState};
 use conduit_store::Tx;
 use serde::Serialize;
 use serde_json::Value;
@@ -16,6 +16,8 @@ use crate::HostError;
 pub struct Probe {
     pub scope: String,
     pub event_type: String,
+    /// An operator's (`core.manual`), an action's, or an ingress's that accepts events in the scope.
+    pub source: Source,
     pub correlation_key: Option<String>,
     /// The Work the event is addressed to (an operator's wake): its own key stands in for a missing
     /// correlation key.
@@ -121,7 +123,7 @@ fn hypothetical(probe: Probe, work: Option<&Work>, now: Timestamp) -> Event {
         id: String::new(),
         sequence: i64::MAX,
         event_type: probe.event_type,
-        source: Source::Manual,
+        source: probe.source,
         scope: probe.scope,
         work_id: work.map(|w| w.id.clone()),
         execution_id: None,
@@ -223,18 +225,46 @@ fn verdict(on: &str, binding: &str, verdict: Verdict, reason: String) -> RouteVe
     }
 }
 
-/// The sample events a scope's routes offer: one per distinct route type, a family pattern
-/// (`demo.*`) standing for its `demo.sample` member. A sample's name is its type.
-pub fn samples(config: &Snapshot, scope: &str) -> Vec<String> {
-    let mut types: Vec<String> = Vec::new();
+/// The sample events a scope's routes offer, in route order: for each route, the samples of the
+/// ingresses that accept events in the scope whose type it matches, else one it synthesizes (a
+/// family pattern `demo.*` standing for its `demo.sample` member, from an operator). A sample's
+/// name is its type, each named once.
+pub fn samples<'a>(config: &Snapshot, scope: &str, offered: impl Iterator<Item = &'a EventSample>) -> Vec<EventSample> {
+    let offered: Vec<&EventSample> = offered
+        .filter(|s| config.ingress_scope(&s.source.to_wire()) == Some(scope))
+        .collect();
+    let mut samples: Vec<EventSample> = Vec::new();
     for route in config.scope(scope).into_iter().flat_map(|s| s.routes.iter()) {
-        let sample = match route.on.strip_suffix('*') {
-            Some(family) => format!("{family}sample"),
-            None => route.on.clone(),
+        let handled: Vec<EventSample> = offered
+            .iter()
+            .filter(|s| type_matches(&route.on, &s.event_type))
+            .map(|s| (*s).clone())
+            .collect();
+        let offers = if handled.is_empty() {
+            vec![synthesized(&route.on)]
+        } else {
+            handled
         };
-        if !types.contains(&sample) {
-            types.push(sample);
+        for sample in offers {
+            if !samples.iter().any(|s| s.name == sample.name) {
+                samples.push(sample);
+            }
         }
     }
-    types
+    samples
+}
+
+/// The sample an operator's event of a route's type makes.
+fn synthesized(on: &str) -> EventSample {
+    let event_type = match on.strip_suffix('*') {
+        Some(family) => format!("{family}sample"),
+        None => on.to_owned(),
+    };
+    EventSample {
+        name: event_type.clone(),
+        event_type,
+        source: Source::Manual,
+        correlation_key: None,
+        data: Value::Null,
+    }
 }

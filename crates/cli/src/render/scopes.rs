@@ -46,6 +46,10 @@ pub fn route_trace(answer: &Value) -> String {
     text
 }
 
+/// The scope's samples: each one's name (what `route --trace` takes), source and key.
 pub fn sample_table(answer: &Value) -> String {
-    list(answer, &[("NAME", "/name"), ("TYPE", "/type")])
+    list(
+        answer,
+        &[("NAME", "/name"), ("SOURCE", "/source"), ("KEY", "/correlation_key")],
+    )
 }

@@ -35,6 +35,8 @@ pub fn registry_with(
         .and_then(|()| registry.register(approvals::registration()))
         .and_then(|()| registry.register(github::registration(github)))
         .and_then(|()| registry.register(slack::registration(slack)))
+        .and_then(|()| registry.set_samples(github::NAME, github::webhook::samples()))
+        .and_then(|()| registry.set_samples(slack::NAME, slack::events::samples()))
         .expect("the release's own registrations are valid");
     if let Some(gate) = approvals {
         #[allow(clippy::expect_used, reason = "the human registration was just registered")]

@@ -275,6 +275,7 @@ fn a_trace_names_work_waiting_on_another_key_as_an_other_wake_and_acceptance_agr
         })
         .unwrap();
     let probe = crate::Probe {
+        source: Source::Manual,
         scope: "setup".into(),
         event_type: "demo.go".into(),
         correlation_key: Some("ticket:7".into()),
@@ -295,6 +296,7 @@ fn a_trace_names_work_waiting_on_another_key_as_an_other_wake_and_acceptance_agr
     assert_eq!(state_of(&*store, &work.id), WorkState::Ready);
 
     let probe = crate::Probe {
+        source: Source::Manual,
         scope: "setup".into(),
         event_type: "demo.more".into(),
         correlation_key: None,

@@ -14,7 +14,7 @@ use conduit_core::names::{is_extension_name, is_registration_name, BUILTIN_OPERA
 use conduit_core::requires::Requirement;
 use conduit_core::tool::{CatalogFields, Egress, ToolSource};
 use conduit_core::tool_call::Transport;
-use conduit_core::Refusal;
+use conduit_core::{EventSample, Refusal, Source};
 use jsonschema::Validator;
 use serde_json::Value;
 
@@ -147,10 +147,11 @@ pub struct Registry {
     start_gates: BTreeMap<String, Arc<dyn crate::gate::StartGate>>,
     /// What each installed package's runtime code exercises, by registration name.
     requirements: BTreeMap<String, Requirement>,
+    /// The sample events each ingress offers, by registration name.
+    samples: BTreeMap<String, Vec<EventSample>>,
 }
 
 impl Registry {
-    /// Registers every operation of `registration`, or none of them.
     /// The registration whose namespace `key` lies in (`github` for `github:acme/app#7`), if any.
     pub fn namespace_of(&self, key: &str) -> Option<&str> {
         let (namespace, _) = key.split_once(':')?;
@@ -159,6 +160,7 @@ impl Registry {
             .map(|(name, _)| name.as_str())
     }
 
+    /// Registers every operation of `registration`, or none of them.
     pub fn register(&mut self, registration: Registration) -> Result<(), RegistrationError> {
         self.catalog = OnceLock::new();
         let refuse = |code, operation: &str, reason: &str| RegistrationError {
@@ -219,6 +221,31 @@ impl Registry {
         // A package's gate makes other operations' approval conditional in the catalog.
         self.catalog = OnceLock::new();
         Ok(())
+    }
+
+    /// Records the sample events a registered ingress offers: each of its own source and in its own
+    /// namespace (`github.*`), or none is recorded.
+    pub fn set_samples(&mut self, registration: &str, samples: Vec<EventSample>) -> Result<(), RegistrationError> {
+        self.check_registered(registration, "samples")?;
+        let family = format!("{registration}.");
+        let source = Source::Ingress(registration.to_owned());
+        if let Some(stray) = samples
+            .iter()
+            .find(|s| s.source != source || !s.event_type.starts_with(&family))
+        {
+            return Err(RegistrationError {
+                code: "invalid",
+                operation: stray.name.clone(),
+                reason: "a sample is an event of its ingress's own source and namespace".to_owned(),
+            });
+        }
+        self.samples.insert(registration.to_owned(), samples);
+        Ok(())
+    }
+
+    /// Every sample event the registered ingresses offer, by registration name.
+    pub fn samples(&self) -> impl Iterator<Item = &EventSample> {
+        self.samples.values().flatten()
     }
 
     /// Records what a registered package requires of the host: while the grant set does not cover

@@ -10,6 +10,7 @@
 //! `github.<event>` for a delivery without an action (`github.push`).
 
 use conduit_core::names::is_event_type;
+use conduit_core::{EventSample, Source};
 use serde_json::{json, Value};
 
 use crate::extensions::signature::hmac_hex_matches;
@@ -72,6 +73,48 @@ pub fn events(event: &str, payload: &Value) -> Option<Vec<Delivered>> {
             })
             .collect(),
     )
+}
+
+/// What a route on GitHub's events can be traced with (`route --samples`): the events
+/// representative deliveries become, each named after its type.
+pub fn samples() -> Vec<EventSample> {
+    let repo = json!({"full_name": "octo/widgets"});
+    let sender = json!({"login": "octocat"});
+    let pull = json!({"number": 7, "title": "Fix the widget"});
+    let issue = json!({"number": 12, "title": "The widget is broken"});
+    let deliveries = [
+        ("pull_request", json!({"action": "opened", "pull_request": pull})),
+        (
+            "pull_request_review",
+            json!({"action": "submitted", "pull_request": pull,
+                   "review": {"state": "approved", "user": {"login": "reviewer"}, "body": "Looks good"}}),
+        ),
+        (
+            "check_suite",
+            json!({"action": "completed", "check_suite": {"status": "completed", "conclusion": "success",
+                   "head_sha": "0123abc", "pull_requests": [{"number": 7}]}}),
+        ),
+        ("issues", json!({"action": "opened", "issue": issue})),
+        (
+            "issue_comment",
+            json!({"action": "created", "issue": issue, "comment": {"user": {"login": "octocat"}, "body": "Any news?"}}),
+        ),
+    ];
+    deliveries
+        .into_iter()
+        .filter_map(|(event, mut payload)| {
+            payload["repository"] = repo.clone();
+            payload["sender"] = sender.clone();
+            events(event, &payload)?.into_iter().next()
+        })
+        .map(|d| EventSample {
+            name: d.event_type.clone(),
+            event_type: d.event_type,
+            source: Source::Ingress(SOURCE.to_owned()),
+            correlation_key: Some(d.key),
+            data: d.data,
+        })
+        .collect()
 }
 
 /// The issue or pull request numbers a delivery is about.

@@ -6,6 +6,7 @@
 //! starts a Work that owns the thread's key); a later message in that thread becomes
 //! `slack.message` on the same key, which wakes the Work's waits.
 
+use conduit_core::{EventSample, Source};
 use serde_json::{json, Value};
 
 use crate::extensions::signature::hmac_hex_matches;
@@ -60,6 +61,26 @@ pub fn read(payload: &Value) -> Option<Request> {
         "event_callback" => Some(Request::Events(callback(payload).into_iter().collect())),
         _ => Some(Request::Events(Vec::new())),
     }
+}
+
+/// What a route on Slack's events can be traced with (`route --samples`): a mention, and a reply
+/// in its thread, as the events they become.
+pub fn samples() -> Vec<EventSample> {
+    let mention = json!({"type": "app_mention", "channel": "C0123", "user": "U0456",
+                         "text": "<@U0BOT> can you look at the build?", "ts": "1700000000.000100"});
+    let reply = json!({"type": "message", "channel": "C0123", "user": "U0456", "text": "it failed again",
+                       "ts": "1700000100.000200", "thread_ts": "1700000000.000100"});
+    [mention, reply]
+        .into_iter()
+        .filter_map(|event| callback(&json!({"team_id": "T0789", "event_id": "Ev0", "event": event})))
+        .map(|incoming| EventSample {
+            name: incoming.event_type.to_owned(),
+            event_type: incoming.event_type.to_owned(),
+            source: Source::Ingress(SOURCE.to_owned()),
+            correlation_key: Some(incoming.key),
+            data: incoming.data,
+        })
+        .collect()
 }
 
 fn callback(payload: &Value) -> Option<Incoming> {
