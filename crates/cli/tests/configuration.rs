@@ -494,3 +494,48 @@ fn every_independent_shape_error_is_reported() {
     assert_eq!((status, validated["valid"].as_bool()), (Some(1), Some(false)));
     assert_eq!(found(&validated), expected, "through the daemon");
 }
+
+/// A `keyring:` secret stored in the real kernel keyring (keyutils, the headless backend), where
+/// the keyring crate stores `keyring:<service>/<account>`, reaches the execution that receives it;
+/// invalidated there, the attempt fails before it starts.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_keyring_secret_is_read_from_the_kernel_keyring() {
+    use linux_keyutils::{KeyRing, KeyRingIdentifier};
+    let service = format!("open-conduit-test-{}", std::process::id());
+    let session = KeyRing::from_special_id(KeyRingIdentifier::Session, false).unwrap();
+    let stored = session
+        .add_key(&format!("keyring-rs:deploy@{service}"), "kr-planted-7e1")
+        .unwrap();
+    let daemon = Daemon::start_with(|scratch| {
+        let seen = scratch.join("seen");
+        let uses = format!(
+            "printf '%s' \"$DEPLOY_KEY\" > {} && os outcome succeeded",
+            seen.display()
+        );
+        let mut config: Value = serde_json::from_str(&config_with(&ALL, &uses)).unwrap();
+        config["secrets"] = json!({"deploy_key": format!("keyring:{service}/deploy")});
+        config["scopes"]["demo"]["bindings"]["shell"]["secrets"] = json!(["deploy_key"]);
+        config.to_string()
+    });
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    assert_eq!(
+        std::fs::read_to_string(daemon.scratch().join("seen")).unwrap(),
+        "kr-planted-7e1"
+    );
+
+    stored.invalidate().unwrap();
+    let gone = daemon.create_work("demo", "shell");
+    let failed = daemon.await_work(&gone, "failed");
+    assert!(
+        failed["outcome"]["summary"].as_str().unwrap().contains("secret"),
+        "{failed}"
+    );
+    let log = daemon.cli(&["artifacts", "cat", &format!("log:{}", daemon.first_execution(&gone))]);
+    assert!(
+        String::from_utf8_lossy(&log.stdout).contains("(not_found)"),
+        "{}",
+        String::from_utf8_lossy(&log.stdout)
+    );
+}

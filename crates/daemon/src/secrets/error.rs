@@ -62,7 +62,9 @@ impl SecretError {
                 "use `keyring:<service>/<account>`, `file:<key>`, `env:<NAME>` or `cmd:<command>`"
             }
             SecretError::NotFound => "store the secret under the name the reference gives",
-            SecretError::KeyringUnavailable => "check that the kernel keyring is reachable by the daemon's user",
+            SecretError::KeyringUnavailable => {
+                "check that the daemon's user reaches its keyring (the kernel keyring, the macOS Keychain, or the desktop's Secret Service in a build with the `secret-service` feature)"
+            }
             SecretError::FileUnsafe => "make secrets.json a regular file owned by the daemon's user with mode 0600",
             SecretError::FileUnreadable => "check that the daemon's user can read secrets.json",
             SecretError::FileInvalid => "make secrets.json a JSON object whose values are all strings",

@@ -10,29 +10,105 @@ pub trait KeyringBackend: Send + Sync {
     fn get(&self, service: &str, account: &str) -> Result<Option<String>, KeyringUnavailable>;
 }
 
-/// The system keyring: on Linux, the kernel key-retention service (keyutils) through the `keyring`
-/// crate, reading the entry `keyring-rs:<account>@<service>` from the session keyring (and the
-/// user's persistent keyring linked to it). Elsewhere it is always unavailable.
+/// The system keyring, read-only. On Linux: with the `secret-service` feature, the desktop
+/// session's Secret Service first (GNOME Keyring, KWallet), then the kernel's key-retention service
+/// (keyutils), the headless fallback, reading `keyring-rs:<account>@<service>` as the keyring
+/// crate (and its CLI) stores it. On macOS: the login Keychain's generic
+/// password of that service and account. Elsewhere it is always unavailable.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemKeyring;
 
-#[cfg(target_os = "linux")]
 impl KeyringBackend for SystemKeyring {
     fn get(&self, service: &str, account: &str) -> Result<Option<String>, KeyringUnavailable> {
-        use keyring::credential::CredentialApi;
-        let credential = keyring::keyutils::KeyutilsCredential::new_with_target(None, service, account)
-            .map_err(|_| KeyringUnavailable)?;
-        match credential.get_password() {
-            Ok(value) => Ok(Some(value)),
-            Err(keyring::Error::NoEntry) => Ok(None),
-            Err(_) => Err(KeyringUnavailable),
-        }
+        platform::get(service, account)
     }
 }
 
-#[cfg(not(target_os = "linux"))]
-impl KeyringBackend for SystemKeyring {
-    fn get(&self, _service: &str, _account: &str) -> Result<Option<String>, KeyringUnavailable> {
+/// A credential's password: `None` when no entry exists, unavailable on any other failure (its
+/// text, which may name the backend's internals, is dropped).
+#[cfg(any(target_os = "macos", feature = "secret-service"))]
+fn password(
+    credential: keyring::Result<impl keyring::credential::CredentialApi>,
+) -> Result<Option<String>, KeyringUnavailable> {
+    match credential.map_err(|_| KeyringUnavailable)?.get_password() {
+        Ok(value) => Ok(Some(value)),
+        Err(keyring::Error::NoEntry) => Ok(None),
+        Err(_) => Err(KeyringUnavailable),
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod platform {
+    use linux_keyutils::{KeyError, KeyRing, KeyRingIdentifier};
+
+    use super::KeyringUnavailable;
+
+    pub fn get(service: &str, account: &str) -> Result<Option<String>, KeyringUnavailable> {
+        let desktop = secret_service(service, account);
+        if let Ok(Some(value)) = desktop {
+            return Ok(Some(value));
+        }
+        match (kernel(service, account), desktop) {
+            (Ok(found), _) => Ok(found),
+            // The kernel keyring is unreachable, but the Secret Service answered: no such entry.
+            (Err(_), Ok(None)) => Ok(None),
+            (Err(unavailable), _) => Err(unavailable),
+        }
+    }
+
+    /// The kernel keyring's entry as the keyring crate stores it (`keyring-rs:<account>@<service>`,
+    /// a user key): searched for from the session keyring (the user's session keyring when the
+    /// process has none), then in the user's persistent keyring. Read only: nothing is linked.
+    fn kernel(service: &str, account: &str) -> Result<Option<String>, KeyringUnavailable> {
+        let description = format!("keyring-rs:{account}@{service}");
+        let session = KeyRing::from_special_id(KeyRingIdentifier::Session, false).map_err(|_| KeyringUnavailable)?;
+        let found = match session.search(&description) {
+            Err(KeyError::KeyDoesNotExist) => match KeyRing::get_persistent(KeyRingIdentifier::Session) {
+                Ok(persistent) => persistent.search(&description),
+                Err(_) => Err(KeyError::KeyDoesNotExist),
+            },
+            searched => searched,
+        };
+        let key = match found {
+            Ok(key) => key,
+            Err(KeyError::KeyDoesNotExist) => return Ok(None),
+            Err(_) => return Err(KeyringUnavailable),
+        };
+        let bytes = key.read_to_vec().map_err(|_| KeyringUnavailable)?;
+        String::from_utf8(bytes).map(Some).map_err(|_| KeyringUnavailable)
+    }
+
+    #[cfg(feature = "secret-service")]
+    fn secret_service(service: &str, account: &str) -> Result<Option<String>, KeyringUnavailable> {
+        // Without a session bus there is no Secret Service to ask (a headless daemon).
+        if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_none() {
+            return Err(KeyringUnavailable);
+        }
+        super::password(keyring::secret_service::SsCredential::new_with_target(
+            None, service, account,
+        ))
+    }
+
+    #[cfg(not(feature = "secret-service"))]
+    fn secret_service(_service: &str, _account: &str) -> Result<Option<String>, KeyringUnavailable> {
+        Err(KeyringUnavailable)
+    }
+}
+
+#[cfg(target_os = "macos")]
+mod platform {
+    use super::{password, KeyringUnavailable};
+
+    pub fn get(service: &str, account: &str) -> Result<Option<String>, KeyringUnavailable> {
+        password(keyring::macos::MacCredential::new_with_target(None, service, account))
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+mod platform {
+    use super::KeyringUnavailable;
+
+    pub fn get(_service: &str, _account: &str) -> Result<Option<String>, KeyringUnavailable> {
         Err(KeyringUnavailable)
     }
 }
