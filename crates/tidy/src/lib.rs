@@ -15,7 +15,15 @@ pub const PURE_CRATES: [&str; 4] = [
 ];
 
 /// Backends the pure crates must not reach, directly or through another crate.
-pub const FORBIDDEN_BACKENDS: [&str; 6] = ["rusqlite", "postgres", "hyper", "axum", "keyring", "rustix"];
+pub const FORBIDDEN_BACKENDS: [&str; 7] = [
+    "rusqlite",
+    "postgres",
+    "hyper",
+    "axum",
+    "keyring",
+    "linux-keyutils",
+    "rustix",
+];
 
 /// The package graph of one resolve: names by id, and each package's normal (non-dev,
 /// non-build) dependencies.

@@ -50,7 +50,7 @@ fn pure_crates_reach_no_storage_http_keyring_or_syscall_backend() {
 fn a_forbidden_backend_added_to_a_pure_crate_is_caught() {
     for (pure, backend) in [
         ("conduit-core", "rusqlite"),
-        ("conduit-config", "keyring"),
+        ("conduit-config", "linux-keyutils"),
         ("conduit-scheduler", "hyper"),
     ] {
         let mut graph = Graph::from_metadata(&metadata()).unwrap();
