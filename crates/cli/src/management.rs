@@ -145,14 +145,24 @@ pub fn health() -> Request {
     Request::Get("/v1/health".to_owned())
 }
 
-pub fn create_work(scope: &str, binding: &str, input: Option<Value>, keys: Vec<String>) -> Request {
+/// What `work create` asks for beyond its scope and binding.
+#[derive(Debug, Default)]
+pub struct NewWork {
+    pub input: Option<Value>,
+    pub keys: Vec<String>,
+    pub grants: Vec<String>,
+}
+
+/// `POST /v1/work`: ready Work in a scope, run by one of its bindings.
+pub fn create_work(scope: &str, binding: &str, new: NewWork) -> Request {
     post(
         "/v1/work",
         object([
             ("scope", Some(scope.into())),
             ("binding", Some(binding.into())),
-            ("input", input),
-            ("keys", strings(keys)),
+            ("input", new.input),
+            ("keys", strings(new.keys)),
+            ("grants", strings(new.grants)),
         ]),
     )
 }
@@ -497,16 +507,21 @@ mod tests {
     }
 
     #[test]
-    fn create_work_sends_keys_and_input_only_when_given() {
+    fn create_work_sends_keys_grants_and_input_only_when_given() {
         assert_eq!(
-            create_work("setup", "shell", None, vec![]),
+            create_work("setup", "shell", NewWork::default()),
             post("/v1/work", json!({"scope": "setup", "binding": "shell"}))
         );
+        let new = NewWork {
+            input: Some(json!({"n": 1})),
+            keys: vec!["k1".into(), "k2".into()],
+            grants: vec!["deploy".into()],
+        };
         assert_eq!(
-            create_work("setup", "shell", Some(json!({"n": 1})), vec!["k1".into(), "k2".into()]),
+            create_work("setup", "shell", new),
             post(
                 "/v1/work",
-                json!({"scope": "setup", "binding": "shell", "input": {"n": 1}, "keys": ["k1", "k2"]})
+                json!({"scope": "setup", "binding": "shell", "input": {"n": 1}, "keys": ["k1", "k2"], "grants": ["deploy"]})
             )
         );
     }

@@ -225,3 +225,78 @@ fn after_a_declaration_the_catalog_lists_nothing() {
     );
     std::fs::write(tmp.path().join("release"), "").unwrap();
 }
+
+/// A binding grant a Work takes at creation joins its token, within the scope's ceiling: the Work
+/// that took it may call its operations, one that did not may not, and narrowing the ceiling
+/// takes them away at once. A grant the binding does not offer is refused; one outside the ceiling
+/// makes the configuration invalid.
+#[test]
+fn a_binding_grant_a_work_takes_joins_its_token_within_the_ceiling() {
+    let tmp = meeting();
+    let hold = publish_and_hold(tmp.path());
+    let mut config = granting(
+        &hold,
+        json!(["read_context", "declare_outcome", "wait", "create_work", "emit"]),
+    );
+    let binding = &mut config["scopes"]["demo"]["bindings"]["shell"];
+    binding["operations"] = json!(["read_context", "declare_outcome", "wait"]);
+    binding["grants"] = json!({"spawn": {"operations": ["create_work", "emit"]}});
+    let daemon = Daemon::start(Some(&config.to_string()));
+    let create = |grant: Option<&str>| {
+        let mut args = vec!["work", "create", "--scope", "demo", "--binding", "shell"];
+        args.extend(grant.map(|g| ["--grant", g]).into_iter().flatten());
+        daemon.json(&args)["id"].as_str().unwrap().to_owned()
+    };
+    let (granted, socket, token_file) = hold_created(tmp.path(), || create(Some("spawn")));
+    let token = read_token(&token_file);
+    assert_eq!(daemon.json(&["work", "get", &granted])["grants"], json!(["spawn"]));
+    let context = toolbelt_call(&socket, &token, "read_context", json!({})).1;
+    assert_eq!(
+        context["output"]["operations"],
+        json!(["create_work", "declare_outcome", "emit", "read_context", "wait"]),
+        "{context}"
+    );
+    let child = json!({"binding": "shell"});
+    assert_eq!(toolbelt_call(&socket, &token, "create_work", child.clone()).0, 200);
+
+    let (_, plain_socket, plain_token) = hold_created(tmp.path(), || create(None));
+    let plain_token = read_token(&plain_token);
+    assert_eq!(
+        toolbelt_call(&plain_socket, &plain_token, "create_work", child.clone()).0,
+        403,
+        "no grant taken"
+    );
+    let (status, refused) = daemon.json_unchecked(&[
+        "work",
+        "create",
+        "--scope",
+        "demo",
+        "--binding",
+        "shell",
+        "--grant",
+        "nope",
+    ]);
+    assert_eq!((status, refused["error"].as_str()), (Some(1), Some("invalid_input")));
+
+    let mut narrowed = config.clone();
+    narrowed["scopes"]["demo"]["authorization"]["operations"] =
+        json!(["read_context", "declare_outcome", "wait", "emit"]);
+    narrowed["scopes"]["demo"]["bindings"]["shell"]["grants"]["spawn"]["operations"] = json!(["emit"]);
+    daemon.apply(&narrowed);
+    assert_eq!(
+        toolbelt_call(&socket, &token, "create_work", child).0,
+        403,
+        "the live ceiling narrows a grant at once"
+    );
+
+    let mut widening = config.clone();
+    widening["scopes"]["demo"]["bindings"]["shell"]["grants"]["spawn"]["operations"] = json!(["emit", "http.fetch"]);
+    let file = daemon.scratch().join("widening.json");
+    std::fs::write(&file, widening.to_string()).unwrap();
+    let (_, checked) = daemon.json_unchecked(&["config", "check", file.to_str().unwrap()]);
+    assert_eq!(
+        checked["diagnostics"][0]["pointer"],
+        "/scopes/demo/bindings/shell/grants/spawn/operations/1"
+    );
+    assert_eq!(checked["diagnostics"][0]["code"], "authority_widening");
+}

@@ -96,6 +96,10 @@ pub struct BindingConfig {
     /// Operations the binding's executions are granted; within the scope's ceiling.
     #[serde(default)]
     pub operations: Vec<String>,
+    /// Binding grants, by name: operations a Work created with the grant adds to its executions'
+    /// tokens, within the scope's ceiling (`work create --grant NAME`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grants: BTreeMap<String, BindingGrant>,
     /// Event type patterns the binding's executions may emit; absent means any non-reserved family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emits: Option<Vec<String>>,
@@ -112,6 +116,13 @@ pub struct BindingConfig {
     /// How failed attempts are tried again (see [`crate::retry`]); absent, a failure is final.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryConfig>,
+}
+
+/// A binding grant: operation names, `@toolset`s and `!` denials, resolved like a binding's own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BindingGrant {
+    pub operations: Vec<String>,
 }
 
 /// The `shell` executor's configuration.

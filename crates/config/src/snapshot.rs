@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 
 use conduit_core::names::type_matches;
 use conduit_core::retry::RetryPolicy;
+use conduit_core::Work;
 
 use crate::diagnostic::Diagnostic;
 use crate::executor::{executable, Executable};
@@ -222,7 +223,29 @@ impl Snapshot {
             .collect()
     }
 
+    /// What a Work's attempts are granted: its binding's operations, plus those of the binding grants
+    /// the Work took, each within its scope's current ceiling.
+    pub fn granted_to(&self, work: &Work) -> Vec<String> {
+        let mut granted: BTreeSet<String> = self
+            .granted_operations(&work.scope, &work.binding)
+            .into_iter()
+            .collect();
+        for grant in &work.grants {
+            let key = (work.scope.clone(), work.binding.clone(), grant.clone());
+            let ops = self.effective.binding_grants.get(&key).into_iter().flatten();
+            granted.extend(ops.filter(|op| self.authorize_operation(&work.scope, op)).cloned());
+        }
+        granted.into_iter().collect()
+    }
+
+    /// Whether the binding offers a binding grant named `grant`.
+    pub fn offers_grant(&self, scope: &str, binding: &str, grant: &str) -> bool {
+        let key = (scope.to_owned(), binding.to_owned(), grant.to_owned());
+        self.effective.binding_grants.contains_key(&key)
+    }
+
     /// The bindings whose routes in `scope` match `event_type`, in route order.
+
     pub fn routes_for<'a>(&'a self, scope: &str, event_type: &'a str) -> impl Iterator<Item = &'a str> + 'a {
         self.scope(scope)
             .into_iter()

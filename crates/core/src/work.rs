@@ -73,6 +73,9 @@ pub struct Work {
     pub failed_attempts: u32,
     /// A ready Work waiting out its retry backoff is not claimed before this.
     pub not_before: Option<Timestamp>,
+    /// The binding grants the Work took at creation: their operations join its attempts' tokens,
+    /// within the scope's ceiling.
+    pub grants: Vec<String>,
 }
 
 #[cfg(test)]

@@ -46,6 +46,7 @@ fn route(tx: &mut dyn Tx, config: &Snapshot, event: &Event, now: Timestamp) -> R
             binding,
             input: event.data.clone(),
             keys,
+            grants: Vec::new(),
             parent_work: None,
             source: Source::Scheduler,
             actor: None,

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::causal::{check_key, record};
 use crate::control::{control_event, Operator, OPERATOR_CANCELLED};
-use crate::work::check_target;
+use crate::work::{check_grants, check_target};
 use crate::HostError;
 
 /// Why a Work an operator holds is not claimed, until they release it.
@@ -58,8 +58,9 @@ pub fn release_work(
     Ok((save(tx, work, now)?, event))
 }
 
-/// Rebinds Work that is not running to another binding of its scope: its next attempt runs that
-/// binding. A running attempt is pinned to its binding, so it must end first.
+/// Rebinds Work that is not running to another binding of its scope that offers every grant it took:
+/// its next attempt runs that binding. A running attempt is pinned to its binding, so it must end
+/// first.
 pub fn rebind_work(
     tx: &mut dyn Tx,
     config: &Snapshot,
@@ -75,6 +76,13 @@ pub fn rebind_work(
             .into());
     }
     check_target(config, &work.scope, binding)?;
+    check_grants(config, &work.scope, binding, &work.grants).map_err(|_| {
+        Refusal::new(
+            ErrorCode::Conflict,
+            "the binding does not offer every grant the Work took",
+        )
+        .with_remedy("rebind it to a binding that offers the same grants")
+    })?;
     if work.binding == binding {
         return Err(Refusal::new(ErrorCode::Conflict, "the Work already runs this binding").into());
     }

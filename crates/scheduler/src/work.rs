@@ -17,6 +17,8 @@ pub struct NewWork {
     pub input: Value,
     /// Correlation keys beyond `work:<id>`, which every Work owns.
     pub keys: Vec<String>,
+    /// Binding grants the Work takes (an operator's to give).
+    pub grants: Vec<String>,
     pub parent_work: Option<String>,
     pub source: Source,
     pub actor: Option<String>,
@@ -34,6 +36,7 @@ impl NewWork {
             binding: binding.to_owned(),
             input,
             keys: Vec::new(),
+            grants: Vec::new(),
             parent_work: None,
             source: Source::Manual,
             actor,
@@ -61,6 +64,7 @@ pub fn create_work(
     for key in &new.keys {
         check_key(key)?;
     }
+    check_grants(config, &new.scope, &new.binding, &new.grants)?;
     let (id, event_id) = match &new.id_seed {
         Some(seed) => (derived_id(&[seed, "work"]), derived_id(&[seed, "work.created"])),
         None => (new_id(), new_id()),
@@ -85,6 +89,7 @@ pub fn create_work(
         blocked_reason: None,
         failed_attempts: 0,
         not_before: None,
+        grants: new.grants,
     };
     tx.insert_work(&work).map_err(|e| match e {
         StoreError::KeyTaken => HostError::from(
@@ -113,6 +118,19 @@ pub fn create_work(
     };
     let event = record(tx, config, event)?;
     Ok((work, event))
+}
+
+/// Every grant named is one the binding offers, each named once.
+pub(crate) fn check_grants(config: &Snapshot, scope: &str, binding: &str, grants: &[String]) -> Result<(), Refusal> {
+    for (i, grant) in grants.iter().enumerate() {
+        if !config.offers_grant(scope, binding, grant) || grants[..i].contains(grant) {
+            return Err(
+                Refusal::invalid_input("each grant named is one the binding offers, once")
+                    .with_remedy("name grants declared under the binding's `grants`"),
+            );
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn check_target(config: &Snapshot, scope: &str, binding: &str) -> Result<(), Refusal> {

@@ -269,6 +269,10 @@ CREATE TABLE operator_actions (
 CREATE INDEX operator_actions_by_time ON operator_actions (at, id);
 CREATE INDEX operator_actions_by_principal ON operator_actions (principal, at, id);
 "#,
+    // 4 (the SQLite store's 23): the binding grants each Work took.
+    r#"
+ALTER TABLE work ADD COLUMN grants TEXT NOT NULL DEFAULT '[]';
+"#,
 ];
 
 /// The schema version this release writes.

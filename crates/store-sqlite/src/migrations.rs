@@ -367,6 +367,10 @@ CREATE TABLE operator_actions (
 CREATE INDEX operator_actions_by_time ON operator_actions (at, id);
 CREATE INDEX operator_actions_by_principal ON operator_actions (principal, at, id);
 "#,
+    // 23: the binding grants each Work took.
+    r#"
+ALTER TABLE work ADD COLUMN grants TEXT NOT NULL DEFAULT '[]';
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

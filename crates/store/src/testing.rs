@@ -103,6 +103,7 @@ pub fn work(id: &str, keys: &[&str]) -> Work {
         blocked_reason: None,
         failed_attempts: 0,
         not_before: None,
+        grants: Vec::new(),
     }
 }
 

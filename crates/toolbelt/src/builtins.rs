@@ -450,6 +450,8 @@ fn create_child(
         binding: input.binding,
         input: input.input,
         keys: input.keys,
+        // An execution's child takes no binding grant: grants are an operator's to give.
+        grants: Vec::new(),
         parent_work: Some(a.work.id.clone()),
         source: Source::Execution(a.execution.id.clone()),
         actor: None,

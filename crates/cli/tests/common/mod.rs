@@ -631,8 +631,14 @@ pub fn fenced(socket: &Path, token: &str) -> bool {
 /// Creates Work in `demo`/`shell` (whose command is [`publish_and_hold`] into `scratch`) and waits
 /// until its attempt holds: the Work's id, the attempt's socket and its token file.
 pub fn hold_one(daemon: &Daemon, scratch: &Path) -> (String, PathBuf, PathBuf) {
+    hold_created(scratch, || daemon.create_work("demo", "shell"))
+}
+
+/// Runs `create` (which creates Work whose attempt publishes and holds, answering its id) and waits
+/// for that attempt: the Work, its socket and its token file.
+pub fn hold_created(scratch: &Path, create: impl FnOnce() -> String) -> (String, PathBuf, PathBuf) {
     let before = published_runs(scratch);
-    let work = daemon.create_work("demo", "shell");
+    let work = create();
     let mut held = None;
     wait_until("a held attempt", || {
         held = published_runs(scratch)

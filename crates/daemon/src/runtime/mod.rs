@@ -267,7 +267,7 @@ impl Runtime {
                 let Some(claim) = take(tx, &config, at)? else {
                     return Ok(None);
                 };
-                let ops = config.granted_operations(&claim.work.scope, &claim.work.binding);
+                let ops = config.granted_to(&claim.work);
                 let token = token::issue(tx, &claim.execution, &claim.work, ops, lifetime, at)?;
                 Ok(Some((claim, token)))
             })

@@ -30,6 +30,9 @@ struct CreateWork {
     input: Value,
     #[serde(default)]
     keys: Vec<String>,
+    /// Binding grants the Work takes.
+    #[serde(default)]
+    grants: Vec<String>,
 }
 
 /// Manual Work: ready Work and its root `core.work.created`, in one transaction; its ids derive from
@@ -39,6 +42,7 @@ pub(super) async fn create(State(s): State<Management>, headers: HeaderMap, uri:
     let run = |tx: &mut dyn Tx, config: &Snapshot, by: &Operator<'_>, req: CreateWork| {
         let new = NewWork {
             keys: req.keys,
+            grants: req.grants,
             id_seed: Some(format!("operator/{}", by.seed)),
             ..NewWork::manual(&req.scope, &req.binding, req.input, Some(by.actor.to_owned()))
         };

@@ -8,13 +8,14 @@ use super::{corrupt, from_json, opt_from_json, to_json, SqlTx};
 use crate::Result;
 
 const WORK_COLUMNS: &str = "id, scope, binding, parent_work, state, input, epoch, outcome, wake_event, generation, \
-     created_at, updated_at, blocked_reason, failed_attempts, not_before";
+     created_at, updated_at, blocked_reason, failed_attempts, not_before, grants";
 
 /// A work row; its keys are loaded separately.
 fn work_row(r: &dyn Row) -> Result<Work> {
     let state: String = r.get(4)?;
     let input: String = r.get(5)?;
     let outcome: Option<String> = r.get(7)?;
+    let grants: String = r.get(15)?;
     let build = || -> Result<Work> {
         Ok(Work {
             id: r.get(0)?,
@@ -33,6 +34,7 @@ fn work_row(r: &dyn Row) -> Result<Work> {
             blocked_reason: r.get(12)?,
             failed_attempts: r.get(13)?,
             not_before: r.get::<Option<i64>>(14)?.map(Timestamp),
+            grants: from_json(&grants)?,
         })
     };
     build()
@@ -81,7 +83,7 @@ impl WorkRows for SqlTx<'_> {
     fn insert_work(&mut self, work: &Work) -> Result<()> {
         self.exec(
             &format!(
-                "INSERT INTO work ({WORK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+                "INSERT INTO work ({WORK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
             ),
             args![
                 work.id,
@@ -98,7 +100,8 @@ impl WorkRows for SqlTx<'_> {
                 work.updated_at.0,
                 work.blocked_reason,
                 work.failed_attempts,
-                work.not_before.map(|t| t.0)
+                work.not_before.map(|t| t.0),
+                to_json(&work.grants)?
             ],
         )
         ?;

@@ -232,6 +232,9 @@ pub enum WorkCommand {
         /// Correlation key the Work owns (repeatable)
         #[arg(long = "key", value_name = "KEY")]
         keys: Vec<String>,
+        /// A binding grant the Work takes: its operations join the Work's tokens (repeatable)
+        #[arg(long = "grant", value_name = "NAME")]
+        grants: Vec<String>,
     },
     /// List Work, newest first
     List {

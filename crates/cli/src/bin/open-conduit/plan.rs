@@ -104,7 +104,11 @@ fn work(command: WorkCommand) -> Plan {
             binding,
             input,
             keys,
-        } => Plan::Call(m::create_work(&scope, &binding, input, keys), render::id),
+            grants,
+        } => Plan::Call(
+            m::create_work(&scope, &binding, m::NewWork { input, keys, grants }),
+            render::id,
+        ),
         WorkCommand::List { scope, in_state } => {
             Plan::Call(m::list_work(scope.as_deref(), in_state.as_deref()), render::work_table)
         }

@@ -2,15 +2,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use conduit_core::names::{is_registration_name, is_reserved_type, is_type_pattern};
+use conduit_core::names::{is_registration_name, is_type_pattern};
 use conduit_core::toolbelt_env::{secret_env_name, OS_ENDPOINT, OS_PLAYBOOK_DIR, OS_TOKEN_FILE};
 use conduit_core::Duration;
 
 use crate::diagnostic::{push_pointer, Diagnostic};
-use crate::executor::executable;
-use crate::grants::{resolve, ExecutorCapabilities, Registry, Resolved};
-use crate::model::{BindingConfig, Config, ScopeConfig};
+use crate::grants::{resolve, Registry, Resolved};
+use crate::model::{Config, ScopeConfig};
 use crate::reference::Reference;
+
+mod binding;
+
+use binding::BindingGrants;
 
 const SUPPORTED_VERSION: u32 = 1;
 
@@ -36,6 +39,8 @@ const RESERVED_ENV: [&str; 12] = [
 pub struct Effective {
     pub ceilings: BTreeMap<String, BTreeSet<String>>,
     pub grants: BTreeMap<(String, String), BTreeSet<String>>,
+    /// Each binding grant's operations, by scope, binding and grant name.
+    pub binding_grants: BTreeMap<(String, String, String), BTreeSet<String>>,
 }
 
 /// Every independent diagnostic of a typed configuration, and its resolved operation lists.
@@ -53,10 +58,13 @@ pub fn check(config: &Config, registry: &Registry) -> (Vec<Diagnostic>, Effectiv
     let ceilings = checker.ceilings(&own);
     let mut effective = Effective::default();
     for (id, scope) in &config.scopes {
-        let grants = checker.scope(id, scope, ceilings[id].as_ref(), &own[id].denied);
-        effective
-            .grants
-            .extend(grants.into_iter().map(|(binding, ops)| ((id.clone(), binding), ops)));
+        for (binding, granted) in checker.scope(id, scope, ceilings[id].as_ref(), &own[id].denied) {
+            for (grant, ops) in granted.grants {
+                let key = (id.clone(), binding.clone(), grant);
+                effective.binding_grants.insert(key, ops);
+            }
+            effective.grants.insert((id.clone(), binding), granted.operations);
+        }
     }
     effective.ceilings = ceilings
         .into_iter()
@@ -286,14 +294,14 @@ impl Checker<'_> {
         );
     }
 
-    /// Checks a scope and its bindings, returning each binding's resolved grant.
+    /// Checks a scope and its bindings, returning each binding's resolved grants.
     fn scope(
         &mut self,
         id: &str,
         scope: &ScopeConfig,
         ceiling: Option<&BTreeSet<String>>,
         denied: &BTreeSet<String>,
-    ) -> BTreeMap<String, BTreeSet<String>> {
+    ) -> BTreeMap<String, BindingGrants> {
         let mut grants = BTreeMap::new();
         let pointer = push_pointer("/scopes", id);
         if !is_registration_name(id) {
@@ -338,68 +346,6 @@ impl Checker<'_> {
         grants
     }
 
-    /// Checks a binding; its grant is its resolved list within the ceiling. A toolset is narrowed to
-    /// the ceiling; a name outside it is `operation_denied` when the scope denies it, else
-    /// `authority_widening`.
-    fn binding(
-        &mut self,
-        pointer: &str,
-        binding: &BindingConfig,
-        ceiling: Option<&BTreeSet<String>>,
-        denied: &BTreeSet<String>,
-    ) -> BTreeSet<String> {
-        let ops_pointer = format!("{pointer}/operations");
-        let resolved = resolve(&binding.operations, self.registry, &ops_pointer, &mut self.found);
-        let Some(ceiling) = ceiling else {
-            self.binding_rest(pointer, binding);
-            return BTreeSet::new();
-        };
-        self.enumeration_warnings(&binding.operations, &ops_pointer);
-        for (i, op) in &resolved.explicit {
-            if denied.contains(op) {
-                self.report(
-                    format!("{ops_pointer}/{i}"),
-                    "operation_denied",
-                    "the scope's authorization denies this operation",
-                    "remove it, or lift the scope's denial first",
-                );
-            } else if !ceiling.contains(op) {
-                self.widening(format!("{ops_pointer}/{i}"), "its scope");
-            }
-        }
-        self.binding_rest(pointer, binding);
-        let grant: BTreeSet<String> = resolved.granted.intersection(ceiling).cloned().collect();
-        self.playbook(pointer, binding, &grant);
-        grant
-    }
-
-    /// A binding's playbook must exist; operations it declares but the binding is not granted are a
-    /// warning, since its agent would be refused them at run time.
-    fn playbook(&mut self, pointer: &str, binding: &BindingConfig, grant: &BTreeSet<String>) {
-        let Some(name) = &binding.playbook else { return };
-        let Some(declared) = self.registry.playbook(name) else {
-            self.report(
-                format!("{pointer}/playbook"),
-                "unknown_reference",
-                "no playbook has this name",
-                "name a playbook in skills/<name>/SKILL.md",
-            );
-            return;
-        };
-        let missing: Vec<&str> = declared.difference(grant).map(String::as_str).collect();
-        if !missing.is_empty() {
-            self.found.push(Diagnostic::warning(
-                format!("{pointer}/playbook"),
-                "playbook_operations_not_granted",
-                format!(
-                    "the playbook uses operations this binding is not granted: {}",
-                    missing.join(", ")
-                ),
-                "grant them to the binding (within its scope's ceiling), or use a playbook that needs less".to_owned(),
-            ));
-        }
-    }
-
     /// A list that names, one by one, every operation an older release's toolset had, but not the
     /// toolset, lacks what the toolset gained since: a warning with the command that grants it.
     fn enumeration_warnings(&mut self, list: &[String], pointer: &str) {
@@ -420,77 +366,6 @@ impl Checker<'_> {
                 ),
                 format!("open-conduit config set {pointer}/- '\"@{toolset}\"'"),
             ));
-        }
-    }
-
-    /// A binding's checks that do not depend on its scope's ceiling.
-    fn binding_rest(&mut self, pointer: &str, binding: &BindingConfig) {
-        if let Err(d) = crate::retry::policy(pointer, binding.retry.as_ref()) {
-            self.found.push(d);
-        }
-        for (i, pattern) in binding.emits.iter().flatten().enumerate() {
-            if !is_type_pattern(pattern) || is_reserved_type(pattern) || pattern == "*" {
-                self.report(
-                    format!("{pointer}/emits/{i}"),
-                    "invalid_value",
-                    "an emits entry is a non-reserved event type or family pattern (`demo.*`)",
-                    "fix the pattern; core, agent, tool and toolbelt families belong to the host",
-                );
-            }
-        }
-        for (i, name) in binding.secrets.iter().enumerate() {
-            if !self.config.secrets.contains_key(name) {
-                self.report(
-                    format!("{pointer}/secrets/{i}"),
-                    "unknown_reference",
-                    "no secret has this name",
-                    "define it under the top-level `secrets`",
-                );
-            }
-        }
-        let Some(capabilities) = self.registry.executor(&binding.executor) else {
-            return self.report(
-                format!("{pointer}/executor"),
-                "unknown_reference",
-                "no registered executor has this name",
-                "use `shell`, `claude-code` or `codex`",
-            );
-        };
-        let state_dir = self.registry.state_dir();
-        if let Some(Err(d)) = executable(pointer, binding, state_dir) {
-            self.found.push(d);
-        }
-        self.found
-            .extend(crate::sandbox::setting(pointer, binding.sandbox.as_ref(), state_dir).1);
-        self.capabilities(pointer, binding, capabilities);
-    }
-
-    /// Mechanical capabilities: what the binding needs that its executor cannot do.
-    fn capabilities(&mut self, pointer: &str, binding: &BindingConfig, can: ExecutorCapabilities) {
-        let needs = [
-            (
-                !can.toolbelt && !binding.operations.is_empty(),
-                "operations",
-                "gives its process no toolbelt, so granted operations could never be called",
-            ),
-            (
-                !can.secrets && !binding.secrets.is_empty(),
-                "secrets",
-                "cannot hand secrets to its process",
-            ),
-            (
-                !can.playbook && binding.playbook.is_some(),
-                "playbook",
-                "cannot turn a playbook on",
-            ),
-        ];
-        for (_, field, why) in needs.into_iter().filter(|(needed, ..)| *needed) {
-            self.report(
-                format!("{pointer}/{field}"),
-                "invalid_capability",
-                &format!("the binding's executor {why}"),
-                &format!("remove `{field}`, or use an executor that can serve it (such as `shell`)"),
-            );
         }
     }
 }
