@@ -852,3 +852,51 @@ fn a_packages_operation_serves_the_capability_it_declares_to_a_token_granted_it(
         "narrowed with the ceiling"
     );
 }
+
+/// A new version of an installed package may add to its toolsets but not drop an operation from
+/// one (nor re-date it): a grant that names the toolset never loses what it granted.
+#[test]
+fn a_new_version_whose_toolset_loses_an_operation_is_refused() {
+    let daemon = Daemon::start(None);
+    let versioned = |version: &str, toolset: Value| {
+        let dir = package(daemon.scratch(), "notes", &[], "notes.view");
+        let manifest_path = dir.join("open-conduit.json");
+        let mut manifest: Value = serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+        manifest["version"] = json!(version);
+        let ops = manifest["provides"]["operations"].as_array_mut().unwrap();
+        let add =
+            json!({"name": "notes.add", "summary": "Add.", "input_schema": {"type": "object"}, "safety_tier": "write"});
+        ops.push(add);
+        manifest["provides"]["toolsets"] = json!([{"name": "notes.writer", "operations": toolset}]);
+        std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+        dir
+    };
+    let both = json!([{"name": "notes.view", "since": "1.0.0"}, {"name": "notes.add", "since": "1.0.0"}]);
+    assert_eq!(install(&daemon, &versioned("1.0.0", both.clone())).0, Some(0));
+    assert_eq!(
+        install(&daemon, &versioned("1.1.0", both)).0,
+        Some(0),
+        "an unchanged toolset installs again"
+    );
+
+    let dropped = json!([{"name": "notes.view", "since": "1.0.0"}]);
+    let (status, refused) = install(&daemon, &versioned("1.2.0", dropped));
+    assert_eq!((status, refused["error"].as_str()), (Some(1), Some("invalid_manifest")));
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("notes.writer: notes.add (since 1.0.0)"),
+        "{refused}"
+    );
+    let redated = json!([{"name": "notes.view", "since": "1.2.0"}, {"name": "notes.add", "since": "1.0.0"}]);
+    assert_eq!(
+        install(&daemon, &versioned("1.2.0", redated)).1["error"],
+        "invalid_manifest"
+    );
+    assert_eq!(
+        daemon.json(&["package", "show", "notes"])["version"],
+        "1.1.0",
+        "the installed version stays"
+    );
+}

@@ -23,6 +23,7 @@ use conduit_packages::gate;
 use conduit_packages::Manifest;
 use conduit_server::{now, PackageControl};
 use conduit_store::{PackageRecord, Store};
+use conduit_toolbelt::registry::lost_operations;
 use serde_json::{json, Value};
 
 use crate::state::create_private_dir;
@@ -132,6 +133,25 @@ impl PackageService {
         })
     }
 
+    /// A new version of an installed package keeps every operation each of its toolsets had (with
+    /// the release it joined in): a grant that names the toolset never loses what it granted.
+    fn check_toolsets_only_gain(&self, manifest: &Manifest) -> Result<(), Refusal> {
+        let Some(installed) = installed_manifests(&self.dir)
+            .into_iter()
+            .find(|m| m.name == manifest.name)
+        else {
+            return Ok(());
+        };
+        let lost = lost_operations(&names_only(&installed).toolsets, &names_only(manifest).toolsets);
+        if lost.is_empty() {
+            return Ok(());
+        }
+        Err(invalid(&format!(
+            "a toolset only gains operations; this version drops or re-dates {}",
+            lost.join(", ")
+        )))
+    }
+
     /// Copies the package (owner-only) into `staging` first and checks the copy, so what is
     /// approved is exactly what runs; then it replaces `<state>/packages/<name>/` whole.
     fn install_staged(&self, source: &Path, staging: &Path) -> Result<Value, Refusal> {
@@ -142,6 +162,7 @@ impl PackageService {
         let config = self.config.get();
         let approval = gate::check(&manifest, &config.package_grant(), config.package_gating())?;
         self.check_names(&manifest)?;
+        self.check_toolsets_only_gain(&manifest)?;
         check_entry(staging, &manifest)?;
         let target = self.dir.join(&manifest.name);
         let _ = fs::remove_dir_all(&target);

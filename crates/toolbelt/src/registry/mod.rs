@@ -2,6 +2,7 @@
 //! handlers. A registration named `github` owns `github.*` and nothing else.
 
 pub mod catalog;
+mod toolsets;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -20,6 +21,7 @@ use serde_json::Value;
 
 pub use crate::operation::{Emission, OperationError, WaitRequest};
 use catalog::Catalog;
+pub use toolsets::lost_operations;
 
 /// What a handler is told about the call: the validated authority, never the token.
 #[derive(Debug, Clone)]
