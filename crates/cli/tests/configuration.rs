@@ -539,3 +539,56 @@ fn a_keyring_secret_is_read_from_the_kernel_keyring() {
         String::from_utf8_lossy(&log.stdout)
     );
 }
+
+/// A refusal is classified against the playbook as its attempt's generation was validated: a
+/// playbook edited afterwards (and read again when a package is installed) changes nothing for the
+/// attempt already pinned.
+#[test]
+fn config_drift_is_judged_against_the_playbook_the_generation_pinned() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = meeting();
+    let hold = publish_and_hold(tmp.path());
+    let daemon = Daemon::start_with(|scratch| {
+        plant_playbook(
+            scratch,
+            "triage",
+            "---\nname: triage\noperations: [read_context, emit]\n---\n",
+        );
+        let mut config: Value = serde_json::from_str(&config_with(&ALL, &hold)).unwrap();
+        config["scopes"]["demo"]["bindings"]["shell"]["operations"] = json!(["read_context"]);
+        config["scopes"]["demo"]["bindings"]["shell"]["playbook"] = json!("triage");
+        config.to_string()
+    });
+    let (_, socket, token_file) = hold_one(&daemon, tmp.path());
+    plant_playbook(
+        daemon.scratch(),
+        "triage",
+        "---\nname: triage\noperations: [read_context, create_work]\n---\n",
+    );
+    let package = daemon.scratch().join("pkg-notes");
+    std::fs::create_dir_all(package.join("bin")).unwrap();
+    let manifest = json!({"name": "notes", "version": "1.0.0",
+        "runtime": {"language": "process", "entry": "bin/run", "requires": []},
+        "provides": {"operations": [{"name": "notes.view", "summary": "View.", "input_schema": {"type": "object"}, "safety_tier": "read"}]}});
+    std::fs::write(package.join("open-conduit.json"), manifest.to_string()).unwrap();
+    std::fs::write(package.join("bin/run"), "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(package.join("bin/run"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    daemon.json(&["package", "install", package.to_str().unwrap()]);
+    let file = daemon.config_file().display().to_string();
+    let rechecked = daemon.json(&["config", "validate", &file]);
+    assert!(
+        rechecked["diagnostics"].to_string().contains("create_work"),
+        "the daemon reads the edited playbook now: {rechecked}"
+    );
+
+    let token = read_token(&token_file);
+    assert_eq!(toolbelt_call(&socket, &token, "emit", json!({"type": "demo.x"})).0, 403);
+    assert_eq!(
+        toolbelt_call(&socket, &token, "create_work", json!({"binding": "shell"})).0,
+        403
+    );
+    let audit = daemon.json(&["audit"])["items"].as_array().unwrap().clone();
+    let refusal = |op: &str| audit.iter().find(|a| a["operation"] == op).unwrap()["refusal"].clone();
+    assert_eq!(refusal("emit"), "config_drift", "the pinned playbook declared emit");
+    assert_eq!(refusal("create_work"), Value::Null, "it did not declare create_work");
+}

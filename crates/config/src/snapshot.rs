@@ -238,6 +238,12 @@ impl Snapshot {
         granted.into_iter().collect()
     }
 
+    /// The operations the binding's playbook declared when this generation was validated: what a
+    /// refusal in it is judged against (`config_drift`), however the playbook has changed since.
+    pub fn playbook_operations(&self, scope: &str, binding: &str) -> Option<&BTreeSet<String>> {
+        self.effective.playbooks.get(&(scope.to_owned(), binding.to_owned()))
+    }
+
     /// Whether the binding offers a binding grant named `grant`.
     pub fn offers_grant(&self, scope: &str, binding: &str, grant: &str) -> bool {
         let key = (scope.to_owned(), binding.to_owned(), grant.to_owned());

@@ -22,6 +22,7 @@ use serde_json::Value;
 
 mod file;
 mod generations;
+mod pinned;
 
 pub use file::last_good;
 use file::{read_file, SavedFile};
@@ -50,6 +51,8 @@ pub struct ConfigService {
     /// The last generation another daemon committed that this one could not run (so the log says
     /// so once, not at every call).
     unrunnable: AtomicI64,
+    /// Each generation as this daemon validated it when it first ran or was restored.
+    pinned: pinned::Pinned,
 }
 
 impl ConfigService {
@@ -93,7 +96,10 @@ impl ConfigService {
             hash = snapshot.hash(),
             "configuration active"
         );
+        let pinned = pinned::Pinned::default();
+        pinned.keep(&snapshot);
         Ok(ConfigService {
+            pinned,
             store,
             current: CurrentConfig::new(snapshot),
             registry: std::sync::RwLock::new(registry),
@@ -124,12 +130,19 @@ impl ConfigService {
 
     /// A committed generation, for what an attempt pinned at claim (`None` if it cannot be restored).
     pub fn generation(&self, generation: i64) -> Option<Snapshot> {
-        let active = self.current.get();
-        if active.generation() == generation {
-            return Some((*active).clone());
+        if let Some(pinned) = self.pinned.get(generation) {
+            return Some(pinned);
         }
         let (hash, stored) = self.store.read(|tx| tx.generation(generation)).ok().flatten()?;
-        restore(&self.generations, generation, (&hash, &stored), &self.registry()).ok()
+        let restored = restore(&self.generations, generation, (&hash, &stored), &self.registry()).ok()?;
+        self.pinned.keep(&restored);
+        Some(restored)
+    }
+
+    /// Makes `snapshot` the active generation, pinned as validated now.
+    fn activate(&self, snapshot: Snapshot) {
+        self.pinned.keep(&snapshot);
+        self.current.replace(snapshot);
     }
 
     /// Runs generation `latest` (another daemon's) unless this daemon already does, and answers
@@ -154,7 +167,7 @@ impl ConfigService {
                     hash = snapshot.hash(),
                     "running the generation another daemon committed"
                 );
-                self.current.replace(snapshot);
+                self.activate(snapshot);
                 true
             }
             Err(why) => {
@@ -229,7 +242,7 @@ impl ConfigService {
             }
         };
         failpoint("apply:published");
-        self.current.replace(published.clone());
+        self.activate(published.clone());
         tracing::info!(generation = next, hash = published.hash(), "applied configuration");
         Ok(applied(&published, true))
     }
@@ -276,8 +289,9 @@ impl ConfigService {
 impl RefusalClassifier for ConfigService {
     fn classify(&self, token: &TokenRecord, operation: &str) -> Option<&'static str> {
         let pinned = self.generation(token.generation)?;
-        let playbook = pinned.binding(&token.scope, &token.binding)?.playbook.as_deref()?;
-        let declares = self.registry().playbook(playbook)?.contains(operation);
+        let declares = pinned
+            .playbook_operations(&token.scope, &token.binding)?
+            .contains(operation);
         declares.then_some("config_drift")
     }
 }

@@ -15,6 +15,8 @@ use crate::model::BindingConfig;
 pub(super) struct BindingGrants {
     pub operations: BTreeSet<String>,
     pub grants: BTreeMap<String, BTreeSet<String>>,
+    /// The operations its playbook declares, as this validation read them.
+    pub playbook: Option<BTreeSet<String>>,
 }
 
 impl Checker<'_> {
@@ -46,10 +48,12 @@ impl Checker<'_> {
             );
         }
         self.binding_rest(pointer, binding);
-        if ceiling.is_some() {
-            self.playbook(pointer, binding, &operations);
+        let playbook = self.playbook(pointer, binding, ceiling.map(|_| &operations));
+        BindingGrants {
+            operations,
+            grants,
+            playbook,
         }
-        BindingGrants { operations, grants }
     }
 
     /// A grant list resolved within the ceiling: a toolset is narrowed to it; a name outside it is
@@ -84,18 +88,27 @@ impl Checker<'_> {
 
     /// A binding's playbook must exist; operations it declares but the binding is not granted are a
     /// warning, since its agent would be refused them at run time.
-    fn playbook(&mut self, pointer: &str, binding: &BindingConfig, grant: &BTreeSet<String>) {
-        let Some(name) = &binding.playbook else { return };
-        let Some(declared) = self.registry.playbook(name) else {
+    /// Answers the operations the playbook declares; the warning needs the binding's grant (known
+    /// once its ceiling is).
+    fn playbook(
+        &mut self,
+        pointer: &str,
+        binding: &BindingConfig,
+        grant: Option<&BTreeSet<String>>,
+    ) -> Option<BTreeSet<String>> {
+        let name = binding.playbook.as_ref()?;
+        let Some(declared) = self.registry.playbook(name).cloned() else {
             self.report(
                 format!("{pointer}/playbook"),
                 "unknown_reference",
                 "no playbook has this name",
                 "name a playbook in skills/<name>/SKILL.md",
             );
-            return;
+            return None;
         };
-        let missing: Vec<&str> = declared.difference(grant).map(String::as_str).collect();
+        let missing: Vec<&str> = grant
+            .map(|grant| declared.difference(grant).map(String::as_str).collect())
+            .unwrap_or_default();
         if !missing.is_empty() {
             self.found.push(Diagnostic::warning(
                 format!("{pointer}/playbook"),
@@ -107,6 +120,7 @@ impl Checker<'_> {
                 "grant them to the binding (within its scope's ceiling), or use a playbook that needs less".to_owned(),
             ));
         }
+        Some(declared)
     }
 
     /// A binding's checks that do not depend on its scope's ceiling.

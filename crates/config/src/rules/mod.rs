@@ -41,6 +41,8 @@ pub struct Effective {
     pub grants: BTreeMap<(String, String), BTreeSet<String>>,
     /// Each binding grant's operations, by scope, binding and grant name.
     pub binding_grants: BTreeMap<(String, String, String), BTreeSet<String>>,
+    /// The operations each binding's playbook declared when this configuration was validated.
+    pub playbooks: BTreeMap<(String, String), BTreeSet<String>>,
 }
 
 /// Every independent diagnostic of a typed configuration, and its resolved operation lists.
@@ -62,6 +64,9 @@ pub fn check(config: &Config, registry: &Registry) -> (Vec<Diagnostic>, Effectiv
             for (grant, ops) in granted.grants {
                 let key = (id.clone(), binding.clone(), grant);
                 effective.binding_grants.insert(key, ops);
+            }
+            if let Some(declared) = granted.playbook {
+                effective.playbooks.insert((id.clone(), binding.clone()), declared);
             }
             effective.grants.insert((id.clone(), binding), granted.operations);
         }
