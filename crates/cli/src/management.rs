@@ -237,6 +237,11 @@ pub fn retry_work(id: &str) -> Request {
     act("work", id, "retry")
 }
 
+/// `POST /v1/scopes/{id}/reconcile`: the scope's unfinished Work in line with the active generation.
+pub fn reconcile_scope(id: &str) -> Request {
+    act("scopes", id, "reconcile")
+}
+
 /// `POST /v1/work/{id}/hold` or `/release`: hold Work from being claimed, or release it.
 pub fn hold_work(id: &str, hold: bool) -> Request {
     act("work", id, if hold { "hold" } else { "release" })

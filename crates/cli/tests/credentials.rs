@@ -196,6 +196,7 @@ fn each_route_needs_its_role_and_the_right_credential_class() {
         "/v1/work/w/release",
         "/v1/work/w/rebind",
         "/v1/work/w/attach",
+        "/v1/scopes/demo/reconcile",
     ];
     let rows: Vec<Row> = rows
         .into_iter()

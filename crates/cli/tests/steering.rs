@@ -145,3 +145,93 @@ fn an_attached_key_routes_its_events_to_the_work_and_wakes_it() {
     assert_eq!(daemon.emit_event("demo", "demo.go", "ticket:42"), 201);
     daemon.await_work(&work, "succeeded");
 }
+
+/// Scope reconcile holds the Work whose binding the active configuration no longer has (instead of
+/// its next claim failing it) until it is rebound, and reports Work whose grants are withdrawn.
+#[test]
+fn reconcile_holds_work_whose_binding_is_gone_until_it_is_rebound() {
+    let mut config: Value = serde_json::from_str(&shell_config(WAIT_FOR_GO)).unwrap();
+    let bindings = &mut config["scopes"]["demo"]["bindings"];
+    let mut other = bindings["shell"].clone();
+    other["config"]["command"] = json!(["/bin/sh", "-c", "os outcome succeeded --summary rebound"]);
+    let mut keeper = bindings["shell"].clone();
+    keeper["grants"] = json!({"extra": {"operations": ["emit"]}});
+    bindings["other"] = other;
+    bindings["keeper"] = keeper;
+    let daemon = Daemon::start(Some(&config.to_string()));
+    let orphan = daemon.create_work("demo", "shell");
+    let granted = daemon.json(&[
+        "work",
+        "create",
+        "--scope",
+        "demo",
+        "--binding",
+        "keeper",
+        "--grant",
+        "extra",
+    ])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    daemon.await_work(&orphan, "waiting");
+    daemon.await_work(&granted, "waiting");
+
+    let mut changed = config.clone();
+    changed["scopes"]["demo"]["bindings"]
+        .as_object_mut()
+        .unwrap()
+        .remove("shell");
+    changed["scopes"]["demo"]["routes"] = json!([]);
+    changed["scopes"]["demo"]["bindings"]["keeper"]
+        .as_object_mut()
+        .unwrap()
+        .remove("grants");
+    daemon.apply(&changed);
+    let reconciled = daemon.json(&["scopes", "reconcile", "demo"]);
+    let mut findings: Vec<(String, String, bool)> = reconciled["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["work"].as_str().unwrap().to_owned(),
+                f["finding"].as_str().unwrap().to_owned(),
+                f["held"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    findings.sort();
+    let mut expected = vec![
+        (orphan.clone(), "binding_removed".to_owned(), true),
+        (granted.clone(), "grant_withdrawn".to_owned(), false),
+    ];
+    expected.sort();
+    assert_eq!(findings, expected);
+    assert_eq!(
+        daemon.json(&["work", "get", &orphan])["blocked_reason"],
+        "binding_removed"
+    );
+    let again = daemon.json(&["scopes", "reconcile", "demo"]);
+    assert_eq!(again["findings"][0]["held"], false, "already held");
+
+    daemon.json(&["work", "wake", &orphan, "--type", "demo.go"]);
+    std::thread::sleep(std::time::Duration::from_millis(700)); // more than a scheduler tick
+    assert_eq!(
+        daemon.json(&["work", "get", &orphan])["state"],
+        "ready",
+        "held, so its claim does not fail it"
+    );
+    let (_, refused) = daemon.json_unchecked(&["work", "release", &orphan]);
+    assert!(refused["remedy"].as_str().unwrap().contains("work rebind"), "{refused}");
+    daemon.json(&["work", "rebind", &orphan, "--binding", "other"]);
+    let done = daemon.await_work(&orphan, "succeeded");
+    assert_eq!(done["outcome"]["summary"], "rebound");
+    assert_eq!(refused_code(&daemon, &["scopes", "reconcile", "nope"]), "unknown_scope");
+}
+
+fn refused_code(daemon: &Daemon, args: &[&str]) -> String {
+    daemon.json_unchecked(args).1["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}

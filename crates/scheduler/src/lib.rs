@@ -14,6 +14,7 @@ mod attempt;
 mod causal;
 mod control;
 mod error;
+mod reconcile;
 mod sessions;
 mod steering;
 mod trace;
@@ -32,6 +33,7 @@ pub use control::{
     OperatorEvent, OPERATOR_CANCELLED,
 };
 pub use error::HostError;
+pub use reconcile::{reconcile_scope, Finding, BINDING_REMOVED};
 pub use sessions::{
     append_host_record, close_open_sessions, close_session, close_unpaired_calls, open_session, HostRecord,
 };

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::causal::{check_key, record};
 use crate::control::{control_event, Operator, OPERATOR_CANCELLED};
+use crate::reconcile::BINDING_REMOVED;
 use crate::work::{check_grants, check_target};
 use crate::HostError;
 
@@ -51,6 +52,13 @@ pub fn release_work(
                 .with_remedy(format!("retry it: `open-conduit work retry {id}`"))
                 .into())
         }
+        Some(BINDING_REMOVED) => {
+            return Err(
+                Refusal::new(ErrorCode::Conflict, "its binding is gone from the configuration")
+                    .with_remedy(format!("rebind it: `open-conduit work rebind {id} --binding NAME`"))
+                    .into(),
+            )
+        }
         _ => return Err(Refusal::new(ErrorCode::Conflict, "the Work is not held").into()),
     }
     let event = steer(tx, config, &work, "core.work.released", json!({}), by, now)?;
@@ -89,6 +97,10 @@ pub fn rebind_work(
     let data = json!({"from": work.binding, "to": binding});
     let event = steer(tx, config, &work, "core.work.rebound", data, by, now)?;
     work.binding = binding.to_owned();
+    // Held for its missing binding, it runs again on the one it has now.
+    if work.blocked_reason.as_deref() == Some(BINDING_REMOVED) {
+        work.blocked_reason = None;
+    }
     Ok((save(tx, work, now)?, event))
 }
 

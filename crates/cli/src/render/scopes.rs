@@ -46,6 +46,20 @@ pub fn route_trace(answer: &Value) -> String {
     text
 }
 
+/// What a scope reconcile found: one line per Work, and whether it held it.
+pub fn reconciled(answer: &Value) -> String {
+    list(
+        &serde_json::json!({"items": answer["findings"]}),
+        &[
+            ("WORK", "/work"),
+            ("STATE", "/state"),
+            ("BINDING", "/binding"),
+            ("FINDING", "/finding"),
+            ("HELD", "/held"),
+        ],
+    )
+}
+
 /// The scope's samples: each one's name (what `route --trace` takes), source and key.
 pub fn sample_table(answer: &Value) -> String {
     list(

@@ -76,6 +76,7 @@ fn routes() -> Vec<Route> {
         ("/v1/audit", &["get"], get(executions::list_audit)),
         ("/v1/audit/operators", &["get"], get(operator_actions::list)),
         ("/v1/scopes", &["get"], get(scopes::list_scopes)),
+        ("/v1/scopes/{id}/reconcile", &["post"], control(scopes::reconcile)),
         ("/v1/tools", &["get"], get(catalog::list)),
         ("/v1/tools/{id}", &["get"], get(catalog::get)),
         ("/v1/scopes/{id}/route/trace", &["post"], post(trace::trace)),

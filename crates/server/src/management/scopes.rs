@@ -1,13 +1,17 @@
-//! `/v1/scopes`: every scope ever published, with what the active generation says of it.
+//! `/v1/scopes`: every scope ever published, with what the active generation says of it; reconcile
+//! one's unfinished Work with the active generation.
 
 use axum::extract::{Query, State};
 use axum::http::Uri;
 use conduit_config::Snapshot;
-use conduit_store::ScopeRecord;
+use conduit_scheduler::{reconcile_scope, Operator};
+use conduit_store::{ScopeRecord, Tx};
 use serde_json::{json, Value};
 
+use super::access::{NoBody, Reply};
 use super::paging::{page, List};
 use super::state::Management;
+use crate::clock::now;
 use crate::cursor::Paging;
 use crate::envelope::Answer;
 
@@ -46,4 +50,11 @@ fn shown(config: &Snapshot, scope: ScopeRecord) -> Value {
         "bindings": bindings,
         "operations": config.ceiling(&scope.id),
     })
+}
+
+/// Holds the scope's ready and waiting Work whose binding the active generation no longer runs, and
+/// reports Work whose taken grants its binding no longer offers.
+pub(super) fn reconcile(tx: &mut dyn Tx, config: &Snapshot, id: &str, by: &Operator, _: NoBody) -> Reply {
+    let findings = reconcile_scope(tx, config, id, by, now())?;
+    Ok(json!({"scope": id, "findings": findings}))
 }

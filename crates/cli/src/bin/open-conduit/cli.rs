@@ -76,8 +76,12 @@ pub enum Command {
     /// Unified run history: each Work from creation to outcome across its attempts
     #[command(subcommand)]
     Runs(RunsCommand),
-    /// List scopes (tombstones included) with their parents and whether they are enabled
-    Scopes,
+    /// List scopes (tombstones included) with their parents and whether they are enabled, or
+    /// reconcile one's unfinished Work with the active configuration
+    Scopes {
+        #[command(subcommand)]
+        command: Option<ScopesCommand>,
+    },
     /// List waits in every state
     Waits {
         /// Only the waits of this Work
@@ -213,6 +217,18 @@ pub enum RunsCommand {
     Log {
         /// The run's Work id
         work: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScopesCommand {
+    /// List scopes (the default)
+    List,
+    /// Hold the scope's ready and waiting Work whose binding the active configuration no longer
+    /// has (rebind it to release it), and report Work whose grants its binding no longer offers
+    Reconcile {
+        /// The scope's id
+        id: String,
     },
 }
 

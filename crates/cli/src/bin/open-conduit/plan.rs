@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::cli::{
     ApprovalsCommand, ArtifactsCommand, AuthCommand, Command, ConfigCommand, DaemonArgs, EventsCommand,
-    ExecutionsCommand, OperatorsCommand, PackageCommand, RouteArgs, RunsCommand, StoreArg, WorkCommand,
+    ExecutionsCommand, OperatorsCommand, PackageCommand, RouteArgs, RunsCommand, ScopesCommand, StoreArg, WorkCommand,
 };
 
 /// What a parsed command line asks for.
@@ -61,7 +61,10 @@ pub fn plan(command: Command, state_dir: Option<&Path>) -> Plan {
         Command::Config(command) => config(command, state_dir),
         Command::Doctor => Plan::Doctor,
         Command::Runs(command) => Plan::Runs(command),
-        Command::Scopes => Plan::Call(m::scopes(), render::scope_table),
+        Command::Scopes { command } => match command {
+            None | Some(ScopesCommand::List) => Plan::Call(m::scopes(), render::scope_table),
+            Some(ScopesCommand::Reconcile { id }) => Plan::Call(m::reconcile_scope(&id), render::reconciled),
+        },
         Command::Waits { work } => Plan::Call(m::waits(work.as_deref()), render::wait_table),
         Command::Artifacts(command) => artifacts(command),
         Command::Approvals(command) => approvals(command),
