@@ -300,3 +300,58 @@ fn a_binding_grant_a_work_takes_joins_its_token_within_the_ceiling() {
     );
     assert_eq!(checked["diagnostics"][0]["code"], "authority_widening");
 }
+
+/// With `extensions.introspection`, an execution granted `@introspection.reader` reads its own
+/// scope's Work and their events, and nothing of another scope's; without it, each call is refused
+/// `extension_unconfigured`.
+#[test]
+fn introspection_reads_the_callers_scope_only_when_enabled() {
+    let tmp = meeting();
+    let hold = publish_and_hold(tmp.path());
+    let mut config = granting(
+        &hold,
+        json!(["read_context", "declare_outcome", "@introspection.reader"]),
+    );
+    config["scopes"]["other"] = config["scopes"]["demo"].clone();
+    config["scopes"]["other"]["bindings"]["shell"]["config"]["command"] =
+        json!(["/bin/sh", "-c", "os wait --for demo.never"]);
+    config["extensions"] = json!({"introspection": {}});
+    let daemon = Daemon::start(Some(&config.to_string()));
+    let elsewhere = daemon.create_work("other", "shell");
+    let (work, socket, token_file) = hold_one(&daemon, tmp.path());
+    let token = read_token(&token_file);
+    let call = |op: &str, input: Value| toolbelt_call(&socket, &token, op, input);
+
+    let (status, listed) = call("introspection.work.list", json!({}));
+    assert_eq!(status, 200, "{listed}");
+    let ids: Vec<&str> = listed["output"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [work.as_str()], "its own scope's Work only");
+    let (_, own) = call("introspection.work.get", json!({"work_id": work}));
+    assert_eq!(own["output"]["scope"], "demo");
+    let (status, hidden) = call("introspection.work.get", json!({"work_id": elsewhere}));
+    assert_eq!(
+        (status, hidden["error"].as_str()),
+        (422, Some("not_found")),
+        "another scope's is unknown"
+    );
+    let (_, events) = call("introspection.events.list", json!({"work_id": work, "limit": 1}));
+    assert_eq!(events["output"]["items"][0]["type"], "core.work.created");
+    assert_eq!(
+        call("introspection.events.list", json!({"work_id": elsewhere})).1["error"],
+        "not_found"
+    );
+
+    let mut disabled = config.clone();
+    disabled.as_object_mut().unwrap().remove("extensions");
+    daemon.apply(&disabled);
+    let (status, refused) = call("introspection.work.list", json!({}));
+    assert_eq!(
+        (status, refused["error"].as_str()),
+        (422, Some("extension_unconfigured"))
+    );
+}

@@ -296,7 +296,15 @@ pub struct ExtensionsConfig {
     pub github: Option<GithubConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slack: Option<SlackConfig>,
+    /// Present: executions may read their own scope's Work and events (`introspection.*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub introspection: Option<IntrospectionConfig>,
 }
+
+/// The introspection extension: nothing to set yet; its presence enables it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntrospectionConfig {}
 
 /// GitHub (REST v3): where its API is (GitHub Enterprise has its own), the secret holding the token
 /// its operations use, and its webhook ingress.

@@ -122,6 +122,14 @@ impl Snapshot {
         self.config.extensions.as_ref()?.slack.as_ref()
     }
 
+    /// Whether this generation enables the introspection operations.
+    pub fn introspection_enabled(&self) -> bool {
+        self.config
+            .extensions
+            .as_ref()
+            .is_some_and(|e| e.introspection.is_some())
+    }
+
     /// The scope the ingress `source` (a first-party extension's registration name) accepts its
     /// events in, when it is configured to accept any.
     pub fn ingress_scope(&self, source: &str) -> Option<&str> {
@@ -251,7 +259,6 @@ impl Snapshot {
     }
 
     /// The bindings whose routes in `scope` match `event_type`, in route order.
-
     pub fn routes_for<'a>(&'a self, scope: &str, event_type: &'a str) -> impl Iterator<Item = &'a str> + 'a {
         self.scope(scope)
             .into_iter()

@@ -60,7 +60,7 @@ pub struct DaemonOptions {
 
 /// The extensions this release registers. The configuration may grant what they register.
 pub fn release_registry() -> Registry {
-    extensions::registry_with(None, None, Vec::new())
+    extensions::registry_with(None, Vec::new())
 }
 
 /// What configuration may name: this release's operations and toolsets, the installed packages'
@@ -72,7 +72,7 @@ pub fn config_registry(state_dir: &std::path::Path) -> conduit_config::Registry 
         .collect();
     let state = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_owned());
     playbooks::register(
-        extensions::registry_with(None, None, named).config_registry(),
+        extensions::registry_with(None, named).config_registry(),
         &state_dir.join("playbooks"),
     )
     .with_state_dir(&state.to_string_lossy())

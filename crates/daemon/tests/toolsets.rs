@@ -3,6 +3,8 @@
 //! fails here; one that adds one fails until the record gains it too, so every change to a toolset
 //! is a visible diff (and the operations reference lists them).
 
+#![allow(clippy::expect_used)]
+
 use std::collections::BTreeMap;
 
 use conduit_toolbelt::registry::{lost_operations, ToolsetEntry, ToolsetSpec};

@@ -12,8 +12,8 @@ use conduit_toolbelt::{LiveRegistry, Registry};
 
 use crate::confine::Hidden;
 use crate::extensions::approvals::HumanGate;
-use crate::extensions::registry_with;
 use crate::extensions::secret_access::SecretAccess;
+use crate::extensions::{registry_with, Live};
 
 use super::installed::installed_manifests;
 use super::runtime::{PackageGate, PackageRuntime};
@@ -131,7 +131,12 @@ impl PackageHost {
             config: self.config.clone(),
             live: self.live.clone(),
         };
-        let mut registry = registry_with(Some(self.secrets.clone()), Some(Arc::new(approvals)), registrations);
+        let live = Live {
+            secrets: self.secrets.clone(),
+            approvals: Arc::new(approvals),
+            store: self.store.clone(),
+        };
+        let mut registry = registry_with(Some(live), registrations);
         for runtime in runtimes.values() {
             let manifest = &runtime.manifest;
             if let Err(e) = registry.set_requirement(&manifest.name, manifest.requirement()) {

@@ -122,7 +122,7 @@ impl PackageService {
             .filter(|m| m.name != manifest.name)
             .map(names_only)
             .collect();
-        let mut registry = crate::extensions::registry_with(None, None, others);
+        let mut registry = crate::extensions::registry_with(None, others);
         registry.register(names_only(manifest)).map_err(|e| {
             let code = if e.code == "conflict" {
                 ErrorCode::Conflict
