@@ -205,3 +205,46 @@ fn an_ingress_offers_its_samples_and_its_source_is_traced_in_its_scope() {
     );
     assert_eq!(status, 422, "slack is not configured to accept events anywhere");
 }
+
+/// A final route that matches is the last the event reaches: the trace says `not_reached` of the
+/// routes after it, and acceptance starts Work on it alone.
+#[test]
+fn a_final_route_stops_routing_and_later_routes_are_not_reached() {
+    let daemon = Daemon::start_with(|_| {
+        let mut config: Value = serde_json::from_str(&shell_config("true")).unwrap();
+        let shell = config["scopes"]["demo"]["bindings"]["shell"].clone();
+        config["scopes"]["demo"]["bindings"]["other"] = shell;
+        config["scopes"]["demo"]["routes"] = json!([
+            {"on": "demo.urgent", "binding": "shell", "final": true},
+            {"on": "demo.*", "binding": "other"},
+        ]);
+        config.to_string()
+    });
+    let traced = trace(&daemon, &["demo.urgent"]);
+    let verdicts: Vec<&str> = traced["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["match", "not_reached"], "{traced}");
+    assert_eq!(traced["detail"], "starts Work on shell");
+    let routine = trace(&daemon, &["demo.routine"]);
+    let verdicts: Vec<&str> = routine["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["skip", "match"]);
+
+    daemon.json(&["emit", "demo.urgent", "--scope", "demo"]);
+    let started = daemon.json(&["work", "list"])["items"].clone();
+    let bindings: Vec<&str> = started
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["binding"].as_str().unwrap())
+        .collect();
+    assert_eq!(bindings, ["shell"], "acceptance agrees with the trace");
+}

@@ -33,7 +33,7 @@ pub use model::{
 pub use reference::{is_var_name, seal, Reference, ReferenceError};
 pub use retry::RetryConfig;
 pub use sandbox::setting as sandbox_setting;
-pub use snapshot::{CurrentConfig, Snapshot};
+pub use snapshot::{CurrentConfig, Reach, Snapshot};
 /// Reads JSON refusing duplicate keys and nulls at any depth (each reported with its pointer).
 pub use strict::read as read_strict_json;
 pub use validate::{parse, parse_with};

@@ -199,6 +199,9 @@ pub struct RouteConfig {
     /// An event type or a family pattern (`demo.*`).
     pub on: String,
     pub binding: String,
+    /// A final route that matches is the last the event reaches: later routes are not reached.
+    #[serde(default, rename = "final", skip_serializing_if = "std::ops::Not::not")]
+    pub last: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,11 +8,20 @@ use conduit_core::Work;
 
 use crate::diagnostic::Diagnostic;
 use crate::executor::{executable, Executable};
-use crate::model::{BindingConfig, Config, Limits, ScopeConfig};
+use crate::model::{BindingConfig, Config, Limits, RouteConfig, ScopeConfig};
 use crate::reference::Reference;
 use crate::rules::Effective;
 
 /// An immutable, validated configuration with its generation number and canonical hash.
+/// How an event meets a route (`Snapshot::route_reach`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    Matches,
+    Skips,
+    /// An earlier final route matched.
+    NotReached,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
     generation: i64,
@@ -258,13 +267,36 @@ impl Snapshot {
         self.effective.binding_grants.contains_key(&key)
     }
 
-    /// The bindings whose routes in `scope` match `event_type`, in route order.
+    /// The bindings whose routes in `scope` an event of `event_type` reaches and matches, in route
+    /// order.
     pub fn routes_for<'a>(&'a self, scope: &str, event_type: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.route_reach(scope, event_type)
+            .filter(|(_, reach)| *reach == Reach::Matches)
+            .map(|(r, _)| r.binding.as_str())
+    }
+
+    /// How an event of `event_type` meets each of the scope's routes, in order: a final route that
+    /// matches is the last one it reaches.
+    pub fn route_reach<'a>(
+        &'a self,
+        scope: &str,
+        event_type: &'a str,
+    ) -> impl Iterator<Item = (&'a RouteConfig, Reach)> + 'a {
+        let mut stopped = false;
         self.scope(scope)
             .into_iter()
             .flat_map(|s| s.routes.iter())
-            .filter(move |r| type_matches(&r.on, event_type))
-            .map(|r| r.binding.as_str())
+            .map(move |route| {
+                let reach = if stopped {
+                    Reach::NotReached
+                } else if type_matches(&route.on, event_type) {
+                    stopped = route.last;
+                    Reach::Matches
+                } else {
+                    Reach::Skips
+                };
+                (route, reach)
+            })
     }
 
     /// How a binding's executions run (`None` for an executor the host does not run itself).

@@ -3,7 +3,7 @@
 //! It follows [`crate::accept`] step by step against the active configuration and the current Work
 //! and wait state, reading only. Nothing is accepted, routed or recorded.
 
-use conduit_config::Snapshot;
+use conduit_config::{Reach, Snapshot};
 use conduit_core::names::{type_matches, work_key};
 use conduit_core::{Causation, Event, EventSample, Refusal, Source, Timestamp, Work, WorkState};
 use conduit_store::Tx;
@@ -52,6 +52,8 @@ pub enum Verdict {
     Match,
     /// The route's `on` does not match the type, or the scope is disabled.
     Skip,
+    /// An earlier final route matched, so routing stops before this one.
+    NotReached,
     /// The event belongs to existing Work, so routing never runs.
     Bypassed,
 }
@@ -181,16 +183,29 @@ fn bypassed(config: &Snapshot, event: &Event, work: &Work) -> Vec<RouteVerdict> 
 /// Routing as acceptance runs it for an event no Work owns: every matching route starts a Work.
 fn routed(config: &Snapshot, event: &Event) -> (Vec<RouteVerdict>, Effect, String) {
     let enabled = config.scope_enabled(&event.scope);
-    let routes: Vec<RouteVerdict> = scope_routes(config, event)
-        .map(|(on, binding)| match () {
-            _ if !enabled => verdict(on, binding, Verdict::Skip, "the scope is disabled".into()),
-            _ if type_matches(on, &event.event_type) => verdict(
-                on,
-                binding,
-                Verdict::Match,
-                format!("`{on}` matches; starts Work on {binding}"),
-            ),
-            _ => verdict(on, binding, Verdict::Skip, format!("`{on}` does not match the type")),
+    let routes: Vec<RouteVerdict> = config
+        .route_reach(&event.scope, &event.event_type)
+        .map(|(route, reach)| {
+            let (on, binding) = (route.on.as_str(), route.binding.as_str());
+            match reach {
+                _ if !enabled => verdict(on, binding, Verdict::Skip, "the scope is disabled".into()),
+                Reach::Matches => {
+                    let stops = if route.last {
+                        "; it is final, so routing stops here"
+                    } else {
+                        ""
+                    };
+                    let reason = format!("`{on}` matches; starts Work on {binding}{stops}");
+                    verdict(on, binding, Verdict::Match, reason)
+                }
+                Reach::Skips => verdict(on, binding, Verdict::Skip, format!("`{on}` does not match the type")),
+                Reach::NotReached => verdict(
+                    on,
+                    binding,
+                    Verdict::NotReached,
+                    "an earlier final route matched".into(),
+                ),
+            }
         })
         .collect();
     let started: Vec<&str> = routes
