@@ -235,3 +235,65 @@ fn refused_code(daemon: &Daemon, args: &[&str]) -> String {
         .unwrap_or_default()
         .to_owned()
 }
+
+/// An event an interrupting route matches, on a key running Work owns, fences the running attempt
+/// (the trace says `interrupt`), and the Work's next attempt starts from it once the fenced process
+/// is seen to stop; other input on the key is only injected.
+#[test]
+fn interrupting_input_restarts_the_running_work_from_the_event() {
+    let tmp = meeting();
+    let hold = publish_and_hold(tmp.path());
+    let script =
+        format!("case \"$(os context)\" in *demo.steer*) os outcome succeeded --summary steered;; *) {hold};; esac");
+    let mut config: Value = serde_json::from_str(&shell_config(&script)).unwrap();
+    config["scopes"]["demo"]["routes"] = json!([{"on": "demo.steer", "binding": "shell", "interrupt": true}]);
+    let daemon = Daemon::start(Some(&config.to_string()));
+    let create = || {
+        let args = [
+            "work",
+            "create",
+            "--scope",
+            "demo",
+            "--binding",
+            "shell",
+            "--key",
+            "ticket:1",
+        ];
+        daemon.json(&args)["id"].as_str().unwrap().to_owned()
+    };
+    let (work, socket, token_file) = hold_created(tmp.path(), create);
+    let token = read_token(&token_file);
+    let traced = |event_type: &str| {
+        daemon.json(&[
+            "route",
+            "--scope",
+            "demo",
+            "--trace",
+            event_type,
+            "--correlation-key",
+            "ticket:1",
+        ])["effect"]
+            .clone()
+    };
+    assert_eq!(traced("demo.note"), "inject");
+    assert_eq!(traced("demo.steer"), "interrupt");
+
+    assert_eq!(daemon.emit_event("demo", "demo.note", "ticket:1"), 201);
+    assert!(!fenced(&socket, &token), "other input does not interrupt");
+    assert_eq!(daemon.emit_event("demo", "demo.steer", "ticket:1"), 201);
+    assert!(fenced(&socket, &token), "fenced in the event's transaction");
+    let done = daemon.await_work(&work, "succeeded");
+    assert_eq!(done["outcome"]["summary"], "steered");
+    let attempts = daemon.attempts(&work);
+    assert_eq!(
+        (attempts[0]["state"].as_str(), attempts[0]["stopped_at"].is_string()),
+        (Some("cancelled"), true),
+        "the next attempt waited for the first to stop"
+    );
+    assert_eq!(attempts.len(), 2);
+    let (stopped, started) = (
+        attempts[0]["stopped_at"].as_str().unwrap(),
+        attempts[1]["started_at"].as_str().unwrap(),
+    );
+    assert!(started >= stopped, "{started} before {stopped}");
+}

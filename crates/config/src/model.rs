@@ -202,6 +202,10 @@ pub struct RouteConfig {
     /// A final route that matches is the last the event reaches: later routes are not reached.
     #[serde(default, rename = "final", skip_serializing_if = "std::ops::Not::not")]
     pub last: bool,
+    /// An event it matches on a key that running Work of its binding owns interrupts that Work's
+    /// attempt: the attempt is fenced and stopped, and the Work's next attempt starts from the event.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupt: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -275,6 +275,13 @@ impl Snapshot {
             .map(|(r, _)| r.binding.as_str())
     }
 
+    /// Whether an event of `event_type` interrupts running Work of `binding` in `scope`: an
+    /// interrupting route of that binding reaches and matches it.
+    pub fn interrupts(&self, scope: &str, binding: &str, event_type: &str) -> bool {
+        self.route_reach(scope, event_type)
+            .any(|(route, reach)| reach == Reach::Matches && route.interrupt && route.binding == binding)
+    }
+
     /// How an event of `event_type` meets each of the scope's routes, in order: a final route that
     /// matches is the last one it reaches.
     pub fn route_reach<'a>(

@@ -47,6 +47,10 @@ impl WorkState {
     }
 }
 
+/// Why interrupted Work is not claimed yet: its fenced attempt has not been seen to stop (see the
+/// scheduler's interrupt).
+pub const INTERRUPTED: &str = "interrupted";
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Work {
     pub id: String,

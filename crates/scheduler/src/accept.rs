@@ -6,15 +6,18 @@ use conduit_core::{Event, NewEvent, Source, Timestamp};
 use conduit_store::Tx;
 
 use crate::causal::record;
+use crate::interrupt::interrupt_running;
 use crate::waits::wake_waits;
 use crate::work::{create_work, NewWork};
 use crate::HostError;
 
 /// Accepts an event: refuses it past the causal depth bound, stores it, wakes every wait it
-/// satisfies, and starts Work for each route it matches when it is no running Work's input.
+/// satisfies, interrupts the running Work it is interrupting input for, and starts Work for each
+/// route it matches when it is no existing Work's input.
 pub fn accept(tx: &mut dyn Tx, config: &Snapshot, event: NewEvent, now: Timestamp) -> Result<Event, HostError> {
     let event = record(tx, config, event)?;
     wake_waits(tx, &event, now)?;
+    interrupt_running(tx, config, &event, now)?;
     route(tx, config, &event, now)?;
     Ok(event)
 }

@@ -13,7 +13,7 @@ use conduit_store::{derived_id, Tx};
 use serde_json::{json, Value};
 
 use crate::accept::accept;
-use crate::attempt::cancel_running;
+use crate::attempt::{cancel_running, release_interrupted};
 use crate::causal::record;
 use crate::HostError;
 
@@ -309,5 +309,6 @@ pub fn confirm_stopped(
     )?;
     x.stopped_at = Some(now);
     tx.update_execution(&x)?;
+    release_interrupted(tx, &x.work_id, now)?;
     Ok((x, Some(event)))
 }

@@ -14,6 +14,7 @@ mod attempt;
 mod causal;
 mod control;
 mod error;
+mod interrupt;
 mod reconcile;
 mod sessions;
 mod steering;

@@ -66,6 +66,9 @@ pub enum Effect {
     Start,
     /// Running Work owns the event's key: a wait it declares later sees the event.
     Inject,
+    /// Running Work owns the event's key and an interrupting route of its binding matches: its
+    /// attempt is fenced and stopped, and its next attempt starts from the event.
+    Interrupt,
     /// Waiting Work has an armed wait the event satisfies.
     Wake,
     /// Ready Work (already woken by another input) or waiting Work that does not wait for the
@@ -89,7 +92,9 @@ pub fn trace(tx: &mut dyn Tx, config: &Snapshot, probe: Probe, now: Timestamp) -
         .collect();
     let (routes, effect, detail) = match &work {
         Some(work) => {
-            let (effect, detail) = effect_on(work, own_wake);
+            let interrupts =
+                work.scope == event.scope && config.interrupts(&work.scope, &work.binding, &event.event_type);
+            let (effect, detail) = effect_on(work, own_wake, interrupts);
             (bypassed(config, &event, work), effect, detail)
         }
         None => routed(config, &event),
@@ -153,10 +158,14 @@ fn woken_work(tx: &mut dyn Tx, event: &Event) -> Result<Vec<String>, HostError> 
     Ok(ids)
 }
 
-fn effect_on(work: &Work, woken: bool) -> (Effect, String) {
+fn effect_on(work: &Work, woken: bool, interrupts: bool) -> (Effect, String) {
     let id = &work.id;
     match work.state {
         _ if woken => (Effect::Wake, format!("Work {id} is waiting for this event and resumes")),
+        WorkState::Running if interrupts => (
+            Effect::Interrupt,
+            format!("Work {id} is running: this event interrupts its attempt, and its next attempt starts from it"),
+        ),
         WorkState::Running => (
             Effect::Inject,
             format!("Work {id} is running: a wait it declares later sees this event"),

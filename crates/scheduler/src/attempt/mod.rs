@@ -11,6 +11,7 @@ use conduit_store::{new_id, Tx};
 
 use crate::waits::register;
 use crate::HostError;
+use conduit_core::work::INTERRUPTED;
 
 /// How long a lease lasts without renewal, unless the daemon is told otherwise. The daemon renews
 /// at a third of it.
@@ -141,6 +142,27 @@ fn note_stopped(tx: &mut dyn Tx, mut x: Execution, now: Timestamp) -> Result<(),
     if x.state == ExecutionState::Cancelled && x.stopped_at.is_none() {
         x.stopped_at = Some(now);
         tx.update_execution(&x)?;
+        release_interrupted(tx, &x.work_id, now)?;
+    }
+    Ok(())
+}
+
+/// Releases Work an interrupt held once none of its fenced attempts may still be running.
+pub(crate) fn release_interrupted(tx: &mut dyn Tx, work_id: &str, now: Timestamp) -> Result<(), HostError> {
+    let Some(mut work) = tx.get_work(work_id)? else {
+        return Ok(());
+    };
+    if work.blocked_reason.as_deref() != Some(INTERRUPTED) {
+        return Ok(());
+    }
+    let unstopped = tx
+        .executions_of_work(work_id)?
+        .iter()
+        .any(|x| x.state == ExecutionState::Cancelled && x.stopped_at.is_none());
+    if !unstopped {
+        work.blocked_reason = None;
+        work.updated_at = now;
+        tx.update_work(&work)?;
     }
     Ok(())
 }

@@ -1,0 +1,48 @@
+//! Interrupting input: an event an interrupting route matches, on a key running Work of that
+//! route's binding owns, fences the Work's attempt (cancelled, tokens revoked, so the daemon stops
+//! its process) and makes the Work ready to continue from the event. The Work is held
+//! (`blocked_reason: interrupted`) until the host sees the fenced process end (or an operator
+//! confirms it stopped), so two processes never act for one Work.
+
+use conduit_config::Snapshot;
+use conduit_core::work::INTERRUPTED;
+use conduit_core::{Event, ExecutionState, Timestamp, WorkState};
+use conduit_store::Tx;
+
+use crate::attempt::cancel_running;
+use crate::HostError;
+
+/// Interrupts the running Work that owns the event's key, when an interrupting route of its
+/// binding matches the event; answers whether it did.
+pub fn interrupt_running(tx: &mut dyn Tx, config: &Snapshot, event: &Event, now: Timestamp) -> Result<bool, HostError> {
+    let Some(key) = &event.correlation_key else {
+        return Ok(false);
+    };
+    let Some(mut work) = tx
+        .work_owning_key(key)?
+        .map(|id| tx.get_work(&id))
+        .transpose()?
+        .flatten()
+    else {
+        return Ok(false);
+    };
+    let interrupts = work.state == WorkState::Running
+        && work.scope == event.scope
+        && config.interrupts(&work.scope, &work.binding, &event.event_type);
+    if !interrupts {
+        return Ok(false);
+    }
+    for mut x in tx
+        .executions_of_work(&work.id)?
+        .into_iter()
+        .filter(|x| x.state == ExecutionState::Running)
+    {
+        cancel_running(tx, &mut x, now)?;
+    }
+    work.state = WorkState::Ready;
+    work.wake_event = event.id.clone();
+    work.blocked_reason = Some(INTERRUPTED.to_owned());
+    work.updated_at = now;
+    tx.update_work(&work)?;
+    Ok(true)
+}
