@@ -439,25 +439,29 @@ fn the_github_hold_on_checks_reads_its_pull_request_from_the_works_input_and_fai
 }
 
 /// Without `extensions.github`, a configuration that grants its operations still validates and its
-/// Work runs: each call is refused `extension_unconfigured`, saying what to set.
+/// Work runs, with them narrowed away: its token's catalog lacks them and a call is refused like
+/// any operation outside the grant.
 #[test]
-fn an_unconfigured_extensions_operations_are_refused_not_the_configuration() {
+fn an_unconfigured_extensions_operations_are_narrowed_away_not_the_configuration() {
     let tmp = meeting();
     let hold = publish_and_hold(tmp.path());
     let daemon = Daemon::start(Some(&granting(&hold, operations()).to_string()));
     let (_, socket, token_file) = hold_one(&daemon, tmp.path());
+    let token = read_token(&token_file);
+    let (_, tools) = http(&socket, "GET", "/v1/tools", Some(&token), None);
+    let listed: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["toolId"].as_str().unwrap())
+        .collect();
+    assert!(!listed.iter().any(|id| id.starts_with("github.")), "{listed:?}");
+    assert!(listed.contains(&"read_context"), "{listed:?}");
     let (status, refused) = toolbelt_call(
         &socket,
-        &read_token(&token_file),
+        &token,
         "github.issue.view",
         json!({"repo": "octo/widgets", "number": 1}),
     );
-    assert_eq!(
-        (status, refused["error"].as_str()),
-        (422, Some("extension_unconfigured"))
-    );
-    assert!(
-        refused["message"].as_str().unwrap().contains("extensions.github"),
-        "{refused}"
-    );
+    assert_eq!((status, refused["error"].as_str()), (403, Some("forbidden")));
 }

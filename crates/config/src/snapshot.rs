@@ -220,9 +220,25 @@ impl Snapshot {
         self.scope(id).is_some() && self.lineage(id).all(|s| s.enabled)
     }
 
-    /// The scope's ceiling check: the scope exists, is enabled, and it and every ancestor allow `op`.
+    /// The scope's ceiling check: the scope exists, is enabled, it and every ancestor allow `op`,
+    /// and the generation enables the first-party extension `op` belongs to. A grant naming a
+    /// disabled extension's operations is thereby narrowed away (the binding keeps running; its
+    /// tokens, catalogs and guidance lack them) rather than failing the configuration.
     pub fn authorize_operation(&self, scope: &str, op: &str) -> bool {
-        self.scope_enabled(scope) && self.effective.ceilings.get(scope).is_some_and(|c| c.contains(op))
+        self.scope_enabled(scope)
+            && self.effective.ceilings.get(scope).is_some_and(|c| c.contains(op))
+            && self.extension_enabled(op)
+    }
+
+    /// Whether the generation configures the first-party extension `op` belongs to (`github`,
+    /// `slack`, `introspection`); every other operation's owner needs no entry.
+    fn extension_enabled(&self, op: &str) -> bool {
+        match op.split('.').next() {
+            Some("github") => self.github().is_some(),
+            Some("slack") => self.slack().is_some(),
+            Some("introspection") => self.introspection_enabled(),
+            _ => true,
+        }
     }
 
     /// The scope's effective ceiling, with toolsets resolved and within every ancestor's.
