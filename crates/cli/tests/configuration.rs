@@ -294,23 +294,35 @@ fn the_shipped_examples_validate() {
     assert_eq!(checked, 5, "the four example configurations and the conformance one");
 }
 
+/// A daemon whose `demo/shell` binding runs `script`, is granted `read_context` only, and starts
+/// its turns on the playbook `triage`, which declares `read_context` and `emit`.
+fn triage_daemon(script: &str) -> Daemon {
+    Daemon::start_with(|scratch| {
+        plant_playbook(
+            scratch,
+            "triage",
+            "---\nname: triage\noperations: [read_context, emit]\n---\n",
+        );
+        let mut config: Value = serde_json::from_str(&config_with(&ALL, script)).unwrap();
+        config["scopes"]["demo"]["bindings"]["shell"]["operations"] = json!(["read_context"]);
+        config["scopes"]["demo"]["bindings"]["shell"]["playbook"] = json!("triage");
+        config.to_string()
+    })
+}
+
+/// The `toolbelt.refusal` of the audit record of the first call of `operation`.
+fn refusal_of(daemon: &Daemon, operation: &str) -> Value {
+    let audit = daemon.json(&["audit"])["items"].as_array().unwrap().clone();
+    audit.iter().find(|a| a["operation"] == operation).unwrap()["refusal"].clone()
+}
+
 /// A binding whose playbook uses operations it is not granted is a warning at check, and a refused
 /// call of one of them is recorded as `config_drift`.
 #[test]
 fn playbooks_warn_of_missing_grants_and_refusals_record_config_drift() {
     let tmp = meeting();
     let hold = publish_and_hold(tmp.path());
-    let daemon = Daemon::start_with(|scratch| {
-        plant_playbook(
-            scratch,
-            "triage",
-            "---\nname: triage\noperations: [read_context, emit]\n---\n",
-        );
-        let mut config: Value = serde_json::from_str(&config_with(&ALL, &hold)).unwrap();
-        config["scopes"]["demo"]["bindings"]["shell"]["operations"] = json!(["read_context"]);
-        config["scopes"]["demo"]["bindings"]["shell"]["playbook"] = json!("triage");
-        config.to_string()
-    });
+    let daemon = triage_daemon(&hold);
     let state = daemon.state.display().to_string();
     let file = daemon.config_file().display().to_string();
     let out = std::process::Command::new(OPEN_CONDUIT)
@@ -352,8 +364,7 @@ fn playbooks_warn_of_missing_grants_and_refusals_record_config_drift() {
         toolbelt_call(&socket, &token, "create_work", json!({"binding": "shell"})).0,
         403
     );
-    let audit = daemon.json(&["audit"])["items"].as_array().unwrap().clone();
-    let refusal = |op: &str| audit.iter().find(|a| a["operation"] == op).unwrap()["refusal"].clone();
+    let refusal = |op: &str| refusal_of(&daemon, op);
     assert_eq!(
         refusal("emit"),
         "config_drift",
@@ -548,17 +559,7 @@ fn config_drift_is_judged_against_the_playbook_the_generation_pinned() {
     use std::os::unix::fs::PermissionsExt;
     let tmp = meeting();
     let hold = publish_and_hold(tmp.path());
-    let daemon = Daemon::start_with(|scratch| {
-        plant_playbook(
-            scratch,
-            "triage",
-            "---\nname: triage\noperations: [read_context, emit]\n---\n",
-        );
-        let mut config: Value = serde_json::from_str(&config_with(&ALL, &hold)).unwrap();
-        config["scopes"]["demo"]["bindings"]["shell"]["operations"] = json!(["read_context"]);
-        config["scopes"]["demo"]["bindings"]["shell"]["playbook"] = json!("triage");
-        config.to_string()
-    });
+    let daemon = triage_daemon(&hold);
     let (_, socket, token_file) = hold_one(&daemon, tmp.path());
     plant_playbook(
         daemon.scratch(),
@@ -587,8 +588,7 @@ fn config_drift_is_judged_against_the_playbook_the_generation_pinned() {
         toolbelt_call(&socket, &token, "create_work", json!({"binding": "shell"})).0,
         403
     );
-    let audit = daemon.json(&["audit"])["items"].as_array().unwrap().clone();
-    let refusal = |op: &str| audit.iter().find(|a| a["operation"] == op).unwrap()["refusal"].clone();
+    let refusal = |op: &str| refusal_of(&daemon, op);
     assert_eq!(refusal("emit"), "config_drift", "the pinned playbook declared emit");
     assert_eq!(refusal("create_work"), Value::Null, "it did not declare create_work");
 }

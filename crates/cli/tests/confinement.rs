@@ -1,7 +1,7 @@
 //! The toolbelt is the only way out: a real execution under the default sandbox, through the real
 //! daemon, tries what an agent with a shell could (read the operator's token, the secrets, another
 //! execution's token, the store, the configuration file and the one it replaced, and the daemon's
-//! memory; write the state directory; signal the
+//! memory, or the kernel keyring `keyring:` secrets live in; write the state directory; signal the
 //! daemon; hand out the operator's token as a hard-linked artifact) and is refused each time, while
 //! it still emits, reads its context, writes its working directory and declares its outcome. The
 //! same script with `"sandbox": "off"` is the negative control: there the attacks succeed.
@@ -15,6 +15,13 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use common::*;
+
+/// Asks the kernel keyring for the session keyring's id, through python3's ctypes (no keyutils
+/// program is installed here; no single quote, as the attacker quotes each command in them): status
+/// 0 when the kernel answers.
+const KEYCTL_SESSION: &str =
+    "python3 -c \"import ctypes, os, sys; n = dict(x86_64=250, aarch64=219)[os.uname().machine]; \
+     sys.exit(0 if ctypes.CDLL(None, use_errno=True).syscall(n, 0, -3, 0) >= 0 else 1)\"";
 
 /// Each attack as a shell command run by the attacker's own shell (`$PPID` is the daemon).
 fn attacks(state: &Path, victim_token: &Path, config: &Path) -> Vec<(&'static str, String)> {
@@ -34,6 +41,8 @@ fn attacks(state: &Path, victim_token: &Path, config: &Path) -> Vec<(&'static st
         ("write_state", format!("echo x > {s}/planted")),
         ("signal_daemon", "kill -0 $PPID".into()),
         ("hard_link", format!("ln {s}/private/operator.token linked")),
+        // keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0): where `keyring:` secrets live.
+        ("kernel_keyring", KEYCTL_SESSION.into()),
     ]
 }
 

@@ -43,7 +43,7 @@ pub(crate) fn typed<T: DeserializeOwned>(base: &str, value: Value) -> Result<T, 
 struct Reading {
     value: Value,
     found: Vec<Diagnostic>,
-    /// Pointers (in the value as it is now) taken out: a field then "missing" there is their echo.
+    /// Pointers taken out, as the text wrote them: a field then "missing" there is their echo.
     taken: Vec<String>,
     /// Array elements taken out, in order: `(array pointer, index)`, to map later pointers back.
     shifted: Vec<(String, usize)>,
@@ -53,18 +53,13 @@ impl Reading {
     /// Records `error` (unless it only echoes an earlier one) and takes out what it is about, so the
     /// next read goes past it; `false` when nothing could be taken out.
     fn take_out(&mut self, error: Diagnostic) -> bool {
-        let target = match missing_field(&error) {
-            Some(field) if self.taken.contains(&field) => error.pointer.clone(),
-            Some(_) => {
-                self.report(error);
-                return false;
-            }
-            None => {
-                let at = error.pointer.clone();
-                self.report(error);
-                at
-            }
-        };
+        let echo = missing_field(&error).is_some_and(|field| self.taken.contains(&self.as_written(&field)));
+        // What the error is about is taken out: the value, or for a missing field the object that
+        // lacks it, so the read goes on past it.
+        let target = error.pointer.clone();
+        if !echo {
+            self.report(error);
+        }
         self.remove(&target)
     }
 
@@ -79,6 +74,7 @@ impl Reading {
             return false;
         };
         let key = last.replace("~1", "/").replace("~0", "~");
+        let written = self.as_written(pointer);
         let removed = match self.value.pointer_mut(parent) {
             Some(Value::Object(map)) => map.remove(&key).is_some(),
             Some(Value::Array(items)) => match key.parse::<usize>() {
@@ -92,7 +88,7 @@ impl Reading {
             _ => false,
         };
         if removed {
-            self.taken.push(pointer.to_owned());
+            self.taken.push(written);
         }
         removed
     }
@@ -179,6 +175,26 @@ mod tests {
                 ("/items/1/count".to_owned(), "invalid_type"),
             ],
             "the second item keeps its index though the first was taken out"
+        );
+    }
+
+    #[test]
+    fn a_genuine_missing_field_after_a_taken_out_element_is_reported_where_written() {
+        assert_eq!(
+            pointers(json!({"version": 1, "items": [{"name": 5}, {"count": 1}]})),
+            [
+                ("/items/0/name".to_owned(), "invalid_type"),
+                ("/items/1".to_owned(), "missing_field"),
+            ]
+        );
+        assert_eq!(
+            pointers(json!({"items": [{"count": 1}], "extra": 1})),
+            [
+                ("/extra".to_owned(), "unknown_field"),
+                ("/items/0".to_owned(), "missing_field"),
+                ("".to_owned(), "missing_field"),
+            ],
+            "a genuine missing field takes its object out, so the read goes on"
         );
     }
 

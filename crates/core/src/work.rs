@@ -47,6 +47,10 @@ impl WorkState {
     }
 }
 
+/// Why a Work reconcile held is not claimed: its binding is gone from the active configuration
+/// (rebind it to release it).
+pub const BINDING_REMOVED: &str = "binding_removed";
+
 /// Why interrupted Work is not claimed yet: its fenced attempt has not been seen to stop (see the
 /// scheduler's interrupt).
 pub const INTERRUPTED: &str = "interrupted";

@@ -1,7 +1,9 @@
 //! Applying a [`Policy`] to a child process: the Landlock ruleset is built beforehand (every path
 //! opened, every rule added), and only system calls on what was prepared run between fork and exec:
 //! a new network namespace where the policy has no network, every capability dropped (with an empty
-//! bounding set), `no_new_privs`, and the ruleset's restriction.
+//! bounding set), `no_new_privs`, the ruleset's restriction, and a seccomp filter that refuses the
+//! kernel keyring's system calls (`keyctl`, `add_key`, `request_key`): the daemon's `keyring:`
+//! secrets live in the keyrings every process of its user inherits, which Landlock does not cover.
 //!
 //! The confinement is entered in the forked child itself, never in a thread of the daemon that then
 //! starts the child with `posix_spawn` (which would spare copying the daemon's page tables): the
@@ -12,6 +14,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use rustix::fs::{Mode, OFlags};
 use rustix::thread::{CapabilitySet, CapabilitySets, UnshareFlags};
+
+use seccompiler::{BpfProgram, SeccompAction, SeccompFilter};
 
 use crate::policy::{Kernel, Net, Policy};
 use crate::rulesets::Rulesets;
@@ -30,6 +34,8 @@ pub struct Confinement {
     /// `uid_map` and `gid_map` lines for a user namespace, when an unprivileged daemon needs one to
     /// make a network namespace.
     id_maps: Option<(String, String)>,
+    /// The seccomp program that keeps the child out of the kernel keyring.
+    keyring_filter: BpfProgram,
 }
 
 impl Confinement {
@@ -52,10 +58,14 @@ impl Confinement {
             let (uid, gid) = (rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw());
             (format!("{uid} {uid} 1\n"), format!("{gid} {gid} 1\n"))
         });
+        let keyring_filter = keyring_filter().map_err(|why| Unavailable {
+            missing: vec![format!("a seccomp filter for this architecture ({why})")],
+        })?;
         Ok(Confinement {
             ruleset,
             network: policy.network,
             id_maps,
+            keyring_filter,
         })
     }
 
@@ -81,8 +91,26 @@ impl Confinement {
         }
         drop_capabilities()?;
         rustix::thread::set_no_new_privs(true)?;
-        restrict_self(&self.ruleset)
+        restrict_self(&self.ruleset)?;
+        seccompiler::apply_filter(&self.keyring_filter)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::PermissionDenied))
     }
+}
+
+/// A filter that answers `EPERM` to the kernel keyring's system calls and lets every other through.
+fn keyring_filter() -> Result<BpfProgram, seccompiler::BackendError> {
+    let keyring_calls = [libc::SYS_keyctl, libc::SYS_add_key, libc::SYS_request_key];
+    let rules = keyring_calls.into_iter().map(|call| (call, Vec::new())).collect();
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|_| seccompiler::BackendError::InvalidTargetArch(std::env::consts::ARCH.to_owned()))?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )?;
+    filter.try_into()
 }
 
 fn isolate_network(id_maps: Option<&(String, String)>) -> std::io::Result<()> {

@@ -37,29 +37,42 @@ pub fn act(
     now: Timestamp,
 ) -> Result<(Event, bool), HostError> {
     check_operator_type(&action.action)?;
-    let (scope, work, key, waiting) = match action.target {
+    // The Work the action is addressed to (one it names), and the waiting Work it may wake (that
+    // one, or the owner of the key it is invoked on).
+    let (scope, addressed, key, waiting) = match action.target {
         ActionTarget::Work(id) => {
             let work = tx.get_work(&id)?.ok_or_else(|| Refusal::not_found("Work"))?;
             if work.state.is_terminal() {
                 return Err(Refusal::new(ErrorCode::Conflict, "the Work has already finished").into());
             }
-            let waiting = work.state == WorkState::Waiting;
+            let waiting = (work.state == WorkState::Waiting).then(|| id.clone());
             (work.scope, Some(id.clone()), Some(work_key(&id)), waiting)
         }
-        ActionTarget::Scope { scope, key } => (scope, None, key, false),
+        ActionTarget::Scope { scope, key } => {
+            let owner = match &key {
+                Some(key) => tx
+                    .work_owning_key(key)?
+                    .map(|id| tx.get_work(&id))
+                    .transpose()?
+                    .flatten(),
+                None => None,
+            };
+            let waiting = owner.filter(|w| w.state == WorkState::Waiting).map(|w| w.id);
+            (scope, None, key, waiting)
+        }
     };
     if !config.scope_enabled(&scope) {
         return Err(Refusal::new(ErrorCode::UnknownScope, "no enabled scope has this id").into());
     }
     let event = NewEvent {
         source: Source::Action,
-        work_id: work.clone(),
+        work_id: addressed,
         correlation_key: key,
         ..operator_root(&scope, "operator.action", &action.action, action.data, by, now)
     };
     let event = accept(tx, config, event, now)?;
-    let woke = match &work {
-        Some(id) => waiting && tx.get_work(id)?.is_some_and(|w| w.state == WorkState::Ready),
+    let woke = match &waiting {
+        Some(id) => tx.get_work(id)?.is_some_and(|w| w.state == WorkState::Ready),
         None => false,
     };
     Ok((event, woke))

@@ -5,6 +5,7 @@
 use conduit_config::Snapshot;
 use conduit_core::approval::ApprovalState;
 use conduit_core::names::{is_event_type, is_reserved_type, work_key};
+use conduit_core::work::BINDING_REMOVED;
 use conduit_core::{
     Causation, ErrorCode, Event, Execution, ExecutionState, NewEvent, Refusal, Source, Timestamp, WaitState, Work,
     WorkState,
@@ -13,8 +14,8 @@ use conduit_store::{derived_id, Tx};
 use serde_json::{json, Value};
 
 use crate::accept::accept;
-use crate::attempt::{cancel_running, release_interrupted};
 use crate::causal::record;
+use crate::fence::{cancel_running, release_interrupted};
 use crate::HostError;
 
 /// Who asks, and the identity seed their request derives ids from.
@@ -235,6 +236,15 @@ pub fn retry_work(
 ) -> Result<(Work, Event), HostError> {
     let mut work = tx.get_work(id)?.ok_or_else(|| Refusal::not_found("Work"))?;
     refuse_unconfirmed_stop(tx, id)?;
+    if work.blocked_reason.as_deref() == Some(BINDING_REMOVED)
+        && config.executable(&work.scope, &work.binding).is_none()
+    {
+        return Err(
+            Refusal::new(ErrorCode::Conflict, "its binding is gone from the configuration")
+                .with_remedy(format!("rebind it: `open-conduit work rebind {id} --binding NAME`"))
+                .into(),
+        );
+    }
     let held = work.state == WorkState::Ready && (work.blocked_reason.is_some() || work.not_before.is_some());
     if !held && work.state != WorkState::Failed {
         return Err(Refusal::new(
@@ -263,7 +273,7 @@ pub fn retry_work(
 
 /// A fenced attempt whose process is not known to be gone could still be acting for its Work: the
 /// Work is not retried until the host saw it end or an operator confirms it stopped.
-fn refuse_unconfirmed_stop(tx: &mut dyn Tx, work: &str) -> Result<(), HostError> {
+pub(crate) fn refuse_unconfirmed_stop(tx: &mut dyn Tx, work: &str) -> Result<(), HostError> {
     let unconfirmed = tx
         .executions_of_work(work)?
         .into_iter()

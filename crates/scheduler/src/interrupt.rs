@@ -6,10 +6,10 @@
 
 use conduit_config::Snapshot;
 use conduit_core::work::INTERRUPTED;
-use conduit_core::{Event, ExecutionState, Timestamp, WorkState};
+use conduit_core::{Event, ExecutionState, Source, Timestamp, WorkState};
 use conduit_store::Tx;
 
-use crate::attempt::cancel_running;
+use crate::fence::cancel_running;
 use crate::HostError;
 
 /// Interrupts the running Work that owns the event's key, when an interrupting route of its
@@ -26,7 +26,11 @@ pub fn interrupt_running(tx: &mut dyn Tx, config: &Snapshot, event: &Event, now:
     else {
         return Ok(false);
     };
-    let interrupts = work.state == WorkState::Running
+    // A Work's own emissions (and the host's records of its calls) never interrupt it.
+    let own =
+        matches!(event.source, Source::Execution(_) | Source::Toolbelt) && event.work_id.as_ref() == Some(&work.id);
+    let interrupts = !own
+        && work.state == WorkState::Running
         && work.scope == event.scope
         && config.interrupts(&work.scope, &work.binding, &event.event_type);
     if !interrupts {
@@ -41,7 +45,8 @@ pub fn interrupt_running(tx: &mut dyn Tx, config: &Snapshot, event: &Event, now:
     }
     work.state = WorkState::Ready;
     work.wake_event = event.id.clone();
-    work.blocked_reason = Some(INTERRUPTED.to_owned());
+    // An operator's hold stays: releasing it waits for the stop too (see `release_work`).
+    work.blocked_reason.get_or_insert_with(|| INTERRUPTED.to_owned());
     work.updated_at = now;
     tx.update_work(&work)?;
     Ok(true)

@@ -14,6 +14,7 @@ mod attempt;
 mod causal;
 mod control;
 mod error;
+mod fence;
 mod interrupt;
 mod reconcile;
 mod sessions;
@@ -34,7 +35,7 @@ pub use control::{
     OperatorEvent, OPERATOR_CANCELLED,
 };
 pub use error::HostError;
-pub use reconcile::{reconcile_scope, Finding, BINDING_REMOVED};
+pub use reconcile::{reconcile_scope, Finding};
 pub use sessions::{
     append_host_record, close_open_sessions, close_session, close_unpaired_calls, open_session, HostRecord,
 };

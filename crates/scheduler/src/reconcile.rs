@@ -5,6 +5,7 @@
 //! simply no longer granted.
 
 use conduit_config::Snapshot;
+use conduit_core::work::BINDING_REMOVED;
 use conduit_core::{Refusal, Timestamp, WorkState};
 use conduit_store::{Tx, WorkFilter};
 use serde::Serialize;
@@ -13,9 +14,6 @@ use serde_json::json;
 use crate::causal::record;
 use crate::control::{control_event, Operator};
 use crate::HostError;
-
-/// Why reconcile held a Work: its binding is gone from the active generation.
-pub const BINDING_REMOVED: &str = "binding_removed";
 
 /// What reconcile found of one Work, and whether it held it.
 #[derive(Debug, Serialize)]
@@ -50,12 +48,15 @@ pub fn reconcile_scope(
             if config.executable(scope, &work.binding).is_none() {
                 let held = work.blocked_reason.is_none();
                 if held {
+                    // One request holds many Works: each event's id derives from its own Work.
+                    let seed = format!("{}/{}", by.seed, work.id);
+                    let each = Operator {
+                        actor: by.actor,
+                        seed: &seed,
+                    };
                     let data = json!({"reason": BINDING_REMOVED});
-                    record(
-                        tx,
-                        config,
-                        control_event(scope, &work.id, "core.work.held", data, by, now),
-                    )?;
+                    let held_event = control_event(scope, &work.id, "core.work.held", data, &each, now);
+                    record(tx, config, held_event)?;
                     work.blocked_reason = Some(BINDING_REMOVED.to_owned());
                     work.updated_at = now;
                     tx.update_work(&work)?;

@@ -4,14 +4,14 @@
 
 use conduit_config::Snapshot;
 use conduit_core::names::HOST_KEY_NAMESPACES;
+use conduit_core::work::BINDING_REMOVED;
 use conduit_core::{ErrorCode, Event, Refusal, Timestamp, Work, WorkState};
 use conduit_store::{StoreError, Tx};
 use serde_json::{json, Value};
 
 use crate::causal::{check_key, record};
-use crate::control::{control_event, Operator, OPERATOR_CANCELLED};
-use crate::reconcile::BINDING_REMOVED;
-use crate::work::{check_grants, check_target};
+use crate::control::{control_event, refuse_unconfirmed_stop, Operator, OPERATOR_CANCELLED};
+use crate::work::{check_grants, check_target, MAX_KEYS};
 use crate::HostError;
 
 /// Why a Work an operator holds is not claimed, until they release it.
@@ -45,8 +45,11 @@ pub fn release_work(
     now: Timestamp,
 ) -> Result<(Work, Event), HostError> {
     let mut work = unfinished(tx, id)?;
+    refuse_unconfirmed_stop(tx, id)?;
     match work.blocked_reason.as_deref() {
         Some(OPERATOR_HELD) => {}
+        // Its binding is back in the configuration: it can run again.
+        Some(BINDING_REMOVED) if config.executable(&work.scope, &work.binding).is_some() => {}
         Some(OPERATOR_CANCELLED) => {
             return Err(Refusal::new(ErrorCode::Conflict, "its attempt was cancelled, not held")
                 .with_remedy(format!("retry it: `open-conduit work retry {id}`"))
@@ -125,6 +128,13 @@ pub fn attach_key(
     let mut work = unfinished(tx, id)?;
     if work.keys.iter().any(|k| k == key) {
         return Err(Refusal::new(ErrorCode::Conflict, "the Work already owns this key").into());
+    }
+    // Its own key, and at most as many more as creation allows.
+    if work.keys.len() > MAX_KEYS {
+        return Err(Refusal::invalid_input(format!(
+            "a Work owns at most {MAX_KEYS} correlation keys besides its own"
+        ))
+        .into());
     }
     let event = steer(tx, config, &work, "core.work.attached", json!({"key": key}), by, now)?;
     tx.attach_work_key(id, key).map_err(|e| match e {

@@ -46,7 +46,7 @@ impl NewWork {
 }
 
 /// The most correlation keys a Work may claim besides its own: each is stored and indexed.
-const MAX_KEYS: usize = 32;
+pub(crate) const MAX_KEYS: usize = 32;
 
 /// Creates ready Work and its `core.work.created` event (derived from `cause`, or a new root).
 pub fn create_work(

@@ -118,11 +118,11 @@ impl RunDir {
 }
 
 /// Where sockets go when the run directory's path is too long: the user's runtime directory
-/// (`$XDG_RUNTIME_DIR/open-conduit`, owner-only by its specification), else
-/// `/tmp/open-conduit-<uid>` (macOS has no runtime directory).
+/// (`$XDG_RUNTIME_DIR/open-conduit`) when it is the daemon user's own and owner-only (one inherited
+/// through `su` or `sudo` is not), else `/tmp/open-conduit-<uid>` (macOS has no runtime directory).
 fn fallback_base() -> PathBuf {
     match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
-        Some(runtime) if runtime.is_absolute() => runtime.join("open-conduit"),
+        Some(runtime) if runtime.is_absolute() && check_private_dir(&runtime).is_ok() => runtime.join("open-conduit"),
         _ => PathBuf::from(format!("/tmp/open-conduit-{}", rustix::process::geteuid().as_raw())),
     }
 }

@@ -58,7 +58,9 @@ mod platform {
 
     /// The kernel keyring's entry as the keyring crate stores it (`keyring-rs:<account>@<service>`,
     /// a user key): searched for from the session keyring (the user's session keyring when the
-    /// process has none), then in the user's persistent keyring. Read only: nothing is linked.
+    /// process has none), then in the user's persistent keyring (which the kernel links into the
+    /// daemon's session keyring when asked for it). Executions inherit these keyrings, so their
+    /// confinement refuses them the keyring's system calls (`conduit_sandbox`'s seccomp filter).
     fn kernel(service: &str, account: &str) -> Result<Option<String>, KeyringUnavailable> {
         let description = format!("keyring-rs:{account}@{service}");
         let session = KeyRing::from_special_id(KeyRingIdentifier::Session, false).map_err(|_| KeyringUnavailable)?;

@@ -3,15 +3,14 @@
 use conduit_config::Snapshot;
 use conduit_core::execution::{settle, SegmentEnd, Settlement};
 use conduit_core::retry::{is_retryable, RetryPolicy};
-use conduit_core::session::SessionOutcome;
 use conduit_core::{
     Declaration, Duration, Execution, ExecutionState, Outcome, OutcomeStatus, Timestamp, Work, WorkState,
 };
 use conduit_store::{new_id, Tx};
 
+use crate::fence::{end_authority, note_stopped};
 use crate::waits::register;
 use crate::HostError;
-use conduit_core::work::INTERRUPTED;
 
 /// How long a lease lasts without renewal, unless the daemon is told otherwise. The daemon renews
 /// at a third of it.
@@ -137,36 +136,6 @@ pub fn record_pid(tx: &mut dyn Tx, execution_id: &str, pid: i32) -> Result<(), H
     Ok(())
 }
 
-/// The host saw a fenced attempt's process end: its stop needs no operator's confirmation.
-fn note_stopped(tx: &mut dyn Tx, mut x: Execution, now: Timestamp) -> Result<(), HostError> {
-    if x.state == ExecutionState::Cancelled && x.stopped_at.is_none() {
-        x.stopped_at = Some(now);
-        tx.update_execution(&x)?;
-        release_interrupted(tx, &x.work_id, now)?;
-    }
-    Ok(())
-}
-
-/// Releases Work an interrupt held once none of its fenced attempts may still be running.
-pub(crate) fn release_interrupted(tx: &mut dyn Tx, work_id: &str, now: Timestamp) -> Result<(), HostError> {
-    let Some(mut work) = tx.get_work(work_id)? else {
-        return Ok(());
-    };
-    if work.blocked_reason.as_deref() != Some(INTERRUPTED) {
-        return Ok(());
-    }
-    let unstopped = tx
-        .executions_of_work(work_id)?
-        .iter()
-        .any(|x| x.state == ExecutionState::Cancelled && x.stopped_at.is_none());
-    if !unstopped {
-        work.blocked_reason = None;
-        work.updated_at = now;
-        tx.update_work(&work)?;
-    }
-    Ok(())
-}
-
 /// Applies a finished segment: its declared outcome or wait, else its exit status, where a
 /// failure `retry` allows another attempt for makes the Work ready again after its backoff.
 /// Revokes the execution's tokens. A segment that is no longer running is left as it is
@@ -256,20 +225,6 @@ fn last_of_attempts(mut outcome: Outcome, attempts: Option<u32>) -> Outcome {
     outcome
 }
 
-/// Ends an execution's authority: its tokens revoked and its open tool sessions closed.
-fn end_authority(tx: &mut dyn Tx, execution_id: &str, now: Timestamp) -> Result<(), HostError> {
-    tx.revoke_execution_tokens(execution_id, now)?;
-    crate::close_open_sessions(tx, execution_id, SessionOutcome::Failed, now)
-}
-
-/// Cancels a running attempt: cancelled now, its authority ended.
-pub(crate) fn cancel_running(tx: &mut dyn Tx, x: &mut Execution, now: Timestamp) -> Result<(), HostError> {
-    x.state = ExecutionState::Cancelled;
-    x.ended_at = Some(now);
-    tx.update_execution(x)?;
-    end_authority(tx, &x.id, now)
-}
-
 /// Whether `execution` is its Work's first attempt to start a process: every earlier attempt is
 /// one a start gate parked before it started (which keeps the next attempt "first"). An attempt
 /// that failed, even before it started, means the gates were passed: a retry is not asked again
@@ -294,6 +249,10 @@ pub fn settle_unstarted(
         return Ok(None);
     };
     if x.state != ExecutionState::Running || x.declaration.is_some() {
+        // Fenced before any process started (an interrupt during its start gate): nothing runs.
+        if x.pid.is_none() {
+            note_stopped(tx, x, now)?;
+        }
         return Ok(None);
     }
     x.declaration = Some(declaration);

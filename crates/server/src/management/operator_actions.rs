@@ -1,15 +1,16 @@
 //! What operators changed: every management request that changes something and succeeds is
 //! recorded with the acting operator, the route and the request's path, before its answer is sent;
-//! `GET /v1/audit/operators` lists the records. A replay of a keyed request keeps the one record
-//! (its id derives from the key), and a record that cannot be written fails the answer, so the
-//! client's retry writes it.
+//! `GET /v1/audit/operators` lists the records. A keyed request's record id derives from the
+//! operator, the route, the path, the key and the body, so its replay keeps the one record, and a
+//! record that cannot be written fails its answer (the client's retry writes it).
 
 use axum::body::{to_bytes, Body};
 use axum::extract::{MatchedPath, Query, Request, State};
-use axum::http::{header, Method, Uri};
+use axum::http::{header, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use conduit_core::{OperatorAction, Refusal, Role};
+use conduit_core::canonical::sha256_hex;
+use conduit_core::{ErrorCode, OperatorAction, Refusal, Role};
 use conduit_store::{derived_id, new_id};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -18,7 +19,7 @@ use super::access::operator;
 use super::paging::{page_until_now, List};
 use super::state::Management;
 use crate::clock::now;
-use crate::envelope::{blocking, Answer, Failure};
+use crate::envelope::{blocking, Answer, Failure, MAX_BODY};
 
 /// Routes that take a body by `POST` but change nothing.
 const READS_BY_POST: [&str; 2] = ["/v1/config/validate", "/v1/scopes/{id}/route/trace"];
@@ -44,6 +45,10 @@ const KEPT_IDS: [&str; 4] = ["work", "event", "execution", "approval"];
 /// The most of an answer read to pick its kept fields (the API's answers to changes are small).
 const ANSWER_READ: usize = 4 * 1024 * 1024;
 
+/// Changes that take no Idempotency-Key: each request is its own change, and its answer (a new
+/// token, answered once) is sent even when its record cannot be written.
+const UNKEYED: [&str; 2] = ["/v1/auth/rotate", "/v1/auth/operators"];
+
 /// Records what a successful change did, with who did it, before the answer is sent.
 pub(super) async fn recorded(
     State(s): State<Management>,
@@ -51,28 +56,41 @@ pub(super) async fn recorded(
     request: Request,
     next: Next,
 ) -> Response {
-    let changes = request.method() != Method::GET && !READS_BY_POST.contains(&matched.as_str());
+    let changes = !request.method().is_safe() && !READS_BY_POST.contains(&matched.as_str());
     let Some(by) = operator(Role::View).ok().filter(|_| changes) else {
         return next.run(request).await;
     };
     let route = format!("{} {}", request.method(), matched.as_str());
     let path = request.uri().path().to_owned();
+    let keyed = !UNKEYED.contains(&matched.as_str());
     let key = request
         .headers()
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let response = next.run(request).await;
+        .map(|k| k.trim().to_owned())
+        .filter(|_| keyed);
+    // The body is read here to bind the record to it, as the key binds the request.
+    let (parts, body) = request.into_parts();
+    let Ok(body) = to_bytes(body, MAX_BODY).await else {
+        return Failure(Refusal::new(ErrorCode::BodyTooLarge, "the body is larger than 1 MiB")).into_response();
+    };
+    let body_hash = sha256_hex(&body);
+    let response = next.run(Request::from_parts(parts, Body::from(body))).await;
     if !response.status().is_success() {
         return response;
     }
-    let (parts, body) = response.into_parts();
-    let Ok(bytes) = to_bytes(body, ANSWER_READ).await else {
+    let (parts, answer) = response.into_parts();
+    let Ok(bytes) = to_bytes(answer, ANSWER_READ).await else {
         return Failure(Refusal::internal()).into_response();
     };
     let principal = by.principal();
+    let id = match &key {
+        // A replay of the request (same operator, route, path, key and body) is the same change.
+        Some(key) => derived_id(&[&principal, &route, &path, key, &body_hash, "operator.action"]),
+        None => new_id(),
+    };
     let action = OperatorAction {
-        id: key.map_or_else(new_id, |key| derived_id(&[&principal, &key, "operator.action"])),
+        id,
         at: now(),
         principal,
         route,
@@ -84,7 +102,12 @@ pub(super) async fn recorded(
     let written = blocking(move || Ok(store.write(|tx| tx.record_operator_action(&action))?)).await;
     match written {
         Ok(()) => Response::from_parts(parts, Body::from(bytes)),
-        Err(refused) => refused.into_response(),
+        // A keyed change's retry replays it and writes the record then.
+        Err(refused) if key.is_some() => refused.into_response(),
+        Err(_) => {
+            tracing::error!(route = %matched.as_str(), "could not record an operator's change");
+            Response::from_parts(parts, Body::from(bytes))
+        }
     }
 }
 
