@@ -591,4 +591,23 @@ fn config_drift_is_judged_against_the_playbook_the_generation_pinned() {
     let refusal = |op: &str| refusal_of(&daemon, op);
     assert_eq!(refusal("emit"), "config_drift", "the pinned playbook declared emit");
     assert_eq!(refusal("create_work"), Value::Null, "it did not declare create_work");
+
+    // A restarted daemon restores the generation with its playbooks as they were published.
+    let mut daemon = daemon;
+    daemon.kill();
+    daemon.launch();
+    wait_until("the adopted attempt's rotated token", || {
+        read_token(&token_file) != token
+    });
+    let rotated = read_token(&token_file);
+    wait_until("the adopted attempt's socket", || {
+        toolbelt_call(&socket, &rotated, "read_context", json!({})).0 == 200
+    });
+    assert_eq!(
+        toolbelt_call(&socket, &rotated, "emit", json!({"type": "demo.y"})).0,
+        403
+    );
+    let audit = daemon.json(&["audit", "--operation", "emit"])["items"].clone();
+    let last = audit.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["refusal"], "config_drift", "pinned across the restart: {last}");
 }

@@ -1,6 +1,6 @@
 //! A validated configuration generation and the questions the host asks of it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use conduit_core::names::type_matches;
 use conduit_core::retry::RetryPolicy;
@@ -275,6 +275,18 @@ impl Snapshot {
     /// refusal in it is judged against (`config_drift`), however the playbook has changed since.
     pub fn playbook_operations(&self, scope: &str, binding: &str) -> Option<&BTreeSet<String>> {
         self.effective.playbooks.get(&(scope.to_owned(), binding.to_owned()))
+    }
+
+    /// Each playbook this generation's bindings name, with the operations it declared when the
+    /// generation was validated (what a later restore pins it to: see [`Registry::with_playbook`]).
+    pub fn pinned_playbooks(&self) -> BTreeMap<String, BTreeSet<String>> {
+        let mut pinned = BTreeMap::new();
+        for ((scope, binding), declared) in &self.effective.playbooks {
+            if let Some(name) = self.binding(scope, binding).and_then(|b| b.playbook.clone()) {
+                pinned.insert(name, declared.clone());
+            }
+        }
+        pinned
     }
 
     /// Whether the binding offers a binding grant named `grant`.

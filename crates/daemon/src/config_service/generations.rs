@@ -1,6 +1,7 @@
 //! A generation's texts: the private copy of what this daemon published, the sealed copy in the
 //! store, and the choice a start makes between the committed generation, the file and the default.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use conduit_config::{default_config_json, parse_with, Registry, Snapshot};
@@ -90,6 +91,7 @@ pub(super) fn restore(
     registry: &Registry,
 ) -> Result<Snapshot, String> {
     let private = std::fs::read(generation_file(generations, generation)).ok();
+    let registry = &pinned_playbooks(generations, generation, registry);
     let candidates = private
         .as_deref()
         .map(|text| (text, true))
@@ -126,6 +128,24 @@ pub(super) fn generation_file(generations: &Path, generation: i64) -> PathBuf {
     generations.join(format!("generation-{generation}.json"))
 }
 
+/// Where this daemon keeps the operations each playbook of a generation declared when it published
+/// the generation.
+fn playbooks_file(generations: &Path, generation: i64) -> PathBuf {
+    generations.join(format!("generation-{generation}.playbooks.json"))
+}
+
+/// `registry` with the playbooks of `generation` as they were when this daemon published it, so a
+/// playbook edited since does not change what the generation declared (`config_drift`).
+fn pinned_playbooks(generations: &Path, generation: i64, registry: &Registry) -> Registry {
+    let kept = std::fs::read(playbooks_file(generations, generation)).ok();
+    let pinned: BTreeMap<String, Vec<String>> = kept
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default();
+    pinned.into_iter().fold(registry.clone(), |registry, (name, ops)| {
+        registry.with_playbook(&name, ops)
+    })
+}
+
 /// Keeps the generation's written text and its references privately, then publishes its sealed
 /// text and its scope records in one transaction, unless another daemon committed `generation`
 /// first. A crash before the commit leaves the previous generation committed.
@@ -139,6 +159,8 @@ pub(super) fn publish(
     let snapshot = snapshot.at_generation(generation);
     let kept = generation_file(generations, generation);
     write_private_file(&kept, snapshot.written_json().as_bytes())?;
+    let playbooks = serde_json::to_vec(&snapshot.pinned_playbooks()).unwrap_or_default();
+    write_private_file(&playbooks_file(generations, generation), &playbooks)?;
     learn(private, &snapshot)?;
     let published = store.write(|tx: &mut dyn Tx| {
         // Writers take turns on the store, so this check and the insert are one step.
@@ -156,6 +178,7 @@ pub(super) fn publish(
     if let Err(latest) = published.map_err(DaemonError::from)? {
         // Another daemon's generation has this number: what was kept of this one is not it.
         let _ = std::fs::remove_file(&kept);
+        let _ = std::fs::remove_file(playbooks_file(generations, generation));
         return Err(Unpublished::Stale(latest));
     }
     Ok(snapshot)
