@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::clock::now;
 use crate::envelope::{blocking, Answer, Failure};
+use crate::recording::Recording;
 
 /// How long a key's answer is kept.
 pub const KEPT: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -92,6 +93,22 @@ impl Keyed {
         )))
     }
 
+    /// Records what the operator changed, in the change's own transaction, when the router opened a
+    /// recording for the request.
+    fn record_action(
+        &self,
+        tx: &mut dyn Tx,
+        recording: Option<&Recording>,
+        status: StatusCode,
+        answer: &Value,
+    ) -> Result<(), Failure> {
+        let Some(recording) = recording else {
+            return Ok(());
+        };
+        let action = recording.keyed_action(&self.key, &self.body_hash, status.as_u16(), answer, now());
+        Ok(tx.record_operator_action(&action)?)
+    }
+
     fn record(&self, tx: &mut dyn Tx, status: StatusCode, response: &Value, at: Timestamp) -> Result<(), Failure> {
         tx.insert_idempotent(&IdempotentRecord {
             principal: self.principal.clone(),
@@ -114,6 +131,8 @@ pub async fn once(
     keyed: Keyed,
     run: impl FnOnce(&mut dyn Tx, &str) -> Result<(StatusCode, Value), Failure> + Send + 'static,
 ) -> Answer {
+    let recording = Recording::current();
+    let open = recording.clone();
     let (status, body) = blocking(move || {
         store.write(|tx| {
             if let Some(replayed) = keyed.replay(tx)? {
@@ -121,10 +140,12 @@ pub async fn once(
             }
             let (status, body) = run(tx, &keyed.seed)?;
             keyed.record(tx, status, &body, now())?;
+            keyed.record_action(tx, open.as_ref(), status, &body)?;
             Ok((status, body))
         })
     })
     .await?;
+    recording.inspect(|r| r.mark_written());
     Ok((status, Json(body)).into_response())
 }
 
@@ -136,14 +157,20 @@ pub async fn once_outside(
     keyed: Keyed,
     run: impl FnOnce() -> Result<(StatusCode, Value), Failure> + Send + 'static,
 ) -> Result<Response, Failure> {
+    let recording = Recording::current();
+    let open = recording.clone();
     let (status, body) = blocking(move || {
         if let Some(replayed) = store.write(|tx| keyed.replay(tx))? {
             return Ok(replayed);
         }
         let (status, body) = run()?;
-        store.write(|tx| keyed.record(tx, status, &body, now()))?;
+        store.write(|tx| {
+            keyed.record(tx, status, &body, now())?;
+            keyed.record_action(tx, open.as_ref(), status, &body)
+        })?;
         Ok((status, body))
     })
     .await?;
+    recording.inspect(|r| r.mark_written());
     Ok((status, Json(body)).into_response())
 }

@@ -13,6 +13,7 @@ mod ingress;
 mod listen;
 mod management;
 mod ports;
+mod recording;
 
 pub use clock::{now, SystemClock};
 pub use cursor::{Cursors, Position, CURSOR_KEY};
