@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::accept::accept;
 use crate::control::{check_operator_type, operator_root, Operator};
+use crate::work::owner_of;
 use crate::HostError;
 
 /// Where an action is invoked.
@@ -50,11 +51,7 @@ pub fn act(
         }
         ActionTarget::Scope { scope, key } => {
             let owner = match &key {
-                Some(key) => tx
-                    .work_owning_key(key)?
-                    .map(|id| tx.get_work(&id))
-                    .transpose()?
-                    .flatten(),
+                Some(key) => owner_of(tx, key)?,
                 None => None,
             };
             let waiting = owner.filter(|w| w.state == WorkState::Waiting).map(|w| w.id);

@@ -10,21 +10,17 @@ use conduit_core::{Event, ExecutionState, Source, Timestamp, WorkState};
 use conduit_store::Tx;
 
 use crate::fence::cancel_running;
+use crate::work::owner_of;
 use crate::HostError;
 
 /// Interrupts the running Work that owns the event's key, when an interrupting route of its
-/// binding matches the event; answers whether it did.
-pub fn interrupt_running(tx: &mut dyn Tx, config: &Snapshot, event: &Event, now: Timestamp) -> Result<bool, HostError> {
+/// binding matches the event.
+pub fn interrupt_running(tx: &mut dyn Tx, config: &Snapshot, event: &Event, now: Timestamp) -> Result<(), HostError> {
     let Some(key) = &event.correlation_key else {
-        return Ok(false);
+        return Ok(());
     };
-    let Some(mut work) = tx
-        .work_owning_key(key)?
-        .map(|id| tx.get_work(&id))
-        .transpose()?
-        .flatten()
-    else {
-        return Ok(false);
+    let Some(mut work) = owner_of(tx, key)? else {
+        return Ok(());
     };
     // A Work's own emissions (and the host's records of its calls) never interrupt it.
     let own =
@@ -34,7 +30,7 @@ pub fn interrupt_running(tx: &mut dyn Tx, config: &Snapshot, event: &Event, now:
         && work.scope == event.scope
         && config.interrupts(&work.scope, &work.binding, &event.event_type);
     if !interrupts {
-        return Ok(false);
+        return Ok(());
     }
     for mut x in tx
         .executions_of_work(&work.id)?
@@ -49,5 +45,5 @@ pub fn interrupt_running(tx: &mut dyn Tx, config: &Snapshot, event: &Event, now:
     work.blocked_reason.get_or_insert_with(|| INTERRUPTED.to_owned());
     work.updated_at = now;
     tx.update_work(&work)?;
-    Ok(true)
+    Ok(())
 }

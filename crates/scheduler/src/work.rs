@@ -120,6 +120,14 @@ pub fn create_work(
     Ok((work, event))
 }
 
+/// The Work that owns `key`, if any.
+pub(crate) fn owner_of(tx: &mut dyn Tx, key: &str) -> Result<Option<Work>, HostError> {
+    match tx.work_owning_key(key)? {
+        Some(id) => Ok(tx.get_work(&id)?),
+        None => Ok(None),
+    }
+}
+
 /// Every grant named is one the binding offers, each named once.
 pub(crate) fn check_grants(config: &Snapshot, scope: &str, binding: &str, grants: &[String]) -> Result<(), Refusal> {
     for (i, grant) in grants.iter().enumerate() {
