@@ -1,6 +1,8 @@
 //! `open-conduit daemon`: the daemon run in the foreground on a multi-threaded runtime, logging to
 //! stderr.
 
+use std::io::IsTerminal;
+
 use conduit_core::Duration;
 use conduit_daemon::DaemonOptions;
 
@@ -46,12 +48,16 @@ pub fn run(options: DaemonOptions) -> Result<(), Failure> {
         .map_err(|e| Failure::Local(e.to_string()))
 }
 
-/// Logs to stderr, filtered by `OPEN_CONDUIT_LOG` (default `info`).
+/// Logs to stderr, filtered by `OPEN_CONDUIT_LOG` (default `info`), coloured only on a terminal
+/// without `NO_COLOR`.
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("OPEN_CONDUIT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colour only for a person at a terminal: a log file or a service journal gets plain text.
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .with_env_filter(filter)
         .try_init();
 }

@@ -90,7 +90,11 @@ fn daemon_health(locations: &Locations) -> Value {
         Ok(h) => check(
             "daemon",
             "ok",
-            format!("up (version {}, generation {})", h["version"], h["generation"]),
+            format!(
+                "up (version {}, generation {})",
+                h["version"].as_str().unwrap_or("unknown"),
+                h["generation"]
+            ),
         ),
         Err(Failure::Local(why) | Failure::Transport(why)) => check("daemon", "fail", why),
         Err(Failure::Refused { code, message, .. }) => check("daemon", "fail", format!("{code}: {message}")),

@@ -1,5 +1,5 @@
 //! The daemon's lifetime: lock the state directory, assemble the services, serve the management
-//! API, recover and run the scheduler, and stop cleanly on SIGINT or SIGTERM.
+//! API, recover and run the scheduler, and stop cleanly on SIGINT, SIGTERM or SIGHUP.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use crate::packages::{PackageHost, PackageService};
 use crate::secrets::Resolver;
 use crate::{config_registry, operator, release_registry, runtime, DaemonError, DaemonOptions, StateDir};
 
-/// Runs the daemon until SIGINT or SIGTERM.
+/// Runs the daemon until SIGINT, SIGTERM or SIGHUP.
 pub async fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     if let Some(addr) = options.listen.filter(|a| !a.ip().is_loopback()) {
         return Err(DaemonError::NotLoopback(addr));
@@ -279,10 +279,11 @@ async fn start_scheduler(
     tokio::spawn(runtime.scheduler_loop())
 }
 
-/// SIGINT and SIGTERM, the two ways to stop the daemon.
+/// SIGINT, SIGTERM and SIGHUP (its terminal went away): each stops the daemon cleanly.
 struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -291,6 +292,7 @@ impl Signals {
         Ok(Signals {
             term: signal(SignalKind::terminate()).map_err(io)?,
             int: signal(SignalKind::interrupt()).map_err(io)?,
+            hup: signal(SignalKind::hangup()).map_err(io)?,
         })
     }
 
@@ -298,6 +300,7 @@ impl Signals {
         tokio::select! {
             _ = self.term.recv() => {}
             _ = self.int.recv() => {}
+            _ = self.hup.recv() => {}
         }
     }
 }

@@ -210,12 +210,12 @@ impl Daemon {
         self.config.clone().unwrap_or_else(|| self.state.join("config.json"))
     }
 
-    /// SIGKILL: no shutdown path runs.
     /// The daemon process's id.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("daemon running").id()
     }
 
+    /// SIGKILL: no shutdown path runs.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -225,9 +225,14 @@ impl Daemon {
 
     /// SIGTERM, then wait for a clean exit; returns the exit status.
     pub fn stop(&mut self) -> std::process::ExitStatus {
+        self.signal("-TERM")
+    }
+
+    /// Sends `signal` (`-HUP`, ...), then waits for the daemon to exit; returns the exit status.
+    pub fn signal(&mut self, signal: &str) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("daemon running");
         Command::new("kill")
-            .arg("-TERM")
+            .arg(signal)
             .arg(child.id().to_string())
             .status()
             .unwrap();

@@ -53,6 +53,13 @@ fn main() -> ExitCode {
 
 /// Runs the daemon with the options its flags and the state directory give.
 fn run_daemon(locations: &Locations, args: DaemonArgs) -> Result<(), Failure> {
+    // A file named on purpose that is not there is a mistake, not a wish for the default.
+    if let Some(file) = args.config.as_ref().filter(|f| !f.exists()) {
+        return Err(Failure::Local(format!(
+            "the configuration file {} does not exist; write it (`open-conduit config check FILE` validates it), or leave out --config to run <state>/config.json or the default",
+            file.display()
+        )));
+    }
     daemon::run(conduit_daemon::DaemonOptions {
         state_dir: locations.state_dir()?,
         config_file: args.config,
