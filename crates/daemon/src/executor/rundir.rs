@@ -121,7 +121,12 @@ impl RunDir {
 /// (`$XDG_RUNTIME_DIR/open-conduit`) when it is the daemon user's own and owner-only (one inherited
 /// through `su` or `sudo` is not), else `/tmp/open-conduit-<uid>` (macOS has no runtime directory).
 fn fallback_base() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+    base_in(std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from))
+}
+
+/// [`fallback_base`] for the runtime directory `runtime` names, if any.
+fn base_in(runtime: Option<PathBuf>) -> PathBuf {
+    match runtime {
         Some(runtime) if runtime.is_absolute() && check_private_dir(&runtime).is_ok() => runtime.join("open-conduit"),
         _ => PathBuf::from(format!("/tmp/open-conduit-{}", rustix::process::geteuid().as_raw())),
     }
@@ -211,6 +216,25 @@ mod tests {
         );
         assert!(run.socket.as_os_str().len() <= MAX_SOCKET_PATH);
         run.remove();
+    }
+
+    /// A runtime directory others can write (one inherited through `su`, say) is not trusted with
+    /// sockets; the daemon user's own owner-only one is (the control).
+    #[test]
+    fn only_an_owner_only_runtime_directory_is_used() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let runtime = tmp.path().join("run");
+        fs::create_dir(&runtime).unwrap();
+        fs::set_permissions(&runtime, fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(base_in(Some(runtime.clone())), runtime.join("open-conduit"));
+        fs::set_permissions(&runtime, fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(base_in(Some(runtime))
+            .to_string_lossy()
+            .starts_with("/tmp/open-conduit-"));
+        assert!(base_in(Some("relative".into()))
+            .to_string_lossy()
+            .starts_with("/tmp/open-conduit-"));
     }
 
     #[test]
