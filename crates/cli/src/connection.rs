@@ -167,6 +167,14 @@ pub fn read_token(path: &Path) -> Result<String, Failure> {
     if token.is_empty() {
         return Err(unreadable("it is empty".to_owned()));
     }
+    // Anything else could not go into an Authorization header, and would read as a dead daemon.
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(unreadable(
+            "it does not hold a token (one line of printable characters, no spaces); \
+             `open-conduit auth recover` issues the owner a new one with the daemon stopped"
+                .to_owned(),
+        ));
+    }
     Ok(token.to_owned())
 }
 
@@ -194,7 +202,9 @@ mod tests {
         let absent = read_token(&path).expect_err("absent");
         std::fs::write(&path, "\n").expect("write");
         let empty = read_token(&path).expect_err("empty");
-        for failure in [absent, empty] {
+        std::fs::write(&path, "two words\n").expect("write");
+        let malformed = read_token(&path).expect_err("malformed");
+        for failure in [absent, empty, malformed] {
             let Failure::Local(message) = failure else {
                 panic!("expected a local failure, got {failure:?}");
             };

@@ -33,6 +33,7 @@ pub fn run(locations: &Locations) -> Value {
             checks.extend(config_checks);
             checks.push(sandbox(&config, &conduit_sandbox::kernel::probe()));
             checks.push(agent_clis(&config));
+            checks.push(toolbelt_cli(std::env::current_exe().ok().as_deref()));
             if up {
                 checks.push(packages(locations));
             }
@@ -221,6 +222,26 @@ fn agent_clis(config: &Value) -> Value {
             ),
         ),
     }
+}
+
+/// Whether `os` sits beside this `open-conduit`, where a daemon started from it puts it first on
+/// every execution's PATH: without it, every run that calls the toolbelt fails `os: not found`.
+fn toolbelt_cli(exe: Option<&Path>) -> Value {
+    let Some(dir) = exe.and_then(Path::parent) else {
+        return check("toolbelt CLI", "warn", "cannot tell where this program is installed");
+    };
+    let os = dir.join("os");
+    if os.is_file() {
+        return check("toolbelt CLI", "ok", format!("{}", os.display()));
+    }
+    check(
+        "toolbelt CLI",
+        "fail",
+        format!(
+            "no `os` beside open-conduit in {}, so executions fail `os: not found`; install both programs: `cargo install --locked --path crates/cli` (or `cargo build --release`)",
+            dir.display()
+        ),
+    )
 }
 
 /// Every binding of a configuration's JSON: scope, name, and the binding.

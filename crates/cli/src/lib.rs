@@ -17,6 +17,7 @@
 //! - [`auth`], [`artifacts`] and [`config_file`]: the operator's steps that are more than one
 //!   request (rotation, recovery, an artifact's raw bytes, a configuration file read or checked
 //!   offline).
+//! - [`secrets`]: `open-conduit secrets`, the owner-only `file:` secrets written and listed.
 //! - [`json`]: JSON command-line values and bodies with optional fields.
 //! - [`runtime`]: the async runtimes the command lines block on.
 
@@ -37,5 +38,6 @@ pub mod render;
 pub mod report;
 pub mod runs;
 pub mod runtime;
+pub mod secrets;
 pub mod text;
 pub mod toolbelt;

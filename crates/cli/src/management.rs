@@ -450,6 +450,16 @@ pub fn remove_package(name: &str) -> Request {
     Request::Delete(format!("/v1/packages/{}", encode(name)))
 }
 
+/// `GET /v1/tools[?scope=&source=]`: the registered operations, sorted by toolId.
+pub fn list_tools(scope: Option<&str>, source: Option<&str>) -> Request {
+    get_with_query("/v1/tools", &[("scope", scope), ("source", source)])
+}
+
+/// `GET /v1/tools/{toolId}`: one operation's descriptor.
+pub fn tool(id: &str) -> Request {
+    Request::Get(format!("/v1/tools/{}", encode(id)))
+}
+
 /// `POST /v1/{collection}/{id}/{action}` with an empty body: an action on one resource.
 fn act(collection: &str, id: &str, action: &str) -> Request {
     post(&format!("/v1/{collection}/{}/{action}", encode(id)), object([]))

@@ -574,7 +574,7 @@ fn config_drift_is_judged_against_the_playbook_the_generation_pinned() {
     std::fs::write(package.join("open-conduit.json"), manifest.to_string()).unwrap();
     std::fs::write(package.join("bin/run"), "#!/bin/sh\nexit 0\n").unwrap();
     std::fs::set_permissions(package.join("bin/run"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    daemon.json(&["package", "install", package.to_str().unwrap()]);
+    daemon.json(&["packages", "install", package.to_str().unwrap()]);
     let file = daemon.config_file().display().to_string();
     let rechecked = daemon.json(&["config", "validate", &file]);
     assert!(

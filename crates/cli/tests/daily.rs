@@ -7,6 +7,7 @@
 mod common;
 
 use common::*;
+use serde_json::{json, Value};
 
 #[test]
 fn a_config_flag_naming_no_file_is_refused() {
@@ -43,4 +44,223 @@ fn sighup_stops_the_daemon_cleanly_and_its_log_is_plain_text() {
     let log = daemon.log();
     assert!(log.contains("open-conduit daemon is up"), "{log}");
     assert!(!log.contains('\u{1b}'), "no colour codes in a log file: {log}");
+}
+
+/// `open-conduit` at `args` with `stdin` piped in, against `daemon`'s state directory.
+fn piped(daemon: &Daemon, args: &[&str], stdin: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new(OPEN_CONDUIT)
+        .args(args)
+        .arg("--state")
+        .arg(&daemon.state)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn completions_and_manual_pages_are_generated_from_the_command_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = std::process::Command::new(OPEN_CONDUIT)
+            .args(["completion", shell])
+            .output()
+            .unwrap();
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && script.contains("approvals"),
+            "{shell}: {script}"
+        );
+    }
+    let page = std::process::Command::new(OPEN_CONDUIT).arg("man").output().unwrap();
+    assert!(String::from_utf8_lossy(&page.stdout).contains(".TH open-conduit 1"));
+    let dir = tmp.path().join("man1");
+    let written = std::process::Command::new(OPEN_CONDUIT)
+        .args(["man", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(written.status.success(), "{}", stderr(&written));
+    for page in [
+        "open-conduit.1",
+        "open-conduit-work-create.1",
+        "open-conduit-secrets-set.1",
+    ] {
+        assert!(dir.join(page).is_file(), "{page}");
+    }
+}
+
+#[test]
+fn the_catalog_is_listed_and_one_tool_shown() {
+    let daemon = Daemon::start(Some(&shell_config("true")));
+    let tools = daemon.json(&["tools"]);
+    let ids: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["toolId"].as_str())
+        .collect();
+    assert!(ids.contains(&"emit") && ids.contains(&"http.fetch"), "{ids:?}");
+    let in_scope = daemon.json(&["tools", "--scope", "demo"]);
+    assert!(
+        in_scope.as_array().unwrap().len() < ids.len(),
+        "a scope's ceiling narrows it"
+    );
+    assert_eq!(daemon.json(&["tools", "emit"])["toolId"], "emit");
+    let (code, refused) = daemon.json_unchecked(&["tools", "no.such.tool"]);
+    assert_eq!((code, refused["error"].as_str()), (Some(1), Some("not_found")));
+    let text = String::from_utf8_lossy(&daemon.cli(&["tools"]).stdout).into_owned();
+    assert!(text.starts_with("TOOL") && text.contains("read_context"), "{text}");
+}
+
+/// Secrets are written owner-only, listed by name only and removed; a secrets file another user
+/// could read fails the attempt with a log line that names the file and the `chmod` that mends it.
+#[test]
+fn secrets_are_set_listed_and_removed_owner_only() {
+    let value = "s3cret-value-from-stdin-77";
+    let daemon = Daemon::start_with(|_| {
+        let mut config: Value =
+            serde_json::from_str(&shell_config("test \"$API\" = s3cret-value-from-stdin-77")).unwrap();
+        config["secrets"] = json!({"api": "file:api"});
+        config["scopes"]["demo"]["bindings"]["shell"]["secrets"] = json!(["api"]);
+        config.to_string()
+    });
+    let set = piped(&daemon, &["secrets", "set", "api"], &format!("{value}\n"));
+    assert!(set.status.success(), "{}", stderr(&set));
+    let said = String::from_utf8_lossy(&set.stdout);
+    assert!(said.contains("\"file:api\"") && !said.contains(value), "{said}");
+    let file = daemon.state.join("private/secrets.json");
+    assert_eq!(mode(&file), 0o600);
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(kept["api"], value, "one trailing newline is not part of the value");
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+
+    assert!(piped(&daemon, &["secrets", "set", "other"], "x").status.success());
+    let listed = daemon.cli(&["secrets", "list"]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains("api") && listed.contains("file:other") && !listed.contains(value),
+        "{listed}"
+    );
+    assert!(daemon.cli(&["secrets", "rm", "other"]).status.success());
+    let gone = daemon.cli(&["secrets", "rm", "other"]);
+    assert_eq!(gone.status.code(), Some(2));
+    assert!(stderr(&gone).contains("secrets list"), "{}", stderr(&gone));
+    let empty = piped(&daemon, &["secrets", "set", "blank"], "");
+    assert!(!empty.status.success(), "an empty value is refused");
+
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let unsafe_work = daemon.create_work("demo", "shell");
+    daemon.await_work(&unsafe_work, "failed");
+    let execution = daemon.first_execution(&unsafe_work);
+    let log = std::fs::read_to_string(daemon.state.join(format!("logs/{execution}.log"))).unwrap();
+    let named = format!("chmod 600 {}", file.display());
+    assert!(log.contains("(file_unsafe)") && log.contains(&named), "{log}");
+    let refused = daemon.cli(&["secrets", "list"]);
+    assert!(stderr(&refused).contains(&named), "{}", stderr(&refused));
+}
+
+/// Each message names what is wrong and what to do, not something else.
+#[test]
+fn messages_say_what_is_wrong_and_what_to_do() {
+    let daemon = Daemon::start(Some(&shell_config("os outcome succeeded")));
+    let tmp = tempfile::tempdir().unwrap();
+
+    let token = tmp.path().join("token");
+    std::fs::write(&token, "not a token\n").unwrap();
+    let out = daemon.cli(&["health", "--token-file", token.to_str().unwrap()]);
+    let said = stderr(&out);
+    assert!(
+        said.contains("does not hold a token") && !said.contains("not running"),
+        "{said}"
+    );
+
+    let empty = tmp.path().join("not-a-package");
+    std::fs::create_dir(&empty).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", empty.join("link")).unwrap();
+    let out = daemon.cli(&["packages", "install", empty.to_str().unwrap()]);
+    let said = stderr(&out);
+    assert!(
+        said.contains("no readable open-conduit.json") && !said.contains("symbolic"),
+        "{said}"
+    );
+
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    let (code, refused) = daemon.json_unchecked(&["work", "retry", &work]);
+    assert_eq!(code, Some(1));
+    assert!(
+        refused["remedy"].as_str().unwrap().contains("create new Work"),
+        "{refused}"
+    );
+
+    let remedies = |change: &dyn Fn(&mut Value)| {
+        let mut config: Value = serde_json::from_str(&shell_config("true")).unwrap();
+        change(&mut config);
+        let file = tmp.path().join("config.json");
+        std::fs::write(&file, config.to_string()).unwrap();
+        let checked = daemon.json_unchecked(&["config", "check", file.to_str().unwrap()]).1;
+        let all: Vec<String> = checked["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|d| d["remedy"].as_str().map(str::to_owned))
+            .collect();
+        all.join("\n")
+    };
+    let typed = remedies(&|c| c["limits"] = json!({"causal_max_depth": "deep"}));
+    assert!(
+        typed.contains("give a whole number (0 or more) here") && !typed.contains("deep"),
+        "{typed}"
+    );
+    let unknown = remedies(&|c| c["limits"] = json!({"causal_max_dept": 3}));
+    assert!(
+        unknown.contains("this object takes one of `causal_max_depth`"),
+        "{unknown}"
+    );
+    let operation = remedies(&|c| c["scopes"]["demo"]["bindings"]["shell"]["operations"] = json!(["emti"]));
+    assert!(operation.contains("`open-conduit tools` lists"), "{operation}");
+}
+
+/// `doctor` fails where executions would find no `os`, rather than reporting healthy.
+#[test]
+fn doctor_fails_without_the_toolbelt_cli_beside_it() {
+    let daemon = Daemon::start(Some(&shell_config("true")));
+    let healthy = daemon.json(&["doctor"]);
+    let check = |report: &Value| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == "toolbelt CLI")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(check(&healthy)["status"], "ok", "the control: `os` is beside it");
+
+    // A hard link runs the same program from a directory without `os` (the same filesystem as
+    // the build, so the link is possible).
+    let alone = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let program = alone.path().join("open-conduit");
+    std::fs::hard_link(OPEN_CONDUIT, &program).unwrap();
+    let out = std::process::Command::new(&program)
+        .args(["--json", "doctor", "--state"])
+        .arg(&daemon.state)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["healthy"], false);
+    let found = check(&report);
+    assert_eq!(found["status"], "fail");
+    assert!(found["detail"].as_str().unwrap().contains("os: not found"), "{found}");
 }

@@ -27,7 +27,7 @@ fn package(root: &Path, name: &str, requires: &[&str], operation: &str) -> PathB
 }
 
 fn install(daemon: &Daemon, dir: &Path) -> (Option<i32>, Value) {
-    daemon.json_unchecked(&["package", "install", dir.to_str().unwrap()])
+    daemon.json_unchecked(&["packages", "install", dir.to_str().unwrap()])
 }
 
 #[test]
@@ -53,13 +53,18 @@ fn a_granted_package_installs_and_shows_what_it_requires_and_asks_for() {
         "the installed copy is owner-only and keeps its execute bit"
     );
 
-    let human = daemon.cli(&["package", "show", "notes"]);
+    let human = daemon.cli(&["packages", "show", "notes"]);
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(
         text.contains("requires:    clock") && text.contains("permissions: http.safeFetch"),
         "{text}"
     );
-    assert_eq!(daemon.json(&["package", "list"])["items"][0]["name"], "notes");
+    assert_eq!(daemon.json(&["packages", "list"])["items"][0]["name"], "notes");
+    assert_eq!(
+        daemon.json(&["package", "list"])["items"][0]["name"],
+        "notes",
+        "the singular stays an alias"
+    );
     let (status, etag) = revalidate(&daemon, "/v1/packages/notes", None);
     assert_eq!(status, 200);
     assert_eq!(
@@ -68,10 +73,10 @@ fn a_granted_package_installs_and_shows_what_it_requires_and_asks_for() {
         "a revision"
     );
 
-    assert_eq!(daemon.json(&["package", "remove", "notes"])["removed"], "notes");
+    assert_eq!(daemon.json(&["packages", "remove", "notes"])["removed"], "notes");
     assert!(!daemon.state.join("packages/notes").exists());
     assert_eq!(
-        daemon.json_unchecked(&["package", "show", "notes"]).1["error"],
+        daemon.json_unchecked(&["packages", "show", "notes"]).1["error"],
         "not_found"
     );
 }
@@ -103,7 +108,7 @@ fn installed_packages_page_with_cursors_by_name() {
     }
     assert_eq!(names, ["alpha", "beta", "gamma"]);
     assert_eq!(
-        daemon.json(&["package", "list"])["items"].as_array().unwrap().len(),
+        daemon.json(&["packages", "list"])["items"].as_array().unwrap().len(),
         3,
         "the CLI follows"
     );
@@ -195,7 +200,7 @@ fn a_gating_host_refuses_an_unmet_requirement_with_exactly_the_rfc_payload() {
         "--json prints the API's envelope"
     );
     assert!(
-        daemon.json(&["package", "list"])["items"]
+        daemon.json(&["packages", "list"])["items"]
             .as_array()
             .unwrap()
             .is_empty(),
@@ -221,7 +226,7 @@ fn a_grant_tightened_after_approval_flags_the_package() {
     let dir = package(daemon.scratch(), "notes", &["clock"], "notes.view");
     assert_eq!(install(&daemon, &dir).0, Some(0));
     daemon.json(&["config", "set", "/packages", r#"{"grant": ["crypto"]}"#]);
-    let listed = daemon.json(&["package", "list"])["items"][0].clone();
+    let listed = daemon.json(&["packages", "list"])["items"][0].clone();
     assert_eq!(
         (listed["status"].as_str(), listed["unmet"].clone()),
         (Some("requirement_unmet"), json!(["clock"]))
@@ -256,7 +261,7 @@ fn a_grant_tightened_after_approval_flags_the_package() {
     );
 
     daemon.json(&["config", "set", "/packages", r#"{"grant": ["crypto", "clock"]}"#]);
-    assert_eq!(daemon.json(&["package", "list"])["items"][0]["status"], "ok");
+    assert_eq!(daemon.json(&["packages", "list"])["items"][0]["status"], "ok");
 }
 
 /// RFC 0078 §B/§F-2 and RFC 0076: once the grant set no longer covers a package's requirement, its
@@ -466,7 +471,7 @@ fn the_example_package_answers_an_execution_and_fetches_through_the_host() {
         events.iter().any(|e| e["type"] == "notes.echoed"),
         "the package's emission"
     );
-    let in_use = daemon.json_unchecked(&["package", "remove", "notes"]);
+    let in_use = daemon.json_unchecked(&["packages", "remove", "notes"]);
     assert_eq!(
         in_use.1["error"], "conflict",
         "the active configuration grants its toolset"
@@ -590,8 +595,8 @@ fn an_installed_gate_decides_and_fails_closed() {
         let (status, listing) = install(&daemon, &dir);
         assert_eq!(status, Some(0), "{listing}");
     }
-    assert_eq!(daemon.json(&["package", "show", "guard"])["gate"], "installed");
-    assert!(daemon.json(&["package", "show", "lax"])["gate"]
+    assert_eq!(daemon.json(&["packages", "show", "guard"])["gate"], "installed");
+    assert!(daemon.json(&["packages", "show", "lax"])["gate"]
         .as_str()
         .unwrap()
         .starts_with("not installed"));
@@ -895,7 +900,7 @@ fn a_new_version_whose_toolset_loses_an_operation_is_refused() {
         "invalid_manifest"
     );
     assert_eq!(
-        daemon.json(&["package", "show", "notes"])["version"],
+        daemon.json(&["packages", "show", "notes"])["version"],
         "1.1.0",
         "the installed version stays"
     );

@@ -517,7 +517,7 @@ fn a_daemon_that_cannot_run_the_latest_generation_refuses_calls_until_it_can() {
     // A generation naming a package only A has: B cannot validate it, so it serves nothing older.
     let package = probe_package(meet.path());
     assert_eq!(
-        a.json(&["package", "install", package.to_str().unwrap()])["status"],
+        a.json(&["packages", "install", package.to_str().unwrap()])["status"],
         "ok"
     );
     let mut operations = ALL.to_vec();
@@ -533,7 +533,7 @@ fn a_daemon_that_cannot_run_the_latest_generation_refuses_calls_until_it_can() {
     assert!(b.log().contains("cannot run the generation another daemon committed"));
 
     assert_eq!(
-        b.json(&["package", "install", package.to_str().unwrap()])["status"],
+        b.json(&["packages", "install", package.to_str().unwrap()])["status"],
         "ok"
     );
     assert_eq!(emit().0, 200, "installed here too, B runs it");

@@ -55,29 +55,39 @@ pub(crate) fn shape_diagnostic(base: &str, e: &serde_path_to_error::Error<serde_
         .iter()
         .fold(base.to_owned(), |p, seg| push_pointer(&p, &segment(seg)));
     let text = e.inner().to_string();
+    let expected = expected(&text);
     let (code, message, remedy) = if text.starts_with("unknown field") {
         (
             "unknown_field",
             "this field is not part of configuration version 1",
-            "remove the field or fix its name",
+            match expected {
+                Some(fields) => format!("remove the field or fix its name; this object takes {fields}"),
+                None => "remove the field; this object takes no fields".to_owned(),
+            },
         )
     } else if text.starts_with("missing field") {
         (
             "missing_field",
             "a required field is missing here",
-            "add the field the documentation names for this object",
+            "add the field (docs/configuration.md lists each object's fields)".to_owned(),
         )
     } else if text.starts_with("invalid type") {
         (
             "invalid_type",
             "this value has the wrong JSON type",
-            "give the value the type the documentation names",
+            match expected {
+                Some(wanted) => format!("give {wanted} here (docs/configuration.md lists each field's type)"),
+                None => "give the type docs/configuration.md lists for this field".to_owned(),
+            },
         )
     } else {
         (
             "invalid_value",
             "this value is not accepted",
-            "check the value against the documentation",
+            match expected {
+                Some(wanted) => format!("give {wanted} here"),
+                None => "check the value against docs/configuration.md".to_owned(),
+            },
         )
     };
     // A missing or unknown field is reported on its object; name the field, which is a key, not a value.
@@ -85,7 +95,7 @@ pub(crate) fn shape_diagnostic(base: &str, e: &serde_path_to_error::Error<serde_
         Some(field) => format!("{message}: `{field}`"),
         None => message.to_owned(),
     };
-    Diagnostic::error(pointer, code, message, remedy)
+    Diagnostic::error(pointer, code, message, &remedy)
 }
 
 /// A path segment as a JSON pointer writes it: an array index bare (serde writes `[0]`).
@@ -94,6 +104,21 @@ fn segment(seg: &serde_path_to_error::Segment) -> String {
         serde_path_to_error::Segment::Seq { index } => index.to_string(),
         other => other.to_string(),
     }
+}
+
+/// What serde says it expected, which names types and fields, never the value given; a struct is
+/// an object to whoever writes the file.
+fn expected(serde_text: &str) -> Option<String> {
+    let (_, wanted) = serde_text.split_once(", expected ")?;
+    let wanted = wanted.split(" at line ").next().unwrap_or(wanted);
+    let plain = match wanted {
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number (0 or more)",
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number",
+        "f32" | "f64" => "a number",
+        _ if wanted.starts_with("struct ") => "an object",
+        _ => wanted,
+    };
+    Some(plain.to_owned())
 }
 
 fn field_name(serde_text: &str) -> Option<&str> {

@@ -201,7 +201,7 @@ fn unknown(pointer: String, toolset: bool) -> Diagnostic {
     } else {
         (
             "no registered operation has this name",
-            "fix the operation name; `open-conduit` lists the registered operations",
+            "fix the operation name; `open-conduit tools` lists the registered operations",
         )
     };
     Diagnostic::error(pointer, "unknown_reference", message, remedy)

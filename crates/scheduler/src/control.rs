@@ -251,7 +251,7 @@ pub fn retry_work(
             ErrorCode::Conflict,
             "only held, backing-off or failed Work can be retried",
         )
-        .with_remedy("cancel its running attempt first, or wait for it to finish")
+        .with_remedy(retry_remedy(work.state))
         .into());
     }
     let event = record(
@@ -321,4 +321,16 @@ pub fn confirm_stopped(
     tx.update_execution(&x)?;
     release_interrupted(tx, &x.work_id, now)?;
     Ok((x, Some(event)))
+}
+
+/// What to do instead of retrying Work in `state`.
+fn retry_remedy(state: WorkState) -> &'static str {
+    match state {
+        WorkState::Succeeded | WorkState::Cancelled => {
+            "it has finished and stays finished; create new Work (`open-conduit work create`) to run it again"
+        }
+        WorkState::Running => "cancel its running attempt first (`open-conduit work cancel`), or wait for it to finish",
+        WorkState::Waiting => "it waits for an event: wake it (`open-conduit work wake`) or cancel it",
+        _ => "it is ready and runs when a daemon claims it",
+    }
 }

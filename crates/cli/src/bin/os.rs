@@ -6,6 +6,10 @@
 use std::io::Read;
 use std::process::ExitCode;
 
+#[cfg(test)]
+#[path = "common/help_check.rs"]
+mod help_check;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use conduit_cli::connection::{Connection, Request};
 use conduit_cli::git_credential;
@@ -170,11 +174,13 @@ enum CredentialAction {
 enum SessionCommand {
     /// Open a session of an operation this execution may call; prints the session's id
     Open {
+        /// The operation, by its toolId (`os tools` lists those this execution may call)
         #[arg(value_name = "OPERATION")]
         operation: String,
     },
     /// Close a session (completed, or failed with --failed)
     Close {
+        /// The session's id, as `os session open` printed it
         #[arg(value_name = "SESSION_ID")]
         id: String,
         /// The session's work failed
@@ -350,6 +356,17 @@ mod tests {
     #[test]
     fn command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn help_matches_its_snapshot() {
+        help_check::assert_help_snapshot(Cli::command(), "os-help.txt");
+    }
+
+    #[test]
+    fn every_argument_says_what_it_is() {
+        let missing = help_check::undocumented(&Cli::command());
+        assert!(missing.is_empty(), "arguments without help: {missing:?}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod layout;
 mod packages;
 mod runs;
 mod scopes;
+mod secrets;
 mod toolbelt;
 mod work;
 
@@ -26,6 +27,7 @@ pub use health::{doctor, health};
 pub use packages::{package_detail, package_installed, package_removed, package_table};
 pub use runs::{run_detail, run_table, run_tally};
 pub use scopes::{reconciled, route_trace, sample_table, scope_table};
+pub use secrets::{secret_removed, secret_stored, secret_table};
 pub use toolbelt::{
     declared, event_id, guidance, output, session_closed, session_id, tool_detail, tool_table, work_id, work_input,
 };

@@ -39,6 +39,9 @@ pub(super) fn read_manifest(dir: &Path) -> Result<Manifest, Refusal> {
         invalid(&format!(
             "no readable {MANIFEST_FILE} (a regular file of at most 1 MiB) in the directory"
         ))
+        .with_remedy(format!(
+            "install the directory that holds the package's {MANIFEST_FILE} (docs/extensions.md describes it)"
+        ))
     };
     let file = open_regular(&dir.join(MANIFEST_FILE)).map_err(|_| unreadable())?;
     let bytes = files::read_bounded(file, MAX_MANIFEST).map_err(|_| unreadable())?;

@@ -156,6 +156,8 @@ impl PackageService {
     /// approved is exactly what runs; then it replaces `<state>/packages/<name>/` whole.
     fn install_staged(&self, source: &Path, staging: &Path) -> Result<Value, Refusal> {
         fs::read_dir(source).map_err(|_| invalid("the package directory cannot be read"))?;
+        // Before the copy, so a directory that is no package is not judged by what else it holds.
+        read_manifest(source)?;
         copy_tree(source, staging)?;
         let manifest = read_manifest(staging)?;
         check_to_install(&manifest)?;
@@ -212,17 +214,21 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), Refusal> {
                 .mode(mode)
                 .open(&target)
                 .map_err(failed)?;
-            let mut from = open_regular(&entry.path()).map_err(|_| special())?;
+            let mut from = open_regular(&entry.path()).map_err(|_| special(&entry.file_name()))?;
             std::io::copy(&mut from, &mut out).map_err(failed)?;
         } else {
-            return Err(special());
+            return Err(special(&entry.file_name()));
         }
     }
     Ok(())
 }
 
-fn special() -> Refusal {
-    invalid("the package directory holds a symbolic link or a special file; packages hold regular files only")
+/// `name` is the entry's own name, never the path it sits at.
+fn special(name: &std::ffi::OsStr) -> Refusal {
+    invalid(&format!(
+        "the package directory holds a symbolic link or a special file ({}); packages hold regular files only",
+        name.to_string_lossy()
+    ))
 }
 
 fn internal(e: conduit_store::StoreError) -> Refusal {

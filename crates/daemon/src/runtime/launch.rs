@@ -11,7 +11,7 @@ use super::Runtime;
 use crate::confine::{self, Prepared};
 use crate::executor::rundir::RunDir;
 use crate::executor::shell::{self, Launch};
-use crate::secrets::{resolve_for, Secret};
+use crate::secrets::{resolve_for, Secret, Unresolved};
 
 /// What starts an attempt's process: its argv, the executor's own variables, the home it writes
 /// (an agent CLI's), its stdin and where its stdout goes (an agent's transcript; else the log).
@@ -195,17 +195,21 @@ impl Runtime {
     }
 
     /// Resolves the attempt's secrets on a blocking thread, immediately before it starts.
-    pub(super) async fn secrets_for(&self, x: &Execution) -> Result<Vec<(String, Secret)>, (String, &'static str)> {
+    pub(super) async fn secrets_for(&self, x: &Execution) -> Result<Vec<(String, Secret)>, Unresolved> {
         let (configs, resolver, x) = (self.configs.clone(), self.resolver.clone(), x.clone());
         let resolve = move || {
             let current = configs.current().get();
-            let pinned = configs
-                .generation(x.generation)
-                .ok_or_else(|| ("*".to_owned(), "generation_unavailable"))?;
+            let pinned = configs.generation(x.generation).ok_or_else(|| {
+                Unresolved::new(
+                    "*",
+                    "generation_unavailable",
+                    "retry the Work: its next attempt pins the active generation",
+                )
+            })?;
             resolve_for(&resolver, &pinned, &current, &x.scope, &x.binding)
         };
         crate::secrets::off_runtime(resolve)
             .await
-            .unwrap_or_else(|| Err(("*".to_owned(), "internal")))
+            .unwrap_or_else(|| Err(Unresolved::new("*", "internal", "see the daemon's log")))
     }
 }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
-use crate::secrets::Resolver;
+use crate::secrets::{Resolver, Unresolved};
 use conduit_config::{CurrentConfig, Executable, Snapshot};
 use conduit_core::artifact::TRANSCRIPT_INDEX;
 use conduit_core::execution::SegmentEnd;
@@ -380,9 +380,9 @@ impl Runtime {
                     return Some(SegmentEnd::FailedToStart(None));
                 }
                 match secrets {
-                    Err((name, code)) => {
+                    Err(Unresolved { name, code, remedy }) => {
                         tracing::warn!(execution = %execution.id, secret = %name, code, "a secret could not be resolved");
-                        let line = format!("open-conduit: the secret `{name}` could not be resolved ({code}); the process was not started");
+                        let line = format!("open-conduit: the secret `{name}` could not be resolved ({code}); the process was not started; {remedy}");
                         shell::append_log(&self.files.log(&execution.id), &line);
                         return Some(SegmentEnd::SecretUnavailable);
                     }

@@ -2,27 +2,47 @@
 //! to the executor as environment variables. Only names that both the attempt's pinned generation and
 //! the current one give its binding are resolved, each by the current generation's reference.
 
-use super::{Resolver, Secret};
+use super::{Resolver, Secret, SecretError};
 use conduit_config::Snapshot;
 use conduit_core::toolbelt_env::secret_env_name;
 
-/// The environment variables of an attempt's secrets, or the name and error code of the first secret
-/// that could not be resolved (both safe to log).
+/// A secret of an attempt that did not resolve: its name, the stable code and what to do about it,
+/// all safe to log.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Unresolved {
+    pub name: String,
+    pub code: &'static str,
+    pub remedy: String,
+}
+
+impl Unresolved {
+    pub fn new(name: &str, code: &'static str, remedy: impl Into<String>) -> Unresolved {
+        Unresolved {
+            name: name.to_owned(),
+            code,
+            remedy: remedy.into(),
+        }
+    }
+}
+
+/// The environment variables of an attempt's secrets, or the first secret that could not be resolved.
 pub fn resolve_for(
     resolver: &Resolver,
     pinned: &Snapshot,
     current: &Snapshot,
     scope: &str,
     binding: &str,
-) -> Result<Vec<(String, Secret)>, (String, &'static str)> {
+) -> Result<Vec<(String, Secret)>, Unresolved> {
     let selected = |s: &Snapshot| s.binding(scope, binding).map(|b| b.secrets.clone()).unwrap_or_default();
     let pinned_names = selected(pinned);
     selected(current)
         .into_iter()
         .filter(|name| pinned_names.contains(name))
         .map(|name| {
-            let reference = current.secret_reference(&name).ok_or((name.clone(), "not_found"))?;
-            let value = resolver.resolve(reference).map_err(|e| (name.clone(), e.code()))?;
+            let missing = || Unresolved::new(&name, "not_found", "give the secret a reference under `secrets`");
+            let reference = current.secret_reference(&name).ok_or_else(missing)?;
+            let failed = |e: SecretError| Unresolved::new(&name, e.code(), resolver.remedy(e));
+            let value = resolver.resolve(reference).map_err(failed)?;
             Ok((secret_env_name(&name), value))
         })
         .collect()
@@ -76,7 +96,7 @@ mod tests {
         let both = snapshot(&["broken"]);
         assert_eq!(
             resolve_for(&resolver(), &both, &both, "s", "b").unwrap_err(),
-            ("broken".to_owned(), "env_unset")
+            Unresolved::new("broken", "env_unset", SecretError::EnvUnset.remedy())
         );
     }
 }

@@ -55,6 +55,19 @@ impl SecretError {
         }
     }
 
+    /// What an operator can do about it, naming the secrets file where it is the one at fault.
+    pub fn remedy_at(self, secrets_file: &std::path::Path) -> String {
+        let file = secrets_file.display();
+        match self {
+            SecretError::FileUnsafe => format!(
+                "make {file} a regular file owned by the daemon's user and readable by it alone: `chmod 600 {file}` (`open-conduit secrets set` writes it so)"
+            ),
+            SecretError::FileUnreadable => format!("check that the daemon's user can read {file}"),
+            SecretError::FileInvalid => format!("make {file} a JSON object whose values are all strings"),
+            other => other.remedy().to_owned(),
+        }
+    }
+
     /// What an operator can do about it, equally safe to show.
     pub fn remedy(self) -> &'static str {
         match self {

@@ -1,7 +1,7 @@
 //! `file:<key>`: a key of the owner-only `secrets.json`, a flat JSON object of string values.
 
 use std::fs::Metadata;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use rustix::io::Errno;
@@ -47,6 +47,51 @@ fn open_error(e: std::io::Error) -> SecretError {
         std::io::ErrorKind::InvalidInput => SecretError::FileUnsafe,
         _ if e.raw_os_error() == Some(Errno::LOOP.raw_os_error()) => SecretError::FileUnsafe,
         _ => SecretError::FileUnreadable,
+    }
+}
+
+/// The keys `path` holds (never their values); none when there is no file.
+pub fn keys(path: &Path) -> Result<Vec<String>, SecretError> {
+    match read_private(path) {
+        Ok(bytes) => Ok(entries(&bytes)?.keys().cloned().collect()),
+        Err(SecretError::NotFound) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Sets `key` to `value`, or with `None` removes it, in the secrets file at `path`, which is
+/// created owner-only and replaced whole (so the daemon reads the old file or the new one). An
+/// exclusive lock on a file beside it keeps two writers from losing each other's keys. Answers
+/// whether the key was there before.
+pub fn write_key(path: &Path, key: &str, value: Option<&str>) -> Result<bool, String> {
+    let why = |e: SecretError| format!("{}; {}", e, e.remedy_at(path));
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path.with_extension("lock"))
+        .and_then(|file| file.lock().map(|()| file))
+        .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
+    let mut entries = match read_private(path) {
+        Ok(bytes) => entries(&bytes).map_err(why)?,
+        Err(SecretError::NotFound) => serde_json::Map::new(),
+        Err(e) => return Err(why(e)),
+    };
+    let had = match value {
+        Some(value) => entries.insert(key.to_owned(), Value::String(value.to_owned())),
+        None => entries.remove(key),
+    };
+    let text = serde_json::to_vec_pretty(&entries).map_err(|e| e.to_string())?;
+    crate::state::write_private_file(path, &text).map_err(|e| e.to_string())?;
+    drop(lock);
+    Ok(had.is_some())
+}
+
+fn entries(bytes: &[u8]) -> Result<serde_json::Map<String, Value>, SecretError> {
+    match parse(bytes)? {
+        Value::Object(entries) => Ok(entries),
+        _ => Err(SecretError::FileInvalid),
     }
 }
 

@@ -24,12 +24,12 @@ use std::time::Duration;
 
 use conduit_config::{Reference, ReferenceError};
 
-pub use attempt::resolve_for;
+pub use attempt::{resolve_for, Unresolved};
 pub use book::{learn, BOOK_FILE};
 pub use cmd::{CMD_DEADLINE, CMD_OUTPUT_LIMIT, CMD_PATH};
 pub use env::{EnvSource, ProcessEnv};
 pub use error::SecretError;
-pub use file::MAX_SECRETS_FILE_BYTES;
+pub use file::{keys as file_keys, write_key as write_file_key, MAX_SECRETS_FILE_BYTES};
 pub use keyring::{KeyringBackend, KeyringUnavailable, SystemKeyring};
 
 /// Resolutions that may run at once. A `cmd:` may take seconds on a thread of the runtime's blocking
@@ -113,6 +113,11 @@ impl Resolver {
     pub fn with_cmd_deadline(mut self, deadline: Duration) -> Resolver {
         self.cmd_deadline = deadline;
         self
+    }
+
+    /// What to do about `error`, naming this resolver's secrets file where that is at fault.
+    pub fn remedy(&self, error: SecretError) -> String {
+        error.remedy_at(&self.secrets_file)
     }
 
     /// The value `reference` names, read now. A sealed reference is first looked up in the

@@ -5,6 +5,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 
+/// The heading the options every command takes are listed under, once.
+const GLOBAL: &str = "Global options";
+
 /// The states a Work can be in, as the API names them.
 const WORK_STATES: [&str; 6] = ["ready", "running", "waiting", "succeeded", "failed", "cancelled"];
 
@@ -24,27 +27,27 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct Global {
     /// Print the API's JSON on stdout instead of text; a refusal prints its error envelope
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
 
     /// State directory [default: $XDG_STATE_HOME/open-conduit, else $HOME/.local/state/open-conduit]
-    #[arg(long, global = true, env = "OPEN_CONDUIT_STATE", value_name = "DIR")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "OPEN_CONDUIT_STATE", value_name = "DIR")]
     pub state: Option<PathBuf>,
 
     /// Management socket to dial [default: <state>/management.sock]
-    #[arg(long, global = true, env = "OPEN_CONDUIT_ENDPOINT", value_name = "PATH")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "OPEN_CONDUIT_ENDPOINT", value_name = "PATH")]
     pub endpoint: Option<PathBuf>,
 
     /// File holding the operator token [default: <state>/private/operator.token]
-    #[arg(long, global = true, env = "OPEN_CONDUIT_TOKEN_FILE", value_name = "PATH")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "OPEN_CONDUIT_TOKEN_FILE", value_name = "PATH")]
     pub token_file: Option<PathBuf>,
 
     /// Idempotency-Key for a mutation; give the same one to retry it safely [default: a fresh key]
-    #[arg(long, global = true, value_name = "KEY")]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "KEY")]
     pub idempotency_key: Option<String>,
 
-    /// For a list: show at most N items, from its start (lists run oldest first) [default: all]
-    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    /// For a list: show at most N items, from its start [default: all]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub limit: Option<u64>,
 }
 
@@ -95,8 +98,37 @@ pub enum Command {
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
     /// Install, list, show or remove extension packages (admin to change them)
+    #[command(subcommand, alias = "package")]
+    Packages(PackageCommand),
+    /// Store, list and remove the `file:` secrets of <state>/private/secrets.json (owner-only),
+    /// which the configuration references as `file:NAME`; works with the daemon stopped too
     #[command(subcommand)]
-    Package(PackageCommand),
+    Secrets(SecretsCommand),
+    /// List the registered operations (the tool catalog), or show one's descriptor
+    Tools {
+        /// An operation's toolId, such as emit or github.issue.view
+        #[arg(value_name = "ID")]
+        id: Option<String>,
+        /// Only the operations this scope's ceiling allows
+        #[arg(long, value_name = "SCOPE", conflicts_with = "id")]
+        scope: Option<String>,
+        /// Only the operations of this source: host-extension, node-pack or mcp
+        #[arg(long, value_name = "SOURCE", conflicts_with = "id")]
+        source: Option<String>,
+    },
+    /// Print a shell's completion script for open-conduit, e.g. `open-conduit completion bash >
+    /// ~/.local/share/bash-completion/completions/open-conduit`
+    Completion {
+        /// The shell to complete in
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// Print open-conduit's manual page (roff), or with --dir write one page per command there
+    Man {
+        /// Write open-conduit.1 and a page per command into this directory instead
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Trace how the router would handle an event now (nothing is accepted), or list a scope's samples
     Route(RouteArgs),
     /// List the toolbelt's call records (every call, called or rejected, with its result), or with
@@ -403,6 +435,7 @@ pub enum ArtifactsCommand {
     },
     /// Print an artifact's content (`log:<execution id>` or `file:<execution id>:<index>`)
     Cat {
+        /// The artifact's id, as `artifacts list` prints it
         #[arg(value_name = "ID")]
         id: String,
     },
@@ -418,16 +451,19 @@ pub enum ApprovalsCommand {
     },
     /// Show one approval: the Work, the operation, the approvers, its state
     Show {
+        /// The approval's id
         #[arg(value_name = "ID")]
         id: String,
     },
     /// Approve a pending call: its Work resumes and its repeated call goes through, once
     Approve {
+        /// The approval's id
         #[arg(value_name = "ID")]
         id: String,
     },
     /// Deny a pending call: its Work resumes and its repeated call is refused with the reason
     Deny {
+        /// The approval's id
         #[arg(value_name = "ID")]
         id: String,
         /// Why, shown to the agent
@@ -441,6 +477,7 @@ pub enum PackageCommand {
     /// Install the package in DIR (its open-conduit.json): prints what it requires and the
     /// permissions it asks for; refused when the host's package grant set lacks a requirement
     Install {
+        /// The package's directory, holding its open-conduit.json
         #[arg(value_name = "DIR")]
         dir: std::path::PathBuf,
     },
@@ -448,11 +485,32 @@ pub enum PackageCommand {
     List,
     /// Show one installed package
     Show {
+        /// The package's name
         #[arg(value_name = "NAME")]
         name: String,
     },
     /// Remove an installed package
     Remove {
+        /// The package's name
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SecretsCommand {
+    /// Store a secret's value, read from stdin (typed without echo at a terminal, else the whole
+    /// input less one trailing newline): `printf %s "$TOKEN" | open-conduit secrets set github_token`
+    Set {
+        /// The secret's name, referenced in the configuration as `file:NAME`
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+    /// List the stored secrets' names (never their values)
+    List,
+    /// Remove a stored secret
+    Rm {
+        /// The secret's name
         #[arg(value_name = "NAME")]
         name: String,
     },
@@ -464,6 +522,7 @@ pub enum AuthCommand {
     Rotate,
     /// Revoke a credential by its token id (an execution token, yours, or as admin a named operator's)
     Revoke {
+        /// The credential's token id (`auth operators` lists operators'; never the token itself)
         #[arg(value_name = "TOKEN_ID")]
         token_id: String,
     },
@@ -487,7 +546,7 @@ pub enum OperatorsCommand {
         #[arg(value_name = "NAME")]
         name: String,
         /// What the operator may do [default: view]
-        #[arg(long, value_parser = ["view", "operate", "admin"])]
+        #[arg(long, value_name = "ROLE", value_parser = ["view", "operate", "admin"])]
         role: Option<String>,
     },
 }
@@ -497,16 +556,19 @@ pub enum ConfigCommand {
     /// Validate a configuration file offline, against this release; prints every diagnostic and
     /// exits 1 when any is an error
     Check {
+        /// The configuration file
         #[arg(value_name = "FILE")]
         file: PathBuf,
     },
     /// Validate a configuration file through the running daemon, changing nothing
     Validate {
+        /// The configuration file
         #[arg(value_name = "FILE")]
         file: PathBuf,
     },
     /// Apply a configuration file: the daemon saves it and publishes it as the next generation
     Apply {
+        /// The configuration file
         #[arg(value_name = "FILE")]
         file: PathBuf,
         /// Refuse (409 stale_generation) unless this generation is still the active one
@@ -555,10 +617,22 @@ mod tests {
     use clap::CommandFactory;
 
     use super::*;
+    use crate::help_check;
 
     #[test]
     fn command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn help_matches_its_snapshot() {
+        help_check::assert_help_snapshot(Cli::command(), "open-conduit-help.txt");
+    }
+
+    #[test]
+    fn every_argument_says_what_it_is() {
+        let missing = help_check::undocumented(&Cli::command());
+        assert!(missing.is_empty(), "arguments without help: {missing:?}");
     }
 
     #[test]

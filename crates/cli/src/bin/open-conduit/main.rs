@@ -6,6 +6,10 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+#[cfg(test)]
+#[path = "../common/help_check.rs"]
+mod help_check;
+mod pages;
 mod plan;
 
 use std::process::ExitCode;
@@ -13,10 +17,10 @@ use std::process::ExitCode;
 use clap::Parser;
 use conduit_cli::management::{self, Locations};
 use conduit_cli::report::{Failure, Human, Reporter};
-use conduit_cli::{artifacts, auth, daemon, doctor, render, runs};
+use conduit_cli::{artifacts, auth, daemon, doctor, render, runs, secrets};
 use serde_json::Value;
 
-use crate::cli::{Cli, DaemonArgs, RunsCommand, StoreArg};
+use crate::cli::{Cli, DaemonArgs, RunsCommand, SecretsCommand, StoreArg};
 use crate::plan::{plan, Plan};
 
 fn main() -> ExitCode {
@@ -44,6 +48,12 @@ fn main() -> ExitCode {
         Plan::Validation(Err(offline)) => reporter.finish_validation(Ok(offline), render::checked),
         Plan::Rotate => reporter.finish(auth::rotate(&locations), render::rotated),
         Plan::Doctor => reporter.finish_validation(Ok(doctor::report(&locations)), render::doctor),
+        Plan::Secrets(command) => {
+            let (answer, human) = secrets(&locations, command);
+            reporter.finish(answer, human)
+        }
+        Plan::Completion(shell) => reporter.finish_printed(pages::completion(shell)),
+        Plan::Man(dir) => reporter.finish_printed(pages::man(dir.as_deref())),
         Plan::Recover(store) => reporter.finish(
             store_location(&store).and_then(|store| auth::recover(&locations, &store)),
             render::recovered,
@@ -81,6 +91,19 @@ fn store_location(arg: &StoreArg) -> Result<conduit_daemon::StoreLocation, Failu
     location
         .with_access(arg.password.clone(), arg.ca.clone())
         .map_err(|why| Failure::Local(format!("--store-password, --store-ca: {why}")))
+}
+
+/// A `secrets` command's answer and how it reads as text.
+fn secrets(locations: &Locations, command: SecretsCommand) -> (Result<Value, Failure>, Human) {
+    let state = match locations.state_dir() {
+        Ok(state) => state,
+        Err(failure) => return (Err(failure), render::content),
+    };
+    match command {
+        SecretsCommand::Set { name } => (secrets::set(&state, &name), render::secret_stored),
+        SecretsCommand::List => (secrets::list(&state), render::secret_table),
+        SecretsCommand::Rm { name } => (secrets::remove(&state, &name), render::secret_removed),
+    }
 }
 
 /// A `runs` command's answer and how it reads as text.

@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use crate::cli::{
     ApprovalsCommand, ArtifactsCommand, AuthCommand, Command, ConfigCommand, DaemonArgs, EventsCommand,
-    ExecutionsCommand, OperatorsCommand, PackageCommand, RouteArgs, RunsCommand, ScopesCommand, StoreArg, WorkCommand,
+    ExecutionsCommand, OperatorsCommand, PackageCommand, RouteArgs, RunsCommand, ScopesCommand, SecretsCommand,
+    StoreArg, WorkCommand,
 };
 
 /// What a parsed command line asks for.
@@ -33,6 +34,12 @@ pub enum Plan {
     Rotate,
     /// The owner's credential reissued locally, under the state lock.
     Recover(StoreArg),
+    /// A change to, or a list of, the state directory's `file:` secrets, made here.
+    Secrets(SecretsCommand),
+    /// A shell's completion script, printed.
+    Completion(clap_complete::Shell),
+    /// The manual: one page printed, or every command's written into a directory.
+    Man(Option<std::path::PathBuf>),
 }
 
 /// What a command line asks for; `state_dir` (when it can be found) holds the playbooks an offline
@@ -68,7 +75,16 @@ pub fn plan(command: Command, state_dir: Option<&Path>) -> Plan {
         Command::Waits { work } => Plan::Call(m::waits(work.as_deref()), render::wait_table),
         Command::Artifacts(command) => artifacts(command),
         Command::Approvals(command) => approvals(command),
-        Command::Package(command) => package(command),
+        Command::Packages(command) => package(command),
+        Command::Tools { id: Some(id), .. } => Plan::Call(m::tool(&id), render::tool_detail),
+        Command::Tools {
+            id: None,
+            scope,
+            source,
+        } => Plan::Call(m::list_tools(scope.as_deref(), source.as_deref()), render::tool_table),
+        Command::Secrets(command) => Plan::Secrets(command),
+        Command::Completion { shell } => Plan::Completion(shell),
+        Command::Man { dir } => Plan::Man(dir),
         Command::Route(args) => route(args),
         Command::Audit {
             execution,
@@ -232,7 +248,14 @@ mod tests {
             Plan::Call(request, _) | Plan::Validation(Ok(request)) => request,
             Plan::Daemon(args) => panic!("expected a request, got {args:?}"),
             Plan::Validation(Err(report)) => panic!("expected a request, got {report}"),
-            Plan::Rotate | Plan::Recover(_) | Plan::Doctor | Plan::Runs(_) | Plan::Cat(_) => {
+            Plan::Rotate
+            | Plan::Recover(_)
+            | Plan::Doctor
+            | Plan::Runs(_)
+            | Plan::Cat(_)
+            | Plan::Secrets(_)
+            | Plan::Completion(_)
+            | Plan::Man(_) => {
                 panic!("expected a request, got a local step")
             }
         }
