@@ -18,6 +18,7 @@
 //!   request (rotation, recovery, an artifact's raw bytes, a configuration file read or checked
 //!   offline).
 //! - [`secrets`]: `open-conduit secrets`, the owner-only `file:` secrets written and listed.
+//! - [`watch`]: the commands that wait and follow (`--wait`, `--follow`, `runs watch`).
 //! - [`json`]: JSON command-line values and bodies with optional fields.
 //! - [`runtime`]: the async runtimes the command lines block on.
 
@@ -41,3 +42,4 @@ pub mod runtime;
 pub mod secrets;
 pub mod text;
 pub mod toolbelt;
+pub mod watch;

@@ -215,8 +215,27 @@ pub fn invoke_action(
     )
 }
 
-pub fn list_events(work: Option<&str>) -> Request {
-    get_with_query("/v1/events", &[("work", work)])
+/// What `events list` filters on; every one given must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventQuery {
+    pub work: Option<String>,
+    pub event_type: Option<String>,
+    pub since: Option<String>,
+}
+
+/// `GET /v1/events[?work=&type=&since=&after=]`: events in acceptance order, after the one with
+/// sequence `after` when it is given.
+pub fn list_events(query: &EventQuery, after: Option<i64>) -> Request {
+    let after = after.map(|a| a.to_string());
+    get_with_query(
+        "/v1/events",
+        &[
+            ("work", query.work.as_deref()),
+            ("type", query.event_type.as_deref()),
+            ("since", query.since.as_deref()),
+            ("after", after.as_deref()),
+        ],
+    )
 }
 
 pub fn event_chain(id: &str) -> Request {
@@ -506,7 +525,27 @@ mod tests {
             ),
             (list_work(None, Some("failed")), get("/v1/work?state=failed")),
             (get_work("w/1"), get("/v1/work/w%2F1")),
-            (list_events(Some("w:1")), get("/v1/events?work=w%3A1")),
+            (
+                list_events(
+                    &EventQuery {
+                        work: Some("w:1".into()),
+                        ..Default::default()
+                    },
+                    None,
+                ),
+                get("/v1/events?work=w%3A1"),
+            ),
+            (
+                list_events(
+                    &EventQuery {
+                        event_type: Some("a.b".into()),
+                        since: None,
+                        work: None,
+                    },
+                    Some(7),
+                ),
+                get("/v1/events?type=a.b&after=7"),
+            ),
             (event_chain("e/1"), get("/v1/events/e%2F1/chain")),
             (list_executions(None), get("/v1/executions")),
             (

@@ -22,7 +22,7 @@ pub fn get(connection: &Connection, work: &str) -> Result<Value, Failure> {
     Ok(json!({
         "work": send_all(connection, &m::get_work(work))?,
         "executions": items(send_all(connection, &m::list_executions(Some(work)))?),
-        "events": items(send_all(connection, &m::list_events(Some(work)))?),
+        "events": items(send_all(connection, &m::list_events(&m::EventQuery { work: Some(work.to_owned()), ..Default::default() }, None))?),
     }))
 }
 

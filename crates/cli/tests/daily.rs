@@ -264,3 +264,127 @@ fn doctor_fails_without_the_toolbelt_cli_beside_it() {
     assert_eq!(found["status"], "fail");
     assert!(found["detail"].as_str().unwrap().contains("os: not found"), "{found}");
 }
+
+/// `open-conduit ...` against `daemon`, started with stdout piped (to be read while it runs).
+fn spawned(daemon: &Daemon, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(OPEN_CONDUIT)
+        .args(args)
+        .arg("--state")
+        .arg(&daemon.state)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Lines of `child`'s stdout, read on a thread, until one satisfies `done` (bounded by the
+/// caller's wait).
+fn lines_of(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().unwrap();
+    let (sent, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if sent.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    received
+}
+
+fn next_matching(lines: &std::sync::mpsc::Receiver<String>, wanted: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = lines.recv_timeout(left).expect("the line arrives in time");
+        if wanted(&line) {
+            return line;
+        }
+    }
+}
+
+#[test]
+fn work_create_wait_exits_with_the_works_outcome() {
+    let mut config: Value = serde_json::from_str(&shell_config("os outcome succeeded")).unwrap();
+    let mut failing = config["scopes"]["demo"]["bindings"]["shell"].clone();
+    failing["config"]["command"] = json!(["/bin/sh", "-c", "exit 3"]);
+    config["scopes"]["demo"]["bindings"]["failing"] = failing;
+    let daemon = Daemon::start(Some(&config.to_string()));
+    let create = |binding: &str| {
+        daemon.cli(&[
+            "--json",
+            "work",
+            "create",
+            "--scope",
+            "demo",
+            "--binding",
+            binding,
+            "--wait",
+        ])
+    };
+    let ok = create("shell");
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    let work: Value = serde_json::from_slice(&ok.stdout).unwrap();
+    assert_eq!(work["state"], "succeeded", "it answers the finished Work");
+    let failed = create("failing");
+    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
+    let work: Value = serde_json::from_slice(&failed.stdout).unwrap();
+    assert_eq!(work["state"], "failed");
+    let again = daemon.cli(&["work", "wait", work["id"].as_str().unwrap()]);
+    assert_eq!(
+        again.status.code(),
+        Some(1),
+        "`work wait` on finished Work answers at once"
+    );
+    let unknown = daemon.cli(&["work", "wait", "no-such-work"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(stderr(&unknown).contains("not_found"), "{}", stderr(&unknown));
+}
+
+#[test]
+fn events_are_filtered_and_followed() {
+    let daemon = Daemon::start(Some(&shell_config("true")));
+    daemon.json(&["emit", "demo.first", "--scope", "demo"]);
+    let typed = daemon.json(&["events", "list", "--type", "demo.first"]);
+    let types: Vec<&str> = typed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["demo.first"]);
+    let future = daemon.json(&["events", "list", "--since", "2999-01-01T00:00:00Z"]);
+    assert_eq!(future["items"], json!([]));
+    let (code, bad) = daemon.json_unchecked(&["events", "list", "--since", "yesterday"]);
+    assert_eq!((code, bad["error"].as_str()), (Some(1), Some("invalid_request")));
+
+    let mut follower = spawned(
+        &daemon,
+        &["--json", "events", "list", "--follow", "--type", "demo.later"],
+    );
+    let lines = lines_of(&mut follower);
+    let mut runs = spawned(&daemon, &["runs", "watch"]);
+    let run_lines = lines_of(&mut runs);
+    // The follower is polling before the event exists: give it a poll first.
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let id = daemon.json(&["emit", "demo.later", "--scope", "demo"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    daemon.json(&["emit", "demo.other", "--scope", "demo"]);
+    let seen = next_matching(&lines, |_| true);
+    let event: Value = serde_json::from_str(&seen).unwrap();
+    assert_eq!(
+        (event["id"].as_str(), event["type"].as_str()),
+        (Some(id.as_str()), Some("demo.later"))
+    );
+
+    let work = daemon.create_work("demo", "shell");
+    let line = next_matching(&run_lines, |l| l.starts_with(&work) && l.contains("succeeded"));
+    assert!(line.contains("demo/shell"), "{line}");
+    for mut child in [follower, runs] {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}

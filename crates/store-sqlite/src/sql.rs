@@ -65,7 +65,7 @@ impl Row for SqliteRow<'_, '_> {
 
 #[cfg(test)]
 mod tests {
-    use conduit_store::AuditFilter;
+    use conduit_store::{AuditFilter, EventFilter};
     use conduit_store_sql::statements;
     use rusqlite::Connection;
 
@@ -84,9 +84,9 @@ mod tests {
 
     #[test]
     fn one_works_events_are_read_through_its_index() {
-        let of_work = plan(&statements::page_events_sql(true));
+        let of_work = plan(&statements::page_events_sql(&EventFilter::of_work("w")));
         assert!(of_work.contains("USING INDEX events_by_work"), "{of_work}");
-        let all = plan(&statements::page_events_sql(false));
+        let all = plan(&statements::page_events_sql(&EventFilter::default()));
         assert!(all.contains("INTEGER PRIMARY KEY"), "{all}");
     }
 

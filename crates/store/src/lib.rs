@@ -25,6 +25,6 @@ pub use tx::{
     RequestRows, TokenRows, ToolSessionRows, WaitRows, WorkRows,
 };
 pub use tx::{
-    ArtifactEntry, ArtifactKey, AuditFilter, IdempotentRecord, Mode, PackageRecord, Page, ScopeRecord, Store, Tx,
-    WorkFilter,
+    ArtifactEntry, ArtifactKey, AuditFilter, EventFilter, IdempotentRecord, Mode, PackageRecord, Page, ScopeRecord,
+    Store, Tx, WorkFilter,
 };

@@ -90,6 +90,25 @@ pub struct AuditFilter {
     pub result: Option<String>,
 }
 
+/// Filters for listing events; every one given must hold.
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub work: Option<String>,
+    pub event_type: Option<String>,
+    /// Accepted at or after this time.
+    pub since: Option<Timestamp>,
+}
+
+impl EventFilter {
+    /// One Work's events.
+    pub fn of_work(work: &str) -> EventFilter {
+        EventFilter {
+            work: Some(work.to_owned()),
+            ..EventFilter::default()
+        }
+    }
+}
+
 /// Filters for listing Work.
 #[derive(Debug, Clone, Default)]
 pub struct WorkFilter {
@@ -162,7 +181,7 @@ pub trait EventRows {
     /// In acceptance order; all events when `work` is `None`.
     fn list_events(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Event>>;
     /// A page of events by acceptance sequence, up to sequence `page.upper`.
-    fn page_events(&mut self, work: Option<&str>, page: &Page<i64>) -> Result<Vec<Event>>;
+    fn page_events(&mut self, filter: &EventFilter, page: &Page<i64>) -> Result<Vec<Event>>;
     /// Events after `sequence` whose correlation key is one of `keys`, in acceptance order.
     fn events_after_for_keys(&mut self, sequence: i64, keys: &[String]) -> Result<Vec<Event>>;
     fn max_sequence(&mut self) -> Result<i64>;

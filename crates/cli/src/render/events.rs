@@ -16,6 +16,18 @@ pub fn event_table(answer: &Value) -> String {
     list(answer, &EVENT_COLUMNS)
 }
 
+/// One event as a followed list prints it, before the rest are known: fixed-width columns (ids
+/// are 36 characters), under the header when `header` is set.
+pub fn event_line(event: &Value, header: bool) -> String {
+    let spread = |c: &[String]| format!("{:<8} {:<36} {:<28} {:<14} {}", c[0], c[1], c[2], c[3], c[4]);
+    let line = spread(&row(event, &EVENT_COLUMNS));
+    if !header {
+        return line;
+    }
+    let titles: Vec<String> = EVENT_COLUMNS.iter().map(|(title, _)| (*title).to_owned()).collect();
+    format!("{}\n{line}", spread(&titles))
+}
+
 /// An event's causal chain, root first, each event's id indented one step deeper than its parent's.
 pub fn event_chain(answer: &Value) -> String {
     let rows = items(answer).iter().enumerate().map(|(depth, event)| {

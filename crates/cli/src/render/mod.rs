@@ -19,7 +19,7 @@ mod work;
 pub use approvals::{approval_detail, approval_table, decided};
 pub use auth::{issued, operator_table, recovered, revoked, rotated};
 pub use config::{applied, checked, config_view};
-pub use events::{event_chain, event_table};
+pub use events::{event_chain, event_line, event_table};
 pub use executions::{
     artifact_table, audit_table, content, execution_cancelled, execution_table, operator_action_table, stop_confirmed,
 };

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use conduit_config::CurrentConfig;
 use conduit_core::tool::{CatalogFields, ReplayPolicy, ToolSource};
 use conduit_core::{Work, WorkState};
-use conduit_store::{Page, Store, StoreError, WorkFilter};
+use conduit_store::{EventFilter, Page, Store, StoreError, WorkFilter};
 use conduit_toolbelt::registry::{
     Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError, OperationSpec, Registration, ToolsetEntry,
     ToolsetSpec,
@@ -127,7 +127,9 @@ impl Introspection {
                             upper: tx.max_sequence()?,
                             limit,
                         };
-                        Ok(Some(json!({"items": tx.page_events(Some(&input.work_id), &page)?})))
+                        Ok(Some(
+                            json!({"items": tx.page_events(&EventFilter::of_work(&input.work_id), &page)?}),
+                        ))
                     })
                 })
                 .await

@@ -7,12 +7,12 @@ use axum::http::{HeaderMap, StatusCode};
 use conduit_config::Snapshot;
 use conduit_core::{Event, Role};
 use conduit_scheduler::{check_operator_type, emit_event, Operator, OperatorEvent};
-use conduit_store::Tx;
+use conduit_store::{EventFilter, Tx};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::access::{admit, found, read, read_one};
-use super::paging::{page, ByWork};
+use super::paging::{page, time, List};
 use super::state::Management;
 use crate::clock::now;
 use crate::envelope::Answer;
@@ -49,14 +49,40 @@ pub(super) async fn emit(State(s): State<Management>, headers: HeaderMap, uri: U
     admitted.once(&s, Box::new(run)).await
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EventQuery {
+    work: Option<String>,
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+    since: Option<String>,
+    /// Only events accepted after the one with this sequence number (how a follower resumes).
+    after: Option<i64>,
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
 /// Events in acceptance order, a page at a time.
-pub(super) async fn list_events(State(s): State<Management>, uri: Uri, Query(q): Query<ByWork>) -> Answer {
-    let (list, work) = q.list(&uri);
+pub(super) async fn list_events(State(s): State<Management>, uri: Uri, Query(q): Query<EventQuery>) -> Answer {
+    let filter = EventFilter {
+        work: q.work,
+        event_type: q.event_type,
+        since: q.since.as_deref().map(|t| time("since", t)).transpose()?,
+    };
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    let filters = format!(
+        "work={}&type={}&since={}&after={}",
+        text(&filter.work),
+        text(&filter.event_type),
+        filter.since.map_or(String::new(), |t| t.0.to_string()),
+        q.after.map_or(String::new(), |a| a.to_string()),
+    );
+    let list = List::at(&uri, filters, q.cursor, q.limit).after(q.after.map(Value::from));
     page(
         &s,
         list,
         |tx| Ok(tx.max_sequence()?),
-        move |tx, page| tx.page_events(work.as_deref(), page),
+        move |tx, page| tx.page_events(&filter, page),
         |e: &Event| e.sequence,
     )
     .await

@@ -4,17 +4,17 @@ use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::http::Uri;
 use conduit_config::Snapshot;
-use conduit_core::{AuditRecord, ErrorCode, Execution, Refusal, Timestamp};
+use conduit_core::{AuditRecord, Execution};
 use conduit_scheduler::{cancel_execution, confirm_stopped, Operator};
 use conduit_store::{AuditFilter, Tx};
 use serde::Deserialize;
 use serde_json::json;
 
 use super::access::{found, read_one, NoBody, Reply};
-use super::paging::{page, page_until_now, ByWork, List};
+use super::paging::{page, page_until_now, time, ByWork, List};
 use super::state::Management;
 use crate::clock::now;
-use crate::envelope::{Answer, Failure};
+use crate::envelope::Answer;
 
 /// Cancels one attempt and holds its Work until a manual retry.
 pub(super) fn cancel_attempt(tx: &mut dyn Tx, config: &Snapshot, id: &str, by: &Operator, _: NoBody) -> Reply {
@@ -76,15 +76,6 @@ pub(super) async fn list_audit(State(s): State<Management>, uri: Uri, Query(q): 
         |a: &AuditRecord| (a.at.0, a.id.clone()),
     )
     .await
-}
-
-fn time(name: &str, text: &str) -> Result<Timestamp, Failure> {
-    Timestamp::parse_rfc3339(text).ok_or_else(|| {
-        Failure(Refusal::new(
-            ErrorCode::InvalidRequest,
-            format!("{name} is an RFC 3339 time, such as 2026-12-01T16:00:00Z"),
-        ))
-    })
 }
 
 #[derive(Deserialize)]

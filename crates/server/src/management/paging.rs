@@ -35,11 +35,13 @@ impl ByWork {
     }
 }
 
-/// A list request: its endpoint, its filters (canonically written) and its paging.
+/// A list request: its endpoint, its filters (canonically written), its paging, and where its
+/// first page starts (after this key; from the list's start when `None`).
 pub(super) struct List {
     pub(super) endpoint: String,
     pub(super) filters: String,
     pub(super) paging: Paging,
+    pub(super) start: Option<serde_json::Value>,
 }
 
 impl List {
@@ -49,7 +51,13 @@ impl List {
             endpoint: uri.path().to_owned(),
             filters,
             paging: Paging { cursor, limit },
+            start: None,
         }
+    }
+
+    /// The list with its first page starting after `key`.
+    pub(super) fn after(self, key: Option<serde_json::Value>) -> List {
+        List { start: key, ..self }
     }
 }
 
@@ -92,7 +100,13 @@ where
                 p.upper,
                 Some(serde_json::from_value(p.after).map_err(|_| invalid_cursor())?),
             ),
-            None => (upper(tx)?, None),
+            None => match list.start {
+                Some(key) => (
+                    upper(tx)?,
+                    Some(serde_json::from_value(key).map_err(|_| invalid_cursor())?),
+                ),
+                None => (upper(tx)?, None),
+            },
         };
         let items = fetch(tx, &Page { after, upper, limit })?;
         let next = (items.len() == limit)
@@ -113,6 +127,16 @@ where
         })
     })
     .await
+}
+
+/// A time filter's value: RFC 3339 text, or `invalid_request` naming the parameter.
+pub(super) fn time(name: &str, text: &str) -> Result<conduit_core::Timestamp, Failure> {
+    conduit_core::Timestamp::parse_rfc3339(text).ok_or_else(|| {
+        Failure(Refusal::new(
+            ErrorCode::InvalidRequest,
+            format!("{name} is an RFC 3339 time, such as 2026-12-01T16:00:00Z"),
+        ))
+    })
 }
 
 fn invalid_cursor() -> Failure {

@@ -2,7 +2,7 @@
 
 use crate::{args, Row};
 use conduit_core::{quota, CausalPin, Causation, Event, NewEvent, Source, Timestamp};
-use conduit_store::{EventRows, Page};
+use conduit_store::{EventFilter, EventRows, Page};
 
 use super::{corrupt, from_json, matching, to_json, SqlTx};
 use crate::Result;
@@ -60,10 +60,20 @@ fn event_row(r: &dyn Row) -> Result<Event> {
     build()
 }
 
-/// A page of events (one Work's when `of_work`): `?1` the Work, `?2`..`?4` the page.
-pub fn page_events_sql(of_work: bool) -> String {
-    let of_work = matching("work_id", "=", 1, of_work);
-    format!("SELECT {EVENT_COLUMNS} FROM events WHERE {of_work} AND sequence > ?2 AND sequence <= ?3 ORDER BY sequence LIMIT ?4")
+/// A page of the events `filter` picks: `?1` the Work, `?5` the type and `?6` the earliest
+/// acceptance time (each matched only when the filter gives it), `?2`..`?4` the page.
+pub fn page_events_sql(filter: &EventFilter) -> String {
+    let of_work = matching("work_id", "=", 1, filter.work.is_some());
+    let of_type = matching("type", "=", 5, filter.event_type.is_some());
+    let since = if filter.since.is_some() {
+        "accepted_at >= ?6"
+    } else {
+        "CAST(?6 AS BIGINT) IS NULL"
+    };
+    format!(
+        "SELECT {EVENT_COLUMNS} FROM events WHERE {of_work} AND {of_type} AND {since} \
+         AND sequence > ?2 AND sequence <= ?3 ORDER BY sequence LIMIT ?4"
+    )
 }
 
 impl EventRows for SqlTx<'_> {
@@ -109,10 +119,12 @@ impl EventRows for SqlTx<'_> {
         self.query_all(&sql, args![work, limit as i64], event_row)
     }
 
-    fn page_events(&mut self, work: Option<&str>, page: &Page<i64>) -> Result<Vec<Event>> {
-        let sql = page_events_sql(work.is_some());
+    fn page_events(&mut self, filter: &EventFilter, page: &Page<i64>) -> Result<Vec<Event>> {
+        let sql = page_events_sql(filter);
         let after = page.after.unwrap_or(0);
-        self.query_all(&sql, args![work, after, page.upper, page.limit as i64], event_row)
+        let (since, limit) = (filter.since.map(|t| t.0), page.limit as i64);
+        let params = args![filter.work, after, page.upper, limit, filter.event_type, since];
+        self.query_all(&sql, params, event_row)
     }
 
     fn events_after_for_keys(&mut self, sequence: i64, keys: &[String]) -> Result<Vec<Event>> {

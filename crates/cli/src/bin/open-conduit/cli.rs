@@ -245,6 +245,13 @@ pub enum RunsCommand {
     },
     /// Count runs per scope and binding: how they ended and the attempts they took
     Table,
+    /// Print a line each time a run changes state, until interrupted (with --json, the Work as
+    /// one JSON line)
+    Watch {
+        /// Only runs in this scope
+        #[arg(long, value_name = "SCOPE")]
+        scope: Option<String>,
+    },
     /// Print every attempt's log of one run, in order
     Log {
         /// The run's Work id
@@ -283,6 +290,16 @@ pub enum WorkCommand {
         /// A binding grant the Work takes: its operations join the Work's tokens (repeatable)
         #[arg(long = "grant", value_name = "NAME")]
         grants: Vec<String>,
+        /// Wait until the Work finishes (its states shown on stderr) and exit with its outcome:
+        /// 0 succeeded, 1 failed or cancelled
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Wait until Work finishes (its states shown on stderr) and exit with its outcome: 0
+    /// succeeded, 1 failed or cancelled
+    Wait {
+        /// The Work's id
+        id: String,
     },
     /// List Work, newest first
     List {
@@ -411,11 +428,21 @@ pub struct RouteArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum EventsCommand {
-    /// List events in acceptance order
+    /// List events in acceptance order, or with --follow keep printing them as they are accepted
     List {
         /// Only events of this Work
         #[arg(long, value_name = "ID")]
         work: Option<String>,
+        /// Only events of this type, such as core.work.created
+        #[arg(long = "type", value_name = "TYPE")]
+        event_type: Option<String>,
+        /// Only events accepted at or after this RFC 3339 time (2026-12-01T16:00:00Z)
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// Keep printing events as they are accepted, until interrupted (with --json, one event
+        /// per line)
+        #[arg(long, short = 'f', conflicts_with = "limit")]
+        follow: bool,
     },
     /// Show the causal chain of an event, from its root down to the event
     Chain {

@@ -17,11 +17,11 @@ use std::process::ExitCode;
 use clap::Parser;
 use conduit_cli::management::{self, Locations};
 use conduit_cli::report::{Failure, Human, Reporter};
-use conduit_cli::{artifacts, auth, daemon, doctor, render, runs, secrets};
+use conduit_cli::{artifacts, auth, daemon, doctor, render, runs, secrets, watch};
 use serde_json::Value;
 
 use crate::cli::{Cli, DaemonArgs, RunsCommand, SecretsCommand, StoreArg};
-use crate::plan::{plan, Plan};
+use crate::plan::{plan, Awaited, Plan};
 
 fn main() -> ExitCode {
     let Cli { global, command } = Cli::parse();
@@ -40,8 +40,10 @@ fn main() -> ExitCode {
             reporter.finish(locations.send_all(&management::artifact_content(&id)), render::content)
         }
         Plan::Cat(id) => reporter.finish_printed(artifacts::cat(&locations, &id)),
+        Plan::Wait(awaited) => finish_waited(&reporter, wait_for(&locations, awaited)),
+        Plan::Follow(query) => reporter.finish_printed(watch::follow_events(&locations, &query, global.json)),
         Plan::Runs(command) => {
-            let (answer, human) = read_runs(&locations, command);
+            let (answer, human) = read_runs(&locations, command, global.json);
             reporter.finish(answer, human)
         }
         Plan::Validation(Ok(request)) => reporter.finish_validation(locations.send_all(&request), render::checked),
@@ -93,6 +95,27 @@ fn store_location(arg: &StoreArg) -> Result<conduit_daemon::StoreLocation, Failu
         .map_err(|why| Failure::Local(format!("--store-password, --store-ca: {why}")))
 }
 
+/// The Work awaited, once it has finished (created first when asked).
+fn wait_for(locations: &Locations, awaited: Awaited) -> Result<Value, Failure> {
+    let id = match awaited {
+        Awaited::Existing(id) => id,
+        Awaited::Created(create) => {
+            let created = locations.send(&create)?;
+            created["id"].as_str().unwrap_or_default().to_owned()
+        }
+    };
+    watch::wait_for_work(locations, &id)
+}
+
+/// Prints the finished Work; exit 1 unless it succeeded.
+fn finish_waited(reporter: &Reporter, result: Result<Value, Failure>) -> ExitCode {
+    let unsuccessful = matches!(&result, Ok(work) if work["state"] != "succeeded");
+    match reporter.finish(result, render::work_detail) {
+        code if unsuccessful && code == ExitCode::SUCCESS => ExitCode::from(1),
+        code => code,
+    }
+}
+
 /// A `secrets` command's answer and how it reads as text.
 fn secrets(locations: &Locations, command: SecretsCommand) -> (Result<Value, Failure>, Human) {
     let state = match locations.state_dir() {
@@ -107,7 +130,7 @@ fn secrets(locations: &Locations, command: SecretsCommand) -> (Result<Value, Fai
 }
 
 /// A `runs` command's answer and how it reads as text.
-fn read_runs(locations: &Locations, command: RunsCommand) -> (Result<Value, Failure>, Human) {
+fn read_runs(locations: &Locations, command: RunsCommand, json: bool) -> (Result<Value, Failure>, Human) {
     let connection = match locations.connection() {
         Ok(connection) => connection,
         Err(failure) => return (Err(failure), render::content),
@@ -120,5 +143,10 @@ fn read_runs(locations: &Locations, command: RunsCommand) -> (Result<Value, Fail
         RunsCommand::Get { work } => (runs::get(&connection, &work), render::run_detail),
         RunsCommand::Table => (runs::table(&connection), render::run_tally),
         RunsCommand::Log { work } => (runs::log(&connection, &work), render::content),
+        // It prints as it goes, and returns only when it cannot go on.
+        RunsCommand::Watch { scope } => (
+            watch::watch_runs(locations, scope.as_deref(), json).map(|()| Value::Null),
+            render::content,
+        ),
     }
 }

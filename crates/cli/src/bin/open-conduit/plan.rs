@@ -34,12 +34,25 @@ pub enum Plan {
     Rotate,
     /// The owner's credential reissued locally, under the state lock.
     Recover(StoreArg),
+    /// Work waited for until it finishes: created first, or already there.
+    Wait(Awaited),
+    /// Events printed as they are accepted, until interrupted.
+    Follow(m::EventQuery),
     /// A change to, or a list of, the state directory's `file:` secrets, made here.
     Secrets(SecretsCommand),
     /// A shell's completion script, printed.
     Completion(clap_complete::Shell),
     /// The manual: one page printed, or every command's written into a directory.
     Man(Option<std::path::PathBuf>),
+}
+
+/// The Work `--wait` or `work wait` waits for.
+#[derive(Debug)]
+pub enum Awaited {
+    /// The Work this request creates.
+    Created(Request),
+    /// Work by its id.
+    Existing(String),
 }
 
 /// What a command line asks for; `state_dir` (when it can be found) holds the playbooks an offline
@@ -124,10 +137,15 @@ fn work(command: WorkCommand) -> Plan {
             input,
             keys,
             grants,
-        } => Plan::Call(
-            m::create_work(&scope, &binding, m::NewWork { input, keys, grants }),
-            render::id,
-        ),
+            wait,
+        } => {
+            let create = m::create_work(&scope, &binding, m::NewWork { input, keys, grants });
+            match wait {
+                true => Plan::Wait(Awaited::Created(create)),
+                false => Plan::Call(create, render::id),
+            }
+        }
+        WorkCommand::Wait { id } => Plan::Wait(Awaited::Existing(id)),
         WorkCommand::List { scope, in_state } => {
             Plan::Call(m::list_work(scope.as_deref(), in_state.as_deref()), render::work_table)
         }
@@ -144,7 +162,22 @@ fn work(command: WorkCommand) -> Plan {
 
 fn events(command: EventsCommand) -> Plan {
     match command {
-        EventsCommand::List { work } => Plan::Call(m::list_events(work.as_deref()), render::event_table),
+        EventsCommand::List {
+            work,
+            event_type,
+            since,
+            follow,
+        } => {
+            let query = m::EventQuery {
+                work,
+                event_type,
+                since,
+            };
+            match follow {
+                true => Plan::Follow(query),
+                false => Plan::Call(m::list_events(&query, None), render::event_table),
+            }
+        }
         EventsCommand::Chain { id } => Plan::Call(m::event_chain(&id), render::event_chain),
     }
 }
@@ -254,6 +287,8 @@ mod tests {
             | Plan::Runs(_)
             | Plan::Cat(_)
             | Plan::Secrets(_)
+            | Plan::Wait(_)
+            | Plan::Follow(_)
             | Plan::Completion(_)
             | Plan::Man(_) => {
                 panic!("expected a request, got a local step")
