@@ -248,7 +248,12 @@ fn lists_page_with_authenticated_cursors_bound_to_their_filters_and_upper_bound(
     // the re-sealing is faithful) and once with its 15 minutes over.
     let cursors = conduit_server::Cursors::of_store(&*daemon.open_store()).unwrap();
     let position = cursors
-        .open(&cursor, "/v1/events", "work=", conduit_core::Timestamp(0))
+        .open(
+            &cursor,
+            "/v1/events",
+            "work=&type=&since=&after=",
+            conduit_core::Timestamp(0),
+        )
         .unwrap_or_else(|_| panic!("the daemon's cursor opens with its key"));
     let resealed = cursors.seal(&position);
     assert_eq!(get(&format!("/v1/events?limit=3&cursor={resealed}")).0, 200);
