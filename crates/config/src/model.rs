@@ -3,18 +3,24 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::retry::RetryConfig;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A configuration file: its scopes (where Work runs and what it may do), limits, secrets, the
+/// package install gate and the first-party extensions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// The configuration language version: `1`.
     pub version: u32,
     #[serde(default)]
+    /// Scopes by id: each holds bindings, routes and approval rules, and may inherit a parent's ceiling.
     pub scopes: BTreeMap<String, ScopeConfig>,
     #[serde(default)]
+    /// Limits on causality, connections and bytes.
     pub limits: Limits,
     /// Secret names and their references (`keyring:`, `file:`, `env:`, `cmd:`). A reference's text
     /// never leaves the configuration file: diagnostics, responses and the store see it redacted.
@@ -29,7 +35,7 @@ pub struct Config {
 }
 
 /// The platform primitives the host grants installed packages, and whether it gates on them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PackagesConfig {
     /// Tokens of the runtime-requirement vocabulary; absent: `conduit_core::requires::DEFAULT_GRANT`.
@@ -43,18 +49,23 @@ pub struct PackagesConfig {
     pub gates: BTreeMap<String, Vec<String>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScopeConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The scope this one sits under: its ceiling bounds this one's.
     pub parent: Option<String>,
     #[serde(default = "enabled_by_default")]
+    /// Whether events start Work in it (default `true`).
     pub enabled: bool,
     #[serde(default)]
+    /// The scope's ceiling.
     pub authorization: Authorization,
     #[serde(default)]
+    /// Bindings by id: an executor, its settings and the operations its executions may call.
     pub bindings: BTreeMap<String, BindingConfig>,
     #[serde(default)]
+    /// Which events start Work on which binding, tried in order.
     pub routes: Vec<RouteConfig>,
     /// Calls that wait for a person's decision (the human extension's gate).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -64,13 +75,16 @@ pub struct ScopeConfig {
 /// A rule of the human extension: calls of these operations (names or `@toolset`s; builtins pass
 /// no gate) wait for an approval, decided by one of `approvers` (anyone with `operate` if none),
 /// and expire after `timeout`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalRule {
+    /// Operation names or `@toolset`s whose calls wait for an approval.
     pub operations: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Operator names who may decide; none: anyone with the `operate` role.
     pub approvers: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// How long a call waits for a decision before it expires (`10m`); absent, it waits until decided.
     pub timeout: Option<String>,
 }
 
@@ -79,19 +93,23 @@ fn enabled_by_default() -> bool {
 }
 
 /// A scope's ceiling: the operations any binding in it may be granted.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Authorization {
     #[serde(default)]
+    /// Operation names, `@toolset`s and `!` denials any binding in the scope may be granted.
     pub operations: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BindingConfig {
+    /// What runs the binding's executions: `shell`, `claude-code`, `codex`, `github-hold`, or an
+    /// installed package's executor.
     pub executor: String,
     /// Executor-specific; validated by the executor's own strict shape (see [`ShellConfig`]).
     #[serde(default)]
+    #[schemars(schema_with = "crate::field_schemas::executor_config")]
     pub config: Value,
     /// Operations the binding's executions are granted; within the scope's ceiling.
     #[serde(default)]
@@ -112,6 +130,7 @@ pub struct BindingConfig {
     /// How its executions are confined: `"off"` or `{network, read, write}`; absent, the default
     /// confinement (see `conduit_core::sandbox`). Checked by [`crate::sandbox::setting`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::field_schemas::sandbox_setting")]
     pub sandbox: Option<Value>,
     /// How failed attempts are tried again (see [`crate::retry`]); absent, a failure is final.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -119,14 +138,15 @@ pub struct BindingConfig {
 }
 
 /// A binding grant: operation names, `@toolset`s and `!` denials, resolved like a binding's own.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BindingGrant {
+    /// Operation names, `@toolset`s and `!` denials the grant adds.
     pub operations: Vec<String>,
 }
 
 /// The `shell` executor's configuration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShellConfig {
     /// The argv to run; the first element is the program.
@@ -149,7 +169,7 @@ pub struct ShellConfig {
 }
 
 /// The `claude-code` and `codex` executors' configuration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentConfig {
     /// What the agent is asked: a template of `conduit_core::prompt::VARIABLES`.
@@ -159,31 +179,37 @@ pub struct AgentConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The model the CLI is asked to use (its `--model`); absent, the CLI's own default.
     pub model: Option<String>,
     /// Further arguments for the CLI, after the host's own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
-    /// As for the shell executor.
+    /// The attempt deadline, as for the shell executor (default one hour).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// Plain environment variables for the CLI, as for the shell executor.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Directories searched for programs after the toolbelt's own, as for the shell executor.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub path: Vec<String>,
+    /// The directory the CLI starts in, as for the shell executor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
 }
 
 /// A `github-hold` binding's `config`: the condition, and the pull request (else the Work's
 /// input names it as `{"repo", "number"}`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HoldConfig {
     /// `approved` or `checks`.
     pub until: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The pull request's repository, `owner/name`.
     pub repo: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The pull request's number.
     pub number: Option<u64>,
     /// How long each wait may last before the hold fails (none: as long as it takes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -193,11 +219,12 @@ pub struct HoldConfig {
     pub timeout: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
     /// An event type or a family pattern (`demo.*`).
     pub on: String,
+    /// The binding (in the same scope) whose Work the event starts.
     pub binding: String,
     /// A final route that matches is the last the event reaches: later routes are not reached.
     #[serde(default, rename = "final", skip_serializing_if = "std::ops::Not::not")]
@@ -208,12 +235,14 @@ pub struct RouteConfig {
     pub interrupt: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     #[serde(default = "default_causal_max_depth")]
+    /// How deep a chain of Work caused by Work may go before creating more is refused.
     pub causal_max_depth: u32,
     #[serde(default = "default_causal_per_minute")]
+    /// How many Work items one causal chain may create per minute.
     pub causal_per_minute: u32,
     /// How long a connection may take to send a request's headers, and how long it may sit idle
     /// between requests, before it is closed.
@@ -296,12 +325,14 @@ impl Default for Limits {
 pub const GITHUB_API: &str = "https://api.github.com";
 pub const SLACK_API: &str = "https://slack.com/api";
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExtensionsConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The GitHub extension (`github.*` operations, webhook ingress).
     pub github: Option<GithubConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The Slack extension (`slack.*` operations, Events ingress).
     pub slack: Option<SlackConfig>,
     /// Present: executions may read their own scope's Work and events (`introspection.*`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -309,16 +340,17 @@ pub struct ExtensionsConfig {
 }
 
 /// The introspection extension: nothing to set yet; its presence enables it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IntrospectionConfig {}
 
 /// GitHub (REST v3): where its API is (GitHub Enterprise has its own), the secret holding the token
 /// its operations use, and its webhook ingress.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GithubConfig {
     #[serde(default = "github_api")]
+    /// The REST API's base URL (GitHub Enterprise has its own).
     pub api_url: String,
     /// The secret holding the API token.
     pub token: String,
@@ -339,10 +371,11 @@ pub struct GithubConfig {
 }
 
 /// Slack (Web API): where its API is, the secret holding the bot token, and its Events ingress.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SlackConfig {
     #[serde(default = "slack_api")]
+    /// The Web API's base URL.
     pub api_url: String,
     /// The secret holding the bot token.
     pub token: String,

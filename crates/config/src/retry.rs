@@ -3,6 +3,7 @@
 
 use conduit_core::retry::RetryPolicy;
 use conduit_core::Duration;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::Diagnostic;
@@ -11,9 +12,10 @@ use crate::diagnostic::Diagnostic;
 pub const MAX_ATTEMPTS: u32 = 100;
 
 /// `"retry": {"max_attempts": N, "backoff": "10s"}` as written.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetryConfig {
+    /// How many attempts a Work gets in a row, the first included (1 to 100).
     pub max_attempts: u32,
     /// The wait before the first retry (`10s`, `2m`); each further one doubles. Default `10s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

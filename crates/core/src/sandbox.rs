@@ -2,6 +2,7 @@
 //! follow. What the setting becomes on a real machine (a policy of trees and rights) is
 //! `conduit-sandbox`'s job.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A binding's `sandbox` value: absent means [`Sandbox::default`], the default confinement.
@@ -19,9 +20,10 @@ impl Default for Sandbox {
 }
 
 /// `{"network": "host"|"none", "read": [ABS_PATH...], "write": [ABS_PATH...]}`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxSpec {
+    /// `host` (the daemon's network) or `none` (a namespace with nothing reachable).
     #[serde(default)]
     pub network: Network,
     /// Absent: everything but the daemon's state directory is readable. Present: only these trees,
@@ -33,7 +35,7 @@ pub struct SandboxSpec {
     pub write: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Network {
     /// The host's network, as the daemon has it.
