@@ -78,6 +78,26 @@ fn a_covered_call_waits_for_its_named_approver_then_passes_once() {
         (Some("http.fetch"), Some(work.as_str()))
     );
     let id = approval["id"].as_str().unwrap().to_owned();
+    let url = approval["input"]["url"].as_str().unwrap().to_owned();
+    assert!(
+        url.ends_with("/deploy"),
+        "the approval keeps the exact input: {approval}"
+    );
+    let shown = String::from_utf8(daemon.cli(&["approvals", "show", &id]).stdout).unwrap();
+    assert!(
+        shown.contains(&format!("\"url\": \"{url}\"")),
+        "an approver sees what they approve: {shown}"
+    );
+    let listed = String::from_utf8(daemon.cli(&["approvals", "list"]).stdout).unwrap();
+    assert!(
+        listed.contains(&format!("{{\"url\":\"{url}\"}}")),
+        "a one-line summary: {listed}"
+    );
+    let audit = daemon.cli(&["--json", "audit"]).stdout;
+    assert!(
+        !String::from_utf8_lossy(&audit).contains("/deploy"),
+        "the input is never in audit"
+    );
 
     let (status, refused) = daemon.json_unchecked(&["approvals", "approve", &id]);
     assert_eq!(

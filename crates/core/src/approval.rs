@@ -47,6 +47,9 @@ pub struct Approval {
     pub scope: String,
     pub operation: String,
     pub input_hash: String,
+    /// The input the call carried, shown to whoever decides; absent for approvals recorded before
+    /// the store kept it.
+    pub input: Option<serde_json::Value>,
     /// Operator names who may decide; empty: anyone with the `operate` role.
     pub approvers: Vec<String>,
     pub state: ApprovalState,
@@ -109,6 +112,7 @@ mod tests {
             scope: "s".into(),
             operation: "notes.op".into(),
             input_hash: "h".into(),
+            input: None,
             approvers: vec!["alice".into()],
             state,
             reason: Some("no".into()),

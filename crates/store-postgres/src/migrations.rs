@@ -273,6 +273,10 @@ CREATE INDEX operator_actions_by_principal ON operator_actions (principal, at, i
     r#"
 ALTER TABLE work ADD COLUMN grants TEXT NOT NULL DEFAULT '[]';
 "#,
+    // 5 (the SQLite store's 24): the input an approval covers.
+    r#"
+ALTER TABLE approvals ADD COLUMN input TEXT;
+"#,
 ];
 
 /// The schema version this release writes.

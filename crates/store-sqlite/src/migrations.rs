@@ -371,6 +371,10 @@ CREATE INDEX operator_actions_by_principal ON operator_actions (principal, at, i
     r#"
 ALTER TABLE work ADD COLUMN grants TEXT NOT NULL DEFAULT '[]';
 "#,
+    // 24: the input an approval covers, shown to whoever decides (null for approvals made before).
+    r#"
+ALTER TABLE approvals ADD COLUMN input TEXT;
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

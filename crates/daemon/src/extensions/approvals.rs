@@ -152,6 +152,7 @@ fn request(call: &GateCall, rule: &ApprovalRule, at: Timestamp) -> Approval {
         scope: call.scope.clone(),
         operation: call.operation.clone(),
         input_hash: call.input_hash.clone(),
+        input: Some(call.input.clone()),
         approvers: rule.approvers.clone(),
         state: ApprovalState::Pending,
         reason: None,

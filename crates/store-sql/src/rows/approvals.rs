@@ -9,7 +9,7 @@ use super::{corrupt, from_json, oldest_first, oldest_first_params, to_json, upse
 use crate::Result;
 
 const APPROVAL_COLUMNS: &str = "id, work_id, execution_id, scope, operation, input_hash, approvers, state, reason, \
-     decided_by, requested_at, expires_at, decided_at, used_by";
+     decided_by, requested_at, expires_at, decided_at, used_by, input";
 
 fn approval_row(r: &dyn Row) -> Result<Approval> {
     let approvers: String = r.get(6)?;
@@ -30,6 +30,7 @@ fn approval_row(r: &dyn Row) -> Result<Approval> {
             expires_at: r.get::<Option<i64>>(11)?.map(Timestamp),
             decided_at: r.get::<Option<i64>>(12)?.map(Timestamp),
             used_by: r.get(13)?,
+            input: r.get::<Option<String>>(14)?.map(|text| from_json(&text)).transpose()?,
         })
     };
     from_json(&approvers).and_then(build)
@@ -53,7 +54,8 @@ impl ApprovalRows for SqlTx<'_> {
                 a.requested_at.0,
                 a.expires_at.map(|t| t.0),
                 a.decided_at.map(|t| t.0),
-                a.used_by
+                a.used_by,
+                a.input.as_ref().map(to_json).transpose()?
             ],
         )?;
         Ok(())
