@@ -171,6 +171,11 @@ pub fn list_work(scope: Option<&str>, state: Option<&str>) -> Request {
     get_with_query("/v1/work", &[("scope", scope), ("state", state)])
 }
 
+/// `GET /v1/ids`: the one id of `kind` (work, execution, event, approval) starting with `prefix`.
+pub fn resolve_id(kind: &str, prefix: &str) -> Request {
+    get_with_query("/v1/ids", &[("kind", Some(kind)), ("prefix", Some(prefix))])
+}
+
 pub fn get_work(id: &str) -> Request {
     Request::Get(format!("/v1/work/{}", encode(id)))
 }

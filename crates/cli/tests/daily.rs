@@ -388,3 +388,102 @@ fn events_are_filtered_and_followed() {
         child.wait().unwrap();
     }
 }
+
+/// The `items` of the list `args` answers, once it has at least `n` of them.
+fn wait_for_items(daemon: &Daemon, args: &[&str], n: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let items = daemon.json(args)["items"].as_array().unwrap().clone();
+        if items.len() >= n || std::time::Instant::now() > deadline {
+            return items;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The longest prefix `a` and `b` share.
+fn shared_prefix<'a>(a: &'a str, b: &str) -> &'a str {
+    let n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    &a[..n]
+}
+
+#[test]
+fn ids_are_taken_by_any_unique_prefix() {
+    let daemon = Daemon::start(Some(&shell_config("sleep 30")));
+    let create = || daemon.json(&["work", "create", "--scope", "demo", "--binding", "shell"])["id"].clone();
+    let (first, _second) = (create(), create());
+    let first = first.as_str().unwrap();
+    let unique = &first[..first.len() - 4];
+    assert_eq!(daemon.json(&["work", "get", unique])["id"], first, "a unique prefix");
+    assert_eq!(daemon.json(&["work", "get", first])["id"], first, "the full id itself");
+    // Attempts' ids are time-ordered, so two started at once share their leading characters.
+    let attempts = wait_for_items(&daemon, &["executions", "list"], 2);
+    let ids: Vec<&str> = attempts.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    let shared = shared_prefix(ids[0], ids[1]);
+    assert!(shared.len() >= 4, "{ids:?}");
+    let (code, ambiguous) = daemon.json_unchecked(&["artifacts", "list", "--execution", shared]);
+    assert_eq!(
+        (code, ambiguous["error"].as_str()),
+        (Some(1), Some("ambiguous_id")),
+        "{ambiguous}"
+    );
+    let matches = ambiguous["matches"].as_array().unwrap();
+    assert!(
+        matches.contains(&json!(ids[0])) && matches.contains(&json!(ids[1])),
+        "{ambiguous}"
+    );
+    let log = format!("log:{}", &ids[0][..shared.len() + 1]);
+    let (code, _) = daemon.json_unchecked(&["artifacts", "cat", &log]);
+    assert_eq!(code, Some(0), "an artifact's execution part is abbreviated too");
+    let (code, unknown) = daemon.json_unchecked(&["work", "get", "ffff0000"]);
+    assert_eq!(
+        (code, unknown["error"].as_str()),
+        (Some(1), Some("not_found")),
+        "{unknown}"
+    );
+    let (_, other_kind) = daemon.json_unchecked(&["approvals", "show", unique]);
+    assert_eq!(other_kind["error"], "not_found", "a Work's id is no approval's");
+    let runs = daemon.json(&["executions", "list", "--work", unique]);
+    assert!(
+        runs["items"].as_array().unwrap().iter().all(|e| e["work_id"] == first),
+        "{runs}"
+    );
+    let table = String::from_utf8_lossy(&daemon.cli(&["work", "list"]).stdout).into_owned();
+    let shown = table
+        .lines()
+        .find(|l| l.starts_with(&first[..8]))
+        .expect("the Work is listed")
+        .to_owned();
+    let short = shown.split_whitespace().next().unwrap();
+    assert!(short.len() < first.len() && first.starts_with(short), "{table}");
+    assert_eq!(
+        daemon.json(&["work", "get", short])["id"],
+        first,
+        "what the table shows can be typed back"
+    );
+}
+
+#[test]
+fn a_config_file_that_differs_from_the_active_generation_is_reported_with_how_to_apply_it() {
+    const WARNING: &str = "differs from the active generation";
+    let mut daemon = Daemon::start(Some(&shell_config("true")));
+    assert!(daemon.stop().success());
+    daemon.launch();
+    assert!(
+        !daemon.log().contains(WARNING),
+        "the same file says nothing: {}",
+        daemon.log()
+    );
+    assert!(daemon.stop().success());
+    let file = daemon.config.clone().unwrap();
+    std::fs::write(&file, shell_config("echo edited")).unwrap();
+    daemon.launch();
+    let log = daemon.log();
+    assert!(log.contains(WARNING), "{log}");
+    assert!(
+        log.contains(&format!("open-conduit config apply {}", file.display())),
+        "{log}"
+    );
+    let generation = daemon.json(&["health"])["generation"].clone();
+    assert_eq!(generation, 1, "the committed generation keeps running");
+}

@@ -50,7 +50,10 @@ fn no_response_and_no_store_file_carries_a_secret_a_reference_or_a_token() {
             p if p.starts_with("/v1/tools/") => "emit".to_owned(),
             _ => String::new(),
         };
-        let path = path.replace("{id}", &id);
+        let path = match path {
+            "/v1/ids" => format!("/v1/ids?kind=work&prefix={}", &work[..8]),
+            p => p.replace("{id}", &id),
+        };
         let response = http_response(
             &daemon.management_socket(),
             "GET",

@@ -53,5 +53,5 @@ fn a_run_is_one_work_across_its_attempts_with_their_logs_in_order() {
     assert!(first.is_some() && second.is_some() && first < second, "{log}");
     assert!(log.starts_with("== attempt 1"), "{log}");
     let human = String::from_utf8(daemon.cli(&["runs", "list"]).stdout).unwrap();
-    assert!(human.starts_with("WORK") && human.contains(&work), "{human}");
+    assert!(human.starts_with("WORK") && human.contains(&work[..8]), "{human}");
 }

@@ -43,6 +43,8 @@ pub enum ErrorCode {
     PackRuntimeRequirementUnmet,
     OperationFailed,
     Conflict,
+    /// An abbreviated id that more than one record's id starts with.
+    AmbiguousId,
     Internal,
 }
 
@@ -85,6 +87,7 @@ impl ErrorCode {
             ErrorCode::PackRuntimeRequirementUnmet => "pack_runtime_requirement_unmet",
             ErrorCode::OperationFailed => "operation_failed",
             ErrorCode::Conflict => "conflict",
+            ErrorCode::AmbiguousId => "ambiguous_id",
             ErrorCode::Internal => "internal",
         }
     }
@@ -105,6 +108,7 @@ impl ErrorCode {
             | ErrorCode::InvalidCursor
             | ErrorCode::IdempotencyKeyRequired => 400,
             ErrorCode::Conflict
+            | ErrorCode::AmbiguousId
             | ErrorCode::RequestConflict
             | ErrorCode::RequestInProgress
             | ErrorCode::SessionNotOpen

@@ -12,6 +12,7 @@ pub mod credential;
 pub mod error;
 pub mod event;
 pub mod execution;
+pub mod id_prefix;
 pub mod names;
 pub mod prompt;
 pub mod quota;

@@ -55,6 +55,20 @@ pub struct ConfigService {
     pinned: pinned::Pinned,
 }
 
+/// A file that says something other than the generation restored is not run: a disk edit alone
+/// never changes running behaviour (the seed's start-up rule). Say so, with the command that runs it.
+fn warn_if_unapplied(file: &Path, on_disk: &Snapshot, active: &Snapshot) {
+    if on_disk.hash() != active.hash() {
+        tracing::warn!(
+            file = %file.display(),
+            generation = active.generation(),
+            "the configuration file differs from the active generation, which keeps running; \
+             apply it with `open-conduit config apply {}`",
+            file.display()
+        );
+    }
+}
+
 impl ConfigService {
     /// Activates the configuration at start: the committed generation if it still validates; else the
     /// file, published as the next generation; with neither, the default configuration as generation 1
@@ -96,6 +110,9 @@ impl ConfigService {
             hash = snapshot.hash(),
             "configuration active"
         );
+        if let Ok(Some(on_disk)) = &from_file {
+            warn_if_unapplied(file, on_disk, &snapshot);
+        }
         let pinned = pinned::Pinned::default();
         pinned.keep(&snapshot);
         Ok(ConfigService {

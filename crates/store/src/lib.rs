@@ -21,8 +21,8 @@ pub use error::StoreError;
 pub use ids::{derived_id, new_id};
 pub use reentry::InTransaction;
 pub use tx::{
-    ApprovalRows, ArtifactRows, EventRows, ExecutionRows, GenerationRows, IdempotencyRows, OperatorRows, PackageRows,
-    RequestRows, TokenRows, ToolSessionRows, WaitRows, WorkRows,
+    ApprovalRows, ArtifactRows, EventRows, ExecutionRows, GenerationRows, IdRows, IdempotencyRows, OperatorRows,
+    PackageRows, RequestRows, TokenRows, ToolSessionRows, WaitRows, WorkRows,
 };
 pub use tx::{
     ArtifactEntry, ArtifactKey, AuditFilter, EventFilter, IdempotentRecord, Mode, PackageRecord, Page, ScopeRecord,

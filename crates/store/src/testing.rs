@@ -10,14 +10,38 @@ use serde_json::json;
 use crate::{Store, StoreError, Tx};
 
 /// The cases every adapter must pass, each to be run over a fresh store.
-pub const CASES: [fn(&dyn Store); 6] = [
+pub const CASES: [fn(&dyn Store); 7] = [
     work_round_trips_with_its_keys,
     a_taken_key_rolls_back_the_whole_work,
     events_get_increasing_sequences_and_lose_forged_actors,
     a_failed_body_rolls_back,
     a_transaction_inside_another_is_refused,
     a_shared_key_is_made_once,
+    ids_are_found_by_their_prefix_alone,
 ];
+
+/// An id prefix finds exactly the ids that start with it, hyphens included: a collation that
+/// ignored them would also find `0193a-b…` for `0193ab`.
+pub fn ids_are_found_by_their_prefix_alone(store: &dyn Store) {
+    use conduit_core::id_prefix::IdKind;
+    for id in ["0193ab-1", "0193ab1", "0193ab2", "0193b", "0193a"] {
+        store.write(|tx| tx.insert_work(&work(id, &[]))).unwrap();
+    }
+    let found = |prefix: &str, limit| {
+        store
+            .read(|tx| tx.ids_starting_with(IdKind::Work, prefix, limit))
+            .unwrap()
+    };
+    assert_eq!(found("0193ab", 10), ["0193ab-1", "0193ab1", "0193ab2"]);
+    assert_eq!(found("0193ab1", 10), ["0193ab1"]);
+    assert_eq!(found("0193a", 2), ["0193a", "0193ab-1"]);
+    assert!(found("0193c", 10).is_empty());
+    assert!(found("0193ab", 10).iter().all(|id| id.starts_with("0193ab")));
+    let none = store
+        .read(|tx| tx.ids_starting_with(IdKind::Event, "0193", 10))
+        .unwrap();
+    assert!(none.is_empty(), "each kind's ids are its own");
+}
 
 /// A Work round-trips with its keys in the order it took them, and owns them.
 pub fn work_round_trips_with_its_keys(store: &dyn Store) {

@@ -1,6 +1,7 @@
 //! The transaction API.
 
 use conduit_core::approval::{Approval, ApprovalState};
+use conduit_core::id_prefix::IdKind;
 use conduit_core::{
     ArtifactRecord, AuditRecord, CausalPin, Event, Execution, ExecutionState, NewEvent, OperatorAction, OperatorRecord,
     RequestRecord, SessionOutcome, Timestamp, TokenRecord, ToolSession, Wait, Work, WorkState,
@@ -321,6 +322,12 @@ pub trait ToolSessionRows {
     fn open_tool_sessions(&mut self, execution_id: &str) -> Result<Vec<ToolSession>>;
 }
 
+/// Abbreviated ids.
+pub trait IdRows {
+    /// Up to `limit` ids of `kind` that start with `prefix`, in order.
+    fn ids_starting_with(&mut self, kind: IdKind, prefix: &str, limit: usize) -> Result<Vec<String>>;
+}
+
 /// Declares [`Tx`] as the sum of the vocabularies, each named once, and implements it for every
 /// type that implements them all.
 macro_rules! transaction_of {
@@ -347,6 +354,7 @@ transaction_of!(
     PackageRows,
     ApprovalRows,
     ToolSessionRows,
+    IdRows,
 );
 
 /// What a transaction may do, and what its caller waits for before it returns.

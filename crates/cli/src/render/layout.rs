@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use conduit_core::id_prefix::is_full_id;
+
 use crate::text::field;
 
 /// The `items` of a list answer.
@@ -27,7 +29,10 @@ pub(super) fn row(item: &Value, columns: &[(&str, &str)]) -> Vec<String> {
 /// A header line and one line per row, columns left-aligned and two spaces apart.
 pub(super) fn table(columns: &[(&str, &str)], rows: impl Iterator<Item = Vec<String>>) -> String {
     let header: Vec<String> = columns.iter().map(|(title, _)| (*title).to_owned()).collect();
-    let rows: Vec<Vec<String>> = std::iter::once(header).chain(rows).collect();
+    let mut rows: Vec<Vec<String>> = std::iter::once(header).chain(rows).collect();
+    for column in 0..columns.len() {
+        abbreviate_ids(rows.iter_mut().skip(1).filter_map(|row| row.get_mut(column)).collect());
+    }
     let mut widths = vec![0; columns.len()];
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -46,6 +51,29 @@ pub(super) fn table(columns: &[(&str, &str)], rows: impl Iterator<Item = Vec<Str
         })
         .collect();
     lines.join("\n")
+}
+
+/// The fewest characters a table shows of an id.
+const SHORT_ID: usize = 8;
+
+/// A column of full ids (or `-`) shortened to the fewest leading characters, at least
+/// [`SHORT_ID`], that tell each apart from the others shown: any unique prefix is accepted where
+/// an id is taken, so what the table shows can be typed back.
+fn abbreviate_ids(mut cells: Vec<&mut String>) {
+    cells.retain(|cell| cell.as_str() != "-");
+    if cells.is_empty() || !cells.iter().all(|cell| is_full_id(cell)) {
+        return;
+    }
+    let mut sorted: Vec<String> = cells.iter().map(|cell| cell.to_string()).collect();
+    sorted.sort();
+    sorted.dedup();
+    let common = |a: &str, b: &str| a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    for cell in cells {
+        let at = sorted.partition_point(|id| id.as_str() < cell.as_str());
+        let before = at.checked_sub(1).map_or(0, |i| common(&sorted[i], cell));
+        let after = sorted.get(at + 1).map_or(0, |next| common(next, cell));
+        cell.truncate((before.max(after) + 1).clamp(SHORT_ID, cell.len()));
+    }
 }
 
 /// One `label: value` per line, the values aligned one space past the longest label's colon.
@@ -78,6 +106,34 @@ pub(super) fn joined(value: &Value, pointer: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_column_of_ids_shows_the_fewest_characters_that_tell_them_apart() {
+        let a = "0193ab12-3456-7abc-8def-0123456789ab";
+        let b = "0193ab12-3456-7abc-8dff-0123456789ab";
+        let c = "0193cd00-0000-7000-8000-000000000000";
+        let columns = [("id", "/id"), ("name", "/name")];
+        let rows = [a, b, c, a].map(|id| vec![id.to_owned(), id.to_owned() + "x"]);
+        let shown = table(&columns, rows.into_iter());
+        let firsts: Vec<&str> = shown
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().next().unwrap())
+            .collect();
+        assert_eq!(
+            firsts,
+            [
+                "0193ab12-3456-7abc-8de",
+                "0193ab12-3456-7abc-8df",
+                "0193cd00",
+                "0193ab12-3456-7abc-8de"
+            ]
+        );
+        assert!(
+            shown.lines().nth(1).unwrap().ends_with("abx"),
+            "a column that is not ids is kept whole"
+        );
+    }
 
     #[test]
     fn labelled_values_start_one_space_past_the_longest_label() {

@@ -32,7 +32,7 @@ pub struct Daemon {
     pub tmp: tempfile::TempDir,
     pub state: PathBuf,
     scratch: PathBuf,
-    config: Option<PathBuf>,
+    pub config: Option<PathBuf>,
     child: Option<Child>,
     /// The URL of the PostgreSQL store it runs on (`--store`), when not its embedded SQLite file.
     store: Option<String>,

@@ -11,6 +11,7 @@ mod catalog;
 mod config;
 mod events;
 mod executions;
+mod ids;
 mod operator_actions;
 mod packages;
 mod paging;
@@ -82,6 +83,7 @@ fn routes() -> Vec<Route> {
         ("/v1/scopes/{id}/route/trace", &["post"], post(trace::trace)),
         ("/v1/scopes/{id}/route/samples", &["get"], get(trace::samples)),
         ("/v1/waits", &["get"], get(work::list_waits)),
+        ("/v1/ids", &["get"], get(ids::resolve_id)),
         ("/v1/approvals", &["get"], get(approvals::list)),
         ("/v1/approvals/{id}", &["get"], get(approvals::show)),
         ("/v1/approvals/{id}/approve", &["post"], control(approvals::approve)),

@@ -6,6 +6,7 @@ pub(crate) mod events;
 mod executions;
 mod generations;
 mod idempotency;
+mod ids;
 mod operators;
 mod packages;
 pub(crate) mod requests;

@@ -9,6 +9,7 @@ mod cli;
 #[cfg(test)]
 #[path = "../common/help_check.rs"]
 mod help_check;
+mod ids;
 mod pages;
 mod plan;
 
@@ -32,6 +33,10 @@ fn main() -> ExitCode {
         token_file: global.token_file,
         idempotency_key: global.idempotency_key,
         limit: global.limit.map(|n| n as usize),
+    };
+    let command = match ids::expand(command, &locations) {
+        Ok(command) => command,
+        Err(failure) => return reporter.finish(Err(failure), render::content),
     };
     match plan(command, locations.state_dir().ok().as_deref()) {
         Plan::Daemon(args) => reporter.finish_printed(run_daemon(&locations, args)),
