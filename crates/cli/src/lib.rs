@@ -19,6 +19,7 @@
 //!   offline).
 //! - [`secrets`]: `open-conduit secrets`, the owner-only `file:` secrets written and listed.
 //! - [`watch`]: the commands that wait and follow (`--wait`, `--follow`, `runs watch`).
+//! - [`tui`]: `open-conduit tui`, the live terminal UI over the same requests.
 //! - [`json`]: JSON command-line values and bodies with optional fields.
 //! - [`runtime`]: the async runtimes the command lines block on.
 
@@ -42,4 +43,5 @@ pub mod runtime;
 pub mod secrets;
 pub mod text;
 pub mod toolbelt;
+pub mod tui;
 pub mod watch;

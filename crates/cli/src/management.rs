@@ -134,6 +134,14 @@ pub fn send_up_to(connection: &Connection, request: &Request, limit: Option<usiz
     Ok(answer)
 }
 
+/// The `items` of a list answer, taken out of it.
+pub fn items(mut answer: Value) -> Vec<Value> {
+    match answer["items"].take() {
+        Value::Array(items) => items,
+        _ => Vec::new(),
+    }
+}
+
 /// The most rows a list answers in one page.
 const MAX_PAGE: usize = 500;
 

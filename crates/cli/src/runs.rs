@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use crate::connection::Connection;
-use crate::management::{self as m, send_all};
+use crate::management::{self as m, items, send_all};
 use crate::report::Failure;
 
 /// `runs list`: every run, newest first, with how many attempts it took and its latest.
@@ -45,13 +45,6 @@ pub fn log(connection: &Connection, work: &str) -> Result<Value, Failure> {
         }
     }
     Ok(json!({ "content": text }))
-}
-
-fn items(mut answer: Value) -> Vec<Value> {
-    match answer["items"].take() {
-        Value::Array(items) => items,
-        _ => Vec::new(),
-    }
 }
 
 /// Each Work as a run: its own fields, its attempt count and its latest attempt's id and state.

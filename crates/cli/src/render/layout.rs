@@ -53,6 +53,12 @@ pub(super) fn table(columns: &[(&str, &str)], rows: impl Iterator<Item = Vec<Str
     lines.join("\n")
 }
 
+/// Full ids shortened as a table column of them is (see [`abbreviate_ids`]).
+pub fn short_ids(mut ids: Vec<String>) -> Vec<String> {
+    abbreviate_ids(ids.iter_mut().collect());
+    ids
+}
+
 /// The fewest characters a table shows of an id.
 const SHORT_ID: usize = 8;
 

@@ -24,6 +24,7 @@ pub use executions::{
     artifact_table, audit_table, content, execution_cancelled, execution_table, operator_action_table, stop_confirmed,
 };
 pub use health::{doctor, health};
+pub use layout::short_ids;
 pub use packages::{package_detail, package_installed, package_removed, package_table};
 pub use runs::{run_detail, run_table, run_tally};
 pub use scopes::{reconciled, route_trace, sample_table, scope_table};

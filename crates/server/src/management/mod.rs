@@ -176,7 +176,7 @@ async fn openapi() -> Answer {
 }
 
 async fn health(State(s): State<Management>) -> Answer {
-    operator(Role::View)?;
+    let caller = operator(Role::View)?;
     let generation = s.config.get().generation();
     ok(
         StatusCode::OK,
@@ -185,6 +185,8 @@ async fn health(State(s): State<Management>) -> Answer {
             "version": env!("CARGO_PKG_VERSION"),
             "instance": s.instance,
             "generation": generation,
+            // Who is asking, so a client offers only what the role allows (the TUI's approve key).
+            "operator": {"name": caller.name, "role": caller.role.as_str()},
         }),
     )
 }

@@ -76,6 +76,10 @@ pub enum Command {
     Config(ConfigCommand),
     /// Check the state directory, the daemon and the configuration; works offline too
     Doctor,
+    /// Watch and steer the daemon in a terminal UI: Work and its log, calls waiting for approval
+    /// with their exact input (approve or deny with one key), events as a causal tree, doctor's
+    /// findings; `?` lists the keys
+    Tui,
     /// Unified run history: each Work from creation to outcome across its attempts
     #[command(subcommand)]
     Runs(RunsCommand),

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use conduit_cli::management::{self, Locations};
 use conduit_cli::report::{Failure, Human, Reporter};
-use conduit_cli::{artifacts, auth, daemon, doctor, render, runs, secrets, watch};
+use conduit_cli::{artifacts, auth, daemon, doctor, render, runs, secrets, tui, watch};
 use serde_json::Value;
 
 use crate::cli::{Cli, DaemonArgs, RunsCommand, SecretsCommand, StoreArg};
@@ -55,6 +55,7 @@ fn main() -> ExitCode {
         Plan::Validation(Err(offline)) => reporter.finish_validation(Ok(offline), render::checked),
         Plan::Rotate => reporter.finish(auth::rotate(&locations), render::rotated),
         Plan::Doctor => reporter.finish_validation(Ok(doctor::report(&locations)), render::doctor),
+        Plan::Tui => reporter.finish_printed(tui::run(&locations)),
         Plan::Secrets(command) => {
             let (answer, human) = secrets(&locations, command);
             reporter.finish(answer, human)

@@ -30,6 +30,8 @@ pub enum Plan {
     Validation(Result<Request, Value>),
     /// The doctor's checks, local and through the daemon.
     Doctor,
+    /// The terminal UI, until the operator quits it.
+    Tui,
     /// Rotation: the request, then the new token written where the old one was read from.
     Rotate,
     /// The owner's credential reissued locally, under the state lock.
@@ -80,6 +82,7 @@ pub fn plan(command: Command, state_dir: Option<&Path>) -> Plan {
         Command::Auth(command) => auth(command),
         Command::Config(command) => config(command, state_dir),
         Command::Doctor => Plan::Doctor,
+        Command::Tui => Plan::Tui,
         Command::Runs(command) => Plan::Runs(command),
         Command::Scopes { command } => match command {
             None | Some(ScopesCommand::List) => Plan::Call(m::scopes(), render::scope_table),
@@ -284,6 +287,7 @@ mod tests {
             Plan::Rotate
             | Plan::Recover(_)
             | Plan::Doctor
+            | Plan::Tui
             | Plan::Runs(_)
             | Plan::Cat(_)
             | Plan::Secrets(_)

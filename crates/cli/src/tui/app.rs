@@ -1,0 +1,256 @@
+//! The TUI's state and what each key does to it: no terminal, no socket. The loop in `super`
+//! draws this state and carries out the [`Command`] a key answers.
+
+use std::collections::{HashMap, HashSet};
+
+use ratatui::crossterm::event::KeyCode;
+use serde_json::Value;
+
+/// The views, in the order their number keys pick them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tab {
+    Work,
+    Approvals,
+    Events,
+    Doctor,
+}
+
+impl Tab {
+    pub const ALL: [Tab; 4] = [Tab::Work, Tab::Approvals, Tab::Events, Tab::Doctor];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Tab::Work => "Work",
+            Tab::Approvals => "Approvals",
+            Tab::Events => "Events",
+            Tab::Doctor => "Doctor",
+        }
+    }
+
+    fn next(self) -> Tab {
+        let at = Tab::ALL.iter().position(|t| *t == self).unwrap_or(0);
+        Tab::ALL[(at + 1) % Tab::ALL.len()]
+    }
+}
+
+/// What the daemon said at the last refresh.
+#[derive(Debug, Clone, Default)]
+pub struct Data {
+    /// The caller's name and role, from `/v1/health`.
+    pub operator: String,
+    pub role: String,
+    pub generation: Value,
+    /// Work, newest first.
+    pub work: Vec<Value>,
+    /// Approvals waiting for a decision, oldest first.
+    pub approvals: Vec<Value>,
+    /// The selected Work's events, in acceptance order.
+    pub events: Vec<Value>,
+    /// The selected Work's attempt logs.
+    pub log: String,
+    /// Doctor's report, read while its view is shown.
+    pub doctor: Option<Value>,
+}
+
+/// What the keyboard is doing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    Browse,
+    Help,
+    /// Typing the reason for denying this approval.
+    Reason {
+        approval: String,
+        text: String,
+    },
+}
+
+/// What the loop does after a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Nothing,
+    Quit,
+    Refresh,
+    Approve(String),
+    Deny { approval: String, reason: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct App {
+    pub tab: Tab,
+    pub mode: Mode,
+    pub data: Data,
+    pub work_row: usize,
+    pub approval_row: usize,
+    /// The last outcome worth telling: a decision made, a refusal, an unreachable daemon.
+    pub status: String,
+}
+
+impl App {
+    pub fn new() -> App {
+        App {
+            tab: Tab::Work,
+            mode: Mode::Browse,
+            data: Data::default(),
+            work_row: 0,
+            approval_row: 0,
+            status: String::new(),
+        }
+    }
+
+    /// Whether this operator's role may approve and deny (`operate` or `admin`).
+    pub fn may_decide(&self) -> bool {
+        matches!(self.data.role.as_str(), "operate" | "admin")
+    }
+
+    pub fn selected_work(&self) -> Option<&Value> {
+        self.data.work.get(self.work_row)
+    }
+
+    pub fn selected_approval(&self) -> Option<&Value> {
+        self.data.approvals.get(self.approval_row)
+    }
+
+    /// Takes a refresh, keeping the selections within the new lists.
+    pub fn refreshed(&mut self, data: Data) {
+        self.data = data;
+        self.work_row = self.work_row.min(self.data.work.len().saturating_sub(1));
+        self.approval_row = self.approval_row.min(self.data.approvals.len().saturating_sub(1));
+    }
+
+    /// The keys the footer offers here: a role that cannot decide is offered no decision key.
+    pub fn keys(&self) -> Vec<(&'static str, &'static str)> {
+        let mut keys = vec![
+            ("q", "quit"),
+            ("?", "help"),
+            ("1-4/tab", "view"),
+            ("↑↓", "select"),
+            ("r", "refresh"),
+        ];
+        if self.tab == Tab::Approvals && self.may_decide() {
+            keys.extend([("a", "approve"), ("d", "deny")]);
+        }
+        keys
+    }
+
+    pub fn on_key(&mut self, key: KeyCode) -> Command {
+        match std::mem::replace(&mut self.mode, Mode::Browse) {
+            Mode::Help => Command::Nothing,
+            Mode::Reason { approval, text } => self.on_reason_key(key, approval, text),
+            Mode::Browse => self.on_browse_key(key),
+        }
+    }
+
+    fn on_browse_key(&mut self, key: KeyCode) -> Command {
+        match key {
+            KeyCode::Char('q') | KeyCode::Esc => return Command::Quit,
+            KeyCode::Char('?') => self.mode = Mode::Help,
+            KeyCode::Char('r') => return Command::Refresh,
+            KeyCode::Tab => self.tab = self.tab.next(),
+            KeyCode::Char(n @ '1'..='4') => self.tab = Tab::ALL[n as usize - '1' as usize],
+            KeyCode::Down | KeyCode::Char('j') => self.step(1),
+            KeyCode::Up | KeyCode::Char('k') => self.step(-1),
+            KeyCode::Char('a') if self.tab == Tab::Approvals => return self.approve(),
+            KeyCode::Char('d') if self.tab == Tab::Approvals => {
+                self.start_denial();
+                return Command::Nothing;
+            }
+            _ => return Command::Nothing,
+        }
+        // A new view or selection shows that Work's events and log at once.
+        Command::Refresh
+    }
+
+    fn on_reason_key(&mut self, key: KeyCode, approval: String, mut text: String) -> Command {
+        match key {
+            KeyCode::Esc => Command::Nothing,
+            KeyCode::Enter if !text.trim().is_empty() => Command::Deny {
+                approval,
+                reason: text.trim().to_owned(),
+            },
+            key => {
+                match key {
+                    KeyCode::Char(c) => text.push(c),
+                    KeyCode::Backspace => {
+                        text.pop();
+                    }
+                    _ => {}
+                }
+                self.mode = Mode::Reason { approval, text };
+                Command::Nothing
+            }
+        }
+    }
+
+    fn step(&mut self, by: isize) {
+        let (row, len) = match self.tab {
+            Tab::Approvals => (&mut self.approval_row, self.data.approvals.len()),
+            _ => (&mut self.work_row, self.data.work.len()),
+        };
+        *row = row.saturating_add_signed(by).min(len.saturating_sub(1));
+    }
+
+    fn approve(&mut self) -> Command {
+        match self.decidable() {
+            Some(id) => Command::Approve(id),
+            None => Command::Nothing,
+        }
+    }
+
+    fn start_denial(&mut self) {
+        if let Some(approval) = self.decidable() {
+            self.mode = Mode::Reason {
+                approval,
+                text: String::new(),
+            };
+        }
+    }
+
+    /// The selected approval's id, when this operator may decide it; else why not, in the status.
+    fn decidable(&mut self) -> Option<String> {
+        if !self.may_decide() {
+            self.status = format!("the {} role cannot decide approvals", self.data.role);
+            return None;
+        }
+        let id = self.selected_approval()?["id"].as_str()?.to_owned();
+        Some(id)
+    }
+}
+
+impl Default for App {
+    fn default() -> Self {
+        App::new()
+    }
+}
+
+/// The Work's events in causal order: each after the event it follows from, with its depth
+/// below the first of its chain shown (events whose parent is not among them start a chain).
+pub fn causal_order(events: &[Value]) -> Vec<(usize, &Value)> {
+    fn id(e: &Value) -> &str {
+        e["id"].as_str().unwrap_or_default()
+    }
+    let mut children: HashMap<&str, Vec<&Value>> = HashMap::new();
+    let mut roots = Vec::new();
+    let known: HashSet<&str> = events.iter().map(id).collect();
+    for event in events {
+        match event["causation"]["parent"].as_str().filter(|p| known.contains(p)) {
+            Some(parent) => children.entry(parent).or_default().push(event),
+            None => roots.push(event),
+        }
+    }
+    let mut ordered = Vec::with_capacity(events.len());
+    let mut seen = HashSet::new();
+    let mut stack: Vec<(usize, &Value)> = roots.into_iter().rev().map(|e| (0, e)).collect();
+    while let Some((depth, event)) = stack.pop() {
+        // Ids are unique in the store; a repeated one is shown once, so no loop can form.
+        if !seen.insert(id(event)) {
+            continue;
+        }
+        ordered.push((depth, event));
+        let below = children.get(id(event)).into_iter().flatten().rev();
+        stack.extend(below.map(|e| (depth + 1, *e)));
+    }
+    ordered
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,138 @@
+//! `open-conduit tui`: live Work and its log, approvals with their exact input (approve or deny
+//! with one key), the selected Work's events as a causal tree, and doctor's findings, over the
+//! same management client and roles as every other command.
+//!
+//! [`app`] is the state and what keys do (pure), [`view`] draws it; this module is the loop: it
+//! reads keys, refreshes from the daemon every second, and carries out decisions.
+
+mod app;
+mod view;
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use crate::connection::{Connection, Request};
+use crate::management::{self as m, items, send, send_up_to, Locations};
+use crate::report::Failure;
+use crate::{doctor, runs};
+use app::{App, Command, Data, Tab};
+use ratatui::crossterm::event::{self, Event, KeyEventKind};
+use ratatui::DefaultTerminal;
+
+/// How often the views are read again.
+const REFRESH: Duration = Duration::from_secs(1);
+/// The most Work the view lists (newest first).
+const WORK_SHOWN: usize = 200;
+
+pub fn run(locations: &Locations) -> Result<(), Failure> {
+    if !std::io::stdout().is_terminal() {
+        return Err(Failure::Local(
+            "the TUI needs a terminal; for scripts use `runs watch`, `events list --follow` or --json".to_owned(),
+        ));
+    }
+    let connection = locations.connection()?;
+    let mut terminal = ratatui::init();
+    let result = event_loop(&mut terminal, locations, &connection);
+    ratatui::restore();
+    result
+}
+
+fn event_loop(terminal: &mut DefaultTerminal, locations: &Locations, connection: &Connection) -> Result<(), Failure> {
+    let mut app = App::new();
+    let mut due = Instant::now();
+    // Whether the next refresh also runs doctor's checks again (they probe the kernel): on a key,
+    // not every second.
+    let mut asked = true;
+    loop {
+        if Instant::now() >= due {
+            refresh(&mut app, locations, connection, std::mem::take(&mut asked));
+            due = Instant::now() + REFRESH;
+        }
+        terminal
+            .draw(|frame| view::draw(frame, &app))
+            .map_err(|e| Failure::Local(format!("cannot draw on the terminal: {e}")))?;
+        let wait = due.saturating_duration_since(Instant::now());
+        if !event::poll(wait).map_err(|e| Failure::Local(format!("cannot read the terminal: {e}")))? {
+            continue;
+        }
+        let Ok(Event::Key(key)) = event::read() else { continue };
+        if key.kind != KeyEventKind::Press {
+            continue;
+        }
+        match app.on_key(key.code) {
+            Command::Quit => return Ok(()),
+            Command::Nothing => {}
+            Command::Refresh => (due, asked) = (Instant::now(), true),
+            Command::Approve(id) => {
+                decide(&mut app, connection, &m::approve(&id));
+                due = Instant::now();
+            }
+            Command::Deny { approval, reason } => {
+                decide(&mut app, connection, &m::deny(&approval, &reason));
+                due = Instant::now();
+            }
+        }
+    }
+}
+
+/// Reads every view's data again; a daemon that cannot be read is said in the status line.
+fn refresh(app: &mut App, locations: &Locations, connection: &Connection, asked: bool) {
+    match read(app, locations, connection, asked) {
+        Ok(data) => app.refreshed(data),
+        Err(failure) => app.status = describe(&failure),
+    }
+}
+
+fn read(app: &App, locations: &Locations, connection: &Connection, asked: bool) -> Result<Data, Failure> {
+    let health = send(connection, &m::health())?;
+    let work = items(send_up_to(connection, &m::list_work(None, None), Some(WORK_SHOWN))?);
+    // The same row stays selected by its id while newer Work arrives above it.
+    let selected = app.selected_work().and_then(|w| w["id"].as_str()).map(str::to_owned);
+    let selected = selected.or_else(|| work.first().and_then(|w| w["id"].as_str()).map(str::to_owned));
+    let (events, log) = match &selected {
+        Some(id) => (
+            items(send_up_to(connection, &m::list_events(&of_work(id), None), None)?),
+            runs::log(connection, id)?["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        ),
+        None => (Vec::new(), String::new()),
+    };
+    Ok(Data {
+        operator: health["operator"]["name"].as_str().unwrap_or("-").to_owned(),
+        role: health["operator"]["role"].as_str().unwrap_or("-").to_owned(),
+        generation: health["generation"].clone(),
+        work,
+        approvals: items(send_up_to(connection, &m::list_approvals(Some("pending")), None)?),
+        events,
+        log,
+        doctor: match (app.tab, &app.data.doctor) {
+            (Tab::Doctor, Some(report)) if !asked => Some(report.clone()),
+            (Tab::Doctor, _) => Some(doctor::run(locations)),
+            _ => None,
+        },
+    })
+}
+
+/// Sends a decision and says how it went.
+fn decide(app: &mut App, connection: &Connection, request: &Request) {
+    app.status = match send(connection, request) {
+        Ok(answer) => crate::render::decided(&answer),
+        Err(failure) => describe(&failure),
+    };
+}
+
+fn describe(failure: &Failure) -> String {
+    match failure {
+        Failure::Local(message) | Failure::Transport(message) => message.lines().next().unwrap_or_default().to_owned(),
+        Failure::Refused { code, message, .. } => format!("{code}: {message}"),
+    }
+}
+
+fn of_work(id: &str) -> m::EventQuery {
+    m::EventQuery {
+        work: Some(id.to_owned()),
+        ..Default::default()
+    }
+}
