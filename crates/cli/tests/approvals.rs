@@ -245,61 +245,17 @@ fn an_approval_for_one_input_does_not_pass_another() {
     assert!(heads.lock().unwrap().is_empty(), "neither call ran");
 }
 
-/// `open-conduit tui` running in a detached tmux session on a private tmux server, read with
-/// `capture-pane` and driven with `send-keys`; the server is killed when dropped.
-struct Tui {
-    socket: std::path::PathBuf,
-}
-
-impl Tui {
-    fn start(daemon: &Daemon, name: &str, token_file: &str) -> Tui {
-        let socket = daemon.scratch().join(format!("tmux-{name}"));
-        let command = format!(
-            "env -u OPEN_CONDUIT_ENDPOINT -u OPEN_CONDUIT_TOKEN_FILE {OPEN_CONDUIT} tui --state {} --token-file {token_file}",
+/// `open-conduit tui` as the operator whose token is in `token_file`, in its own tmux server.
+fn tui(daemon: &Daemon, name: &str, token_file: &str) -> Tmux {
+    let socket = daemon.scratch().join(format!("tmux-{name}"));
+    Tmux::run(
+        socket,
+        (160, 45),
+        &format!(
+            "{OPEN_CONDUIT} tui --state {} --token-file {token_file}",
             daemon.state.display()
-        );
-        let tui = Tui { socket };
-        let started = tui.tmux(&["new-session", "-d", "-x", "160", "-y", "45", &command]);
-        assert!(
-            started.status.success(),
-            "tmux (apt install tmux) could not start: {started:?}"
-        );
-        tui
-    }
-
-    fn tmux(&self, args: &[&str]) -> std::process::Output {
-        std::process::Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(args)
-            .env_remove("TMUX")
-            .output()
-            .expect("tmux runs (apt install tmux)")
-    }
-
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p"]).stdout).into_owned()
-    }
-
-    fn press(&self, key: &str) {
-        assert!(self.tmux(&["send-keys", key]).status.success());
-    }
-
-    /// The screen once it shows `text`.
-    fn shows(&self, text: &str) -> String {
-        let mut screen = String::new();
-        wait_until(&format!("the TUI to show {text:?}"), || {
-            screen = self.screen();
-            screen.contains(text)
-        });
-        screen
-    }
-}
-
-impl Drop for Tui {
-    fn drop(&mut self) {
-        let _ = self.tmux(&["kill-server"]);
-    }
+        ),
+    )
 }
 
 #[test]
@@ -309,7 +265,7 @@ fn the_tui_shows_a_parked_calls_input_and_approving_it_resumes_the_work() {
     daemon.await_work(&work, "waiting");
     let id = pending(&daemon)["id"].as_str().unwrap().to_owned();
 
-    let viewer = Tui::start(&daemon, "viewer", &token_file(&daemon, "carol", "view"));
+    let viewer = tui(&daemon, "viewer", &token_file(&daemon, "carol", "view"));
     viewer.shows("carol (view)");
     viewer.press("2");
     let screen = viewer.shows("/deploy");
@@ -325,7 +281,7 @@ fn the_tui_shows_a_parked_calls_input_and_approving_it_resumes_the_work() {
     viewer.shows("the view role cannot decide approvals");
     assert_eq!(daemon.json(&["approvals", "show", &id])["state"], "pending");
 
-    let alice = Tui::start(&daemon, "alice", &token_file(&daemon, "alice", "operate"));
+    let alice = tui(&daemon, "alice", &token_file(&daemon, "alice", "operate"));
     alice.press("2");
     let screen = alice.shows("/deploy");
     assert!(screen.contains("a approve") && screen.contains("d deny"), "{screen}");
@@ -335,5 +291,5 @@ fn the_tui_shows_a_parked_calls_input_and_approving_it_resumes_the_work() {
     assert_eq!(heads.lock().unwrap().len(), 1, "the approved call ran once");
     alice.shows("Approvals (0)");
     alice.press("q");
-    wait_until("the TUI to quit", || !alice.tmux(&["has-session"]).status.success());
+    wait_until("the TUI to quit", || !alice.is_running());
 }

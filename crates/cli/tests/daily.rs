@@ -487,3 +487,45 @@ fn a_config_file_that_differs_from_the_active_generation_is_reported_with_how_to
     let generation = daemon.json(&["health"])["generation"].clone();
     assert_eq!(generation, 1, "the committed generation keeps running");
 }
+
+#[test]
+fn tables_fit_the_terminal_and_are_coloured_only_there() {
+    let daemon = Daemon::start(Some(&shell_config("true")));
+    let long_type = format!("demo.{}", "x".repeat(60));
+    daemon.json(&["emit", &long_type, "--scope", "demo"]);
+    let on_terminal = |name: &str, env: &str| {
+        let socket = daemon.scratch().join(format!("tmux-{name}"));
+        let command = format!(
+            "{env} {OPEN_CONDUIT} events list --type {long_type} --state {}; sleep 60",
+            daemon.state.display()
+        );
+        let tmux = Tmux::run(socket, (50, 10), &command);
+        tmux.shows("SEQ");
+        tmux
+    };
+    let coloured = on_terminal("colour", "env");
+    let screen = coloured.screen_with(false);
+    assert!(
+        screen.contains('…') && !screen.contains(&long_type),
+        "cut to fit: {screen}"
+    );
+    assert!(
+        screen.lines().all(|line| line.trim_end().chars().count() <= 50),
+        "{screen}"
+    );
+    assert!(
+        coloured.screen_with(true).contains("\u{1b}[1mSEQ"),
+        "a bold header on a terminal"
+    );
+    let plain = on_terminal("plain", "env NO_COLOR=1");
+    assert!(
+        !plain.screen_with(true).contains("\u{1b}[1m"),
+        "NO_COLOR: {}",
+        plain.screen_with(true)
+    );
+    let piped = String::from_utf8(daemon.cli(&["events", "list", "--type", &long_type]).stdout).unwrap();
+    assert!(
+        piped.contains(&long_type) && !piped.contains('\u{1b}'),
+        "a pipe gets it whole and plain: {piped}"
+    );
+}

@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use conduit_core::id_prefix::is_full_id;
 
+use super::terminal::{self, Style};
 use crate::text::field;
 
 /// The `items` of a list answer.
@@ -26,8 +27,13 @@ pub(super) fn row(item: &Value, columns: &[(&str, &str)]) -> Vec<String> {
     columns.iter().map(|(_, pointer)| field(item, pointer)).collect()
 }
 
-/// A header line and one line per row, columns left-aligned and two spaces apart.
+/// A header line and one line per row, columns left-aligned and two spaces apart; on a terminal,
+/// fitted to its width and coloured (see [`terminal`]).
 pub(super) fn table(columns: &[(&str, &str)], rows: impl Iterator<Item = Vec<String>>) -> String {
+    table_in(terminal::style(), columns, rows)
+}
+
+fn table_in(style: Style, columns: &[(&str, &str)], rows: impl Iterator<Item = Vec<String>>) -> String {
     let header: Vec<String> = columns.iter().map(|(title, _)| (*title).to_owned()).collect();
     let mut rows: Vec<Vec<String>> = std::iter::once(header).chain(rows).collect();
     for column in 0..columns.len() {
@@ -39,13 +45,23 @@ pub(super) fn table(columns: &[(&str, &str)], rows: impl Iterator<Item = Vec<Str
             *width = (*width).max(cell.chars().count());
         }
     }
+    if let Some(room) = style.width {
+        terminal::fit(&mut widths, room);
+    }
     let lines: Vec<String> = rows
         .iter()
-        .map(|row| {
+        .enumerate()
+        .map(|(n, row)| {
             let cells: Vec<String> = row
                 .iter()
                 .zip(&widths)
-                .map(|(cell, width)| format!("{cell:<width$}"))
+                .map(|(cell, width)| {
+                    let padded = format!("{:<width$}", terminal::cut(cell, *width));
+                    match style.colour {
+                        true => terminal::paint(padded, cell, n == 0),
+                        false => padded,
+                    }
+                })
                 .collect();
             cells.join("  ").trim_end().to_owned()
         })
@@ -139,6 +155,31 @@ mod tests {
             shown.lines().nth(1).unwrap().ends_with("abx"),
             "a column that is not ids is kept whole"
         );
+    }
+
+    #[test]
+    fn on_a_narrow_colour_terminal_a_table_fits_and_colours_its_header_and_states() {
+        let columns = [("ID", "/id"), ("STATE", "/state"), ("SUMMARY", "/summary")];
+        let rows = [vec!["w1".to_owned(), "failed".to_owned(), "x".repeat(80)]];
+        let style = Style {
+            width: Some(40),
+            colour: true,
+        };
+        let shown = table_in(style, &columns, rows.clone().into_iter());
+        assert!(shown.contains("\u{1b}[1mID"), "{shown}");
+        assert!(shown.contains("\u{1b}[31mfailed"), "{shown}");
+        let plain = table_in(
+            Style {
+                width: Some(40),
+                colour: false,
+            },
+            &columns,
+            rows.clone().into_iter(),
+        );
+        assert!(plain.lines().all(|line| line.chars().count() <= 40), "{plain}");
+        assert!(plain.ends_with('…') && !plain.contains('\u{1b}'), "{plain}");
+        let whole = table_in(Style::default(), &columns, rows.into_iter());
+        assert!(whole.ends_with(&"x".repeat(80)), "not on a terminal: whole and plain");
     }
 
     #[test]

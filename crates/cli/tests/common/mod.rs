@@ -13,6 +13,7 @@ pub mod holder;
 pub mod model;
 pub mod slack;
 pub mod timing;
+pub mod tmux;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -24,6 +25,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+pub use tmux::Tmux;
 
 pub const OPEN_CONDUIT: &str = env!("CARGO_BIN_EXE_open-conduit");
 

@@ -26,6 +26,7 @@ use crate::plan::{plan, Awaited, Plan};
 
 fn main() -> ExitCode {
     let Cli { global, command } = Cli::parse();
+    render::set_style(stdout_style());
     let reporter = Reporter::operator(global.json);
     let locations = Locations {
         state: global.state,
@@ -66,6 +67,21 @@ fn main() -> ExitCode {
             store_location(&store).and_then(|store| auth::recover(&locations, &store)),
             render::recovered,
         ),
+    }
+}
+
+/// Tables fit and are coloured only when stdout is a terminal; `COLUMNS` overrides its width and
+/// `NO_COLOR` (or `TERM=dumb`) turns colour off.
+fn stdout_style() -> render::Style {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return render::Style::default();
+    }
+    let columns = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok());
+    let measured = || ratatui::crossterm::terminal::size().ok().map(|(w, _)| usize::from(w));
+    render::Style {
+        width: columns.or_else(measured),
+        colour: std::env::var_os("NO_COLOR").is_none() && std::env::var("TERM").as_deref() != Ok("dumb"),
     }
 }
 
