@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::tmux::Tmux;
 use common::*;
 use serde_json::{json, Value};
 

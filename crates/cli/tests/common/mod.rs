@@ -26,8 +26,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub use tmux::Tmux;
-
 pub const OPEN_CONDUIT: &str = env!("CARGO_BIN_EXE_open-conduit");
 
 /// A daemon running on its own temporary state directory; killed when dropped.
