@@ -17,6 +17,7 @@
 //! - [`auth`], [`artifacts`] and [`config_file`]: the operator's steps that are more than one
 //!   request (rotation, recovery, an artifact's raw bytes, a configuration file read or checked
 //!   offline).
+//! - [`service`]: `open-conduit service install --user`, a systemd user unit for the daemon.
 //! - [`secrets`]: `open-conduit secrets`, the owner-only `file:` secrets written and listed.
 //! - [`watch`]: the commands that wait and follow (`--wait`, `--follow`, `runs watch`).
 //! - [`tui`]: `open-conduit tui`, the live terminal UI over the same requests.
@@ -41,6 +42,7 @@ pub mod report;
 pub mod runs;
 pub mod runtime;
 pub mod secrets;
+pub mod service;
 pub mod text;
 pub mod toolbelt;
 pub mod tui;

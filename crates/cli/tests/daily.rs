@@ -530,3 +530,57 @@ fn tables_fit_the_terminal_and_are_coloured_only_there() {
         "a pipe gets it whole and plain: {piped}"
     );
 }
+
+#[test]
+fn service_install_writes_a_user_unit_that_runs_this_daemon() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let install = |extra: &[&str]| {
+        std::process::Command::new(OPEN_CONDUIT)
+            .args(["service", "install"])
+            .args(extra)
+            .arg("--state")
+            .arg(&state)
+            .env("XDG_CONFIG_HOME", tmp.path())
+            .output()
+            .unwrap()
+    };
+    let first = install(&["--user"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let unit_file = tmp.path().join("systemd/user/open-conduit.service");
+    let unit = std::fs::read_to_string(&unit_file).unwrap();
+    let exec = format!("ExecStart=\"{OPEN_CONDUIT}\" daemon --state \"{}\"", state.display());
+    assert!(unit.contains(&exec), "{unit}");
+    let printed = String::from_utf8_lossy(&first.stdout).into_owned();
+    assert!(
+        printed.contains(&unit) && printed.contains("systemctl --user enable --now open-conduit"),
+        "{printed}"
+    );
+    let again = install(&["--user"]);
+    assert!(
+        String::from_utf8_lossy(&again.stdout).starts_with("unchanged"),
+        "the same unit is left alone"
+    );
+    let other = install(&["--user", "--config", "/etc/oc.json"]);
+    assert_eq!(
+        other.status.code(),
+        Some(2),
+        "another unit is not overwritten: {}",
+        stderr(&other)
+    );
+    assert!(stderr(&other).contains("--force"), "{}", stderr(&other));
+    assert!(install(&["--user", "--config", "/etc/oc.json", "--force"])
+        .status
+        .success());
+    assert!(std::fs::read_to_string(&unit_file)
+        .unwrap()
+        .contains("--config \"/etc/oc.json\""));
+    assert_eq!(install(&[]).status.code(), Some(2), "--user is required");
+    if let Ok(verify) = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit_file)
+        .output()
+    {
+        assert!(verify.status.success(), "systemd accepts it: {}", stderr(&verify));
+    }
+}

@@ -13,6 +13,7 @@ mod packages;
 mod runs;
 mod scopes;
 mod secrets;
+mod service;
 mod terminal;
 mod toolbelt;
 mod work;
@@ -30,6 +31,7 @@ pub use packages::{package_detail, package_installed, package_removed, package_t
 pub use runs::{run_detail, run_table, run_tally};
 pub use scopes::{reconciled, route_trace, sample_table, scope_table};
 pub use secrets::{secret_removed, secret_stored, secret_table};
+pub use service::service_installed;
 pub use terminal::{set_style, Style};
 pub use toolbelt::{
     declared, event_id, guidance, output, session_closed, session_id, tool_detail, tool_table, work_id, work_input,

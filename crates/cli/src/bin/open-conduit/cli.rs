@@ -76,6 +76,9 @@ pub enum Command {
     Config(ConfigCommand),
     /// Check the state directory, the daemon and the configuration; works offline too
     Doctor,
+    /// Run the daemon as a service: write a systemd user unit for it
+    #[command(subcommand)]
+    Service(ServiceCommand),
     /// Watch and steer the daemon in a terminal UI: Work and its log, calls waiting for approval
     /// with their exact input (approve or deny with one key), events as a causal tree, doctor's
     /// findings; `?` lists the keys
@@ -544,6 +547,23 @@ pub enum SecretsCommand {
         /// The secret's name
         #[arg(value_name = "NAME")]
         name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ServiceCommand {
+    /// Write ~/.config/systemd/user/open-conduit.service ($XDG_CONFIG_HOME honoured), running
+    /// this program's daemon on the state directory, and print it with the commands that start it
+    Install {
+        /// A user unit (the only kind: the daemon runs as the user whose agents it runs)
+        #[arg(long, required = true)]
+        user: bool,
+        /// The configuration file the daemon starts with (made absolute)
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Replace a unit that already exists with other settings
+        #[arg(long)]
+        force: bool,
     },
 }
 

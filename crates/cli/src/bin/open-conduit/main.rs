@@ -18,10 +18,10 @@ use std::process::ExitCode;
 use clap::Parser;
 use conduit_cli::management::{self, Locations};
 use conduit_cli::report::{Failure, Human, Reporter};
-use conduit_cli::{artifacts, auth, daemon, doctor, render, runs, secrets, tui, watch};
+use conduit_cli::{artifacts, auth, daemon, doctor, render, runs, secrets, service, tui, watch};
 use serde_json::Value;
 
-use crate::cli::{Cli, DaemonArgs, RunsCommand, SecretsCommand, StoreArg};
+use crate::cli::{Cli, DaemonArgs, RunsCommand, SecretsCommand, ServiceCommand, StoreArg};
 use crate::plan::{plan, Awaited, Plan};
 
 fn main() -> ExitCode {
@@ -57,6 +57,10 @@ fn main() -> ExitCode {
         Plan::Rotate => reporter.finish(auth::rotate(&locations), render::rotated),
         Plan::Doctor => reporter.finish_validation(Ok(doctor::report(&locations)), render::doctor),
         Plan::Tui => reporter.finish_printed(tui::run(&locations)),
+        Plan::Service(ServiceCommand::Install { config, force, .. }) => reporter.finish(
+            install_service(&locations, config.as_deref(), force),
+            render::service_installed,
+        ),
         Plan::Secrets(command) => {
             let (answer, human) = secrets(&locations, command);
             reporter.finish(answer, human)
@@ -136,6 +140,23 @@ fn finish_waited(reporter: &Reporter, result: Result<Value, Failure>) -> ExitCod
         code if unsuccessful && code == ExitCode::SUCCESS => ExitCode::from(1),
         code => code,
     }
+}
+
+/// Writes the systemd user unit that runs this program's daemon on the state directory.
+fn install_service(locations: &Locations, config: Option<&std::path::Path>, force: bool) -> Result<Value, Failure> {
+    let absolute = |path: &std::path::Path| std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let program =
+        std::env::current_exe().map_err(|e| Failure::Local(format!("cannot find this program's path: {e}")))?;
+    let state = absolute(&locations.state_dir()?);
+    let config = config.map(absolute);
+    let dir = service::user_unit_dir(std::env::var_os("XDG_CONFIG_HOME"), std::env::var_os("HOME"))
+        .ok_or_else(|| Failure::Local("neither XDG_CONFIG_HOME nor HOME is set".to_owned()))?;
+    let daemon = service::Daemon {
+        program: &program,
+        state: &state,
+        config: config.as_deref(),
+    };
+    service::install(&dir, &service::unit_text(&daemon), force)
 }
 
 /// A `secrets` command's answer and how it reads as text.

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::cli::{
     ApprovalsCommand, ArtifactsCommand, AuthCommand, Command, ConfigCommand, DaemonArgs, EventsCommand,
     ExecutionsCommand, OperatorsCommand, PackageCommand, RouteArgs, RunsCommand, ScopesCommand, SecretsCommand,
-    StoreArg, WorkCommand,
+    ServiceCommand, StoreArg, WorkCommand,
 };
 
 /// What a parsed command line asks for.
@@ -32,6 +32,8 @@ pub enum Plan {
     Doctor,
     /// The terminal UI, until the operator quits it.
     Tui,
+    /// A service unit written for the daemon.
+    Service(ServiceCommand),
     /// Rotation: the request, then the new token written where the old one was read from.
     Rotate,
     /// The owner's credential reissued locally, under the state lock.
@@ -83,6 +85,7 @@ pub fn plan(command: Command, state_dir: Option<&Path>) -> Plan {
         Command::Config(command) => config(command, state_dir),
         Command::Doctor => Plan::Doctor,
         Command::Tui => Plan::Tui,
+        Command::Service(command) => Plan::Service(command),
         Command::Runs(command) => Plan::Runs(command),
         Command::Scopes { command } => match command {
             None | Some(ScopesCommand::List) => Plan::Call(m::scopes(), render::scope_table),
@@ -288,6 +291,7 @@ mod tests {
             | Plan::Recover(_)
             | Plan::Doctor
             | Plan::Tui
+            | Plan::Service(_)
             | Plan::Runs(_)
             | Plan::Cat(_)
             | Plan::Secrets(_)

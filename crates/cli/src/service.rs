@@ -1,0 +1,116 @@
+//! `open-conduit service install --user`: a systemd user unit that runs this binary's daemon on
+//! the operator's state directory, so it starts at login and restarts when it fails.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::report::Failure;
+
+/// The unit's file name.
+pub const UNIT: &str = "open-conduit.service";
+
+/// What the unit runs: this program's daemon, its state directory and, when given, its file.
+#[derive(Debug)]
+pub struct Daemon<'a> {
+    pub program: &'a Path,
+    pub state: &'a Path,
+    pub config: Option<&'a Path>,
+}
+
+/// The unit's text.
+pub fn unit_text(daemon: &Daemon<'_>) -> String {
+    let mut exec = format!("{} daemon --state {}", quoted(daemon.program), quoted(daemon.state));
+    if let Some(config) = daemon.config {
+        exec.push_str(&format!(" --config {}", quoted(config)));
+    }
+    format!(
+        "# Written by `open-conduit service install --user`.\n\
+         [Unit]\n\
+         Description=Open Conduit daemon: agent executions, each with its own toolbelt\n\
+         \n\
+         [Service]\n\
+         Type=simple\n\
+         ExecStart={exec}\n\
+         Restart=on-failure\n\
+         RestartSec=2\n\
+         # SIGTERM stops the daemon cleanly; its running attempts are left for the next start to\n\
+         # adopt, so only the daemon itself is signalled.\n\
+         KillMode=process\n\
+         \n\
+         [Install]\n\
+         WantedBy=default.target\n"
+    )
+}
+
+/// systemd's quoting for one argument of `ExecStart`: double quotes, with `\\`, `"` and `%`
+/// escaped (a `%` would otherwise be a specifier).
+fn quoted(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"").replace('%', "%%");
+    format!("\"{escaped}\"")
+}
+
+/// The user units' directory: `$XDG_CONFIG_HOME/systemd/user`, else `$HOME/.config/systemd/user`.
+pub fn user_unit_dir(xdg_config_home: Option<OsString>, home: Option<OsString>) -> Option<PathBuf> {
+    let absolute = |value: OsString| Some(PathBuf::from(value)).filter(|p| p.is_absolute());
+    let base = match xdg_config_home.and_then(absolute) {
+        Some(xdg) => xdg,
+        None => PathBuf::from(home.filter(|h| !h.is_empty())?).join(".config"),
+    };
+    Some(base.join("systemd/user"))
+}
+
+/// Writes the unit into `dir`. An existing unit with other text is kept unless `force`.
+pub fn install(dir: &Path, text: &str, force: bool) -> Result<Value, Failure> {
+    let file = dir.join(UNIT);
+    let written = match std::fs::read_to_string(&file) {
+        Ok(existing) if existing == text => false,
+        Ok(_) if !force => {
+            return Err(Failure::Local(format!(
+                "{} already exists with other settings; pass --force to replace it",
+                file.display()
+            )))
+        }
+        _ => {
+            std::fs::create_dir_all(dir)
+                .and_then(|()| std::fs::write(&file, text))
+                .map_err(|e| Failure::Local(format!("cannot write {}: {e}", file.display())))?;
+            true
+        }
+    };
+    Ok(json!({"file": file, "written": written, "unit": text}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unit_runs_this_daemon_on_its_state_and_quotes_what_systemd_would_expand() {
+        let text = unit_text(&Daemon {
+            program: Path::new("/opt/oc/bin/open-conduit"),
+            state: Path::new("/home/a b/state%1"),
+            config: Some(Path::new("/etc/oc.json")),
+        });
+        assert!(
+            text.contains(
+                r#"ExecStart="/opt/oc/bin/open-conduit" daemon --state "/home/a b/state%%1" --config "/etc/oc.json""#
+            ),
+            "{text}"
+        );
+        assert!(text.contains("KillMode=process") && text.contains("WantedBy=default.target"));
+    }
+
+    #[test]
+    fn user_units_live_under_the_xdg_config_directory() {
+        let dir = |xdg: Option<&str>, home: Option<&str>| user_unit_dir(xdg.map(Into::into), home.map(Into::into));
+        assert_eq!(dir(Some("/x"), Some("/h")), Some(PathBuf::from("/x/systemd/user")));
+        assert_eq!(
+            dir(Some("rel"), Some("/h")),
+            Some(PathBuf::from("/h/.config/systemd/user"))
+        );
+        assert_eq!(dir(None, None), None);
+    }
+}
