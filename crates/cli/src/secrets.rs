@@ -1,5 +1,6 @@
 //! `open-conduit secrets`: the `file:` secrets of `<state>/private/secrets.json`, written owner-only
-//! by the operator's own user, as the daemon reads them. Values come from stdin (never the command
+//! by the operator's own user, as the daemon reads them, or with `--keyring` the system keyring's
+//! `keyring:open-conduit/<name>`. Values come from stdin (never the command
 //! line, which other users can read) and are never printed.
 
 use std::io::{IsTerminal, Read};
@@ -28,6 +29,45 @@ pub fn set(state: &Path, name: &str) -> Result<Value, Failure> {
         .map_err(|e| Failure::Local(format!("cannot create {}: {e}", private.display())))?;
     let replaced = conduit_daemon::secrets::write_file_key(&file, name, Some(&value)).map_err(Failure::Local)?;
     Ok(json!({"name": name, "reference": format!("file:{name}"), "file": file, "replaced": replaced}))
+}
+
+/// The keyring service `secrets set --keyring` stores under: `keyring:open-conduit/<name>`.
+pub const KEYRING_SERVICE: &str = "open-conduit";
+
+/// Stores the value read from stdin in the system keyring, as `keyring:open-conduit/<name>`.
+pub fn set_in_keyring(name: &str) -> Result<Value, Failure> {
+    check_keyring_name(name)?;
+    let value = read_value(name)?;
+    let place =
+        conduit_daemon::secrets::store_in_keyring(KEYRING_SERVICE, name, &value).map_err(|_| keyring_unavailable())?;
+    Ok(
+        json!({"name": name, "reference": format!("keyring:{KEYRING_SERVICE}/{name}"), "keyring": place, "replaced": false}),
+    )
+}
+
+/// Removes `keyring:open-conduit/<name>`; one that is not stored is an error.
+pub fn remove_from_keyring(name: &str) -> Result<Value, Failure> {
+    check_keyring_name(name)?;
+    match conduit_daemon::secrets::remove_from_keyring(KEYRING_SERVICE, name).map_err(|_| keyring_unavailable())? {
+        true => Ok(json!({"removed": name, "keyring": "the system keyring"})),
+        false => Err(Failure::Local(format!("no keyring entry {KEYRING_SERVICE}/{name}"))),
+    }
+}
+
+fn keyring_unavailable() -> Failure {
+    Failure::Local(
+        "the system keyring is unavailable here; store the secret in the state directory instead (without --keyring)"
+            .to_owned(),
+    )
+}
+
+/// A name a `keyring:<service>/<account>` reference can carry as its account.
+fn check_keyring_name(name: &str) -> Result<(), Failure> {
+    check_name(name)?;
+    match name.contains('/') {
+        true => Err(Failure::Local("a keyring secret's name cannot hold `/`".to_owned())),
+        false => Ok(()),
+    }
 }
 
 /// The names stored (never their values).

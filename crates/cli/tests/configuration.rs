@@ -611,3 +611,45 @@ fn config_drift_is_judged_against_the_playbook_the_generation_pinned() {
     let last = audit.as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["refusal"], "config_drift", "pinned across the restart: {last}");
 }
+
+/// `secrets set --keyring` stores a value where the daemon's `keyring:` reads it, read from stdin;
+/// `secrets rm --keyring` removes it, and the attempt that needs it then fails before it starts.
+#[cfg(target_os = "linux")]
+#[test]
+fn secrets_set_keyring_stores_what_the_daemon_reads() {
+    use std::io::Write;
+    let name = format!("oc_test_{}", std::process::id());
+    let secrets = |args: &[&str], stdin: &str| {
+        let mut child = std::process::Command::new(OPEN_CONDUIT)
+            .arg("secrets")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let set = secrets(&["set", &name, "--keyring"], "kr-set-by-cli-9\n");
+    let said = String::from_utf8_lossy(&set.stdout).into_owned();
+    assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
+    assert!(said.contains(&format!("keyring:open-conduit/{name}")) && !said.contains("kr-set-by-cli-9"), "{said}");
+    let variable = name.to_uppercase();
+    let daemon = Daemon::start_with(|scratch| {
+        let uses = format!("printf '%s' \"${variable}\" > {} && os outcome succeeded", scratch.join("seen").display());
+        let mut config: Value = serde_json::from_str(&config_with(&ALL, &uses)).unwrap();
+        config["secrets"] = json!({&name: format!("keyring:open-conduit/{name}")});
+        config["scopes"]["demo"]["bindings"]["shell"]["secrets"] = json!([&name]);
+        config.to_string()
+    });
+    let work = daemon.create_work("demo", "shell");
+    daemon.await_work(&work, "succeeded");
+    assert_eq!(std::fs::read_to_string(daemon.scratch().join("seen")).unwrap(), "kr-set-by-cli-9");
+
+    assert!(secrets(&["rm", &name, "--keyring"], "").status.success());
+    let again = secrets(&["rm", &name, "--keyring"], "");
+    assert_eq!(again.status.code(), Some(2), "nothing is left to remove");
+    let gone = daemon.create_work("demo", "shell");
+    daemon.await_work(&gone, "failed");
+}

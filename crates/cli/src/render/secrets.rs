@@ -14,7 +14,7 @@ pub fn secret_stored(answer: &Value) -> String {
     format!(
         "{verb} `{}` in {}; the configuration references it as \"{}\" under \"secrets\"",
         field(answer, "/name"),
-        field(answer, "/file"),
+        place(answer),
         field(answer, "/reference")
     )
 }
@@ -24,9 +24,13 @@ pub fn secret_table(answer: &Value) -> String {
 }
 
 pub fn secret_removed(answer: &Value) -> String {
-    format!(
-        "removed `{}` from {}",
-        field(answer, "/removed"),
-        field(answer, "/file")
-    )
+    format!("removed `{}` from {}", field(answer, "/removed"), place(answer))
+}
+
+/// Where a secret is kept: the secrets file, or the keyring that took it.
+fn place(answer: &Value) -> String {
+    match answer.get("file") {
+        Some(_) => field(answer, "/file"),
+        None => field(answer, "/keyring"),
+    }
 }

@@ -1,4 +1,5 @@
-//! `keyring:<service>/<account>`: the backend trait and the system keyring.
+//! `keyring:<service>/<account>`: the backend trait, the system keyring, and the writes
+//! `open-conduit secrets set --keyring` makes to it.
 
 /// The keyring could not be asked. Carries nothing of the backend's own error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -10,7 +11,7 @@ pub trait KeyringBackend: Send + Sync {
     fn get(&self, service: &str, account: &str) -> Result<Option<String>, KeyringUnavailable>;
 }
 
-/// The system keyring, read-only. On Linux: with the `secret-service` feature, the desktop
+/// The system keyring, read-only (the daemon never writes it; [`store`] is the operator's). On Linux: with the `secret-service` feature, the desktop
 /// session's Secret Service first (GNOME Keyring, KWallet), then the kernel's key-retention service
 /// (keyutils), the headless fallback, reading `keyring-rs:<account>@<service>` as the keyring
 /// crate (and its CLI) stores it. On macOS: the login Keychain's generic
@@ -22,6 +23,23 @@ impl KeyringBackend for SystemKeyring {
     fn get(&self, service: &str, account: &str) -> Result<Option<String>, KeyringUnavailable> {
         platform::get(service, account)
     }
+}
+
+/// Where [`store`] put a value, for the operator to be told.
+pub type Place = &'static str;
+
+/// Stores `value` as `<service>/<account>` where [`SystemKeyring`] reads it first that can take
+/// it: the Secret Service (with the `secret-service` feature and a session bus), else the
+/// kernel's persistent keyring for this user (which outlives the login session), else its
+/// session keyring. An entry already there is replaced.
+pub fn store(service: &str, account: &str, value: &str) -> Result<Place, KeyringUnavailable> {
+    platform::store(service, account, value)
+}
+
+/// Removes `<service>/<account>` from every keyring [`SystemKeyring`] reads; `false` when none
+/// held it.
+pub fn remove(service: &str, account: &str) -> Result<bool, KeyringUnavailable> {
+    platform::remove(service, account)
 }
 
 /// A credential's password: `None` when no entry exists, unavailable on any other failure (its
@@ -56,13 +74,57 @@ mod platform {
         }
     }
 
+    pub fn store(service: &str, account: &str, value: &str) -> Result<super::Place, KeyringUnavailable> {
+        if secret_service_store(service, account, value).is_ok() {
+            return Ok("the Secret Service");
+        }
+        let description = description(service, account);
+        // The kernel replaces a user key of the same description in the keyring it is added to.
+        let added = match KeyRing::get_persistent(KeyRingIdentifier::Session) {
+            Ok(persistent) => persistent
+                .add_key(&description, value)
+                .map(|_| "the kernel's persistent keyring"),
+            Err(_) => KeyRing::from_special_id(KeyRingIdentifier::Session, false)
+                .and_then(|session| session.add_key(&description, value))
+                .map(|_| "the kernel's session keyring"),
+        };
+        added.map_err(|_| KeyringUnavailable)
+    }
+
+    pub fn remove(service: &str, account: &str) -> Result<bool, KeyringUnavailable> {
+        let desktop = secret_service_remove(service, account).unwrap_or(false);
+        let mut removed = false;
+        // A key may sit in the session keyring and in the persistent one: invalidate each copy
+        // found (bounded, should an invalidated key still be found).
+        for _ in 0..4 {
+            let Some(key) = kernel_key(service, account)? else {
+                break;
+            };
+            key.invalidate().map_err(|_| KeyringUnavailable)?;
+            removed = true;
+        }
+        Ok(desktop || removed)
+    }
+
+    fn description(service: &str, account: &str) -> String {
+        format!("keyring-rs:{account}@{service}")
+    }
+
     /// The kernel keyring's entry as the keyring crate stores it (`keyring-rs:<account>@<service>`,
     /// a user key): searched for from the session keyring (the user's session keyring when the
     /// process has none), then in the user's persistent keyring (which the kernel links into the
     /// daemon's session keyring when asked for it). Executions inherit these keyrings, so their
     /// confinement refuses them the keyring's system calls (`conduit_sandbox`'s seccomp filter).
     fn kernel(service: &str, account: &str) -> Result<Option<String>, KeyringUnavailable> {
-        let description = format!("keyring-rs:{account}@{service}");
+        let Some(key) = kernel_key(service, account)? else {
+            return Ok(None);
+        };
+        let bytes = key.read_to_vec().map_err(|_| KeyringUnavailable)?;
+        String::from_utf8(bytes).map(Some).map_err(|_| KeyringUnavailable)
+    }
+
+    fn kernel_key(service: &str, account: &str) -> Result<Option<linux_keyutils::Key>, KeyringUnavailable> {
+        let description = description(service, account);
         let session = KeyRing::from_special_id(KeyRingIdentifier::Session, false).map_err(|_| KeyringUnavailable)?;
         let found = match session.search(&description) {
             Err(KeyError::KeyDoesNotExist) => match KeyRing::get_persistent(KeyRingIdentifier::Session) {
@@ -71,13 +133,11 @@ mod platform {
             },
             searched => searched,
         };
-        let key = match found {
-            Ok(key) => key,
-            Err(KeyError::KeyDoesNotExist) => return Ok(None),
-            Err(_) => return Err(KeyringUnavailable),
-        };
-        let bytes = key.read_to_vec().map_err(|_| KeyringUnavailable)?;
-        String::from_utf8(bytes).map(Some).map_err(|_| KeyringUnavailable)
+        match found {
+            Ok(key) => Ok(Some(key)),
+            Err(KeyError::KeyDoesNotExist) => Ok(None),
+            Err(_) => Err(KeyringUnavailable),
+        }
     }
 
     #[cfg(feature = "secret-service")]
@@ -91,8 +151,40 @@ mod platform {
         ))
     }
 
+    #[cfg(feature = "secret-service")]
+    fn secret_service_store(service: &str, account: &str, value: &str) -> Result<(), KeyringUnavailable> {
+        use keyring::credential::CredentialApi;
+        std::env::var_os("DBUS_SESSION_BUS_ADDRESS").ok_or(KeyringUnavailable)?;
+        let credential = keyring::secret_service::SsCredential::new_with_target(None, service, account);
+        credential
+            .and_then(|c| c.set_password(value))
+            .map_err(|_| KeyringUnavailable)
+    }
+
+    #[cfg(feature = "secret-service")]
+    fn secret_service_remove(service: &str, account: &str) -> Result<bool, KeyringUnavailable> {
+        use keyring::credential::CredentialApi;
+        std::env::var_os("DBUS_SESSION_BUS_ADDRESS").ok_or(KeyringUnavailable)?;
+        let credential = keyring::secret_service::SsCredential::new_with_target(None, service, account);
+        match credential.and_then(|c| c.delete_credential()) {
+            Ok(()) => Ok(true),
+            Err(keyring::Error::NoEntry) => Ok(false),
+            Err(_) => Err(KeyringUnavailable),
+        }
+    }
+
     #[cfg(not(feature = "secret-service"))]
     fn secret_service(_service: &str, _account: &str) -> Result<Option<String>, KeyringUnavailable> {
+        Err(KeyringUnavailable)
+    }
+
+    #[cfg(not(feature = "secret-service"))]
+    fn secret_service_store(_service: &str, _account: &str, _value: &str) -> Result<(), KeyringUnavailable> {
+        Err(KeyringUnavailable)
+    }
+
+    #[cfg(not(feature = "secret-service"))]
+    fn secret_service_remove(_service: &str, _account: &str) -> Result<bool, KeyringUnavailable> {
         Err(KeyringUnavailable)
     }
 }
@@ -104,6 +196,25 @@ mod platform {
     pub fn get(service: &str, account: &str) -> Result<Option<String>, KeyringUnavailable> {
         password(keyring::macos::MacCredential::new_with_target(None, service, account))
     }
+
+    pub fn store(service: &str, account: &str, value: &str) -> Result<super::Place, KeyringUnavailable> {
+        use keyring::credential::CredentialApi;
+        let credential = keyring::macos::MacCredential::new_with_target(None, service, account);
+        credential
+            .and_then(|c| c.set_password(value))
+            .map(|()| "the login Keychain")
+            .map_err(|_| KeyringUnavailable)
+    }
+
+    pub fn remove(service: &str, account: &str) -> Result<bool, KeyringUnavailable> {
+        use keyring::credential::CredentialApi;
+        match keyring::macos::MacCredential::new_with_target(None, service, account).and_then(|c| c.delete_credential())
+        {
+            Ok(()) => Ok(true),
+            Err(keyring::Error::NoEntry) => Ok(false),
+            Err(_) => Err(KeyringUnavailable),
+        }
+    }
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
@@ -111,6 +222,14 @@ mod platform {
     use super::KeyringUnavailable;
 
     pub fn get(_service: &str, _account: &str) -> Result<Option<String>, KeyringUnavailable> {
+        Err(KeyringUnavailable)
+    }
+
+    pub fn store(_service: &str, _account: &str, _value: &str) -> Result<super::Place, KeyringUnavailable> {
+        Err(KeyringUnavailable)
+    }
+
+    pub fn remove(_service: &str, _account: &str) -> Result<bool, KeyringUnavailable> {
         Err(KeyringUnavailable)
     }
 }

@@ -30,7 +30,9 @@ pub use cmd::{CMD_DEADLINE, CMD_OUTPUT_LIMIT, CMD_PATH};
 pub use env::{EnvSource, ProcessEnv};
 pub use error::SecretError;
 pub use file::{keys as file_keys, write_key as write_file_key, MAX_SECRETS_FILE_BYTES};
-pub use keyring::{KeyringBackend, KeyringUnavailable, SystemKeyring};
+pub use keyring::{
+    remove as remove_from_keyring, store as store_in_keyring, KeyringBackend, KeyringUnavailable, SystemKeyring,
+};
 
 /// Resolutions that may run at once. A `cmd:` may take seconds on a thread of the runtime's blocking
 /// pool, which the store's transactions share: a burst of resolutions waits here instead of taking

@@ -539,6 +539,10 @@ pub enum SecretsCommand {
         /// The secret's name, referenced in the configuration as `file:NAME`
         #[arg(value_name = "NAME")]
         name: String,
+        /// Store it in the system keyring instead (the Secret Service, else the kernel's
+        /// keyring), referenced as `keyring:open-conduit/NAME`
+        #[arg(long)]
+        keyring: bool,
     },
     /// List the stored secrets' names (never their values)
     List,
@@ -547,6 +551,9 @@ pub enum SecretsCommand {
         /// The secret's name
         #[arg(value_name = "NAME")]
         name: String,
+        /// Remove `keyring:open-conduit/NAME` from the system keyring instead
+        #[arg(long)]
+        keyring: bool,
     },
 }
 

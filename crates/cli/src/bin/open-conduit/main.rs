@@ -161,14 +161,20 @@ fn install_service(locations: &Locations, config: Option<&std::path::Path>, forc
 
 /// A `secrets` command's answer and how it reads as text.
 fn secrets(locations: &Locations, command: SecretsCommand) -> (Result<Value, Failure>, Human) {
-    let state = match locations.state_dir() {
-        Ok(state) => state,
-        Err(failure) => return (Err(failure), render::content),
-    };
     match command {
-        SecretsCommand::Set { name } => (secrets::set(&state, &name), render::secret_stored),
-        SecretsCommand::List => (secrets::list(&state), render::secret_table),
-        SecretsCommand::Rm { name } => (secrets::remove(&state, &name), render::secret_removed),
+        SecretsCommand::Set { name, keyring: true } => (secrets::set_in_keyring(&name), render::secret_stored),
+        SecretsCommand::Rm { name, keyring: true } => (secrets::remove_from_keyring(&name), render::secret_removed),
+        command => {
+            let state = match locations.state_dir() {
+                Ok(state) => state,
+                Err(failure) => return (Err(failure), render::content),
+            };
+            match command {
+                SecretsCommand::Set { name, .. } => (secrets::set(&state, &name), render::secret_stored),
+                SecretsCommand::Rm { name, .. } => (secrets::remove(&state, &name), render::secret_removed),
+                SecretsCommand::List => (secrets::list(&state), render::secret_table),
+            }
+        }
     }
 }
 
