@@ -634,10 +634,16 @@ fn secrets_set_keyring_stores_what_the_daemon_reads() {
     let set = secrets(&["set", &name, "--keyring"], "kr-set-by-cli-9\n");
     let said = String::from_utf8_lossy(&set.stdout).into_owned();
     assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
-    assert!(said.contains(&format!("keyring:open-conduit/{name}")) && !said.contains("kr-set-by-cli-9"), "{said}");
+    assert!(
+        said.contains(&format!("keyring:open-conduit/{name}")) && !said.contains("kr-set-by-cli-9"),
+        "{said}"
+    );
     let variable = name.to_uppercase();
     let daemon = Daemon::start_with(|scratch| {
-        let uses = format!("printf '%s' \"${variable}\" > {} && os outcome succeeded", scratch.join("seen").display());
+        let uses = format!(
+            "printf '%s' \"${variable}\" > {} && os outcome succeeded",
+            scratch.join("seen").display()
+        );
         let mut config: Value = serde_json::from_str(&config_with(&ALL, &uses)).unwrap();
         config["secrets"] = json!({&name: format!("keyring:open-conduit/{name}")});
         config["scopes"]["demo"]["bindings"]["shell"]["secrets"] = json!([&name]);
@@ -645,7 +651,10 @@ fn secrets_set_keyring_stores_what_the_daemon_reads() {
     });
     let work = daemon.create_work("demo", "shell");
     daemon.await_work(&work, "succeeded");
-    assert_eq!(std::fs::read_to_string(daemon.scratch().join("seen")).unwrap(), "kr-set-by-cli-9");
+    assert_eq!(
+        std::fs::read_to_string(daemon.scratch().join("seen")).unwrap(),
+        "kr-set-by-cli-9"
+    );
 
     assert!(secrets(&["rm", &name, "--keyring"], "").status.success());
     let again = secrets(&["rm", &name, "--keyring"], "");

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::layout::{joined, labelled, list};
+use super::layout::{items, joined, labelled, list, row, table};
 use crate::text::field;
 
 const WORK_COLUMNS: [(&str, &str); 5] = [
@@ -83,8 +83,14 @@ pub fn woke(answer: &Value) -> String {
     format!("{} ({verdict})", field(answer, "/event/id"))
 }
 
+/// Waits, their event types joined with commas rather than printed as JSON.
 pub fn wait_table(answer: &Value) -> String {
-    list(answer, &WAIT_COLUMNS)
+    let rows = items(answer).iter().map(|wait| {
+        let mut cells = row(wait, &WAIT_COLUMNS);
+        cells[3] = joined(wait, "/types");
+        cells
+    });
+    table(&WAIT_COLUMNS, rows)
 }
 
 /// `status (source): summary`, or `-` when there is no outcome yet.
@@ -119,6 +125,14 @@ ID       SCOPE  BINDING  STATE      OUTCOME
 w1       setup  shell    succeeded  succeeded
 work-22  s      b        ready      -";
         assert_eq!(work_table(&answer), expected);
+    }
+
+    #[test]
+    fn wait_types_read_as_a_list_not_json() {
+        let answer =
+            json!({"items": [{"id": "x1", "work_id": "w1", "state": "armed", "types": ["demo.go", "demo.stop"]}]});
+        let shown = wait_table(&answer);
+        assert!(shown.contains("demo.go, demo.stop") && !shown.contains('['), "{shown}");
     }
 
     #[test]
