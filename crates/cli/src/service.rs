@@ -19,13 +19,13 @@ pub struct Daemon<'a> {
     pub config: Option<&'a Path>,
 }
 
-/// The unit's text.
-pub fn unit_text(daemon: &Daemon<'_>) -> String {
-    let mut exec = format!("{} daemon --state {}", quoted(daemon.program), quoted(daemon.state));
+/// The unit's text; a path systemd could not be given exactly is refused.
+pub fn unit_text(daemon: &Daemon<'_>) -> Result<String, Failure> {
+    let mut exec = format!("{} daemon --state {}", quoted(daemon.program)?, quoted(daemon.state)?);
     if let Some(config) = daemon.config {
-        exec.push_str(&format!(" --config {}", quoted(config)));
+        exec.push_str(&format!(" --config {}", quoted(config)?));
     }
-    format!(
+    Ok(format!(
         "# Written by `open-conduit service install --user`.\n\
          [Unit]\n\
          Description=Open Conduit daemon: agent executions, each with its own toolbelt\n\
@@ -41,15 +41,28 @@ pub fn unit_text(daemon: &Daemon<'_>) -> String {
          \n\
          [Install]\n\
          WantedBy=default.target\n"
-    )
+    ))
 }
 
-/// systemd's quoting for one argument of `ExecStart`: double quotes, with `\\`, `"` and `%`
-/// escaped (a `%` would otherwise be a specifier).
-fn quoted(path: &Path) -> String {
-    let text = path.to_string_lossy();
-    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"").replace('%', "%%");
-    format!("\"{escaped}\"")
+/// systemd's quoting for one argument of `ExecStart`: double quotes, with `\\` and `"` escaped,
+/// `%` doubled (else a specifier) and `$` doubled (else a variable). A path that is not UTF-8 or
+/// holds a control character (a newline would start another directive) is refused.
+fn quoted(path: &Path) -> Result<String, Failure> {
+    let text = path
+        .to_str()
+        .filter(|text| !text.chars().any(char::is_control))
+        .ok_or_else(|| {
+            Failure::Local(format!(
+                "{} cannot be written into a unit (not UTF-8, or it holds a control character)",
+                path.display()
+            ))
+        })?;
+    let escaped = text
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('%', "%%")
+        .replace('$', "$$");
+    Ok(format!("\"{escaped}\""))
 }
 
 /// The user units' directory: `$XDG_CONFIG_HOME/systemd/user`, else `$HOME/.config/systemd/user`.
@@ -65,13 +78,16 @@ pub fn user_unit_dir(xdg_config_home: Option<OsString>, home: Option<OsString>) 
 /// Writes the unit into `dir`. An existing unit with other text is kept unless `force`.
 pub fn install(dir: &Path, text: &str, force: bool) -> Result<Value, Failure> {
     let file = dir.join(UNIT);
-    let written = match std::fs::read_to_string(&file) {
-        Ok(existing) if existing == text => false,
+    let written = match std::fs::read(&file) {
+        Ok(existing) if existing == text.as_bytes() => false,
         Ok(_) if !force => {
             return Err(Failure::Local(format!(
                 "{} already exists with other settings; pass --force to replace it",
                 file.display()
             )))
+        }
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(Failure::Local(format!("cannot read {}: {e}", file.display())))
         }
         _ => {
             std::fs::create_dir_all(dir)
@@ -91,15 +107,19 @@ mod tests {
     fn the_unit_runs_this_daemon_on_its_state_and_quotes_what_systemd_would_expand() {
         let text = unit_text(&Daemon {
             program: Path::new("/opt/oc/bin/open-conduit"),
-            state: Path::new("/home/a b/state%1"),
+            state: Path::new("/home/a b/state%1$HOME"),
             config: Some(Path::new("/etc/oc.json")),
+        })
+        .unwrap();
+        let exec =
+            r#"ExecStart="/opt/oc/bin/open-conduit" daemon --state "/home/a b/state%%1$$HOME" --config "/etc/oc.json""#;
+        assert!(text.contains(exec), "{text}");
+        let newline = unit_text(&Daemon {
+            program: Path::new("/bin/oc"),
+            state: Path::new("/s\nExecStartPre=/bin/evil"),
+            config: None,
         });
-        assert!(
-            text.contains(
-                r#"ExecStart="/opt/oc/bin/open-conduit" daemon --state "/home/a b/state%%1" --config "/etc/oc.json""#
-            ),
-            "{text}"
-        );
+        assert!(newline.is_err(), "a newline would start another directive");
         assert!(text.contains("KillMode=process") && text.contains("WantedBy=default.target"));
     }
 

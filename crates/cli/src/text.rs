@@ -3,6 +3,26 @@
 
 use serde_json::Value;
 
+/// `text` safe to print on a terminal: every control character but newline and tab (escape
+/// sequences, C1 controls), and the invisible characters that reorder or hide text (bidi
+/// overrides, zero-width marks), shown as `\u{..}` escapes. An agent's text (an outcome's
+/// summary, a log, an input) cannot then restyle the operator's terminal, rewrite its title or
+/// clipboard, or make an input read differently from what it is.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+    };
+    if !text.chars().any(hidden) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let shown = text.chars().map(|c| match hidden(c) {
+        true => c.escape_unicode().to_string(),
+        false => c.to_string(),
+    });
+    std::borrow::Cow::Owned(shown.collect())
+}
+
 /// Pretty-printed JSON.
 pub fn pretty(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
@@ -30,7 +50,29 @@ pub fn diagnostics(answer: &Value) -> String {
 pub fn field(value: &Value, pointer: &str) -> String {
     match value.pointer(pointer) {
         None | Some(Value::Null) => "-".to_owned(),
-        Some(Value::String(text)) => text.clone(),
+        Some(Value::String(text)) => printable(text).into_owned(),
         Some(other) => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_and_hidden_characters_are_shown_not_obeyed() {
+        assert_eq!(printable("ok\tline\nnext"), "ok\tline\nnext");
+        assert_eq!(printable("\u{1b}]0;pwned\u{7}red"), "\\u{1b}]0;pwned\\u{7}red");
+        assert_eq!(
+            printable("a\u{9b}31m"),
+            "a\\u{9b}31m",
+            "a C1 control sequence introducer"
+        );
+        assert_eq!(
+            printable("rm \u{202e}fdp.exe"),
+            "rm \\u{202e}fdp.exe",
+            "a right-to-left override"
+        );
+        assert_eq!(field(&serde_json::json!({"s": "\u{1b}[2J"}), "/s"), "\\u{1b}[2J");
     }
 }

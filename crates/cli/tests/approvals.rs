@@ -283,6 +283,7 @@ fn the_tui_shows_a_parked_calls_input_and_approving_it_resumes_the_work() {
     assert_eq!(daemon.json(&["approvals", "show", &id])["state"], "pending");
 
     let alice = tui(&daemon, "alice", &token_file(&daemon, "alice", "operate"));
+    alice.shows("alice (operate)");
     alice.press("2");
     let screen = alice.shows("/deploy");
     assert!(screen.contains("a approve") && screen.contains("d deny"), "{screen}");

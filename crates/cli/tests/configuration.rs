@@ -617,20 +617,8 @@ fn config_drift_is_judged_against_the_playbook_the_generation_pinned() {
 #[cfg(target_os = "linux")]
 #[test]
 fn secrets_set_keyring_stores_what_the_daemon_reads() {
-    use std::io::Write;
     let name = format!("oc_test_{}", std::process::id());
-    let secrets = |args: &[&str], stdin: &str| {
-        let mut child = std::process::Command::new(OPEN_CONDUIT)
-            .arg("secrets")
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let secrets = |args: &[&str], stdin: &str| open_conduit_with_stdin(&[&["secrets"], args].concat(), stdin);
     let set = secrets(&["set", &name, "--keyring"], "kr-set-by-cli-9\n");
     let said = String::from_utf8_lossy(&set.stdout).into_owned();
     assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
@@ -656,9 +644,14 @@ fn secrets_set_keyring_stores_what_the_daemon_reads() {
         "kr-set-by-cli-9"
     );
 
-    assert!(secrets(&["rm", &name, "--keyring"], "").status.success());
+    let removed = secrets(&["rm", &name, "--keyring"], "");
+    assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
     let again = secrets(&["rm", &name, "--keyring"], "");
     assert_eq!(again.status.code(), Some(2), "nothing is left to remove");
     let gone = daemon.create_work("demo", "shell");
-    daemon.await_work(&gone, "failed");
+    let failed = daemon.await_work(&gone, "failed");
+    assert!(
+        failed["outcome"]["summary"].as_str().unwrap().contains("secret"),
+        "{failed}"
+    );
 }

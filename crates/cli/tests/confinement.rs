@@ -23,6 +23,14 @@ const KEYCTL_SESSION: &str =
     "python3 -c \"import ctypes, os, sys; n = dict(x86_64=250, aarch64=219)[os.uname().machine]; \
      sys.exit(0 if ctypes.CDLL(None, use_errno=True).syscall(n, 0, -3, 0) >= 0 else 1)\"";
 
+/// The same keyctl through the x32 ABI on x86_64 (the call number with bit 30 set): status 0 unless
+/// a filter refused it with EPERM (a kernel without x32 answers ENOSYS, so the call got past any
+/// filter). Elsewhere the native call.
+const KEYCTL_SESSION_X32: &str =
+    "python3 -c \"import ctypes, os, sys; n = dict(x86_64=0x40000000 + 250, aarch64=219)[os.uname().machine]; \
+     libc = ctypes.CDLL(None, use_errno=True); r = libc.syscall(n, 0, -3, 0); \
+     sys.exit(1 if r < 0 and ctypes.get_errno() == 1 else 0)\"";
+
 /// Each attack as a shell command run by the attacker's own shell (`$PPID` is the daemon).
 fn attacks(state: &Path, victim_token: &Path, config: &Path) -> Vec<(&'static str, String)> {
     let (s, c) = (state.display(), config.display());
@@ -43,6 +51,7 @@ fn attacks(state: &Path, victim_token: &Path, config: &Path) -> Vec<(&'static st
         ("hard_link", format!("ln {s}/private/operator.token linked")),
         // keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0): where `keyring:` secrets live.
         ("kernel_keyring", KEYCTL_SESSION.into()),
+        ("kernel_keyring_x32", KEYCTL_SESSION_X32.into()),
     ]
 }
 

@@ -49,18 +49,8 @@ fn sighup_stops_the_daemon_cleanly_and_its_log_is_plain_text() {
 
 /// `open-conduit` at `args` with `stdin` piped in, against `daemon`'s state directory.
 fn piped(daemon: &Daemon, args: &[&str], stdin: &str) -> std::process::Output {
-    use std::io::Write;
-    let mut child = std::process::Command::new(OPEN_CONDUIT)
-        .args(args)
-        .arg("--state")
-        .arg(&daemon.state)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
+    let state = daemon.state.display().to_string();
+    open_conduit_with_stdin(&[args, &["--state", &state]].concat(), stdin)
 }
 
 fn stderr(out: &std::process::Output) -> String {
@@ -450,13 +440,12 @@ fn ids_are_taken_by_any_unique_prefix() {
         "{runs}"
     );
     let table = String::from_utf8_lossy(&daemon.cli(&["work", "list"]).stdout).into_owned();
-    let shown = table
-        .lines()
-        .find(|l| l.starts_with(&first[..8]))
-        .expect("the Work is listed")
-        .to_owned();
-    let short = shown.split_whitespace().next().unwrap();
-    assert!(short.len() < first.len() && first.starts_with(short), "{table}");
+    let cells = table.lines().skip(1).filter_map(|l| l.split_whitespace().next());
+    let short = cells
+        .into_iter()
+        .find(|cell| first.starts_with(cell))
+        .expect("the Work is listed");
+    assert!(short.len() < first.len(), "{table}");
     assert_eq!(
         daemon.json(&["work", "get", short])["id"],
         first,

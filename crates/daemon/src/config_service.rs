@@ -56,9 +56,21 @@ pub struct ConfigService {
 }
 
 /// A file that says something other than the generation restored is not run: a disk edit alone
-/// never changes running behaviour (the seed's start-up rule). Say so, with the command that runs it.
-fn warn_if_unapplied(file: &Path, on_disk: &Snapshot, active: &Snapshot) {
-    if on_disk.hash() != active.hash() {
+/// never changes running behaviour (the seed's start-up rule). Say so, with the command that runs
+/// it. On a shared store the generation may be another daemon's newer one, which applying this
+/// daemon's file would replace: say where to read what runs instead.
+fn warn_if_unapplied(file: &Path, on_disk: &Snapshot, active: &Snapshot, shared: bool) {
+    if on_disk.hash() == active.hash() {
+        return;
+    }
+    if shared {
+        tracing::warn!(
+            file = %file.display(),
+            generation = active.generation(),
+            "the configuration file differs from the generation committed to the shared store, which \
+             runs; `open-conduit config show` prints it (apply the file only to replace it on every daemon)"
+        );
+    } else {
         tracing::warn!(
             file = %file.display(),
             generation = active.generation(),
@@ -111,7 +123,7 @@ impl ConfigService {
             "configuration active"
         );
         if let Ok(Some(on_disk)) = &from_file {
-            warn_if_unapplied(file, on_disk, &snapshot);
+            warn_if_unapplied(file, on_disk, &snapshot, shared);
         }
         let pinned = pinned::Pinned::default();
         pinned.keep(&snapshot);

@@ -98,9 +98,12 @@ impl Confinement {
 }
 
 /// A filter that answers `EPERM` to the kernel keyring's system calls and lets every other through.
+/// On x86_64 the same calls made through the x32 ABI (their numbers with bit 30 set, which the
+/// filter's architecture check does not tell apart) are refused too.
 fn keyring_filter() -> Result<BpfProgram, seccompiler::BackendError> {
-    let keyring_calls = [libc::SYS_keyctl, libc::SYS_add_key, libc::SYS_request_key];
-    let rules = keyring_calls.into_iter().map(|call| (call, Vec::new())).collect();
+    let native = [libc::SYS_keyctl, libc::SYS_add_key, libc::SYS_request_key];
+    let x32 = native.map(|call| call | X32_SYSCALL_BIT);
+    let rules = native.into_iter().chain(x32).map(|call| (call, Vec::new())).collect();
     let arch = std::env::consts::ARCH
         .try_into()
         .map_err(|_| seccompiler::BackendError::InvalidTargetArch(std::env::consts::ARCH.to_owned()))?;
@@ -112,6 +115,12 @@ fn keyring_filter() -> Result<BpfProgram, seccompiler::BackendError> {
     )?;
     filter.try_into()
 }
+
+/// The bit x86_64 sets in the system call number of an x32 call; elsewhere no call has it.
+#[cfg(target_arch = "x86_64")]
+const X32_SYSCALL_BIT: libc::c_long = 0x4000_0000;
+#[cfg(not(target_arch = "x86_64"))]
+const X32_SYSCALL_BIT: libc::c_long = 0;
 
 fn isolate_network(id_maps: Option<&(String, String)>) -> std::io::Result<()> {
     let flags = match id_maps {

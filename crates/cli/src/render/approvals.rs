@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::layout::{items, joined, labelled, row, table};
+use super::layout::{items, joined, labelled, record_table, row};
 use crate::text::{field, pretty};
 
 const APPROVAL_COLUMNS: [(&str, &str); 5] = [
@@ -24,7 +24,7 @@ pub fn approval_table(answer: &Value) -> String {
         cells.push(summary(&approval["input"]));
         cells
     });
-    table(&columns, rows)
+    record_table(&columns, rows)
 }
 
 /// An input on one line: its compact JSON, cut to [`INPUT_SUMMARY`] characters.
@@ -57,7 +57,7 @@ pub fn approval_detail(approval: &Value) -> String {
     ];
     let input = match &approval["input"] {
         Value::Null => "(not kept: requested before this release)".to_owned(),
-        input => pretty(input),
+        input => crate::text::printable(&pretty(input)).into_owned(),
     };
     format!("{}\ninput:\n{input}", labelled(&lines))
 }

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::layout::{items, list, row, table};
+use super::layout::{items, record_list, record_table, row};
 
 pub(super) const EVENT_COLUMNS: [(&str, &str); 5] = [
     ("SEQ", "/sequence"),
@@ -13,7 +13,7 @@ pub(super) const EVENT_COLUMNS: [(&str, &str); 5] = [
 ];
 
 pub fn event_table(answer: &Value) -> String {
-    list(answer, &EVENT_COLUMNS)
+    record_list(answer, &EVENT_COLUMNS)
 }
 
 /// One event as a followed list prints it, before the rest are known: fixed-width columns (ids
@@ -35,7 +35,7 @@ pub fn event_chain(answer: &Value) -> String {
         cells[1] = format!("{}{}", "  ".repeat(depth), cells[1]);
         cells
     });
-    table(&EVENT_COLUMNS, rows)
+    record_table(&EVENT_COLUMNS, rows)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::layout::list;
+use super::layout::{list, record_list};
 use crate::text::field;
 
 pub(super) const EXECUTION_COLUMNS: [(&str, &str); 7] = [
@@ -43,7 +43,7 @@ const OPERATOR_ACTION_COLUMNS: [(&str, &str); 5] = [
 ];
 
 pub fn execution_table(answer: &Value) -> String {
-    list(answer, &EXECUTION_COLUMNS)
+    record_list(answer, &EXECUTION_COLUMNS)
 }
 
 /// A cancelled attempt, and the hold on its Work.
@@ -61,12 +61,10 @@ pub fn artifact_table(answer: &Value) -> String {
     list(answer, &ARTIFACT_COLUMNS)
 }
 
-/// An artifact's content, as it is.
+/// An artifact's content as text, with what could restyle a terminal shown escaped
+/// ([`crate::text::printable`]); `artifacts cat` prints the raw bytes.
 pub fn content(answer: &Value) -> String {
-    answer
-        .get("content")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
+    crate::text::printable(answer.get("content").and_then(Value::as_str).unwrap_or_default())
         .trim_end()
         .to_owned()
 }

@@ -22,6 +22,12 @@ pub(super) fn list(answer: &Value, columns: &[(&str, &str)]) -> String {
     table(columns, items(answer).iter().map(|item| row(item, columns)))
 }
 
+/// A list of records whose own ids (`/id`) the CLI takes back abbreviated (Work, executions,
+/// events, approvals), as a table.
+pub(super) fn record_list(answer: &Value, columns: &[(&str, &str)]) -> String {
+    record_table(columns, items(answer).iter().map(|item| row(item, columns)))
+}
+
 /// One item's cells: a field per column.
 pub(super) fn row(item: &Value, columns: &[(&str, &str)]) -> Vec<String> {
     columns.iter().map(|(_, pointer)| field(item, pointer)).collect()
@@ -30,14 +36,32 @@ pub(super) fn row(item: &Value, columns: &[(&str, &str)]) -> Vec<String> {
 /// A header line and one line per row, columns left-aligned and two spaces apart; on a terminal,
 /// fitted to its width and coloured (see [`terminal`]).
 pub(super) fn table(columns: &[(&str, &str)], rows: impl Iterator<Item = Vec<String>>) -> String {
-    table_in(terminal::style(), columns, rows)
+    table_in(terminal::style(), columns, rows, false)
 }
 
-fn table_in(style: Style, columns: &[(&str, &str)], rows: impl Iterator<Item = Vec<String>>) -> String {
+/// [`table`] for records whose own ids the CLI takes back abbreviated (see [`record_list`]).
+pub(super) fn record_table(columns: &[(&str, &str)], rows: impl Iterator<Item = Vec<String>>) -> String {
+    table_in(terminal::style(), columns, rows, true)
+}
+
+/// The fields that name a record the CLI resolves an abbreviation of (besides a record's own `/id`).
+const REFERENCES: [&str; 5] = [
+    "/work_id",
+    "/execution_id",
+    "/causation/parent",
+    "/parent_work",
+    "/latest_execution",
+];
+
+fn table_in(style: Style, columns: &[(&str, &str)], rows: impl Iterator<Item = Vec<String>>, own_ids: bool) -> String {
     let header: Vec<String> = columns.iter().map(|(title, _)| (*title).to_owned()).collect();
     let mut rows: Vec<Vec<String>> = std::iter::once(header).chain(rows).collect();
-    for column in 0..columns.len() {
-        abbreviate_ids(rows.iter_mut().skip(1).filter_map(|row| row.get_mut(column)).collect());
+    let mut kept_whole = vec![false; columns.len()];
+    for (column, (_, pointer)) in columns.iter().enumerate() {
+        if REFERENCES.contains(pointer) || (own_ids && *pointer == "/id") {
+            kept_whole[column] =
+                abbreviate_ids(rows.iter_mut().skip(1).filter_map(|row| row.get_mut(column)).collect());
+        }
     }
     let mut widths = vec![0; columns.len()];
     for row in &rows {
@@ -46,7 +70,8 @@ fn table_in(style: Style, columns: &[(&str, &str)], rows: impl Iterator<Item = V
         }
     }
     if let Some(room) = style.width {
-        terminal::fit(&mut widths, room);
+        // A shortened id is never cut further: what is shown can be typed back.
+        terminal::fit(&mut widths, &kept_whole, room);
     }
     let lines: Vec<String> = rows
         .iter()
@@ -55,8 +80,11 @@ fn table_in(style: Style, columns: &[(&str, &str)], rows: impl Iterator<Item = V
             let cells: Vec<String> = row
                 .iter()
                 .zip(&widths)
-                .map(|(cell, width)| {
-                    let padded = format!("{:<width$}", terminal::cut(cell, *width));
+                .enumerate()
+                .map(|(at, (cell, width))| {
+                    // The last cell is not padded: a line ends where its text does.
+                    let width = if at + 1 == row.len() { 0 } else { *width };
+                    let padded = format!("{:<width$}", terminal::cut(cell, widths[at]));
                     match style.colour {
                         true => terminal::paint(padded, cell, n == 0),
                         false => padded,
@@ -78,13 +106,19 @@ pub fn short_ids(mut ids: Vec<String>) -> Vec<String> {
 /// The fewest characters a table shows of an id.
 const SHORT_ID: usize = 8;
 
-/// A column of full ids (or `-`) shortened to the fewest leading characters, at least
-/// [`SHORT_ID`], that tell each apart from the others shown: any unique prefix is accepted where
-/// an id is taken, so what the table shows can be typed back.
-fn abbreviate_ids(mut cells: Vec<&mut String>) {
+/// The fewest characters shown of a time-ordered id (UUIDv7): its whole millisecond timestamp
+/// and the random digits after the version, so an id made by another daemon in the same
+/// millisecond is told apart too.
+const SHORT_TIME_ORDERED_ID: usize = 18;
+
+/// A column of full ids (or `-`) shortened to the fewest leading characters that tell each apart
+/// from the others shown, and at least [`SHORT_ID`] ([`SHORT_TIME_ORDERED_ID`] for a time-ordered
+/// one): any unique prefix is accepted where an id is taken, so what the table shows can be typed
+/// back. Answers whether it shortened the column.
+fn abbreviate_ids(mut cells: Vec<&mut String>) -> bool {
     cells.retain(|cell| cell.as_str() != "-");
     if cells.is_empty() || !cells.iter().all(|cell| is_full_id(cell)) {
-        return;
+        return false;
     }
     let mut sorted: Vec<String> = cells.iter().map(|cell| cell.to_string()).collect();
     sorted.sort();
@@ -94,8 +128,14 @@ fn abbreviate_ids(mut cells: Vec<&mut String>) {
         let at = sorted.partition_point(|id| id.as_str() < cell.as_str());
         let before = at.checked_sub(1).map_or(0, |i| common(&sorted[i], cell));
         let after = sorted.get(at + 1).map_or(0, |next| common(next, cell));
-        cell.truncate((before.max(after) + 1).clamp(SHORT_ID, cell.len()));
+        let shortest = if cell.as_bytes().get(14) == Some(&b'7') {
+            SHORT_TIME_ORDERED_ID
+        } else {
+            SHORT_ID
+        };
+        cell.truncate((before.max(after) + 1).clamp(shortest, cell.len()));
     }
+    true
 }
 
 /// One `label: value` per line, the values aligned one space past the longest label's colon.
@@ -133,10 +173,15 @@ mod tests {
     fn a_column_of_ids_shows_the_fewest_characters_that_tell_them_apart() {
         let a = "0193ab12-3456-7abc-8def-0123456789ab";
         let b = "0193ab12-3456-7abc-8dff-0123456789ab";
-        let c = "0193cd00-0000-7000-8000-000000000000";
+        let c = "0193cd00-0000-8000-8000-000000000000"; // random (v8): 8 characters do
         let columns = [("id", "/id"), ("name", "/name")];
         let rows = [a, b, c, a].map(|id| vec![id.to_owned(), id.to_owned() + "x"]);
-        let shown = table(&columns, rows.into_iter());
+        let whole = table(&columns, rows.clone().into_iter());
+        assert!(
+            whole.contains(a),
+            "a table of records not taken back keeps its ids whole"
+        );
+        let shown = record_table(&columns, rows.into_iter());
         let firsts: Vec<&str> = shown
             .lines()
             .skip(1)
@@ -155,6 +200,11 @@ mod tests {
             shown.lines().nth(1).unwrap().ends_with("abx"),
             "a column that is not ids is kept whole"
         );
+        assert_eq!(
+            short_ids(vec![a.to_owned()]),
+            [&a[..18]],
+            "a time-ordered id keeps its timestamp and more"
+        );
     }
 
     #[test]
@@ -165,7 +215,7 @@ mod tests {
             width: Some(40),
             colour: true,
         };
-        let shown = table_in(style, &columns, rows.clone().into_iter());
+        let shown = table_in(style, &columns, rows.clone().into_iter(), false);
         assert!(shown.contains("\u{1b}[1mID"), "{shown}");
         assert!(shown.contains("\u{1b}[31mfailed"), "{shown}");
         let plain = table_in(
@@ -175,10 +225,11 @@ mod tests {
             },
             &columns,
             rows.clone().into_iter(),
+            false,
         );
         assert!(plain.lines().all(|line| line.chars().count() <= 40), "{plain}");
         assert!(plain.ends_with('…') && !plain.contains('\u{1b}'), "{plain}");
-        let whole = table_in(Style::default(), &columns, rows.into_iter());
+        let whole = table_in(Style::default(), &columns, rows.into_iter(), false);
         assert!(whole.ends_with(&"x".repeat(80)), "not on a terminal: whole and plain");
     }
 

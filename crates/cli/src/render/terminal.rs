@@ -31,11 +31,15 @@ pub(super) fn style() -> Style {
 const NARROWEST: usize = 8;
 
 /// `widths` narrowed, widest first, until the columns and their two-space gaps fit in `room`
-/// (or every column cut is down to [`NARROWEST`]).
-pub(super) fn fit(widths: &mut [usize], room: usize) {
+/// (or every column that may be cut is down to [`NARROWEST`]); a column `kept` is never cut.
+pub(super) fn fit(widths: &mut [usize], kept: &[bool], room: usize) {
     let total = |w: &[usize]| w.iter().sum::<usize>() + 2 * w.len().saturating_sub(1);
     while total(widths) > room {
-        let Some(widest) = widths.iter_mut().filter(|w| **w > NARROWEST).max_by_key(|w| **w) else {
+        let cuttable = widths
+            .iter_mut()
+            .zip(kept)
+            .filter(|(w, kept)| **w > NARROWEST && !**kept);
+        let Some((widest, _)) = cuttable.max_by_key(|(w, _)| **w) else {
             return;
         };
         *widest -= 1;
@@ -69,11 +73,14 @@ mod tests {
     #[test]
     fn the_widest_columns_give_way_first_and_none_below_the_narrowest() {
         let mut widths = [4, 30, 20];
-        fit(&mut widths, 40);
+        fit(&mut widths, &[false; 3], 40);
         assert_eq!(widths, [4, 16, 16], "4 + 16 + 16 and two gaps of 2 make 40");
         let mut tight = [10, 12];
-        fit(&mut tight, 5);
+        fit(&mut tight, &[false; 2], 5);
         assert_eq!(tight, [8, 8], "no column is cut below 8");
+        let mut ids = [18, 30];
+        fit(&mut ids, &[true, false], 30);
+        assert_eq!(ids, [18, 10], "a shortened id column is kept whole");
     }
 
     #[test]

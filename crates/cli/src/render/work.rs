@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::layout::{items, joined, labelled, list, row, table};
+use super::layout::{items, joined, labelled, record_list, row, table};
 use crate::text::field;
 
 const WORK_COLUMNS: [(&str, &str); 5] = [
@@ -27,7 +27,7 @@ pub fn id(answer: &Value) -> String {
 }
 
 pub fn work_table(answer: &Value) -> String {
-    list(answer, &WORK_COLUMNS)
+    record_list(answer, &WORK_COLUMNS)
 }
 
 /// One Work, a labelled field per line.

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use ratatui::crossterm::event::KeyCode;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde_json::Value;
 
 /// The views, in the order their number keys pick them.
@@ -79,10 +79,19 @@ pub struct App {
     pub tab: Tab,
     pub mode: Mode,
     pub data: Data,
-    pub work_row: usize,
-    pub approval_row: usize,
+    /// The selected Work and approval, by id: a refresh that adds or removes rows never moves the
+    /// selection onto another record.
+    pub work: Option<String>,
+    pub approval: Option<String>,
+    /// The selected approval went away (decided elsewhere, or expired): nothing is selected until
+    /// the operator picks again, so a decision key never lands on a call they have not read.
+    approval_lost: bool,
+    /// How many lines the approval's detail is scrolled down, to read a long input whole.
+    pub detail_scroll: u16,
     /// The last outcome worth telling: a decision made, a refusal, an unreachable daemon.
     pub status: String,
+    /// The last refresh failed, so the status says why.
+    pub unreachable: bool,
 }
 
 impl App {
@@ -91,9 +100,12 @@ impl App {
             tab: Tab::Work,
             mode: Mode::Browse,
             data: Data::default(),
-            work_row: 0,
-            approval_row: 0,
+            work: None,
+            approval: None,
+            approval_lost: false,
+            detail_scroll: 0,
             status: String::new(),
+            unreachable: false,
         }
     }
 
@@ -103,18 +115,36 @@ impl App {
     }
 
     pub fn selected_work(&self) -> Option<&Value> {
-        self.data.work.get(self.work_row)
+        self.work_row().map(|row| &self.data.work[row])
     }
 
     pub fn selected_approval(&self) -> Option<&Value> {
-        self.data.approvals.get(self.approval_row)
+        self.approval_row().map(|row| &self.data.approvals[row])
     }
 
-    /// Takes a refresh, keeping the selections within the new lists.
+    pub fn work_row(&self) -> Option<usize> {
+        row_of(&self.data.work, self.work.as_deref())
+    }
+
+    pub fn approval_row(&self) -> Option<usize> {
+        row_of(&self.data.approvals, self.approval.as_deref())
+    }
+
+    /// Takes a refresh. The selected Work stays selected while it is listed (else the newest is);
+    /// the selected approval stays selected while it waits, and none is once it has gone.
     pub fn refreshed(&mut self, data: Data) {
         self.data = data;
-        self.work_row = self.work_row.min(self.data.work.len().saturating_sub(1));
-        self.approval_row = self.approval_row.min(self.data.approvals.len().saturating_sub(1));
+        if self.work_row().is_none() {
+            self.work = first_id(&self.data.work);
+        }
+        if self.approval.is_some() && self.approval_row().is_none() {
+            self.approval = None;
+            self.approval_lost = true;
+            self.status = "the selected call was decided or expired; select another (↑↓)".to_owned();
+        }
+        if self.approval.is_none() && !self.approval_lost {
+            self.approval = first_id(&self.data.approvals);
+        }
     }
 
     /// The keys the footer offers here: a role that cannot decide is offered no decision key.
@@ -126,17 +156,30 @@ impl App {
             ("↑↓", "select"),
             ("r", "refresh"),
         ];
-        if self.tab == Tab::Approvals && self.may_decide() {
-            keys.extend([("a", "approve"), ("d", "deny")]);
+        if self.tab == Tab::Approvals {
+            keys.push(("PgUp/PgDn", "scroll the input"));
+            if self.may_decide() {
+                keys.extend([("a", "approve"), ("d", "deny")]);
+            }
         }
         keys
     }
 
-    pub fn on_key(&mut self, key: KeyCode) -> Command {
+    pub fn on_key(&mut self, key: KeyEvent) -> Command {
+        let control = key.modifiers.contains(KeyModifiers::CONTROL);
+        if control && key.code == KeyCode::Char('c') {
+            return Command::Quit;
+        }
         match std::mem::replace(&mut self.mode, Mode::Browse) {
             Mode::Help => Command::Nothing,
-            Mode::Reason { approval, text } => self.on_reason_key(key, approval, text),
-            Mode::Browse => self.on_browse_key(key),
+            // A control chord is not part of a reason.
+            Mode::Reason { approval, text } if control => {
+                self.mode = Mode::Reason { approval, text };
+                Command::Nothing
+            }
+            Mode::Reason { approval, text } => self.on_reason_key(key.code, approval, text),
+            Mode::Browse if control => Command::Nothing,
+            Mode::Browse => self.on_browse_key(key.code),
         }
     }
 
@@ -147,6 +190,8 @@ impl App {
             KeyCode::Char('r') => return Command::Refresh,
             KeyCode::Tab => self.tab = self.tab.next(),
             KeyCode::Char(n @ '1'..='4') => self.tab = Tab::ALL[n as usize - '1' as usize],
+            KeyCode::PageDown => self.detail_scroll = self.detail_scroll.saturating_add(10),
+            KeyCode::PageUp => self.detail_scroll = self.detail_scroll.saturating_sub(10),
             KeyCode::Down | KeyCode::Char('j') => self.step(1),
             KeyCode::Up | KeyCode::Char('k') => self.step(-1),
             KeyCode::Char('a') if self.tab == Tab::Approvals => return self.approve(),
@@ -163,10 +208,13 @@ impl App {
     fn on_reason_key(&mut self, key: KeyCode, approval: String, mut text: String) -> Command {
         match key {
             KeyCode::Esc => Command::Nothing,
-            KeyCode::Enter if !text.trim().is_empty() => Command::Deny {
-                approval,
-                reason: text.trim().to_owned(),
-            },
+            KeyCode::Enter if !text.trim().is_empty() => {
+                self.deselect_decided();
+                Command::Deny {
+                    approval,
+                    reason: text.trim().to_owned(),
+                }
+            }
             key => {
                 match key {
                     KeyCode::Char(c) => text.push(c),
@@ -182,18 +230,35 @@ impl App {
     }
 
     fn step(&mut self, by: isize) {
-        let (row, len) = match self.tab {
-            Tab::Approvals => (&mut self.approval_row, self.data.approvals.len()),
-            _ => (&mut self.work_row, self.data.work.len()),
+        self.detail_scroll = 0;
+        let (list, selected) = match self.tab {
+            Tab::Approvals => {
+                self.approval_lost = false;
+                (&self.data.approvals, &mut self.approval)
+            }
+            _ => (&self.data.work, &mut self.work),
         };
-        *row = row.saturating_add_signed(by).min(len.saturating_sub(1));
+        let row = match row_of(list, selected.as_deref()) {
+            Some(row) => row.saturating_add_signed(by).min(list.len().saturating_sub(1)),
+            None => 0,
+        };
+        *selected = list.get(row).and_then(|item| item["id"].as_str()).map(str::to_owned);
     }
 
     fn approve(&mut self) -> Command {
         match self.decidable() {
-            Some(id) => Command::Approve(id),
+            Some(id) => {
+                self.deselect_decided();
+                Command::Approve(id)
+            }
             None => Command::Nothing,
         }
+    }
+
+    /// After a decision nothing is selected, so the next call is read before it is decided.
+    fn deselect_decided(&mut self) {
+        self.approval = None;
+        self.approval_lost = true;
     }
 
     fn start_denial(&mut self) {
@@ -211,9 +276,23 @@ impl App {
             self.status = format!("the {} role cannot decide approvals", self.data.role);
             return None;
         }
-        let id = self.selected_approval()?["id"].as_str()?.to_owned();
-        Some(id)
+        match self.selected_approval() {
+            Some(approval) => approval["id"].as_str().map(str::to_owned),
+            None => {
+                self.status = "select a call first (↑↓)".to_owned();
+                None
+            }
+        }
     }
+}
+
+fn row_of(list: &[Value], id: Option<&str>) -> Option<usize> {
+    let id = id?;
+    list.iter().position(|item| item["id"].as_str() == Some(id))
+}
+
+fn first_id(list: &[Value]) -> Option<String> {
+    list.first().and_then(|item| item["id"].as_str()).map(str::to_owned)
 }
 
 impl Default for App {

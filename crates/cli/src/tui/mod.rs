@@ -59,7 +59,7 @@ fn event_loop(terminal: &mut DefaultTerminal, locations: &Locations, connection:
         if key.kind != KeyEventKind::Press {
             continue;
         }
-        match app.on_key(key.code) {
+        match app.on_key(key) {
             Command::Quit => return Ok(()),
             Command::Nothing => {}
             Command::Refresh => (due, asked) = (Instant::now(), true),
@@ -75,19 +75,33 @@ fn event_loop(terminal: &mut DefaultTerminal, locations: &Locations, connection:
     }
 }
 
-/// Reads every view's data again; a daemon that cannot be read is said in the status line.
+/// Reads every view's data again; a daemon that cannot be read is said in the status line (and
+/// the status cleared once it answers again).
+/// Doctor's view is read even then: it works offline and says what is wrong.
 fn refresh(app: &mut App, locations: &Locations, connection: &Connection, asked: bool) {
     match read(app, locations, connection, asked) {
-        Ok(data) => app.refreshed(data),
-        Err(failure) => app.status = describe(&failure),
+        Ok(data) => {
+            if std::mem::take(&mut app.unreachable) {
+                app.status.clear();
+            }
+            app.refreshed(data);
+        }
+        Err(failure) => {
+            app.status = describe(&failure);
+            app.unreachable = true;
+            if app.tab == Tab::Doctor && (asked || app.data.doctor.is_none()) {
+                app.data.doctor = Some(doctor::run(locations));
+            }
+        }
     }
 }
 
 fn read(app: &App, locations: &Locations, connection: &Connection, asked: bool) -> Result<Data, Failure> {
     let health = send(connection, &m::health())?;
     let work = items(send_up_to(connection, &m::list_work(None, None), Some(WORK_SHOWN))?);
-    // The same row stays selected by its id while newer Work arrives above it.
-    let selected = app.selected_work().and_then(|w| w["id"].as_str()).map(str::to_owned);
+    // The selected Work by its id while it is listed, else the newest (as `App::refreshed` picks).
+    let listed = |id: &String| work.iter().any(|w| w["id"].as_str() == Some(id));
+    let selected = app.work.clone().filter(listed);
     let selected = selected.or_else(|| work.first().and_then(|w| w["id"].as_str()).map(str::to_owned));
     let (events, log) = match &selected {
         Some(id) => (

@@ -62,7 +62,7 @@ fn draw_work(frame: &mut Frame, area: Rect, app: &App) {
         .header(Row::new(["ID", "STATE", "SCOPE/BINDING"]).style(HEADER))
         .row_highlight_style(SELECTED)
         .block(Block::bordered().title(format!(" Work ({}) ", app.data.work.len())));
-    let mut state = TableState::default().with_selected(Some(app.work_row));
+    let mut state = TableState::default().with_selected(app.work_row());
     frame.render_stateful_widget(table, list, &mut state);
     let [about, log] = Layout::vertical([Constraint::Length(14), Constraint::Min(3)]).areas(detail);
     let text = app.selected_work().map(render::work_detail).unwrap_or_default();
@@ -79,21 +79,27 @@ fn draw_approvals(frame: &mut Frame, area: Rect, app: &App) {
         .iter()
         .zip(ids)
         .map(|(a, id)| Row::new([id, field(a, "/operation"), field(a, "/state")]));
-    let widths = [Constraint::Length(12), Constraint::Min(12), Constraint::Length(9)];
+    let widths = [Constraint::Length(22), Constraint::Min(12), Constraint::Length(9)];
     let table = Table::new(rows, widths)
         .header(Row::new(["ID", "OPERATION", "STATE"]).style(HEADER))
         .row_highlight_style(SELECTED)
         .block(Block::bordered().title(" Waiting for a decision "));
-    let mut state = TableState::default().with_selected(Some(app.approval_row));
+    let mut state = TableState::default().with_selected(app.approval_row());
     frame.render_stateful_widget(table, list, &mut state);
     let text = match app.selected_approval() {
         Some(approval) => render::approval_detail(approval),
-        None => "No call is waiting for a decision.".to_owned(),
+        None if app.data.approvals.is_empty() => "No call is waiting for a decision.".to_owned(),
+        None => "Select a call (↑↓) to read it.".to_owned(),
     };
-    frame.render_widget(
-        paragraph(text, " The call, and the exact input it would run with "),
-        detail,
-    );
+    // An input longer than the pane says so, so nothing of it goes unread: PgDn shows the rest.
+    let below = wrapped_lines(&text, detail.width.saturating_sub(2))
+        .saturating_sub(usize::from(detail.height.saturating_sub(2)) + usize::from(app.detail_scroll));
+    let title = match below {
+        0 => " The call, and the exact input it would run with ".to_owned(),
+        n => format!(" The call and its input: {n} more lines below (PgDn) "),
+    };
+    let pane = paragraph(text, &title).scroll((app.detail_scroll, 0));
+    frame.render_widget(pane, detail);
 }
 
 fn draw_events(frame: &mut Frame, area: Rect, app: &App) {
@@ -143,7 +149,7 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App) {
 }
 
 fn draw_help(frame: &mut Frame, app: &App) {
-    let area = centered(frame.area(), 74, 16);
+    let area = centered(frame.area(), 74, 17);
     let mut lines = vec![
         "1 Work       Work, newest first; the selected one's attempts' log".to_owned(),
         "2 Approvals  calls waiting for a person, with their exact input".to_owned(),
@@ -151,6 +157,7 @@ fn draw_help(frame: &mut Frame, app: &App) {
         "4 Doctor     what is wrong, and what to do about it".to_owned(),
         String::new(),
         "tab, 1-4     switch view      ↑↓ or j k   select".to_owned(),
+        "PgUp PgDn    scroll a long input".to_owned(),
         "r            refresh now      q or Esc    quit".to_owned(),
     ];
     lines.push(match app.may_decide() {
@@ -166,6 +173,14 @@ fn paragraph(text: String, title: &str) -> Paragraph<'static> {
     Paragraph::new(text)
         .wrap(Wrap { trim: false })
         .block(Block::bordered().title(title.to_owned()))
+}
+
+/// How many rows `text` takes wrapped at `width` columns (each line at least one).
+fn wrapped_lines(text: &str, width: u16) -> usize {
+    let width = usize::from(width.max(1));
+    text.lines()
+        .map(|line| line.chars().count().div_ceil(width).max(1))
+        .sum()
 }
 
 /// The last lines of `text` that fit in a bordered box `height` rows tall.

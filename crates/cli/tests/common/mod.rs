@@ -427,6 +427,19 @@ pub fn wait_until(what: &str, done: impl FnMut() -> bool) {
     wait_within(Duration::from_secs(20), what, done);
 }
 
+/// `open-conduit` at `args` with `stdin` piped in.
+pub fn open_conduit_with_stdin(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(OPEN_CONDUIT)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// Polls `done` every 50 ms for up to `bound`.
 pub fn wait_within(bound: Duration, what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();

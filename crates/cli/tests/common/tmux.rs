@@ -15,7 +15,9 @@ impl Tmux {
     /// at `socket`. The caller's endpoint and token variables do not leak into it.
     pub fn run(socket: PathBuf, (width, height): (u16, u16), command: &str) -> Tmux {
         let tmux = Tmux { socket };
-        let command = format!("env -u OPEN_CONDUIT_ENDPOINT -u OPEN_CONDUIT_TOKEN_FILE {command}");
+        // Nor do the terminal settings the test's own terminal may have.
+        let command =
+            format!("env -u OPEN_CONDUIT_ENDPOINT -u OPEN_CONDUIT_TOKEN_FILE -u NO_COLOR -u COLUMNS {command}");
         let (width, height) = (width.to_string(), height.to_string());
         let started = tmux.tmux(&["new-session", "-d", "-x", &width, "-y", &height, &command]);
         assert!(
@@ -35,12 +37,13 @@ impl Tmux {
             .expect("tmux runs (apt install tmux)")
     }
 
-    /// The screen's text; with `escapes`, its colours and attributes as escape sequences too.
+    /// The screen's text, a line tmux wrapped joined again (`-J`); with `escapes`, its colours
+    /// and attributes as escape sequences too.
     pub fn screen_with(&self, escapes: bool) -> String {
         let args: &[&str] = if escapes {
-            &["capture-pane", "-p", "-e"]
+            &["capture-pane", "-p", "-J", "-e"]
         } else {
-            &["capture-pane", "-p"]
+            &["capture-pane", "-p", "-J"]
         };
         String::from_utf8_lossy(&self.tmux(args).stdout).into_owned()
     }

@@ -79,7 +79,8 @@ mod platform {
             return Ok("the Secret Service");
         }
         let description = description(service, account);
-        // The kernel replaces a user key of the same description in the keyring it is added to.
+        // An older copy in the session keyring would be found before the new one.
+        invalidate_kernel_copies(&description);
         let added = match KeyRing::get_persistent(KeyRingIdentifier::Session) {
             Ok(persistent) => persistent
                 .add_key(&description, value)
@@ -92,18 +93,33 @@ mod platform {
     }
 
     pub fn remove(service: &str, account: &str) -> Result<bool, KeyringUnavailable> {
-        let desktop = secret_service_remove(service, account).unwrap_or(false);
-        let mut removed = false;
-        // A key may sit in the session keyring and in the persistent one: invalidate each copy
-        // found (bounded, should an invalidated key still be found).
-        for _ in 0..4 {
-            let Some(key) = kernel_key(service, account)? else {
-                break;
-            };
-            key.invalidate().map_err(|_| KeyringUnavailable)?;
-            removed = true;
+        let desktop = secret_service_remove(service, account);
+        let kernel = invalidate_kernel_copies(&description(service, account));
+        match (desktop, kernel) {
+            (Err(_), None) => Err(KeyringUnavailable),
+            (desktop, kernel) => Ok(desktop.unwrap_or(false) || kernel.unwrap_or(false)),
         }
-        Ok(desktop || removed)
+    }
+
+    /// Invalidates every copy of the key the session and persistent keyrings hold (a search of
+    /// the session keyring reaches the persistent one once it is linked, and an invalidated key is
+    /// found by no search); whether one was, or `None` when neither keyring can be reached.
+    fn invalidate_kernel_copies(description: &str) -> Option<bool> {
+        let session = KeyRing::from_special_id(KeyRingIdentifier::Session, false).ok();
+        let persistent = KeyRing::get_persistent(KeyRingIdentifier::Session).ok();
+        if session.is_none() && persistent.is_none() {
+            return None;
+        }
+        let mut removed = false;
+        for keyring in [session, persistent].into_iter().flatten() {
+            while let Ok(key) = keyring.search(description) {
+                if key.invalidate().is_err() {
+                    break;
+                }
+                removed = true;
+            }
+        }
+        Some(removed)
     }
 
     fn description(service: &str, account: &str) -> String {

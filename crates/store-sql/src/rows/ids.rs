@@ -17,8 +17,10 @@ fn table(kind: IdKind) -> &'static str {
 }
 
 /// Every id of the table that starts with `?1` sorts in `[?1, ?2)` where `?2` is `?1` followed by
-/// the greatest character, when text compares byte by byte: always in SQLite, and in PostgreSQL
-/// under the "C" collation (a database's own collation may ignore hyphens).
+/// `~` (ids are hexadecimal digits and hyphens, all below it), when text compares byte by byte:
+/// always in SQLite, and in PostgreSQL under the "C" collation (a database's own collation may
+/// ignore hyphens). There, unless the database's collation is "C", the id index cannot serve the
+/// range and the lookup scans the table.
 fn range(dialect: Dialect) -> &'static str {
     match dialect {
         Dialect::Sqlite => "id >= ?1 AND id < ?2",
@@ -33,7 +35,7 @@ impl IdRows for SqlTx<'_> {
             table(kind),
             range(self.sql.dialect())
         );
-        let past = format!("{prefix}{}", char::MAX);
+        let past = format!("{prefix}~");
         self.query_all(&sql, args![prefix, past, limit as i64], |row| row.get(0))
     }
 }

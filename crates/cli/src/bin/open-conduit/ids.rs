@@ -20,18 +20,22 @@ enum Slot<'a> {
 pub fn expand(mut command: Command, locations: &Locations) -> Result<Command, Failure> {
     for slot in slots(&mut command) {
         match slot {
-            Slot::Id(kind, id) if abbreviated(id) => *id = lookup(locations, kind, id)?,
-            Slot::Id(..) => {}
+            Slot::Id(kind, id) => *id = expanded(locations, kind, id)?,
             Slot::Artifact(id) => expand_artifact(locations, id)?,
         }
     }
     Ok(command)
 }
 
-/// Whether `text` is an id's prefix short of the whole id; anything else is sent as it is, and
-/// what names nothing is answered `not_found`.
-fn abbreviated(text: &str) -> bool {
-    is_prefix(text) && !is_full_id(text)
+/// The full id `text` stands for: a full id as it is (in lower case, as ids are written), a
+/// prefix looked up; anything else is sent as it is, and what names nothing is answered
+/// `not_found`.
+fn expanded(locations: &Locations, kind: IdKind, text: &str) -> Result<String, Failure> {
+    match (is_full_id(text), is_prefix(text)) {
+        (true, _) => Ok(text.to_ascii_lowercase()),
+        (false, true) => lookup(locations, kind, text),
+        (false, false) => Ok(text.to_owned()),
+    }
 }
 
 fn lookup(locations: &Locations, kind: IdKind, prefix: &str) -> Result<String, Failure> {
@@ -41,14 +45,11 @@ fn lookup(locations: &Locations, kind: IdKind, prefix: &str) -> Result<String, F
 
 /// An artifact id's execution part, expanded: `log:0193ab` is `log:<the full id>`.
 fn expand_artifact(locations: &Locations, id: &mut String) -> Result<(), Failure> {
-    let Some((class, rest)) = id.split_once(':') else {
+    let Some((class @ ("log" | "file"), rest)) = id.split_once(':') else {
         return Ok(());
     };
     let (execution, index) = rest.split_once(':').map_or((rest, None), |(e, n)| (e, Some(n)));
-    if !abbreviated(execution) {
-        return Ok(());
-    }
-    let full = lookup(locations, IdKind::Execution, execution)?;
+    let full = expanded(locations, IdKind::Execution, execution)?;
     *id = match index {
         Some(index) => format!("{class}:{full}:{index}"),
         None => format!("{class}:{full}"),

@@ -156,7 +156,7 @@ fn install_service(locations: &Locations, config: Option<&std::path::Path>, forc
         state: &state,
         config: config.as_deref(),
     };
-    service::install(&dir, &service::unit_text(&daemon), force)
+    service::install(&dir, &service::unit_text(&daemon)?, force)
 }
 
 /// A `secrets` command's answer and how it reads as text.

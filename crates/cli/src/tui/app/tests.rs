@@ -1,7 +1,11 @@
-use ratatui::crossterm::event::KeyCode;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde_json::json;
 
 use super::*;
+
+fn press(app: &mut App, code: KeyCode) -> Command {
+    app.on_key(KeyEvent::from(code))
+}
 
 fn with_approval(role: &str) -> App {
     let mut app = App::new();
@@ -19,14 +23,16 @@ fn with_approval(role: &str) -> App {
 fn an_operator_approves_with_one_key_and_denies_with_a_reason() {
     let mut app = with_approval("operate");
     assert!(app.keys().contains(&("a", "approve")));
-    assert_eq!(app.on_key(KeyCode::Char('a')), Command::Approve("a1".into()));
-    assert_eq!(app.on_key(KeyCode::Char('d')), Command::Nothing);
+    assert_eq!(press(&mut app, KeyCode::Char('a')), Command::Approve("a1".into()));
+    assert_eq!(app.selected_approval(), None, "a decided call is not left selected");
+    press(&mut app, KeyCode::Down);
+    assert_eq!(press(&mut app, KeyCode::Char('d')), Command::Nothing);
     for c in "no.".chars() {
-        app.on_key(KeyCode::Char(c));
+        press(&mut app, KeyCode::Char(c));
     }
-    app.on_key(KeyCode::Backspace);
+    press(&mut app, KeyCode::Backspace);
     assert_eq!(
-        app.on_key(KeyCode::Enter),
+        press(&mut app, KeyCode::Enter),
         Command::Deny {
             approval: "a1".into(),
             reason: "no".into()
@@ -43,8 +49,8 @@ fn a_viewer_is_offered_no_decision_and_its_keys_decide_nothing() {
         "{:?}",
         app.keys()
     );
-    assert_eq!(app.on_key(KeyCode::Char('a')), Command::Nothing);
-    assert_eq!(app.on_key(KeyCode::Char('d')), Command::Nothing);
+    assert_eq!(press(&mut app, KeyCode::Char('a')), Command::Nothing);
+    assert_eq!(press(&mut app, KeyCode::Char('d')), Command::Nothing);
     assert_eq!(app.mode, Mode::Browse, "no reason is asked for");
     assert!(app.status.contains("view role cannot decide"), "{}", app.status);
 }
@@ -52,33 +58,64 @@ fn a_viewer_is_offered_no_decision_and_its_keys_decide_nothing() {
 #[test]
 fn an_empty_reason_is_not_sent_and_escape_abandons_it() {
     let mut app = with_approval("admin");
-    app.on_key(KeyCode::Char('d'));
-    assert_eq!(app.on_key(KeyCode::Enter), Command::Nothing);
+    press(&mut app, KeyCode::Char('d'));
+    assert_eq!(press(&mut app, KeyCode::Enter), Command::Nothing);
     assert!(matches!(app.mode, Mode::Reason { .. }));
-    assert_eq!(app.on_key(KeyCode::Esc), Command::Nothing);
+    assert_eq!(press(&mut app, KeyCode::Esc), Command::Nothing);
     assert_eq!(app.mode, Mode::Browse);
 }
 
 #[test]
 fn views_and_selections_follow_the_keys_and_stay_in_their_lists() {
     let mut app = with_approval("view");
-    app.on_key(KeyCode::Char('1'));
+    press(&mut app, KeyCode::Char('1'));
     assert_eq!(app.tab, Tab::Work);
     for _ in 0..5 {
-        app.on_key(KeyCode::Down);
+        press(&mut app, KeyCode::Down);
     }
-    assert_eq!(app.work_row, 1, "the last row");
-    app.on_key(KeyCode::Up);
+    assert_eq!(app.work_row(), Some(1), "the last row");
+    press(&mut app, KeyCode::Up);
     assert_eq!(app.selected_work().unwrap()["id"], "w1");
-    app.on_key(KeyCode::Tab);
+    press(&mut app, KeyCode::Tab);
     assert_eq!(app.tab, Tab::Approvals);
-    app.refreshed(Data::default());
+    assert_eq!(press(&mut app, KeyCode::Char('q')), Command::Quit);
+    let control_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    assert_eq!(app.on_key(control_c), Command::Quit);
+}
+
+#[test]
+fn a_selection_follows_its_record_and_a_decided_call_leaves_nothing_selected() {
+    let mut app = with_approval("operate");
+    press(&mut app, KeyCode::Char('1'));
+    press(&mut app, KeyCode::Down);
+    let newer = Data {
+        role: "operate".into(),
+        work: vec![json!({"id": "w0"}), json!({"id": "w1"}), json!({"id": "w2"})],
+        approvals: vec![json!({"id": "a0"}), json!({"id": "a1"})],
+        ..Data::default()
+    };
+    app.refreshed(newer.clone());
     assert_eq!(
-        (app.work_row, app.approval_row),
-        (0, 0),
-        "selections shrink with their lists"
+        app.selected_work().unwrap()["id"],
+        "w2",
+        "newer Work above does not move it"
     );
-    assert_eq!(app.on_key(KeyCode::Char('q')), Command::Quit);
+    assert_eq!(app.selected_approval().unwrap()["id"], "a1");
+    let decided = Data {
+        approvals: vec![json!({"id": "a0"}), json!({"id": "a2"})],
+        ..newer
+    };
+    app.refreshed(decided);
+    assert_eq!(
+        app.selected_approval(),
+        None,
+        "the next call does not slide under the highlight"
+    );
+    press(&mut app, KeyCode::Char('2'));
+    assert_eq!(press(&mut app, KeyCode::Char('a')), Command::Nothing);
+    assert!(app.status.contains("select a call first"), "{}", app.status);
+    press(&mut app, KeyCode::Down);
+    assert_eq!(press(&mut app, KeyCode::Char('a')), Command::Approve("a0".into()));
 }
 
 #[test]
