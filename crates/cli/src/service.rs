@@ -11,12 +11,15 @@ use crate::report::Failure;
 /// The unit's file name.
 pub const UNIT: &str = "open-conduit.service";
 
-/// What the unit runs: this program's daemon, its state directory and, when given, its file.
+/// What the unit runs: this program's daemon, its state directory and, when given, its file,
+/// with the `PATH` it finds agent CLIs on (`claude`, `codex`).
 #[derive(Debug)]
 pub struct Daemon<'a> {
     pub program: &'a Path,
     pub state: &'a Path,
     pub config: Option<&'a Path>,
+    /// The installing shell's `PATH`: systemd's own holds no `~/.local/bin` or npm prefix.
+    pub path: Option<&'a str>,
 }
 
 /// The unit's text; a path systemd could not be given exactly is refused.
@@ -25,6 +28,10 @@ pub fn unit_text(daemon: &Daemon<'_>) -> Result<String, Failure> {
     if let Some(config) = daemon.config {
         exec.push_str(&format!(" --config {}", quoted(config)?));
     }
+    let environment = match daemon.path {
+        Some(path) => format!("Environment={}\n", systemd_quoted(&format!("PATH={path}"), false)?),
+        None => String::new(),
+    };
     Ok(format!(
         "# Written by `open-conduit service install --user`.\n\
          [Unit]\n\
@@ -32,6 +39,7 @@ pub fn unit_text(daemon: &Daemon<'_>) -> Result<String, Failure> {
          \n\
          [Service]\n\
          Type=simple\n\
+         {environment}\
          ExecStart={exec}\n\
          Restart=on-failure\n\
          RestartSec=2\n\
@@ -44,24 +52,26 @@ pub fn unit_text(daemon: &Daemon<'_>) -> Result<String, Failure> {
     ))
 }
 
-/// systemd's quoting for one argument of `ExecStart`: double quotes, with `\\` and `"` escaped,
-/// `%` doubled (else a specifier) and `$` doubled (else a variable). A path that is not UTF-8 or
-/// holds a control character (a newline would start another directive) is refused.
+/// One argument of `ExecStart`, quoted for systemd (see [`systemd_quoted`]); a path that is not
+/// UTF-8 is refused.
 fn quoted(path: &Path) -> Result<String, Failure> {
     let text = path
         .to_str()
-        .filter(|text| !text.chars().any(char::is_control))
-        .ok_or_else(|| {
-            Failure::Local(format!(
-                "{} cannot be written into a unit (not UTF-8, or it holds a control character)",
-                path.display()
-            ))
-        })?;
-    let escaped = text
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('%', "%%")
-        .replace('$', "$$");
+        .ok_or_else(|| Failure::Local(format!("{} is not UTF-8, so no unit can name it", path.display())))?;
+    systemd_quoted(text, true)
+}
+
+/// `text` in double quotes as systemd reads them: `\\` and `"` escaped, `%` doubled (else a
+/// specifier) and, where systemd expands variables (`ExecStart`), `$` doubled. Text holding a
+/// control character (a newline would start another directive) is refused.
+fn systemd_quoted(text: &str, variables: bool) -> Result<String, Failure> {
+    if text.chars().any(char::is_control) {
+        return Err(Failure::Local(format!(
+            "{text:?} holds a control character, so no unit can carry it"
+        )));
+    }
+    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"").replace('%', "%%");
+    let escaped = if variables { escaped.replace('$', "$$") } else { escaped };
     Ok(format!("\"{escaped}\""))
 }
 
@@ -109,8 +119,13 @@ mod tests {
             program: Path::new("/opt/oc/bin/open-conduit"),
             state: Path::new("/home/a b/state%1$HOME"),
             config: Some(Path::new("/etc/oc.json")),
+            path: Some("/home/a/.local/bin:/usr/bin:$X"),
         })
         .unwrap();
+        assert!(
+            text.contains("Environment=\"PATH=/home/a/.local/bin:/usr/bin:$X\"\n"),
+            "{text}"
+        );
         let exec =
             r#"ExecStart="/opt/oc/bin/open-conduit" daemon --state "/home/a b/state%%1$$HOME" --config "/etc/oc.json""#;
         assert!(text.contains(exec), "{text}");
@@ -118,6 +133,7 @@ mod tests {
             program: Path::new("/bin/oc"),
             state: Path::new("/s\nExecStartPre=/bin/evil"),
             config: None,
+            path: None,
         });
         assert!(newline.is_err(), "a newline would start another directive");
         assert!(text.contains("KillMode=process") && text.contains("WantedBy=default.target"));

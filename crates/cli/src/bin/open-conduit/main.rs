@@ -151,10 +151,12 @@ fn install_service(locations: &Locations, config: Option<&std::path::Path>, forc
     let config = config.map(absolute);
     let dir = service::user_unit_dir(std::env::var_os("XDG_CONFIG_HOME"), std::env::var_os("HOME"))
         .ok_or_else(|| Failure::Local("neither XDG_CONFIG_HOME nor HOME is set".to_owned()))?;
+    let path = std::env::var("PATH").ok();
     let daemon = service::Daemon {
         program: &program,
         state: &state,
         config: config.as_deref(),
+        path: path.as_deref(),
     };
     service::install(&dir, &service::unit_text(&daemon)?, force)
 }
