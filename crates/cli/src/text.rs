@@ -3,14 +3,24 @@
 
 use serde_json::Value;
 
-/// `text` safe to print on a terminal: every control character but newline and tab (escape
-/// sequences, C1 controls), and the invisible characters that reorder or hide text (bidi
-/// overrides, zero-width marks), shown as `\u{..}` escapes. An agent's text (an outcome's
-/// summary, a log, an input) cannot then restyle the operator's terminal, rewrite its title or
-/// clipboard, or make an input read differently from what it is.
+/// `text` safe to print on a terminal: every control character but newline, carriage return and
+/// tab (escape sequences, C1 controls), and the invisible characters that reorder or hide text
+/// (bidi overrides, zero-width marks), shown as `\u{..}` escapes. An agent's text (a log, an
+/// input) cannot then restyle the operator's terminal, rewrite its title or clipboard, or make an
+/// input read differently from what it is.
 pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    escaped(text, |c| matches!(c, '\n' | '\r' | '\t'))
+}
+
+/// [`printable`] for one line (a table cell, a labelled value, a status line): line breaks are
+/// shown escaped too, so a value cannot add lines that read as other rows.
+pub fn printable_line(text: &str) -> std::borrow::Cow<'_, str> {
+    escaped(text, |c| c == '\t')
+}
+
+fn escaped(text: &str, kept: impl Fn(char) -> bool) -> std::borrow::Cow<'_, str> {
     let hidden = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t')
+        (c.is_control() && !kept(c))
             || matches!(c, '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
     };
     if !text.chars().any(hidden) {
@@ -50,7 +60,7 @@ pub fn diagnostics(answer: &Value) -> String {
 pub fn field(value: &Value, pointer: &str) -> String {
     match value.pointer(pointer) {
         None | Some(Value::Null) => "-".to_owned(),
-        Some(Value::String(text)) => printable(text).into_owned(),
+        Some(Value::String(text)) => printable_line(text).into_owned(),
         Some(other) => other.to_string(),
     }
 }
@@ -74,5 +84,9 @@ mod tests {
             "a right-to-left override"
         );
         assert_eq!(field(&serde_json::json!({"s": "\u{1b}[2J"}), "/s"), "\\u{1b}[2J");
+        assert_eq!(
+            field(&serde_json::json!({"s": "a\nw2  fake row"}), "/s"),
+            "a\\u{a}w2  fake row"
+        );
     }
 }

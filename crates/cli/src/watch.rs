@@ -100,13 +100,14 @@ fn progress(work: &Value) -> String {
         (None, Some(summary)) => format!(": {summary}"),
         (None, None) => String::new(),
     };
-    format!(
+    let line = format!(
         "{} {}/{} {}{detail}",
         field("id"),
         field("scope"),
         field("binding"),
         field("state")
-    )
+    );
+    crate::text::printable_line(&line).into_owned()
 }
 
 fn closed(e: std::io::Error) -> Failure {

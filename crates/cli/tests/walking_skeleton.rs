@@ -426,9 +426,11 @@ fn an_attempt_spawned_just_before_a_crash_is_adopted_not_lost() {
     });
     daemon.launch();
     let (endpoint, token_file) = published_runs(tmp.path()).remove(0);
+    // The socket file stays from before the crash; it answers once the new daemon listens on it.
     wait_until("the adopted attempt's socket to answer", || {
-        std::fs::read_to_string(&token_file)
-            .is_ok_and(|t| toolbelt_call(&endpoint, t.trim(), "read_context", json!({})).0 == 200)
+        std::os::unix::net::UnixStream::connect(&endpoint).is_ok()
+            && std::fs::read_to_string(&token_file)
+                .is_ok_and(|t| toolbelt_call(&endpoint, t.trim(), "read_context", json!({})).0 == 200)
     });
     std::fs::write(tmp.path().join("release"), "").unwrap();
     let done = daemon.await_work(&work, "succeeded");

@@ -61,12 +61,11 @@ pub fn artifact_table(answer: &Value) -> String {
     list(answer, &ARTIFACT_COLUMNS)
 }
 
-/// An artifact's content as text, with what could restyle a terminal shown escaped
-/// ([`crate::text::printable`]); `artifacts cat` prints the raw bytes.
+/// An artifact's content as text; on a terminal, with what could restyle it shown escaped
+/// ([`crate::text::printable`]). Piped, and through `artifacts cat`, it is as it is.
 pub fn content(answer: &Value) -> String {
-    crate::text::printable(answer.get("content").and_then(Value::as_str).unwrap_or_default())
-        .trim_end()
-        .to_owned()
+    let text = answer.get("content").and_then(Value::as_str).unwrap_or_default();
+    super::terminal::for_terminal(text).trim_end().to_owned()
 }
 
 pub fn audit_table(answer: &Value) -> String {

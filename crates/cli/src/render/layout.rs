@@ -214,6 +214,7 @@ mod tests {
         let style = Style {
             width: Some(40),
             colour: true,
+            terminal: true,
         };
         let shown = table_in(style, &columns, rows.clone().into_iter(), false);
         assert!(shown.contains("\u{1b}[1mID"), "{shown}");
@@ -222,6 +223,7 @@ mod tests {
             Style {
                 width: Some(40),
                 colour: false,
+                terminal: true,
             },
             &columns,
             rows.clone().into_iter(),

@@ -15,6 +15,7 @@ pub fn service_installed(answer: &Value) -> String {
         "{verb} {}\n\n{}\nstart it now and at every login with:\n  systemctl --user daemon-reload && systemctl --user enable --now open-conduit\n\
          its log: journalctl --user -u open-conduit",
         field(answer, "/file"),
-        field(answer, "/unit")
+        // The unit is this program's own text, shown whole.
+        answer["unit"].as_str().unwrap_or_default()
     )
 }

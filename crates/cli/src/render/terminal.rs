@@ -14,6 +14,8 @@ pub struct Style {
     pub width: Option<usize>,
     /// Whether to colour: stdout is a terminal and `NO_COLOR` is unset.
     pub colour: bool,
+    /// Whether stdout is a terminal.
+    pub terminal: bool,
 }
 
 static STYLE: OnceLock<Style> = OnceLock::new();
@@ -25,6 +27,14 @@ pub fn set_style(style: Style) {
 
 pub(super) fn style() -> Style {
     STYLE.get().copied().unwrap_or_default()
+}
+
+/// `text` as printed: escaped where it could drive a terminal, when it is printed on one.
+pub(super) fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
+    match style().terminal {
+        true => crate::text::printable(text),
+        false => std::borrow::Cow::Borrowed(text),
+    }
 }
 
 /// Columns no narrower than this are not cut to fit.

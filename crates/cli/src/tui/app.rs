@@ -80,12 +80,12 @@ pub struct App {
     pub mode: Mode,
     pub data: Data,
     /// The selected Work and approval, by id: a refresh that adds or removes rows never moves the
-    /// selection onto another record.
+    /// selection onto another record. When the selected approval goes away (decided here or elsewhere, or expired), nothing is
+    /// selected until the operator picks again, so a decision key never lands on an unread call.
     pub work: Option<String>,
     pub approval: Option<String>,
-    /// The selected approval went away (decided elsewhere, or expired): nothing is selected until
-    /// the operator picks again, so a decision key never lands on a call they have not read.
-    approval_lost: bool,
+    /// A refresh has been taken.
+    loaded: bool,
     /// How many lines the approval's detail is scrolled down, to read a long input whole.
     pub detail_scroll: u16,
     /// The last outcome worth telling: a decision made, a refusal, an unreachable daemon.
@@ -102,7 +102,7 @@ impl App {
             data: Data::default(),
             work: None,
             approval: None,
-            approval_lost: false,
+            loaded: false,
             detail_scroll: 0,
             status: String::new(),
             unreachable: false,
@@ -133,35 +133,35 @@ impl App {
     /// Takes a refresh. The selected Work stays selected while it is listed (else the newest is);
     /// the selected approval stays selected while it waits, and none is once it has gone.
     pub fn refreshed(&mut self, data: Data) {
+        let first = !std::mem::replace(&mut self.loaded, true);
         self.data = data;
         if self.work_row().is_none() {
             self.work = first_id(&self.data.work);
         }
         if self.approval.is_some() && self.approval_row().is_none() {
             self.approval = None;
-            self.approval_lost = true;
+            self.detail_scroll = 0;
             self.status = "the selected call was decided or expired; select another (↑↓)".to_owned();
         }
-        if self.approval.is_none() && !self.approval_lost {
+        // Only the first load picks a call by itself: one arriving later waits to be picked, so a
+        // key already on its way never lands on it.
+        if first {
             self.approval = first_id(&self.data.approvals);
         }
     }
 
     /// The keys the footer offers here: a role that cannot decide is offered no decision key.
     pub fn keys(&self) -> Vec<(&'static str, &'static str)> {
-        let mut keys = vec![
-            ("q", "quit"),
-            ("?", "help"),
-            ("1-4/tab", "view"),
-            ("↑↓", "select"),
-            ("r", "refresh"),
-        ];
-        if self.tab == Tab::Approvals {
-            keys.push(("PgUp/PgDn", "scroll the input"));
-            if self.may_decide() {
-                keys.extend([("a", "approve"), ("d", "deny")]);
-            }
+        // The decision keys come first, so a narrow terminal still shows them.
+        let mut keys = Vec::new();
+        if self.tab == Tab::Approvals && self.may_decide() {
+            keys.extend([("a", "approve"), ("d", "deny")]);
         }
+        keys.push(("↑↓", "select"));
+        if self.tab == Tab::Approvals {
+            keys.push(("PgDn", "more"));
+        }
+        keys.extend([("1-4", "view"), ("?", "help"), ("q", "quit")]);
         keys
     }
 
@@ -190,8 +190,10 @@ impl App {
             KeyCode::Char('r') => return Command::Refresh,
             KeyCode::Tab => self.tab = self.tab.next(),
             KeyCode::Char(n @ '1'..='4') => self.tab = Tab::ALL[n as usize - '1' as usize],
-            KeyCode::PageDown => self.detail_scroll = self.detail_scroll.saturating_add(10),
-            KeyCode::PageUp => self.detail_scroll = self.detail_scroll.saturating_sub(10),
+            KeyCode::PageDown | KeyCode::PageUp => {
+                self.scroll(key == KeyCode::PageDown);
+                return Command::Nothing;
+            }
             KeyCode::Down | KeyCode::Char('j') => self.step(1),
             KeyCode::Up | KeyCode::Char('k') => self.step(-1),
             KeyCode::Char('a') if self.tab == Tab::Approvals => return self.approve(),
@@ -229,13 +231,28 @@ impl App {
         }
     }
 
+    /// Scrolls the approval's detail by a page; the view stops it at the end.
+    fn scroll(&mut self, down: bool) {
+        if self.tab == Tab::Approvals {
+            self.detail_scroll = match down {
+                true => self.detail_scroll.saturating_add(10),
+                false => self.detail_scroll.saturating_sub(10),
+            };
+        }
+    }
+
+    /// Text pasted while typing a reason joins it (its line breaks as spaces); pasted anywhere
+    /// else it is ignored, so a paste can never act as keys.
+    pub fn on_paste(&mut self, pasted: &str) {
+        if let Mode::Reason { text, .. } = &mut self.mode {
+            text.extend(pasted.chars().map(|c| if c.is_control() { ' ' } else { c }));
+        }
+    }
+
     fn step(&mut self, by: isize) {
         self.detail_scroll = 0;
         let (list, selected) = match self.tab {
-            Tab::Approvals => {
-                self.approval_lost = false;
-                (&self.data.approvals, &mut self.approval)
-            }
+            Tab::Approvals => (&self.data.approvals, &mut self.approval),
             _ => (&self.data.work, &mut self.work),
         };
         let row = match row_of(list, selected.as_deref()) {
@@ -258,7 +275,7 @@ impl App {
     /// After a decision nothing is selected, so the next call is read before it is decided.
     fn deselect_decided(&mut self) {
         self.approval = None;
-        self.approval_lost = true;
+        self.detail_scroll = 0;
     }
 
     fn start_denial(&mut self) {

@@ -16,7 +16,8 @@ use crate::management::{self as m, items, send, send_up_to, Locations};
 use crate::report::Failure;
 use crate::{doctor, runs};
 use app::{App, Command, Data, Tab};
-use ratatui::crossterm::event::{self, Event, KeyEventKind};
+use ratatui::crossterm::event::{self, DisableBracketedPaste, EnableBracketedPaste, Event, KeyEventKind};
+use ratatui::crossterm::execute;
 use ratatui::DefaultTerminal;
 
 /// How often the views are read again.
@@ -32,7 +33,10 @@ pub fn run(locations: &Locations) -> Result<(), Failure> {
     }
     let connection = locations.connection()?;
     let mut terminal = ratatui::init();
+    // A paste arrives as one event, never as keys (a pasted line break would otherwise be Enter).
+    let _ = execute!(std::io::stdout(), EnableBracketedPaste);
     let result = event_loop(&mut terminal, locations, &connection);
+    let _ = execute!(std::io::stdout(), DisableBracketedPaste);
     ratatui::restore();
     result
 }
@@ -55,10 +59,14 @@ fn event_loop(terminal: &mut DefaultTerminal, locations: &Locations, connection:
         if !event::poll(wait).map_err(|e| Failure::Local(format!("cannot read the terminal: {e}")))? {
             continue;
         }
-        let Ok(Event::Key(key)) = event::read() else { continue };
-        if key.kind != KeyEventKind::Press {
-            continue;
-        }
+        let key = match event::read() {
+            Ok(Event::Key(key)) if key.kind == KeyEventKind::Press => key,
+            Ok(Event::Paste(text)) => {
+                app.on_paste(&text);
+                continue;
+            }
+            _ => continue,
+        };
         match app.on_key(key) {
             Command::Quit => return Ok(()),
             Command::Nothing => {}

@@ -50,6 +50,7 @@ fn draw_tabs(frame: &mut Frame, area: Rect, app: &App) {
 fn draw_work(frame: &mut Frame, area: Rect, app: &App) {
     let [list, detail] = Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(area);
     let ids = render::short_ids(app.data.work.iter().map(|w| field(w, "/id")).collect());
+    let id_width = widest(&ids);
     let rows = app.data.work.iter().zip(ids).map(|(w, id)| {
         Row::new([
             id,
@@ -57,7 +58,8 @@ fn draw_work(frame: &mut Frame, area: Rect, app: &App) {
             format!("{}/{}", field(w, "/scope"), field(w, "/binding")),
         ])
     });
-    let widths = [Constraint::Length(12), Constraint::Length(10), Constraint::Min(10)];
+    // An id is shown whole (it can be typed back); the other columns give way.
+    let widths = [Constraint::Min(id_width), Constraint::Length(10), Constraint::Fill(1)];
     let table = Table::new(rows, widths)
         .header(Row::new(["ID", "STATE", "SCOPE/BINDING"]).style(HEADER))
         .row_highlight_style(SELECTED)
@@ -73,13 +75,14 @@ fn draw_work(frame: &mut Frame, area: Rect, app: &App) {
 fn draw_approvals(frame: &mut Frame, area: Rect, app: &App) {
     let [list, detail] = Layout::horizontal([Constraint::Percentage(40), Constraint::Percentage(60)]).areas(area);
     let ids = render::short_ids(app.data.approvals.iter().map(|a| field(a, "/id")).collect());
+    let id_width = widest(&ids);
     let rows = app
         .data
         .approvals
         .iter()
         .zip(ids)
         .map(|(a, id)| Row::new([id, field(a, "/operation"), field(a, "/state")]));
-    let widths = [Constraint::Length(22), Constraint::Min(12), Constraint::Length(9)];
+    let widths = [Constraint::Min(id_width), Constraint::Fill(1), Constraint::Length(9)];
     let table = Table::new(rows, widths)
         .header(Row::new(["ID", "OPERATION", "STATE"]).style(HEADER))
         .row_highlight_style(SELECTED)
@@ -92,14 +95,14 @@ fn draw_approvals(frame: &mut Frame, area: Rect, app: &App) {
         None => "Select a call (↑↓) to read it.".to_owned(),
     };
     // An input longer than the pane says so, so nothing of it goes unread: PgDn shows the rest.
-    let below = wrapped_lines(&text, detail.width.saturating_sub(2))
-        .saturating_sub(usize::from(detail.height.saturating_sub(2)) + usize::from(app.detail_scroll));
-    let title = match below {
+    let rows = paragraph(text.clone(), "").line_count(detail.width.saturating_sub(2));
+    let hidden = u16::try_from(rows).unwrap_or(u16::MAX).saturating_sub(detail.height);
+    let scroll = app.detail_scroll.min(hidden);
+    let title = match hidden - scroll {
         0 => " The call, and the exact input it would run with ".to_owned(),
         n => format!(" The call and its input: {n} more lines below (PgDn) "),
     };
-    let pane = paragraph(text, &title).scroll((app.detail_scroll, 0));
-    frame.render_widget(pane, detail);
+    frame.render_widget(paragraph(text, &title).scroll((scroll, 0)), detail);
 }
 
 fn draw_events(frame: &mut Frame, area: Rect, app: &App) {
@@ -175,12 +178,10 @@ fn paragraph(text: String, title: &str) -> Paragraph<'static> {
         .block(Block::bordered().title(title.to_owned()))
 }
 
-/// How many rows `text` takes wrapped at `width` columns (each line at least one).
-fn wrapped_lines(text: &str, width: u16) -> usize {
-    let width = usize::from(width.max(1));
-    text.lines()
-        .map(|line| line.chars().count().div_ceil(width).max(1))
-        .sum()
+/// The widest of `cells`, in characters.
+fn widest(cells: &[String]) -> u16 {
+    let widest = cells.iter().map(|c| c.chars().count()).max().unwrap_or(2);
+    u16::try_from(widest).unwrap_or(u16::MAX)
 }
 
 /// The last lines of `text` that fit in a bordered box `height` rows tall.

@@ -79,47 +79,59 @@ mod platform {
             return Ok("the Secret Service");
         }
         let description = description(service, account);
-        // An older copy in the session keyring would be found before the new one.
-        invalidate_kernel_copies(&description);
-        let added = match KeyRing::get_persistent(KeyRingIdentifier::Session) {
-            Ok(persistent) => persistent
-                .add_key(&description, value)
-                .map(|_| "the kernel's persistent keyring"),
-            Err(_) => KeyRing::from_special_id(KeyRingIdentifier::Session, false)
-                .and_then(|session| session.add_key(&description, value))
-                .map(|_| "the kernel's session keyring"),
+        let (added, place) = match KeyRing::get_persistent(KeyRingIdentifier::Session) {
+            Ok(persistent) => (
+                persistent.add_key(&description, value),
+                "the kernel's persistent keyring",
+            ),
+            Err(_) => (
+                KeyRing::from_special_id(KeyRingIdentifier::Session, false)
+                    .and_then(|session| session.add_key(&description, value)),
+                "the kernel's session keyring",
+            ),
         };
-        added.map_err(|_| KeyringUnavailable)
+        let added = added.map_err(|_| KeyringUnavailable)?;
+        // Only once the new value is stored: an older copy the session keyring holds would be
+        // found before it, so it goes.
+        invalidate_copies(&description, Some(added.get_id()))?;
+        Ok(place)
     }
 
     pub fn remove(service: &str, account: &str) -> Result<bool, KeyringUnavailable> {
-        let desktop = secret_service_remove(service, account);
-        let kernel = invalidate_kernel_copies(&description(service, account));
-        match (desktop, kernel) {
-            (Err(_), None) => Err(KeyringUnavailable),
-            (desktop, kernel) => Ok(desktop.unwrap_or(false) || kernel.unwrap_or(false)),
+        let desktop = secret_service_remove(service, account).unwrap_or(false);
+        match invalidate_copies(&description(service, account), None) {
+            Ok(kernel) => Ok(desktop || kernel),
+            Err(_) if desktop => Ok(true),
+            Err(unavailable) => Err(unavailable),
         }
     }
 
-    /// Invalidates every copy of the key the session and persistent keyrings hold (a search of
-    /// the session keyring reaches the persistent one once it is linked, and an invalidated key is
-    /// found by no search); whether one was, or `None` when neither keyring can be reached.
-    fn invalidate_kernel_copies(description: &str) -> Option<bool> {
-        let session = KeyRing::from_special_id(KeyRingIdentifier::Session, false).ok();
+    /// Invalidates every copy of the key the session and the persistent keyrings' searches find
+    /// (an invalidated key is found by no search), but `keep`; whether one was. Bounded, should a
+    /// key survive its invalidation.
+    fn invalidate_copies(
+        description: &str,
+        keep: Option<linux_keyutils::KeySerialId>,
+    ) -> Result<bool, KeyringUnavailable> {
+        let session = KeyRing::from_special_id(KeyRingIdentifier::Session, false).map_err(|_| KeyringUnavailable)?;
         let persistent = KeyRing::get_persistent(KeyRingIdentifier::Session).ok();
-        if session.is_none() && persistent.is_none() {
-            return None;
-        }
         let mut removed = false;
-        for keyring in [session, persistent].into_iter().flatten() {
-            while let Ok(key) = keyring.search(description) {
-                if key.invalidate().is_err() {
-                    break;
+        for keyring in std::iter::once(session).chain(persistent) {
+            for _ in 0..8 {
+                let key = match keyring.search(description) {
+                    Ok(key) if Some(key.get_id()) != keep => key,
+                    // A key invalidated a moment ago may answer revoked until it is collected.
+                    Ok(_) | Err(KeyError::KeyDoesNotExist | KeyError::KeyRevoked | KeyError::KeyExpired) => break,
+                    Err(_) => return Err(KeyringUnavailable),
+                };
+                match key.invalidate() {
+                    Ok(()) => removed = true,
+                    Err(KeyError::KeyRevoked | KeyError::KeyExpired | KeyError::KeyDoesNotExist) => break,
+                    Err(_) => return Err(KeyringUnavailable),
                 }
-                removed = true;
             }
         }
-        Some(removed)
+        Ok(removed)
     }
 
     fn description(service: &str, account: &str) -> String {

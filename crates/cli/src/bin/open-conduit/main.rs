@@ -86,6 +86,7 @@ fn stdout_style() -> render::Style {
     render::Style {
         width: columns.or_else(measured),
         colour: std::env::var_os("NO_COLOR").is_none() && std::env::var("TERM").as_deref() != Ok("dumb"),
+        terminal: true,
     }
 }
 
@@ -151,7 +152,11 @@ fn install_service(locations: &Locations, config: Option<&std::path::Path>, forc
     let config = config.map(absolute);
     let dir = service::user_unit_dir(std::env::var_os("XDG_CONFIG_HOME"), std::env::var_os("HOME"))
         .ok_or_else(|| Failure::Local("neither XDG_CONFIG_HOME nor HOME is set".to_owned()))?;
-    let path = std::env::var("PATH").ok();
+    // Only absolute entries: an empty or relative one would search the service's working directory.
+    let path = std::env::var("PATH").ok().map(|path| {
+        let absolute: Vec<&str> = path.split(':').filter(|dir| dir.starts_with('/')).collect();
+        absolute.join(":")
+    });
     let daemon = service::Daemon {
         program: &program,
         state: &state,

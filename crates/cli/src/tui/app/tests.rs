@@ -136,3 +136,28 @@ fn events_follow_the_event_they_came_from() {
     let looped = [event("x", Some("x")), event("x", None)];
     assert_eq!(causal_order(&looped).len(), 1, "a repeated id cannot loop");
 }
+
+#[test]
+fn a_paste_is_reason_text_or_nothing_never_keys() {
+    let mut app = with_approval("operate");
+    app.on_paste("q\na");
+    assert_eq!(
+        (app.tab, app.mode.clone()),
+        (Tab::Approvals, Mode::Browse),
+        "a paste is not keys"
+    );
+    press(&mut app, KeyCode::Char('d'));
+    app.on_paste("not now\njust ask");
+    assert_eq!(
+        press(&mut app, KeyCode::Enter),
+        Command::Deny {
+            approval: "a1".into(),
+            reason: "not now just ask".into()
+        }
+    );
+    assert_eq!(
+        app.keys()[..2],
+        [("a", "approve"), ("d", "deny")],
+        "decision keys come first"
+    );
+}
