@@ -32,6 +32,9 @@ pub enum Agent {
 }
 
 impl Agent {
+    /// Every agent CLI the host drives.
+    pub const ALL: [Agent; 2] = [Agent::ClaudeCode, Agent::Codex];
+
     /// The executor name that selects it.
     pub const fn executor(self) -> &'static str {
         match self {
@@ -50,9 +53,7 @@ impl Agent {
 
     /// The agent an executor name selects.
     pub fn named(executor: &str) -> Option<Agent> {
-        [Agent::ClaudeCode, Agent::Codex]
-            .into_iter()
-            .find(|a| a.executor() == executor)
+        Agent::ALL.into_iter().find(|a| a.executor() == executor)
     }
 
     /// Arguments the host sets itself, which a binding's `args` may not repeat.

@@ -34,14 +34,14 @@ pub fn schema() -> Value {
 
 type Shape = fn(&mut SchemaGenerator) -> Schema;
 
-/// Each executor the host runs itself, with the shape its `config` must have.
-fn executor_shapes() -> [(&'static str, Shape); 4] {
-    [
-        (SHELL, |g| g.subschema_for::<ShellConfig>()),
-        (Agent::ClaudeCode.executor(), |g| g.subschema_for::<AgentConfig>()),
-        (Agent::Codex.executor(), |g| g.subschema_for::<AgentConfig>()),
-        (GITHUB_HOLD, |g| g.subschema_for::<HoldConfig>()),
-    ]
+/// Each executor the host runs itself, with the shape its `config` must have: the shell, every
+/// agent CLI, and the GitHub hold (the executors [`crate::executor`] checks).
+fn executor_shapes() -> Vec<(&'static str, Shape)> {
+    let agents = Agent::ALL.map(|agent| (agent.executor(), (|g| g.subschema_for::<AgentConfig>()) as Shape));
+    std::iter::once((SHELL, (|g| g.subschema_for::<ShellConfig>()) as Shape))
+        .chain(agents)
+        .chain([(GITHUB_HOLD, (|g| g.subschema_for::<HoldConfig>()) as Shape)])
+        .collect()
 }
 
 /// `if executor = X then config has X's shape`.
