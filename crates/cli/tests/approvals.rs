@@ -261,6 +261,9 @@ fn tui(daemon: &Daemon, name: &str, token_file: &str) -> Tmux {
 
 #[test]
 fn the_tui_shows_a_parked_calls_input_and_approving_it_resumes_the_work() {
+    if !common::tmux::available() {
+        return;
+    }
     let (daemon, heads) = start(None);
     let work = daemon.create_work("demo", "shell");
     daemon.await_work(&work, "waiting");

@@ -480,6 +480,9 @@ fn a_config_file_that_differs_from_the_active_generation_is_reported_with_how_to
 
 #[test]
 fn tables_fit_the_terminal_and_are_coloured_only_there() {
+    if !common::tmux::available() {
+        return;
+    }
     let daemon = Daemon::start(Some(&shell_config("true")));
     let long_type = format!("demo.{}", "x".repeat(60));
     daemon.json(&["emit", &long_type, "--scope", "demo"]);

@@ -6,6 +6,23 @@ use std::process::Output;
 
 use super::wait_until;
 
+/// Whether `tmux` can run here. Without it a test says it skipped (`apt-get install tmux`), unless
+/// `OPEN_CONDUIT_REQUIRE_TMUX` is set (CI sets it): then a missing tmux fails the test.
+pub fn available() -> bool {
+    let found = std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("OPEN_CONDUIT_REQUIRE_TMUX").is_none(),
+            "tmux is not installed; run `apt-get install tmux`"
+        );
+        eprintln!("skipped: tmux is not installed; run `apt-get install tmux`");
+    }
+    found
+}
+
 pub struct Tmux {
     socket: PathBuf,
 }
