@@ -22,6 +22,7 @@
 //! - [`watch`]: the commands that wait and follow (`--wait`, `--follow`, `runs watch`).
 //! - [`tui`]: `open-conduit tui`, the live terminal UI over the same requests.
 //! - [`json`]: JSON command-line values and bodies with optional fields.
+//! - [`xdg`]: where the XDG base directories are (the state directory, the user's systemd units).
 //! - [`runtime`]: the async runtimes the command lines block on.
 
 #![forbid(unsafe_code)]
@@ -47,3 +48,4 @@ pub mod text;
 pub mod toolbelt;
 pub mod tui;
 pub mod watch;
+pub mod xdg;

@@ -74,12 +74,7 @@ impl Locations {
 /// The default state directory from the values of `XDG_STATE_HOME` and `HOME`; an empty or
 /// relative `XDG_STATE_HOME` is ignored, as the XDG base directory specification says.
 pub fn default_state_dir(xdg_state_home: Option<OsString>, home: Option<OsString>) -> Option<PathBuf> {
-    let absolute = |value: OsString| Some(PathBuf::from(value)).filter(|p| p.is_absolute());
-    let base = match xdg_state_home.and_then(absolute) {
-        Some(xdg) => xdg,
-        None => PathBuf::from(home.filter(|h| !h.is_empty())?).join(".local/state"),
-    };
-    Some(base.join("open-conduit"))
+    Some(crate::xdg::base_dir(xdg_state_home, home, ".local/state")?.join("open-conduit"))
 }
 
 /// Sends a request; a daemon that cannot be reached is reported with how to start it.
@@ -234,6 +229,16 @@ pub struct EventQuery {
     pub work: Option<String>,
     pub event_type: Option<String>,
     pub since: Option<String>,
+}
+
+impl EventQuery {
+    /// One Work's events.
+    pub fn of_work(work: &str) -> EventQuery {
+        EventQuery {
+            work: Some(work.to_owned()),
+            ..EventQuery::default()
+        }
+    }
 }
 
 /// `GET /v1/events[?work=&type=&since=&after=]`: events in acceptance order, after the one with

@@ -22,7 +22,7 @@ pub fn get(connection: &Connection, work: &str) -> Result<Value, Failure> {
     Ok(json!({
         "work": send_all(connection, &m::get_work(work))?,
         "executions": items(send_all(connection, &m::list_executions(Some(work)))?),
-        "events": items(send_all(connection, &m::list_events(&m::EventQuery { work: Some(work.to_owned()), ..Default::default() }, None))?),
+        "events": items(send_all(connection, &m::list_events(&m::EventQuery::of_work(work), None))?),
     }))
 }
 
@@ -47,6 +47,12 @@ pub fn log(connection: &Connection, work: &str) -> Result<Value, Failure> {
     Ok(json!({ "content": text }))
 }
 
+/// Whether a Work (as the API answers it) has finished: succeeded, failed or cancelled.
+pub fn is_finished(work: &Value) -> bool {
+    let state = work["state"].as_str().and_then(conduit_core::WorkState::parse);
+    state.is_some_and(conduit_core::WorkState::is_terminal)
+}
+
 /// Each Work as a run: its own fields, its attempt count and its latest attempt's id and state.
 fn summarize(work: Vec<Value>, executions: &[Value]) -> Vec<Value> {
     let mut attempts: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
@@ -60,7 +66,7 @@ fn summarize(work: Vec<Value>, executions: &[Value]) -> Vec<Value> {
         .map(|w| {
             let own = attempts.get(w["id"].as_str().unwrap_or_default());
             let latest = own.and_then(|xs| xs.last());
-            let finished = ["succeeded", "failed", "cancelled"].contains(&w["state"].as_str().unwrap_or_default());
+            let finished = is_finished(&w);
             json!({
                 "work_id": w["id"],
                 "scope": w["scope"],

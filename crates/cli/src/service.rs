@@ -77,12 +77,7 @@ fn systemd_quoted(text: &str, variables: bool) -> Result<String, Failure> {
 
 /// The user units' directory: `$XDG_CONFIG_HOME/systemd/user`, else `$HOME/.config/systemd/user`.
 pub fn user_unit_dir(xdg_config_home: Option<OsString>, home: Option<OsString>) -> Option<PathBuf> {
-    let absolute = |value: OsString| Some(PathBuf::from(value)).filter(|p| p.is_absolute());
-    let base = match xdg_config_home.and_then(absolute) {
-        Some(xdg) => xdg,
-        None => PathBuf::from(home.filter(|h| !h.is_empty())?).join(".config"),
-    };
-    Some(base.join("systemd/user"))
+    Some(crate::xdg::base_dir(xdg_config_home, home, ".config")?.join("systemd/user"))
 }
 
 /// Writes the unit into `dir`. An existing unit with other text is kept unless `force`.

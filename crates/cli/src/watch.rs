@@ -14,9 +14,6 @@ use crate::report::Failure;
 /// How long a follower sleeps between polls.
 const POLL: Duration = Duration::from_millis(250);
 
-/// The Work states nothing follows.
-const FINISHED: [&str; 3] = ["succeeded", "failed", "cancelled"];
-
 /// Prints the events `query` picks, then every one accepted later, until interrupted. With `json`,
 /// one event per line (JSON Lines); else a table row each, the header once.
 pub fn follow_events(locations: &Locations, query: &EventQuery, json: bool) -> Result<(), Failure> {
@@ -55,7 +52,7 @@ pub fn wait_for_work(locations: &Locations, id: &str) -> Result<Value, Failure> 
     loop {
         let work = management::send(&connection, &management::get_work(id))?;
         let state = work["state"].as_str().unwrap_or_default().to_owned();
-        if FINISHED.contains(&state.as_str()) {
+        if crate::runs::is_finished(&work) {
             return Ok(work);
         }
         if state != seen {

@@ -32,11 +32,7 @@ fn summary(input: &Value) -> String {
     if input.is_null() {
         return "-".to_owned();
     }
-    let text = input.to_string();
-    match text.char_indices().nth(INPUT_SUMMARY) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text,
-    }
+    super::terminal::cut(&input.to_string(), INPUT_SUMMARY)
 }
 
 /// The approval's fields, then the exact input a decision approves, in full.

@@ -44,6 +44,8 @@ pub struct Data {
     pub work: Vec<Value>,
     /// Approvals waiting for a decision, oldest first.
     pub approvals: Vec<Value>,
+    /// The Work whose events and log these are.
+    pub shown_work: Option<String>,
     /// The selected Work's events, in acceptance order.
     pub events: Vec<Value>,
     /// The selected Work's attempt logs.

@@ -19,6 +19,7 @@ use app::{App, Command, Data, Tab};
 use ratatui::crossterm::event::{self, DisableBracketedPaste, EnableBracketedPaste, Event, KeyEventKind};
 use ratatui::crossterm::execute;
 use ratatui::DefaultTerminal;
+use serde_json::Value;
 
 /// How often the views are read again.
 const REFRESH: Duration = Duration::from_secs(1);
@@ -112,8 +113,13 @@ fn read(app: &App, locations: &Locations, connection: &Connection, asked: bool) 
     let selected = app.work.clone().filter(listed);
     let selected = selected.or_else(|| work.first().and_then(|w| w["id"].as_str()).map(str::to_owned));
     let (events, log) = match &selected {
+        Some(id) if settled(app, id, &work) => (app.data.events.clone(), app.data.log.clone()),
         Some(id) => (
-            items(send_up_to(connection, &m::list_events(&of_work(id), None), None)?),
+            items(send_up_to(
+                connection,
+                &m::list_events(&m::EventQuery::of_work(id), None),
+                None,
+            )?),
             runs::log(connection, id)?["content"]
                 .as_str()
                 .unwrap_or_default()
@@ -127,6 +133,7 @@ fn read(app: &App, locations: &Locations, connection: &Connection, asked: bool) 
         generation: health["generation"].clone(),
         work,
         approvals: items(send_up_to(connection, &m::list_approvals(Some("pending")), None)?),
+        shown_work: selected,
         events,
         log,
         doctor: match (app.tab, &app.data.doctor) {
@@ -135,6 +142,18 @@ fn read(app: &App, locations: &Locations, connection: &Connection, asked: bool) 
             _ => None,
         },
     })
+}
+
+/// Whether the Work `id` is the one whose events and log were last read, and was finished then and
+/// still is: they do not change any more, so they are kept rather than read every second.
+fn settled(app: &App, id: &str, work: &[Value]) -> bool {
+    if app.data.shown_work.as_deref() != Some(id) {
+        return false;
+    }
+    let find = |list: &[Value]| list.iter().find(|w| w["id"].as_str() == Some(id)).cloned();
+    let state = |work: Option<Value>| work.map(|w| w["state"].clone());
+    let now = find(work);
+    now.as_ref().is_some_and(runs::is_finished) && state(find(&app.data.work)) == state(now)
 }
 
 /// Sends a decision and says how it went.
@@ -149,12 +168,5 @@ fn describe(failure: &Failure) -> String {
     match failure {
         Failure::Local(message) | Failure::Transport(message) => message.lines().next().unwrap_or_default().to_owned(),
         Failure::Refused { code, message, .. } => format!("{code}: {message}"),
-    }
-}
-
-fn of_work(id: &str) -> m::EventQuery {
-    m::EventQuery {
-        work: Some(id.to_owned()),
-        ..Default::default()
     }
 }

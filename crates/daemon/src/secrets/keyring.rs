@@ -55,6 +55,27 @@ fn password(
     }
 }
 
+/// Sets a credential's password; any failure is unavailable, its text dropped.
+#[cfg(any(target_os = "macos", feature = "secret-service"))]
+fn stored(
+    credential: keyring::Result<impl keyring::credential::CredentialApi>,
+    value: &str,
+) -> Result<(), KeyringUnavailable> {
+    credential
+        .and_then(|c| c.set_password(value))
+        .map_err(|_| KeyringUnavailable)
+}
+
+/// Deletes a credential: whether it existed; any other failure is unavailable.
+#[cfg(any(target_os = "macos", feature = "secret-service"))]
+fn deleted(credential: keyring::Result<impl keyring::credential::CredentialApi>) -> Result<bool, KeyringUnavailable> {
+    match credential.and_then(|c| c.delete_credential()) {
+        Ok(()) => Ok(true),
+        Err(keyring::Error::NoEntry) => Ok(false),
+        Err(_) => Err(KeyringUnavailable),
+    }
+}
+
 #[cfg(target_os = "linux")]
 mod platform {
     use linux_keyutils::{KeyError, KeyRing, KeyRingIdentifier};
@@ -168,37 +189,31 @@ mod platform {
         }
     }
 
+    /// The Secret Service's entry; without a session bus there is none to ask (a headless daemon).
     #[cfg(feature = "secret-service")]
-    fn secret_service(service: &str, account: &str) -> Result<Option<String>, KeyringUnavailable> {
-        // Without a session bus there is no Secret Service to ask (a headless daemon).
-        if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_none() {
-            return Err(KeyringUnavailable);
-        }
-        super::password(keyring::secret_service::SsCredential::new_with_target(
+    fn desktop_credential(
+        service: &str,
+        account: &str,
+    ) -> Result<keyring::Result<keyring::secret_service::SsCredential>, KeyringUnavailable> {
+        std::env::var_os("DBUS_SESSION_BUS_ADDRESS").ok_or(KeyringUnavailable)?;
+        Ok(keyring::secret_service::SsCredential::new_with_target(
             None, service, account,
         ))
     }
 
     #[cfg(feature = "secret-service")]
+    fn secret_service(service: &str, account: &str) -> Result<Option<String>, KeyringUnavailable> {
+        super::password(desktop_credential(service, account)?)
+    }
+
+    #[cfg(feature = "secret-service")]
     fn secret_service_store(service: &str, account: &str, value: &str) -> Result<(), KeyringUnavailable> {
-        use keyring::credential::CredentialApi;
-        std::env::var_os("DBUS_SESSION_BUS_ADDRESS").ok_or(KeyringUnavailable)?;
-        let credential = keyring::secret_service::SsCredential::new_with_target(None, service, account);
-        credential
-            .and_then(|c| c.set_password(value))
-            .map_err(|_| KeyringUnavailable)
+        super::stored(desktop_credential(service, account)?, value)
     }
 
     #[cfg(feature = "secret-service")]
     fn secret_service_remove(service: &str, account: &str) -> Result<bool, KeyringUnavailable> {
-        use keyring::credential::CredentialApi;
-        std::env::var_os("DBUS_SESSION_BUS_ADDRESS").ok_or(KeyringUnavailable)?;
-        let credential = keyring::secret_service::SsCredential::new_with_target(None, service, account);
-        match credential.and_then(|c| c.delete_credential()) {
-            Ok(()) => Ok(true),
-            Err(keyring::Error::NoEntry) => Ok(false),
-            Err(_) => Err(KeyringUnavailable),
-        }
+        super::deleted(desktop_credential(service, account)?)
     }
 
     #[cfg(not(feature = "secret-service"))]
@@ -219,29 +234,20 @@ mod platform {
 
 #[cfg(target_os = "macos")]
 mod platform {
-    use super::{password, KeyringUnavailable};
+    use keyring::macos::MacCredential;
+
+    use super::{deleted, password, stored, KeyringUnavailable};
 
     pub fn get(service: &str, account: &str) -> Result<Option<String>, KeyringUnavailable> {
-        password(keyring::macos::MacCredential::new_with_target(None, service, account))
+        password(MacCredential::new_with_target(None, service, account))
     }
 
     pub fn store(service: &str, account: &str, value: &str) -> Result<super::Place, KeyringUnavailable> {
-        use keyring::credential::CredentialApi;
-        let credential = keyring::macos::MacCredential::new_with_target(None, service, account);
-        credential
-            .and_then(|c| c.set_password(value))
-            .map(|()| "the login Keychain")
-            .map_err(|_| KeyringUnavailable)
+        stored(MacCredential::new_with_target(None, service, account), value).map(|()| "the login Keychain")
     }
 
     pub fn remove(service: &str, account: &str) -> Result<bool, KeyringUnavailable> {
-        use keyring::credential::CredentialApi;
-        match keyring::macos::MacCredential::new_with_target(None, service, account).and_then(|c| c.delete_credential())
-        {
-            Ok(()) => Ok(true),
-            Err(keyring::Error::NoEntry) => Ok(false),
-            Err(_) => Err(KeyringUnavailable),
-        }
+        deleted(MacCredential::new_with_target(None, service, account))
     }
 }
 
