@@ -7,12 +7,11 @@
 //! threshold, only so the log stays bounded if this thread falls behind.
 
 use std::path::Path;
-use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
+use crate::periodic::Periodic;
 use crate::{configure, sqlite_error, Result};
 
 /// How often the log is checkpointed.
@@ -21,41 +20,14 @@ const EVERY: Duration = Duration::from_millis(250);
 pub const WRITER_FALLBACK_PAGES: i64 = 20_000;
 
 /// Checkpoints the store's log every [`EVERY`] until dropped.
-pub struct Checkpointer {
-    stop: Option<Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Checkpointer {
-    pub fn start(path: &Path) -> Result<Checkpointer> {
-        // Never creates the file: the store made it owner-only.
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(sqlite_error)?;
-        configure(&conn)?;
-        let (stop, stopped) = channel::<()>();
-        let thread = std::thread::Builder::new()
-            // Linux keeps 15 bytes of a thread name; the benches find this thread by it.
-            .name("store-checkpt".into())
-            .spawn(move || {
-                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(EVERY) {
-                    // A checkpoint that cannot finish now (a reader on an older snapshot) finishes
-                    // on a later round; its error changes nothing the store answers.
-                    let _ = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)");
-                }
-            })
-            .map_err(|e| crate::StoreError::Backend(e.to_string()))?;
-        Ok(Checkpointer {
-            stop: Some(stop),
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for Checkpointer {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
+pub fn start(path: &Path) -> Result<Periodic> {
+    // Never creates the file: the store made it owner-only.
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(sqlite_error)?;
+    configure(&conn)?;
+    Periodic::start("store-checkpt", EVERY, move || {
+        // A checkpoint that cannot finish now (a reader on an older snapshot) finishes on a later
+        // round; its error changes nothing the store answers.
+        let _ = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)");
+    })
 }

@@ -1,8 +1,9 @@
 //! The embedded store: [`conduit_store::Tx`] on one SQLite file (WAL, `synchronous=NORMAL`). Writes
 //! go through one connection that commits many callers' transactions together ([`batch`]) and
-//! shares one fsync among concurrent commits ([`durability`]); reads run on connections of their
-//! own ([`readers`]); the log is checkpointed by a thread of its own ([`checkpoint`]). Only the
-//! daemon and tests link it.
+//! shares one fsync among concurrent commits ([`durability`]); a read's records are answered once
+//! they are in the redo log ([`redo`]) and committed with later ones; reads run on connections of
+//! their own ([`readers`]); the log is checkpointed by a thread of its own ([`checkpoint`]). Only
+//! the daemon and tests link it.
 
 #![forbid(unsafe_code)]
 
@@ -10,12 +11,15 @@ mod batch;
 mod checkpoint;
 mod durability;
 mod migrations;
+mod periodic;
 mod readers;
+mod redo;
 mod sql;
 
 use std::fs::OpenOptions;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
@@ -31,10 +35,14 @@ fn sqlite_error(e: rusqlite::Error) -> StoreError {
 /// A SQLite file in WAL mode with durable commits: one writer, any number of readers.
 pub struct SqliteStore {
     durability: Arc<durability::GroupSync>,
-    writer: batch::Writer,
+    writer: Arc<batch::Writer>,
     readers: readers::Readers,
-    _checkpointer: checkpoint::Checkpointer,
+    _committer: periodic::Periodic,
+    _checkpointer: periodic::Periodic,
 }
+
+/// How long a read's records may wait in the redo log for a commit when nothing else commits them.
+const HELD_AT_MOST: Duration = Duration::from_millis(50);
 
 impl SqliteStore {
     /// Commits that changed a row so far: for tests that check writers shared commits.
@@ -45,6 +53,13 @@ impl SqliteStore {
 
     /// Opens (creating if needed) the store at `path` and applies pending migrations.
     pub fn open(path: &Path) -> Result<SqliteStore> {
+        Self::open_holding_records(path, HELD_AT_MOST)
+    }
+
+    /// [`SqliteStore::open`], with reads' records left uncommitted for up to `at_most` when nothing
+    /// else commits them: for tests that must find them still in the redo log.
+    #[doc(hidden)]
+    pub fn open_holding_records(path: &Path, at_most: Duration) -> Result<SqliteStore> {
         create_owner_only(path)?;
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn = Connection::open_with_flags(path, flags).map_err(sqlite_error)?;
@@ -60,17 +75,24 @@ impl SqliteStore {
             .map_err(sqlite_error)?;
         configure(&conn)?;
         migrations::migrate(&mut conn)?;
+        let redo = redo::RedoLog::recover(&mut conn, path)?;
         let wal_path = format!("{}-wal", path.display());
         let wal = OpenOptions::new()
             .read(true)
             .open(&wal_path)
             .map_err(|e| StoreError::Wal(e.to_string()))?;
         let durability = Arc::new(durability::GroupSync::new(wal));
+        let writer = Arc::new(batch::Writer::new(conn, redo, durability.clone()));
+        let held = writer.clone();
         Ok(SqliteStore {
-            writer: batch::Writer::new(conn, durability.clone()),
+            _committer: periodic::Periodic::start("store-commit", at_most, move || {
+                // A failure is the next read's or write's to report.
+                let _ = held.commit_held();
+            })?,
+            writer,
             durability,
             readers: readers::Readers::new(path),
-            _checkpointer: checkpoint::Checkpointer::start(path)?,
+            _checkpointer: checkpoint::start(path)?,
         })
     }
 }
@@ -115,6 +137,8 @@ impl Store for SqliteStore {
         let _inside = conduit_store::InTransaction::enter()?;
         match mode {
             Mode::Read => {
+                // A read sees every record already answered.
+                self.writer.commit_held()?;
                 self.readers.transact(body)?;
                 // What it read (a record's event sequence, say) is on disk before it is answered.
                 self.durability.wait_durable(self.durability.latest())

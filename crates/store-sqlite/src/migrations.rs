@@ -375,6 +375,14 @@ ALTER TABLE work ADD COLUMN grants TEXT NOT NULL DEFAULT '[]';
     r#"
 ALTER TABLE approvals ADD COLUMN input TEXT;
 "#,
+    // 25: how far the redo log of reads' records is applied (see `redo.rs`).
+    r#"
+CREATE TABLE redo_applied (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    through INTEGER NOT NULL
+);
+INSERT INTO redo_applied (id, through) VALUES (1, 0);
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

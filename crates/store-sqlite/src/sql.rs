@@ -6,10 +6,37 @@ use rusqlite::Connection;
 use conduit_store::StoreError;
 use conduit_store_sql::{Arg, Column, Dialect, Row, Sql};
 
+use crate::redo::Statements;
 use crate::{sqlite_error, Result};
 
-/// One connection's side of a transaction the caller opened on it.
-pub struct SqliteSql<'a>(pub &'a Connection);
+/// One connection's side of a transaction the caller opened on it; when recording, every
+/// statement that writes is also kept, with its arguments, for the redo log.
+pub struct SqliteSql<'a> {
+    conn: &'a Connection,
+    redo: Option<&'a mut Statements>,
+}
+
+impl<'a> SqliteSql<'a> {
+    pub fn new(conn: &'a Connection) -> SqliteSql<'a> {
+        SqliteSql { conn, redo: None }
+    }
+
+    pub fn recording(conn: &'a Connection, redo: &'a mut Statements) -> SqliteSql<'a> {
+        SqliteSql { conn, redo: Some(redo) }
+    }
+
+    /// Whether a statement that writes must be kept.
+    fn recording_writes(&self, stmt: &rusqlite::Statement<'_>) -> bool {
+        self.redo.is_some() && !stmt.readonly()
+    }
+
+    /// Keeps a statement that ran, and so did all it does.
+    fn keep(&mut self, sql: &str, args: &[Arg<'_>]) {
+        if let Some(redo) = self.redo.as_deref_mut() {
+            redo.push(sql, args);
+        }
+    }
+}
 
 fn bound<'a>(args: &'a [Arg<'a>]) -> impl Iterator<Item = ToSqlOutput<'a>> + 'a {
     args.iter().map(|arg| {
@@ -28,20 +55,33 @@ impl Sql for SqliteSql<'_> {
     }
 
     fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64> {
-        let mut stmt = self.0.prepare_cached(sql).map_err(sqlite_error)?;
+        let conn = self.conn;
+        let mut stmt = conn.prepare_cached(sql).map_err(sqlite_error)?;
+        let writes = self.recording_writes(&stmt);
         let changed = stmt
             .execute(rusqlite::params_from_iter(bound(args)))
             .map_err(sqlite_error)?;
+        if writes {
+            self.keep(sql, args);
+        }
         Ok(changed as u64)
     }
 
     fn query(&mut self, sql: &str, args: &[Arg<'_>], each: &mut dyn FnMut(&dyn Row) -> Result<()>) -> Result<()> {
-        let mut stmt = self.0.prepare_cached(sql).map_err(sqlite_error)?;
+        let conn = self.conn;
+        let mut stmt = conn.prepare_cached(sql).map_err(sqlite_error)?;
+        let writes = self.recording_writes(&stmt);
         let mut rows = stmt
             .query(rusqlite::params_from_iter(bound(args)))
             .map_err(sqlite_error)?;
-        while let Some(row) = rows.next().map_err(sqlite_error)? {
-            each(&SqliteRow(row))?;
+        let mut row = rows.next().map_err(sqlite_error)?;
+        // A write (`INSERT ... RETURNING`) has done all it does by its first row.
+        if writes {
+            self.keep(sql, args);
+        }
+        while let Some(found) = row {
+            each(&SqliteRow(found))?;
+            row = rows.next().map_err(sqlite_error)?;
         }
         Ok(())
     }

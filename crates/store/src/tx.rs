@@ -365,9 +365,10 @@ pub enum Mode {
     /// Changes state: returns once its commit is on disk.
     Write,
     /// Records a read and changes no other state: its audit record, its call records on the Work's
-    /// log (with their quota charges) and its replay record. Returns once its commit is made, so a
-    /// process crash cannot lose it, and once the state it read is on disk, but does not wait for
-    /// its own records to reach the disk ("Durability" in DESIGN.md). A later read of them waits.
+    /// log (with their quota charges) and its replay record. Returns once a process crash cannot
+    /// lose it (its commit is made, or, on SQLite, its statements are in the redo log and commit
+    /// with later ones) and once the state it read is on disk, but does not wait for its own
+    /// records to reach the disk ("Durability" in DESIGN.md). A later read sees them and waits.
     Record,
 }
 
