@@ -246,7 +246,7 @@ fn lists_page_with_authenticated_cursors_bound_to_their_filters_and_upper_bound(
 
     // Expiry: the same position re-sealed with the daemon's own key, once as it was (accepted, so
     // the re-sealing is faithful) and once with its 15 minutes over.
-    let cursors = conduit_server::Cursors::of_store(&*daemon.open_store()).unwrap();
+    let cursors = daemon.cursors();
     let position = cursors
         .open(
             &cursor,

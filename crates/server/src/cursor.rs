@@ -49,7 +49,12 @@ impl Cursors {
     pub fn of_store(store: &dyn conduit_store::Store) -> Result<Cursors, conduit_store::StoreError> {
         let fresh = conduit_toolbelt::token::generate();
         let key = store.write(|tx| tx.shared_key(CURSOR_KEY, fresh.as_bytes()))?;
-        Ok(Cursors::new(Sha256::digest(&key).into()))
+        Ok(Cursors::of_shared_key(&key))
+    }
+
+    /// Cursors sealed with `key`, the store's shared key as [`CURSOR_KEY`] names it.
+    pub fn of_shared_key(key: &[u8]) -> Cursors {
+        Cursors::new(Sha256::digest(key).into())
     }
 
     fn mac(&self, payload: &[u8]) -> Hmac<Sha256> {

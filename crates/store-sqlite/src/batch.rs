@@ -1,23 +1,25 @@
-//! Transaction-level group commit: many callers' write transactions, one SQLite commit.
+//! Transaction-level group commit through the redo log: many callers' write transactions, one
+//! SQLite commit, answered as soon as their statements are safe in the log.
 //!
-//! The one write connection keeps a transaction open while writers queue for it. Each caller runs
-//! its body inside a savepoint of the open transaction, so its error rolls back only its own work;
-//! the caller that finds nobody queued behind it (or fills the batch) commits everyone's at once.
-//! Every member waits for the batch's commit, and a failed commit fails them all, none of whom was
-//! answered yet. Pages that several members touch (an index's last leaf, the events table's tail)
-//! are written to the log once per batch instead of once per call, and one fsync covers them all.
+//! The one write connection keeps a transaction open across callers. Each caller runs its body
+//! inside a savepoint of it, so its error rolls back only its own work; the statements that wrote
+//! are then appended to the redo log ([`crate::redo`]) as one entry, in the order they ran. A caller
+//! is answered once the log is on disk as far as it needs (one fsync covers every entry before it,
+//! [`crate::durability`]): a state change ([`Mode::Write`]) through its own entry; a read's records
+//! ([`Mode::Record`]) through the last state change it may have read, never waiting for records; a
+//! refusal, or a body that changed nothing, through the last entry it may have read.
 //!
-//! A read's records ([`Mode::Record`]) do not wait for the commit at all while the batch holds no
-//! state change: their statements go to the redo log ([`crate::redo`]) and the member is answered.
-//! The batch then stays open for later members until a state change, a member that must wait, a
-//! read ([`Writer::commit_held`]), the store's commit thread or a full batch commits it, so the
-//! pages many reads touch are written to the log once.
+//! The transaction commits later: when a read on another connection asks ([`Writer::commit_held`]),
+//! on the store's commit thread's round, or once it holds [`MAX_MEMBERS`] members. Its commit
+//! marks the log applied through its last entry; pages many callers touch (an index's last leaf,
+//! the events table's tail) are written to the WAL once per commit instead of once per call. A
+//! commit that fails is rolled back and its entries are applied again in the next transaction.
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::fs::File;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
@@ -29,56 +31,34 @@ use crate::sql::SqliteSql;
 use crate::{sqlite_error, Result};
 use conduit_store_sql::SqlTx;
 
-/// The most members one batch takes before it commits: a steady stream of writers still gets
-/// answers, and no member waits on more than this many bodies.
-const MAX_MEMBERS: usize = 64;
-
-/// What a member waits for: its batch committed (the durability ticket to wait on) or not.
-type Outcome = std::result::Result<u64, String>;
+/// The most members one transaction takes before it commits, so a steady stream of writers still
+/// reaches the database file and the redo log stays short.
+const MAX_MEMBERS: usize = 256;
 
 pub struct Writer {
     open: Mutex<Open>,
-    /// Writers waiting for the connection: while any is, an open batch stays open for them.
+    /// Writers waiting for the connection: a writer whose entry one of them will follow leaves
+    /// the fsync to it.
     queued: AtomicUsize,
-    /// Whether the open batch holds records nobody waits for (answered from the redo log).
+    /// Whether the open transaction holds entries (the fast path of [`Writer::commit_held`]).
     holding: AtomicBool,
-    outcomes: Mutex<Outcomes>,
-    resolved: Condvar,
+    commits: AtomicU64,
+    /// Fsyncs of the redo log, shared; a ticket is an entry appended in this process.
     durability: Arc<GroupSync>,
+    /// The WAL, synced before the redo log is emptied.
+    wal: File,
 }
 
-/// The write connection, the batch open on it, the latest commit that changed state, and the redo
-/// log of the records the batch holds.
+/// The write connection, its open transaction, and the redo log of what that transaction holds.
 struct Open {
     conn: Connection,
-    batch: Option<Batch>,
-    last_state: u64,
+    /// Members of the open transaction; `None` when none is open.
+    members: Option<usize>,
     redo: RedoLog,
-    /// A batch holding redo entries failed to commit: the next batch applies them again.
+    /// The latest entry that changed state: what a read's records wait for.
+    last_state: u64,
+    /// A commit holding entries failed: the next transaction applies them again.
     reapply: bool,
-}
-
-/// A transaction open on the write connection, shared by its members.
-struct Batch {
-    number: u64,
-    members: usize,
-    /// Members whose body succeeded: each waits for the batch's outcome.
-    waiters: usize,
-    /// Whether a member changed a row (its commit is then one more for the log's fsync to cover).
-    wrote: bool,
-    /// Whether a [`Mode::Write`] member changed a row. What [`Mode::Record`] members write records
-    /// reads: a record waits for the state it read to be on disk, never for other records.
-    changed_state: bool,
-    /// The latest commit before this batch, and the latest that changed state.
-    prior: u64,
-    prior_state: u64,
-}
-
-#[derive(Default)]
-struct Outcomes {
-    last_batch: u64,
-    /// Outcomes of settled batches, with how many of their waiters have yet to read each.
-    by_batch: HashMap<u64, (Outcome, usize)>,
 }
 
 /// How a member's body ended, inside its savepoint.
@@ -89,243 +69,178 @@ enum Ran {
 }
 
 impl Writer {
-    pub fn new(conn: Connection, redo: RedoLog, durability: Arc<GroupSync>) -> Writer {
+    pub fn new(conn: Connection, redo: RedoLog, durability: Arc<GroupSync>, wal: File) -> Writer {
         Writer {
             open: Mutex::new(Open {
                 conn,
-                batch: None,
-                last_state: 0,
+                members: None,
                 redo,
+                last_state: 0,
                 reapply: false,
             }),
             queued: AtomicUsize::new(0),
             holding: AtomicBool::new(false),
-            outcomes: Mutex::default(),
-            resolved: Condvar::new(),
+            commits: AtomicU64::new(0),
             durability,
+            wal,
         }
     }
 
-    /// Runs `body` as one member of a batch, then waits as `mode` asks.
+    /// SQLite commits made so far.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::SeqCst)
+    }
+
+    /// Runs `body` as one member of the open transaction, then waits as `mode` asks.
     pub fn transact(&self, mode: Mode, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
         self.queued.fetch_add(1, Ordering::SeqCst);
         let mut guard = lock(&self.open);
         self.queued.fetch_sub(1, Ordering::SeqCst);
         let open = &mut *guard;
-        let (number, prior, prior_state) = self.join(open)?;
-        // What earlier members of the batch did, which this member may read.
-        let earlier_changed_state = open.batch.as_ref().is_some_and(|b| b.changed_state);
-        // A read's records can be answered from the redo log unless it may read a state change
-        // that is not on disk yet.
-        let mut redo = (mode == Mode::Record && !earlier_changed_state).then(Statements::default);
-        let (ran, intact) = run_in_savepoint(&open.conn, redo.as_mut(), body);
-        let answered_now = match &ran {
-            Ran::Done { changed } => redo.is_some_and(|r| !*changed || self.hold(open, &r)),
-            // A refusal that read no state change of the batch rests on nothing it may lose.
-            Ran::Failed(_) => !earlier_changed_state,
-            Ran::Panicked(_) => true,
-        };
-        if let Some(batch) = open.batch.as_mut() {
-            batch.members += 1;
-            batch.waiters += usize::from(!answered_now);
-            if let Ran::Done { changed } = ran {
-                batch.wrote |= changed;
-                batch.changed_state |= changed && mode == Mode::Write;
+        self.begin(open)?;
+        // Every entry so far, and the latest state change: what this member may read.
+        let (read_through, state_through) = (self.durability.latest(), open.last_state);
+        let mut statements = Statements::default();
+        let (mut ran, mut intact) = run_in_savepoint(&open.conn, &mut statements, body);
+        let mut own_entry = None;
+        if let Ran::Done { changed: true } = ran {
+            match self.log(open, &statements) {
+                Ok(ticket) => own_entry = Some(ticket),
+                // Released but not logged: the transaction goes, and the others' entries with it
+                // are applied again; this member changed nothing.
+                Err(e) => (ran, intact) = (Ran::Failed(e), false),
             }
         }
-        let full = open.batch.as_ref().is_some_and(|b| b.members >= MAX_MEMBERS);
-        let waited_for = open.batch.as_ref().is_some_and(|b| b.waiters > 0);
-        let idle = self.queued.load(Ordering::SeqCst) == 0;
-        if !intact || full || (idle && (waited_for || !open.redo.holds_pending())) {
+        if let (Some(ticket), Mode::Write) = (own_entry, mode) {
+            open.last_state = ticket;
+        }
+        let members = open.members.map_or(1, |m| m + 1);
+        open.members = Some(members);
+        if !intact || members >= MAX_MEMBERS {
             self.settle(open, intact);
         }
         drop(guard);
-        let refused = match ran {
-            Ran::Done { .. } => None,
-            Ran::Failed(e) => Some(e),
-            Ran::Panicked(panic) => resume_unwind(panic),
-        };
-        // A record waits for what it read to be on disk, never for other records.
-        let record = refused.is_none() && mode == Mode::Record && !earlier_changed_state;
-        let ticket = if answered_now {
-            if record {
-                prior_state
-            } else {
-                prior
+        let ticket = match (ran, mode) {
+            (Ran::Panicked(panic), _) => resume_unwind(panic),
+            (Ran::Failed(e), _) => {
+                // A refusal may rest on any entry it read.
+                self.durability.wait_durable(read_through)?;
+                return Err(e);
             }
-        } else {
-            // A failed commit fails every member that waits: even a refusal may rest on what the
-            // batch lost.
-            let committed = self.outcome(number).map_err(StoreError::Backend)?;
-            if record {
-                prior_state
-            } else {
-                committed
-            }
+            (Ran::Done { .. }, Mode::Record) => state_through,
+            (Ran::Done { .. }, _) => own_entry.unwrap_or(read_through),
         };
-        self.durability.wait_durable(ticket)?;
-        refused.map_or(Ok(()), Err)
+        let more_coming = || self.queued.load(Ordering::SeqCst) > 0;
+        self.durability.wait_durable_unless(ticket, more_coming)
     }
 
-    /// Puts a member's records in the redo log; answers false when the log cannot take them (the
-    /// member then waits for the commit like any other).
-    fn hold(&self, open: &mut Open, statements: &Statements) -> bool {
-        let held = !statements.is_empty() && open.redo.append(statements).is_ok();
-        if held {
-            self.holding.store(true, Ordering::SeqCst);
+    /// Appends a member's statements to the redo log; answers the entry's durability ticket.
+    fn log(&self, open: &mut Open, statements: &Statements) -> Result<u64> {
+        if statements.is_empty() {
+            return Err(StoreError::Backend("a change the redo log did not see".into()));
         }
-        held
+        open.redo
+            .append(statements)
+            .map_err(|e| StoreError::Wal(format!("append to the redo log: {e}")))?;
+        self.holding.store(true, Ordering::SeqCst);
+        Ok(self.durability.committed())
     }
 
-    /// Commits the records the open batch holds for nobody, so a read on another connection sees
-    /// them; the store's commit thread calls it too, so none stays uncommitted for long.
+    /// Commits what the open transaction holds, so a read on another connection sees every
+    /// answered change; the store's commit thread calls it too, so nothing stays uncommitted long.
     pub fn commit_held(&self) -> Result<()> {
         if !self.holding.load(Ordering::SeqCst) {
             return Ok(());
         }
         let mut guard = lock(&self.open);
-        if guard.batch.is_none() && guard.reapply {
-            // A failed commit lost them: a batch of their own holds them again.
-            self.join(&mut guard)?;
-        }
+        // After a failed commit, a transaction of their own holds the entries again.
+        self.begin(&mut guard)?;
         self.settle(&mut guard, true);
         if guard.reapply {
-            return Err(StoreError::Backend("the store's commit of held records failed".into()));
+            return Err(StoreError::Backend("the store could not commit what it holds".into()));
         }
         Ok(())
     }
 
-    /// Opens a batch when none is open; answers the open batch's number and its prior commits.
-    fn join(&self, open: &mut Open) -> Result<(u64, u64, u64)> {
-        if let Some(batch) = open.batch.as_ref() {
-            return Ok((batch.number, batch.prior, batch.prior_state));
+    /// Opens a transaction when none is open, holding again what a failed commit lost.
+    fn begin(&self, open: &mut Open) -> Result<()> {
+        if open.members.is_some() {
+            return Ok(());
         }
         self.durability.refuse_if_failed()?;
         if !open.conn.is_autocommit() {
-            // A rollback that failed left a transaction open: end it before the next batch.
+            // A rollback that failed left a transaction open: end it first.
             open.conn.execute_batch("ROLLBACK").map_err(sqlite_error)?;
         }
         open.conn.execute_batch("BEGIN IMMEDIATE").map_err(sqlite_error)?;
         if open.reapply {
-            // The records a failed commit lost were answered: this batch holds them again.
             if let Err(e) = open.redo.reapply(&open.conn) {
                 let _ = open.conn.execute_batch("ROLLBACK");
                 return Err(e);
             }
             open.reapply = false;
         }
-        let number = {
-            let mut outcomes = lock(&self.outcomes);
-            outcomes.last_batch += 1;
-            outcomes.last_batch
-        };
-        let (prior, prior_state) = (self.durability.latest(), open.last_state);
-        open.batch = Some(Batch {
-            number,
-            members: 0,
-            waiters: 0,
-            wrote: open.redo.holds_pending(),
-            changed_state: false,
-            prior,
-            prior_state,
-        });
-        Ok((number, prior, prior_state))
+        open.members = Some(0);
+        Ok(())
     }
 
-    /// Commits the open batch (rolls it back when a savepoint could not be closed) and publishes
-    /// its outcome, the commit's durability ticket, to its waiters.
+    /// Commits the open transaction (rolls it back when a savepoint could not be closed), marking
+    /// the redo log applied through its last entry; the log is emptied once long and synced.
     fn settle(&self, open: &mut Open, intact: bool) {
-        let Some(batch) = open.batch.take() else { return };
-        let committed = if intact {
-            commit(open)
-        } else {
-            Err("a savepoint of the batch could not be closed".to_owned())
-        };
-        let outcome = match committed {
-            Ok(()) if batch.wrote => Ok(self.durability.committed()),
-            // A batch that changed nothing may still have read commits not yet on disk.
-            Ok(()) => Ok(batch.prior),
-            Err(e) => {
-                let _ = open.conn.execute_batch("ROLLBACK");
-                open.reapply = open.redo.holds_pending();
-                Err(e)
-            }
-        };
-        if outcome.is_ok() {
-            self.holding.store(false, Ordering::SeqCst);
-            if open.redo.committed() {
-                self.empty_redo_log(open, &outcome);
-            }
+        if open.members.take().is_none() {
+            return;
         }
-        if let (Ok(ticket), true) = (&outcome, batch.changed_state) {
-            open.last_state = *ticket;
+        let committed = if intact { commit(open) } else { Err(()) };
+        if committed.is_err() {
+            let _ = open.conn.execute_batch("ROLLBACK");
+            open.reapply = open.redo.holds_pending();
+            return;
         }
-        if batch.waiters > 0 {
-            lock(&self.outcomes)
-                .by_batch
-                .insert(batch.number, (outcome, batch.waiters));
-            self.resolved.notify_all();
+        self.commits.fetch_add(1, Ordering::SeqCst);
+        self.holding.store(false, Ordering::SeqCst);
+        if open.redo.committed() {
+            self.empty_log(open);
         }
     }
 
-    /// Empties a long redo log once the commit that marked all of it applied is on disk.
-    fn empty_redo_log(&self, open: &mut Open, outcome: &Outcome) {
-        if let Ok(ticket) = outcome {
-            if self.durability.wait_durable(*ticket).is_ok() {
-                open.redo.empty();
-            }
-        }
-    }
-
-    /// Waits for `batch`'s outcome.
-    fn outcome(&self, batch: u64) -> Outcome {
-        let mut outcomes = lock(&self.outcomes);
-        loop {
-            if let Some((outcome, unread)) = outcomes.by_batch.get_mut(&batch) {
-                let outcome = outcome.clone();
-                *unread -= 1;
-                if *unread == 0 {
-                    outcomes.by_batch.remove(&batch);
-                }
-                return outcome;
-            }
-            outcomes = self.resolved.wait(outcomes).unwrap_or_else(|e| e.into_inner());
+    /// Empties the redo log, once the WAL holding all it says is on disk.
+    fn empty_log(&self, open: &mut Open) {
+        if self.wal.sync_data().is_ok() {
+            open.redo.empty();
         }
     }
 }
 
 impl Drop for Writer {
-    /// Commits what the open batch holds: a store closed cleanly leaves nothing to redo.
+    /// Commits what the open transaction holds: a store closed cleanly leaves no log to redo.
     fn drop(&mut self) {
         let mut guard = lock(&self.open);
         self.settle(&mut guard, true);
+        self.empty_log(&mut guard);
     }
 }
 
-/// Commits the open batch, marking the redo entries it holds as applied in the same commit.
-fn commit(open: &Open) -> std::result::Result<(), String> {
+/// Commits the open transaction, marking the redo entries it holds as applied in the same commit.
+fn commit(open: &Open) -> std::result::Result<(), ()> {
     if open.redo.holds_pending() {
-        open.redo.mark_applied(&open.conn).map_err(|e| e.to_string())?;
+        open.redo.mark_applied(&open.conn).map_err(drop)?;
     }
-    open.conn.execute_batch("COMMIT").map_err(|e| e.to_string())
+    open.conn.execute_batch("COMMIT").map_err(drop)
 }
 
-/// Runs `body` inside a savepoint: released when it succeeds, rolled back when it fails or panics.
-/// With `redo`, the statements that wrote are kept there. The second value is false when the
-/// savepoint could not be closed: the batch must not commit.
+/// Runs `body` inside a savepoint, keeping its statements that wrote in `redo`: released when it
+/// succeeds, rolled back when it fails or panics. The second value is false when the savepoint
+/// could not be closed: the transaction must not commit.
 fn run_in_savepoint(
     conn: &Connection,
-    redo: Option<&mut Statements>,
+    redo: &mut Statements,
     body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>,
 ) -> (Ran, bool) {
     if let Err(e) = conn.execute_batch("SAVEPOINT member") {
         return (Ran::Failed(sqlite_error(e)), false);
     }
     let before = conn.total_changes();
-    let mut sql = match redo {
-        Some(redo) => SqliteSql::recording(conn, redo),
-        None => SqliteSql::new(conn),
-    };
+    let mut sql = SqliteSql::recording(conn, redo);
     let ran = match catch_unwind(AssertUnwindSafe(|| body(&mut SqlTx::new(&mut sql)))) {
         Ok(Ok(())) => Ran::Done {
             changed: conn.total_changes() > before,
@@ -347,6 +262,6 @@ fn run_in_savepoint(
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock means a panic elsewhere; the batch state it guards stays consistent.
+    // A poisoned lock means a panic elsewhere; the state it guards stays consistent.
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -1,21 +1,25 @@
-//! Group commit: many commits, one fsync.
+//! Group fsync: many entries of the redo log, one fsync.
 //!
-//! The connection runs with `synchronous=NORMAL`, so a commit writes its WAL frames without waiting
-//! for the disk. Before a write is acknowledged, its caller waits until an fsync of the WAL file that
-//! started after its commit has finished. Callers that commit while one fsync runs share the next one:
-//! the first to find no fsync running leads it, the rest wait for its result. SQLite itself syncs the
-//! WAL before every checkpoint and the database after it, so what the fsync covers stays covered.
+//! Before a write is acknowledged, its caller waits until an fsync of the redo log that started
+//! after its entry was appended has finished. Callers whose entries were appended while one fsync
+//! runs share the next one: the first to find no fsync running leads it, the rest wait for its
+//! result. The log is emptied only once the WAL holding all of it is synced, so what the fsync
+//! covers stays covered.
 
 use std::fs::File;
 
 use conduit_store::StoreError;
 use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a writer leaves its fsync to one about to append before it leads one itself.
+const LEAVE_AT_MOST: Duration = Duration::from_millis(1);
 
 #[derive(Default)]
 struct Progress {
-    /// Commits made, in commit order.
+    /// Entries appended, in order.
     committed: u64,
-    /// Commits known to be on disk.
+    /// Entries known to be on disk.
     synced: u64,
     /// Whether a caller is running an fsync now.
     syncing: bool,
@@ -24,28 +28,28 @@ struct Progress {
 }
 
 pub struct GroupSync {
-    wal: File,
+    file: File,
     progress: Mutex<Progress>,
     synced: Condvar,
 }
 
 impl GroupSync {
-    pub fn new(wal: File) -> GroupSync {
+    pub fn new(file: File) -> GroupSync {
         GroupSync {
-            wal,
+            file,
             progress: Mutex::default(),
             synced: Condvar::new(),
         }
     }
 
-    /// Records a commit; call it while still holding the connection, so tickets follow commit order.
+    /// Records an entry appended; call it while still holding the log, so tickets follow its order.
     pub fn committed(&self) -> u64 {
         let mut p = self.lock();
         p.committed += 1;
         p.committed
     }
 
-    /// The latest commit made: what a transaction that wrote nothing may have read.
+    /// The latest entry appended: what a transaction that wrote nothing may have read.
     pub fn latest(&self) -> u64 {
         self.lock().committed
     }
@@ -59,8 +63,15 @@ impl GroupSync {
         Ok(())
     }
 
-    /// Waits until commit `ticket` is on disk, leading an fsync when none is running.
+    /// Waits until entry `ticket` is on disk, leading an fsync when none is running.
     pub fn wait_durable(&self, ticket: u64) -> Result<(), StoreError> {
+        self.wait_durable_unless(ticket, || false)
+    }
+
+    /// [`GroupSync::wait_durable`], but while `more_coming` says another writer is about to append,
+    /// it leaves the fsync to that writer (for a moment at most), so one fsync covers both.
+    pub fn wait_durable_unless(&self, ticket: u64, more_coming: impl Fn() -> bool) -> Result<(), StoreError> {
+        let leave_until = Instant::now() + LEAVE_AT_MOST;
         let mut p = self.lock();
         loop {
             if p.failed {
@@ -73,10 +84,15 @@ impl GroupSync {
                 p = self.synced.wait(p).unwrap_or_else(|e| e.into_inner());
                 continue;
             }
+            let left = leave_until.saturating_duration_since(Instant::now());
+            if !left.is_zero() && more_coming() {
+                p = self.synced.wait_timeout(p, left).unwrap_or_else(|e| e.into_inner()).0;
+                continue;
+            }
             p.syncing = true;
             let target = p.committed;
             drop(p);
-            let result = self.wal.sync_data();
+            let result = self.file.sync_data();
             p = self.lock();
             p.syncing = false;
             match result {
@@ -93,7 +109,7 @@ impl GroupSync {
 }
 
 fn sync_failed() -> StoreError {
-    StoreError::Wal("an earlier fsync of the write-ahead log failed".into())
+    StoreError::Wal("an earlier fsync of the redo log failed".into())
 }
 
 #[cfg(test)]

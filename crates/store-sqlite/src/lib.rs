@@ -1,9 +1,9 @@
 //! The embedded store: [`conduit_store::Tx`] on one SQLite file (WAL, `synchronous=NORMAL`). Writes
-//! go through one connection that commits many callers' transactions together ([`batch`]) and
-//! shares one fsync among concurrent commits ([`durability`]); a read's records are answered once
-//! they are in the redo log ([`redo`]) and committed with later ones; reads run on connections of
-//! their own ([`readers`]); the log is checkpointed by a thread of its own ([`checkpoint`]). Only
-//! the daemon and tests link it.
+//! go through one connection that commits many callers' transactions together ([`batch`]); each is
+//! answered once its statements are in the redo log ([`redo`]), synced as far as its mode needs,
+//! one fsync for all that wait together ([`durability`]); reads run on connections of their own
+//! ([`readers`]); the WAL is checkpointed by a thread of its own ([`checkpoint`]). Only the daemon
+//! and tests link it.
 
 #![forbid(unsafe_code)]
 
@@ -41,14 +41,14 @@ pub struct SqliteStore {
     _checkpointer: periodic::Periodic,
 }
 
-/// How long a read's records may wait in the redo log for a commit when nothing else commits them.
+/// How long what the redo log holds may wait for a commit when nothing else commits it.
 const HELD_AT_MOST: Duration = Duration::from_millis(50);
 
 impl SqliteStore {
-    /// Commits that changed a row so far: for tests that check writers shared commits.
+    /// SQLite commits made so far: for tests that check writers shared commits.
     #[doc(hidden)]
     pub fn commits_made(&self) -> u64 {
-        self.durability.latest()
+        self.writer.commits()
     }
 
     /// Opens (creating if needed) the store at `path` and applies pending migrations.
@@ -56,15 +56,15 @@ impl SqliteStore {
         Self::open_holding_records(path, HELD_AT_MOST)
     }
 
-    /// [`SqliteStore::open`], with reads' records left uncommitted for up to `at_most` when nothing
-    /// else commits them: for tests that must find them still in the redo log.
+    /// [`SqliteStore::open`], with what the redo log holds left uncommitted for up to `at_most` when
+    /// nothing else commits it: for tests that must find it still in the redo log.
     #[doc(hidden)]
     pub fn open_holding_records(path: &Path, at_most: Duration) -> Result<SqliteStore> {
         create_owner_only(path)?;
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn = Connection::open_with_flags(path, flags).map_err(sqlite_error)?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(sqlite_error)?;
-        // Commits do not fsync; a write waits for a (shared) fsync of the WAL before it returns.
+        // Commits do not fsync; a write waits for a (shared) fsync of the redo log before it returns.
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sqlite_error)?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(sqlite_error)?;
@@ -74,15 +74,18 @@ impl SqliteStore {
         conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
             .map_err(sqlite_error)?;
         configure(&conn)?;
+        // The log's statements fit the schema they ran on: they are applied before migrations.
+        migrations::supported_version(&conn)?;
+        let mut redo = redo::RedoLog::recover(&mut conn, path)?;
         migrations::migrate(&mut conn)?;
-        let redo = redo::RedoLog::recover(&mut conn, path)?;
+        redo.bind(&conn)?;
         let wal_path = format!("{}-wal", path.display());
         let wal = OpenOptions::new()
             .read(true)
             .open(&wal_path)
             .map_err(|e| StoreError::Wal(e.to_string()))?;
-        let durability = Arc::new(durability::GroupSync::new(wal));
-        let writer = Arc::new(batch::Writer::new(conn, redo, durability.clone()));
+        let durability = Arc::new(durability::GroupSync::new(redo.file()?));
+        let writer = Arc::new(batch::Writer::new(conn, redo, durability.clone(), wal));
         let held = writer.clone();
         Ok(SqliteStore {
             _committer: periodic::Periodic::start("store-commit", at_most, move || {

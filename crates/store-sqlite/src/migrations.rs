@@ -375,13 +375,15 @@ ALTER TABLE work ADD COLUMN grants TEXT NOT NULL DEFAULT '[]';
     r#"
 ALTER TABLE approvals ADD COLUMN input TEXT;
 "#,
-    // 25: how far the redo log of reads' records is applied (see `redo.rs`).
+    // 25: how far the redo log is applied, and the identity its entries are checked with (see
+    // `redo.rs`).
     r#"
 CREATE TABLE redo_applied (
     id INTEGER PRIMARY KEY CHECK (id = 1),
-    through INTEGER NOT NULL
+    through INTEGER NOT NULL,
+    identity BLOB NOT NULL
 );
-INSERT INTO redo_applied (id, through) VALUES (1, 0);
+INSERT INTO redo_applied (id, through, identity) VALUES (1, 0, randomblob(16));
 "#,
 ];
 
@@ -389,8 +391,8 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
     migrate_to(conn, MIGRATIONS.len())
 }
 
-/// Applies the migrations up to schema version `target`.
-pub fn migrate_to(conn: &mut Connection, target: usize) -> Result<()> {
+/// Refuses a store a newer release migrated; answers its schema version.
+pub fn supported_version(conn: &Connection) -> Result<i64> {
     let supported = MIGRATIONS.len() as i64;
     let found: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
@@ -398,6 +400,12 @@ pub fn migrate_to(conn: &mut Connection, target: usize) -> Result<()> {
     if found > supported {
         return Err(StoreError::NewerSchema { found, supported });
     }
+    Ok(found)
+}
+
+/// Applies the migrations up to schema version `target`.
+pub fn migrate_to(conn: &mut Connection, target: usize) -> Result<()> {
+    let found = supported_version(conn)?;
     for (version, sql) in MIGRATIONS.iter().enumerate().take(target).skip(found as usize) {
         let tx = conn.transaction().map_err(sqlite_error)?;
         tx.execute_batch(sql).map_err(sqlite_error)?;

@@ -1,17 +1,21 @@
-//! The redo log: a read's records, kept safe from a crash before their commit.
+//! The redo log: every write transaction's statements, safe on disk before their commit.
 //!
-//! A [`conduit_store::Mode::Record`] member (a read's audit and call records) need not wait for its
-//! batch to commit. Its write statements, with their arguments, are appended to `<store>-redo` in
-//! one `write` before it is answered: once that returns, a process crash cannot lose them. The
-//! batch commits later, and the same commit sets `redo_applied` to the last entry
-//! it holds. Opening the store runs the statements of every entry past that mark again, in order, on
+//! No caller waits for a SQLite commit. The statements a member's body ran that wrote, with their
+//! arguments, are appended to `<store>-redo` as one entry in one `write`: once that returns, a
+//! process crash cannot lose them, and once the log is synced, a power loss cannot either. The
+//! open transaction commits later, and the same commit sets `redo_applied` to the last entry it
+//! holds. Opening the store runs the statements of every entry past that mark again, in order, on
 //! the commit they followed, so they make the very rows they made the first time.
 //!
 //! An entry is `len: u32 | number: u64 | body | check: 8 bytes` (little-endian; `check` is the start
-//! of the body's SHA-256 with its number). Its body is statements, each `sql_len: u32 | sql |
-//! args: u16 | args`, an argument a tag byte (0 null, 1 integer, 2 text, 3 bytes) and its value. A
-//! torn or garbled tail, which only an entry nobody was answered about can leave, ends the log.
+//! of the SHA-256 of the store's random identity, the number and the body, so a log beside a store
+//! it was not written for, a restored backup say, is not applied to it). Its body is statements, each `sql | args: u16 | args`,
+//! an argument a tag byte (0 null, 1 integer, 2 text, 3 bytes) and its value. A statement's text is
+//! written once per log: `sql` is the number of a text an earlier entry defined, or [`DEFINES`]
+//! followed by `len: u32 | text`, which takes the next number. A torn or garbled tail, which only
+//! an entry nobody was answered about can leave, ends the log.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -28,8 +32,12 @@ use crate::{sqlite_error, Result};
 
 /// Past this many bytes the log is emptied, once a commit that applied it all is on disk.
 const EMPTY_PAST: u64 = 1024 * 1024;
+/// A statement's text follows, and takes the next number.
+const DEFINES: u16 = u16::MAX;
+/// A statement's text follows (every number is taken).
+const INLINE: u16 = u16::MAX - 1;
 
-/// The write statements one member ran, in order, encoded as an entry's body.
+/// The write statements one member ran, in order, each with its whole text.
 #[derive(Default)]
 pub struct Statements {
     body: Vec<u8>,
@@ -75,11 +83,18 @@ pub struct RedoLog {
     next: u64,
     /// Bodies appended since the last commit, in order: run again when that commit fails.
     pending: Vec<Vec<u8>>,
+    /// A failed append could not be cut off again: nothing more may follow it.
+    broken: bool,
+    /// The numbers of the statement texts the log has defined.
+    known: HashMap<String, u16>,
+    /// The store's random identity, in every entry's check.
+    identity: Vec<u8>,
 }
 
 impl RedoLog {
-    /// Opens the log beside the store at `db`, applies what the store's last commit did not hold,
-    /// and empties it.
+    /// Opens the log beside the store at `db` (one process at a time), applies what the store's
+    /// last commit did not hold, and empties it. Runs before migrations, on the schema the log's
+    /// statements ran on.
     pub fn recover(conn: &mut Connection, db: &Path) -> Result<RedoLog> {
         let path = log_path(db);
         let mut file = OpenOptions::new()
@@ -89,18 +104,20 @@ impl RedoLog {
             .mode(0o600)
             .open(&path)
             .map_err(|e| redo_error("open", &e))?;
+        // Two processes applying one log would apply it twice.
+        file.try_lock()
+            .map_err(|_| StoreError::Backend(format!("{} is open in another process", db.display())))?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(|e| redo_error("read", &e))?;
-        let applied: i64 = conn
-            .query_row("SELECT through FROM redo_applied", [], |r| r.get(0))
-            .map_err(sqlite_error)?;
-        let entries = decode_entries(&bytes);
+        // A store from before the log has none of its own.
+        let (applied, identity) = applied_mark(conn)?.unwrap_or_default();
+        let entries = decode_entries(&bytes, &identity);
         let last = entries.last().map_or(applied as u64, |(n, _)| *n).max(applied as u64);
         let unapplied: Vec<_> = entries.into_iter().filter(|(n, _)| *n > applied as u64).collect();
         if !unapplied.is_empty() {
             let tx = conn.transaction().map_err(sqlite_error)?;
             for (_, body) in &unapplied {
-                apply(&tx, body)?;
+                apply(&tx, body).map_err(|_| misfit(&path))?;
             }
             mark(&tx, last)?;
             tx.commit().map_err(sqlite_error)?;
@@ -115,20 +132,49 @@ impl RedoLog {
             len: 0,
             next: last + 1,
             pending: Vec::new(),
+            broken: false,
+            known: HashMap::new(),
+            identity,
         })
+    }
+
+    /// After migrations: the identity this store's entries are checked with from now on (a store
+    /// from before the log has one only once migrated).
+    pub fn bind(&mut self, conn: &Connection) -> Result<()> {
+        let (_, identity) = applied_mark(conn)?.ok_or_else(|| StoreError::Corrupt("redo_applied".into()))?;
+        self.identity = identity;
+        Ok(())
+    }
+
+    /// A second handle on the log file, for syncing it.
+    pub fn file(&self) -> Result<File> {
+        self.file.try_clone().map_err(|e| redo_error("open", &e))
     }
 
     /// Appends one member's statements as the next entry; once this returns, a crash cannot lose them.
     pub fn append(&mut self, statements: &Statements) -> std::io::Result<()> {
+        if self.broken {
+            return Err(std::io::Error::other("an earlier append could not be undone"));
+        }
         let number = self.next;
-        let check = check(number, &statements.body);
-        let len = (8 + statements.body.len() + check.len()) as u32;
+        let mut defined = Vec::new();
+        let body = self.interned(&statements.body, &mut defined);
+        let check = check(&self.identity, number, &body);
+        let len = (8 + body.len() + check.len()) as u32;
         let mut entry = Vec::with_capacity(4 + len as usize);
         entry.extend_from_slice(&len.to_le_bytes());
         entry.extend_from_slice(&number.to_le_bytes());
-        entry.extend_from_slice(&statements.body);
+        entry.extend_from_slice(&body);
         entry.extend_from_slice(&check);
-        self.file.write_all(&entry)?;
+        if let Err(e) = self.file.write_all(&entry) {
+            // What part of the entry was written must not stand between the entries around it,
+            // and the texts it defined are not defined.
+            self.broken = self.file.set_len(self.len).is_err();
+            for sql in &defined {
+                self.known.remove(sql);
+            }
+            return Err(e);
+        }
         self.len += entry.len() as u64;
         self.next += 1;
         self.pending.push(statements.body.clone());
@@ -161,8 +207,59 @@ impl RedoLog {
     pub fn empty(&mut self) {
         if self.pending.is_empty() && self.file.set_len(0).is_ok() {
             self.len = 0;
+            self.known.clear();
         }
     }
+
+    /// A member's statements as the log writes them: each text it has not defined yet is defined
+    /// (and named in `defined`), the rest by number.
+    fn interned(&mut self, whole: &[u8], defined: &mut Vec<String>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(whole.len());
+        let mut rest = whole;
+        while let Some((sql, args, after)) = split_statement(rest) {
+            match self.known.get(sql) {
+                Some(n) => out.extend_from_slice(&n.to_le_bytes()),
+                None => {
+                    let n = self.known.len() as u16;
+                    let code = if n < INLINE { DEFINES } else { INLINE };
+                    if code == DEFINES {
+                        self.known.insert(sql.to_owned(), n);
+                        defined.push(sql.to_owned());
+                    }
+                    out.extend_from_slice(&code.to_le_bytes());
+                    put_bytes(&mut out, sql.as_bytes());
+                }
+            }
+            out.extend_from_slice(args);
+            rest = after;
+        }
+        out
+    }
+}
+
+/// An entry's statements with their whole texts, from the texts the log defined before it; the
+/// texts it defines are added.
+fn expanded(mut body: &[u8], known: &mut Vec<String>) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(body.len() * 2);
+    while !body.is_empty() {
+        let (code, rest) = body.split_first_chunk::<2>()?;
+        let (sql, rest) = match u16::from_le_bytes(*code) {
+            code @ (DEFINES | INLINE) => {
+                let (text, rest) = take_bytes(rest)?;
+                let text = std::str::from_utf8(text).ok()?.to_owned();
+                if code == DEFINES {
+                    known.push(text.clone());
+                }
+                (text, rest)
+            }
+            n => (known.get(n as usize)?.clone(), rest),
+        };
+        let args = rest.len() - take_args(rest)?.1.len();
+        put_bytes(&mut out, sql.as_bytes());
+        out.extend_from_slice(&rest[..args]);
+        body = &rest[args..];
+    }
+    Some(out)
 }
 
 pub fn log_path(db: &Path) -> std::path::PathBuf {
@@ -171,8 +268,9 @@ pub fn log_path(db: &Path) -> std::path::PathBuf {
     name.into()
 }
 
-fn check(number: u64, body: &[u8]) -> [u8; 8] {
+fn check(identity: &[u8], number: u64, body: &[u8]) -> [u8; 8] {
     let digest = Sha256::new()
+        .chain_update(identity)
         .chain_update(number.to_le_bytes())
         .chain_update(body)
         .finalize();
@@ -181,9 +279,11 @@ fn check(number: u64, body: &[u8]) -> [u8; 8] {
     check
 }
 
-/// The log's whole entries in order, up to the first torn or garbled one.
-fn decode_entries(mut bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
+/// The log's whole entries in order, each with its statements' whole texts, up to the first torn
+/// or garbled one.
+fn decode_entries(mut bytes: &[u8], identity: &[u8]) -> Vec<(u64, Vec<u8>)> {
     let mut entries = Vec::new();
+    let mut known = Vec::new();
     while let Some((len, rest)) = take_u32(bytes) {
         let len = len as usize;
         if len < 16 || rest.len() < len {
@@ -192,10 +292,11 @@ fn decode_entries(mut bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
         let (entry, after) = rest.split_at(len);
         let (number, body) = entry[..len - 8].split_at(8);
         let number = u64::from_le_bytes(number.try_into().unwrap_or_default());
-        if check(number, body) != entry[len - 8..] {
+        if check(identity, number, body) != entry[len - 8..] {
             break;
         }
-        entries.push((number, body.to_vec()));
+        let Some(whole) = expanded(body, &mut known) else { break };
+        entries.push((number, whole));
         bytes = after;
     }
     entries
@@ -215,10 +316,22 @@ fn apply(conn: &Connection, body: &[u8]) -> Result<()> {
 
 fn decode_statement(bytes: &[u8]) -> Option<(&str, Vec<Owned>, &[u8])> {
     let (sql, rest) = take_bytes(bytes)?;
-    let sql = std::str::from_utf8(sql).ok()?;
-    let (count, mut rest) = rest.split_first_chunk::<2>()?;
-    let mut args = Vec::with_capacity(u16::from_le_bytes(*count) as usize);
-    for _ in 0..u16::from_le_bytes(*count) {
+    let (args, rest) = take_args(rest)?;
+    Some((std::str::from_utf8(sql).ok()?, args, rest))
+}
+
+/// A statement's text, the bytes of its arguments, and the bytes after it.
+fn split_statement(bytes: &[u8]) -> Option<(&str, &[u8], &[u8])> {
+    let (sql, rest) = take_bytes(bytes)?;
+    let args = rest.len() - take_args(rest)?.1.len();
+    Some((std::str::from_utf8(sql).ok()?, &rest[..args], &rest[args..]))
+}
+
+fn take_args(bytes: &[u8]) -> Option<(Vec<Owned>, &[u8])> {
+    let (count, mut rest) = bytes.split_first_chunk::<2>()?;
+    let count = u16::from_le_bytes(*count) as usize;
+    let mut args = Vec::with_capacity(count);
+    for _ in 0..count {
         let (tag, after) = rest.split_first()?;
         let (arg, after) = match tag {
             0 => (Owned::Null, after),
@@ -239,7 +352,7 @@ fn decode_statement(bytes: &[u8]) -> Option<(&str, Vec<Owned>, &[u8])> {
         args.push(arg);
         rest = after;
     }
-    Some((sql, args, rest))
+    Some((args, rest))
 }
 
 fn take_u32(bytes: &[u8]) -> Option<(u32, &[u8])> {
@@ -250,6 +363,24 @@ fn take_u32(bytes: &[u8]) -> Option<(u32, &[u8])> {
 fn take_bytes(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
     let (len, rest) = take_u32(bytes)?;
     (rest.len() >= len as usize).then(|| rest.split_at(len as usize))
+}
+
+/// How far the log is applied and the store's identity, or `None` on a store from before the log.
+fn applied_mark(conn: &Connection) -> Result<Option<(i64, Vec<u8>)>> {
+    let kept: bool = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'redo_applied'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(sqlite_error)?;
+    if !kept {
+        return Ok(None);
+    }
+    conn.query_row("SELECT through, identity FROM redo_applied", [], |r| {
+        Ok(Some((r.get(0)?, r.get(1)?)))
+    })
+    .map_err(sqlite_error)
 }
 
 fn mark(conn: &Connection, through: u64) -> Result<()> {
@@ -264,6 +395,15 @@ fn sync_wal(db: &Path) -> Result<()> {
     File::open(&wal)
         .and_then(|f| f.sync_data())
         .map_err(|e| StoreError::Wal(e.to_string()))
+}
+
+/// The log's statements fail on this store: not the file they were written for.
+fn misfit(log: &Path) -> StoreError {
+    StoreError::Corrupt(format!(
+        "the redo log {} does not apply to this store (was the store file replaced?); \
+         move the log aside to open the store without what it holds",
+        log.display()
+    ))
 }
 
 fn redo_error(what: &str, e: &std::io::Error) -> StoreError {

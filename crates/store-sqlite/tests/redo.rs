@@ -1,5 +1,5 @@
-//! Reads' records held in the redo log: answered before their commit, never lost to `kill -9`,
-//! never applied twice, and seen by the next read.
+//! Writes held in the redo log: answered before their commit, never lost to `kill -9`, never
+//! applied twice, and seen by the next read.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,7 +13,7 @@ use conduit_store::testing::event;
 use conduit_store::{Store, Tx};
 use conduit_store_sqlite::SqliteStore;
 
-/// Long enough that only a read, a state change or closing the store commits a record.
+/// Long enough that only a read or closing the store commits what the log holds.
 const NEVER: Duration = Duration::from_secs(600);
 const CHILD: &str = "OPEN_CONDUIT_REDO_DRILL_STORE";
 
@@ -28,22 +28,21 @@ fn holding(path: &Path) -> SqliteStore {
     SqliteStore::open_holding_records(path, NEVER).unwrap()
 }
 
-/// In the child: a committed state change, a record, a read (which commits it), two more records;
-/// prints their sequences and waits to be killed.
+/// In the child: a state change and a record, a read (which commits them), then another state
+/// change and two records; prints the last three's sequences and waits to be killed.
 fn child_records_then_waits(path: &Path) -> ! {
     let store = holding(path);
     let store: &dyn Store = &store;
     store.write(|tx| tx.insert_event(charged("state"))).unwrap();
-    let first = store.record(|tx| tx.insert_event(charged("r1"))).unwrap();
-    store
-        .read(|tx| tx.get_event("r1"))
-        .unwrap()
-        .expect("a read sees the record");
+    store.record(|tx| tx.insert_event(charged("r1"))).unwrap();
+    let read = store.read(|tx| tx.get_event("r1")).unwrap();
+    assert!(read.is_some(), "a read sees the record");
+    let changed = store.write(|tx| tx.insert_event(charged("w2"))).unwrap();
     let held: Vec<i64> = ["r2", "r3"]
         .iter()
         .map(|id| store.record(|tx| tx.insert_event(charged(id))).unwrap().sequence)
         .collect();
-    println!("recorded {} {} {}", first.sequence, held[0], held[1]);
+    println!("recorded {} {} {}", changed.sequence, held[0], held[1]);
     std::thread::sleep(Duration::from_secs(60));
     std::process::exit(1)
 }
@@ -53,7 +52,7 @@ fn killed_after_recording(path: &Path) -> Vec<i64> {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "records_held_in_the_redo_log_survive_kill_9_and_are_applied_once",
+            "writes_held_in_the_redo_log_survive_kill_9_and_are_applied_once",
         ])
         .args(["--nocapture", "--test-threads=1"])
         .env(CHILD, path)
@@ -83,17 +82,15 @@ fn committed_rows(path: &Path) -> (Vec<(String, i64)>, i64) {
         .map(Result::unwrap)
         .collect();
     let charged = conn
-        .query_row(
-            "SELECT COALESCE(SUM(stored_bytes), 0) FROM work_usage WHERE work_id = 'w1'",
-            [],
-            |r| r.get(0),
-        )
+        .query_row("SELECT COALESCE(SUM(stored_bytes), 0) FROM work_usage", [], |r| {
+            r.get(0)
+        })
         .unwrap();
     (events, charged)
 }
 
 #[test]
-fn records_held_in_the_redo_log_survive_kill_9_and_are_applied_once() {
+fn writes_held_in_the_redo_log_survive_kill_9_and_are_applied_once() {
     if let Some(path) = std::env::var_os(CHILD) {
         child_records_then_waits(Path::new(&path));
     }
@@ -102,25 +99,26 @@ fn records_held_in_the_redo_log_survive_kill_9_and_are_applied_once() {
     let sequences = killed_after_recording(&path);
     let (before, charged_before) = committed_rows(&path);
     let ids: Vec<&str> = before.iter().map(|(id, _)| id.as_str()).collect();
-    assert_eq!(ids, ["state", "r1"], "r2 and r3 were answered but never committed");
+    assert_eq!(ids, ["state", "r1"], "w2, r2 and r3 were answered but never committed");
     drop(SqliteStore::open(&path).unwrap());
     let (after, charged_after) = committed_rows(&path);
-    let expected: Vec<(String, i64)> = ["state", "r1", "r2", "r3"]
+    let answered = [before[0].1, before[1].1, sequences[0], sequences[1], sequences[2]];
+    let expected: Vec<(String, i64)> = ["state", "r1", "w2", "r2", "r3"]
         .iter()
-        .zip([before[0].1, sequences[0], sequences[1], sequences[2]])
+        .zip(answered)
         .map(|(id, sequence)| (id.to_string(), sequence))
         .collect();
     assert_eq!(
         after, expected,
-        "each record once, with the sequence it was answered with"
+        "each change once, with the sequence it was answered with"
     );
     assert_eq!(
         charged_after,
-        charged_before * 2,
-        "each of the four events charged once"
+        charged_before / 2 * 5,
+        "each of the five events charged once"
     );
 
-    // Negative control: without the redo log, the held records are lost.
+    // Negative control: without the redo log, what it held is lost.
     let path = control.path().join("store.db");
     killed_after_recording(&path);
     std::fs::write(control.path().join("store.db-redo"), b"").unwrap();
@@ -142,15 +140,54 @@ fn a_read_sees_a_record_held_for_a_commit() {
 }
 
 #[test]
-fn a_state_change_commits_the_records_held_before_it() {
+fn a_state_change_is_answered_from_the_synced_log_and_committed_when_read() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");
     let store = holding(&path);
     let store: &dyn Store = &store;
-    store.record(|tx| tx.insert_event(charged("before"))).unwrap();
     store
         .write(|tx: &mut dyn Tx| tx.insert_event(charged("change")))
         .unwrap();
-    let ids: Vec<String> = committed_rows(&path).0.into_iter().map(|(id, _)| id).collect();
-    assert_eq!(ids, ["before", "change"]);
+    assert!(committed_rows(&path).0.is_empty(), "answered before its commit");
+    let logged = std::fs::metadata(dir.path().join("store.db-redo")).unwrap().len();
+    assert!(logged > 0, "the log holds it");
+    assert!(store.read(|tx| tx.get_event("change")).unwrap().is_some());
+    assert_eq!(committed_rows(&path).0.len(), 1, "the read committed it");
+}
+
+#[test]
+fn a_second_process_cannot_open_a_store_whose_log_is_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let first = SqliteStore::open(&path).unwrap();
+    // The same process stands in for a second one: the lock is on the log's open file.
+    let second = SqliteStore::open(&path).err().expect("refused while the first is open");
+    assert!(second.to_string().contains("open in another process"), "{second}");
+    drop(first);
+    assert!(
+        SqliteStore::open(&path).is_ok(),
+        "negative control: once closed, it opens"
+    );
+}
+
+#[test]
+fn a_log_written_for_another_store_is_not_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let killed = dir.path().join("killed");
+    std::fs::create_dir(&killed).unwrap();
+    killed_after_recording(&killed.join("store.db"));
+    drop(SqliteStore::open(&path).unwrap());
+    // The other store's log beside this one, as a restored backup would find it.
+    let log = std::fs::read(killed.join("store.db-redo")).unwrap();
+    assert!(
+        !log.is_empty(),
+        "the killed store's log holds what it was not committed"
+    );
+    std::fs::write(dir.path().join("store.db-redo"), &log).unwrap();
+    drop(SqliteStore::open(&path).unwrap());
+    assert!(committed_rows(&path).0.is_empty(), "none of it applied here");
+    // Negative control: beside its own store, the same log is applied.
+    drop(SqliteStore::open(&killed.join("store.db")).unwrap());
+    assert_eq!(committed_rows(&killed.join("store.db")).0.len(), 5);
 }

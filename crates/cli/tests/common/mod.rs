@@ -99,11 +99,22 @@ impl Daemon {
         daemon
     }
 
-    /// The store this daemon runs on, opened beside it.
-    pub fn open_store(&self) -> Box<dyn conduit_store::Store> {
+    /// The cursors this daemon seals, with its store's shared key read beside it.
+    pub fn cursors(&self) -> conduit_server::Cursors {
         match &self.store {
-            Some(url) => Box::new(conduit_store_postgres::PostgresStore::open(url).unwrap()),
-            None => Box::new(conduit_store_sqlite::SqliteStore::open(&self.state.join("store.db")).unwrap()),
+            Some(url) => {
+                let store = conduit_store_postgres::PostgresStore::open(url).unwrap();
+                conduit_server::Cursors::of_store(&store).unwrap()
+            }
+            None => {
+                // Not a second `SqliteStore`: the store refuses to open while its daemon has it.
+                let conn = rusqlite::Connection::open(self.state.join("store.db")).unwrap();
+                let name = conduit_server::CURSOR_KEY;
+                let key: Vec<u8> = conn
+                    .query_row("SELECT key FROM shared_keys WHERE name = ?1", [name], |r| r.get(0))
+                    .unwrap();
+                conduit_server::Cursors::of_shared_key(&key)
+            }
         }
     }
 
