@@ -12,7 +12,7 @@ use crate::DaemonError;
 /// What the daemon keeps inside the state directory, with the mode each must have. The directory
 /// itself is refused unless owner-only, so nothing here was reachable by another user: a looser
 /// mode found at start (a restore from a backup, an edit) is tightened, and the log says so.
-const KEPT: [(&str, u32); 9] = [
+const KEPT: [(&str, u32); 10] = [
     ("instance", 0o600),
     ("runs", 0o700),
     ("logs", 0o700),
@@ -21,6 +21,7 @@ const KEPT: [(&str, u32); 9] = [
     ("store.db", 0o600),
     ("store.db-wal", 0o600),
     ("store.db-shm", 0o600),
+    ("store.db-redo", 0o600),
     ("private/operator.token", 0o600),
 ];
 
@@ -278,15 +279,15 @@ mod tests {
         drop(StateDir::lock(&root).unwrap());
         fs::write(root.join("store.db"), b"").unwrap();
         fs::set_permissions(root.join("store.db"), fs::Permissions::from_mode(0o644)).unwrap();
+        fs::write(root.join("store.db-redo"), b"").unwrap();
+        fs::set_permissions(root.join("store.db-redo"), fs::Permissions::from_mode(0o644)).unwrap();
         fs::write(root.join("private/operator.token"), b"t").unwrap();
         fs::set_permissions(root.join("private/operator.token"), fs::Permissions::from_mode(0o644)).unwrap();
         fs::set_permissions(root.join("logs"), fs::Permissions::from_mode(0o777)).unwrap();
         drop(StateDir::lock(&root).unwrap());
         let mode = |name: &str| fs::metadata(root.join(name)).unwrap().mode() & 0o777;
-        assert_eq!(
-            (mode("store.db"), mode("private/operator.token"), mode("logs")),
-            (0o600, 0o600, 0o700)
-        );
+        assert_eq!((mode("store.db"), mode("store.db-redo")), (0o600, 0o600));
+        assert_eq!((mode("private/operator.token"), mode("logs")), (0o600, 0o700));
 
         fs::remove_file(root.join("private/operator.token")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", root.join("private/operator.token")).unwrap();
