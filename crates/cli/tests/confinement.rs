@@ -41,6 +41,8 @@ fn attacks(state: &Path, victim_token: &Path, config: &Path) -> Vec<(&'static st
         ("secrets_file", format!("cat {s}/private/secrets.json")),
         ("other_token", format!("cat {}", victim_token.display())),
         ("store", format!("head -c 16 {s}/store.db")),
+        // What the store holds before its commits, statement by statement.
+        ("redo_log", format!("head -c 16 {s}/store.db-redo")),
         ("daemon_environ", "head -c 1 /proc/$PPID/environ".into()),
         (
             "daemon_mem",

@@ -248,7 +248,7 @@ fn sockets_and_private_files_are_owner_only() {
     assert_eq!(mode(&token_file), 0o600);
     assert_eq!(mode(token_file.parent().unwrap()), 0o700);
     assert_eq!(mode(socket.parent().unwrap()), 0o700);
-    for store_file in ["store.db", "store.db-wal", "store.db-shm"] {
+    for store_file in ["store.db", "store.db-wal", "store.db-shm", "store.db-redo"] {
         assert_eq!(mode(&daemon.state.join(store_file)), 0o600, "{store_file}");
     }
     for dir in ["runs", "logs", "artifacts"] {

@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use rusqlite::types::Value as Owned;
@@ -36,15 +36,23 @@ const EMPTY_PAST: u64 = 1024 * 1024;
 const DEFINES: u16 = u16::MAX;
 /// A statement's text follows (every number is taken).
 const INLINE: u16 = u16::MAX - 1;
+/// The longest statement text an entry holds.
+const MAX_TEXT: usize = 1024 * 1024;
+/// The most bytes one entry's statements take with their whole texts (a request body is at most
+/// 1 MiB and a delivery 4 MiB): a longer entry is not written, and not read back.
+const MAX_ENTRY: usize = 64 * 1024 * 1024;
 
 /// The write statements one member ran, in order, each with its whole text.
 #[derive(Default)]
 pub struct Statements {
     body: Vec<u8>,
+    /// A text, value or argument list too long for its length field: the entry cannot be written.
+    too_long: bool,
 }
 
 impl Statements {
     pub fn push(&mut self, sql: &str, args: &[Arg<'_>]) {
+        self.too_long |= u16::try_from(args.len()).is_err() || sql.len() > MAX_TEXT;
         put_bytes(&mut self.body, sql.as_bytes());
         self.body.extend_from_slice(&(args.len() as u16).to_le_bytes());
         for arg in args {
@@ -64,6 +72,7 @@ impl Statements {
                 }
             }
         }
+        self.too_long |= self.body.len() > MAX_ENTRY;
     }
 
     pub fn is_empty(&self) -> bool {
@@ -97,31 +106,19 @@ impl RedoLog {
     /// statements ran on.
     pub fn recover(conn: &mut Connection, db: &Path) -> Result<RedoLog> {
         let path = log_path(db);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| redo_error("open", &e))?;
+        let mut file = open_private(&path)?;
         // Two processes applying one log would apply it twice.
         file.try_lock()
             .map_err(|_| StoreError::Backend(format!("{} is open in another process", db.display())))?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(|e| redo_error("read", &e))?;
-        // A store from before the log has none of its own.
-        let (applied, identity) = applied_mark(conn)?.unwrap_or_default();
-        let entries = decode_entries(&bytes, &identity);
-        let last = entries.last().map_or(applied as u64, |(n, _)| *n).max(applied as u64);
-        let unapplied: Vec<_> = entries.into_iter().filter(|(n, _)| *n > applied as u64).collect();
-        if !unapplied.is_empty() {
-            let tx = conn.transaction().map_err(sqlite_error)?;
-            for (_, body) in &unapplied {
-                apply(&tx, body).map_err(|_| misfit(&path))?;
-            }
-            mark(&tx, last)?;
-            tx.commit().map_err(sqlite_error)?;
-        }
+        let (applied, identity) = match applied_mark(conn)? {
+            Some(mark) => mark,
+            // A store from before the log wrote none: a log beside it is not its.
+            None if bytes.is_empty() => Default::default(),
+            None => return Err(misfit(&path)),
+        };
+        let last = apply_unapplied(conn, &bytes, applied as u64, &identity).map_err(|_| misfit(&path))?;
         if !bytes.is_empty() {
             // What marks the log applied is on disk before the log goes.
             sync_wal(db)?;
@@ -155,6 +152,9 @@ impl RedoLog {
     pub fn append(&mut self, statements: &Statements) -> std::io::Result<()> {
         if self.broken {
             return Err(std::io::Error::other("an earlier append could not be undone"));
+        }
+        if statements.too_long {
+            return Err(std::io::Error::other("an entry too long for the redo log"));
         }
         let number = self.next;
         let mut defined = Vec::new();
@@ -242,10 +242,13 @@ impl RedoLog {
 fn expanded(mut body: &[u8], known: &mut Vec<String>) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(body.len() * 2);
     while !body.is_empty() {
+        if out.len() > MAX_ENTRY {
+            return None;
+        }
         let (code, rest) = body.split_first_chunk::<2>()?;
         let (sql, rest) = match u16::from_le_bytes(*code) {
             code @ (DEFINES | INLINE) => {
-                let (text, rest) = take_bytes(rest)?;
+                let (text, rest) = take_bytes(rest).filter(|(text, _)| text.len() <= MAX_TEXT)?;
                 let text = std::str::from_utf8(text).ok()?.to_owned();
                 if code == DEFINES {
                     known.push(text.clone());
@@ -279,27 +282,94 @@ fn check(identity: &[u8], number: u64, body: &[u8]) -> [u8; 8] {
     check
 }
 
+/// Applies, in one transaction, the entries past `applied` (which must follow it without a gap:
+/// a log with an older or newer store file beside it fails); answers the last entry's number.
+fn apply_unapplied(conn: &mut Connection, bytes: &[u8], applied: u64, identity: &[u8]) -> Result<u64> {
+    let tx = conn.transaction().map_err(sqlite_error)?;
+    let mut last = applied;
+    for (number, body) in Entries::new(bytes, identity) {
+        if number <= applied {
+            continue;
+        }
+        if number != last + 1 {
+            return Err(StoreError::Corrupt("a gap in the redo log".into()));
+        }
+        apply(&tx, &body)?;
+        last = number;
+    }
+    if last > applied {
+        mark(&tx, last)?;
+        tx.commit().map_err(sqlite_error)?;
+    }
+    Ok(last)
+}
+
 /// The log's whole entries in order, each with its statements' whole texts, up to the first torn
-/// or garbled one.
-fn decode_entries(mut bytes: &[u8], identity: &[u8]) -> Vec<(u64, Vec<u8>)> {
-    let mut entries = Vec::new();
-    let mut known = Vec::new();
-    while let Some((len, rest)) = take_u32(bytes) {
+/// or garbled one (as SQLite's own WAL ends at its first frame whose checksum fails); decoded one
+/// at a time, so no more than one entry is held whole.
+struct Entries<'a> {
+    bytes: &'a [u8],
+    identity: &'a [u8],
+    known: Vec<String>,
+}
+
+impl<'a> Entries<'a> {
+    fn new(bytes: &'a [u8], identity: &'a [u8]) -> Entries<'a> {
+        Entries {
+            bytes,
+            identity,
+            known: Vec::new(),
+        }
+    }
+}
+
+impl Iterator for Entries<'_> {
+    type Item = (u64, Vec<u8>);
+
+    fn next(&mut self) -> Option<(u64, Vec<u8>)> {
+        let (len, rest) = take_u32(self.bytes)?;
         let len = len as usize;
         if len < 16 || rest.len() < len {
-            break;
+            return None;
         }
         let (entry, after) = rest.split_at(len);
         let (number, body) = entry[..len - 8].split_at(8);
-        let number = u64::from_le_bytes(number.try_into().unwrap_or_default());
-        if check(identity, number, body) != entry[len - 8..] {
-            break;
+        let number = u64::from_le_bytes(number.try_into().ok()?);
+        if check(self.identity, number, body) != entry[len - 8..] {
+            return None;
         }
-        let Some(whole) = expanded(body, &mut known) else { break };
-        entries.push((number, whole));
-        bytes = after;
+        let whole = expanded(body, &mut self.known)?;
+        self.bytes = after;
+        Some((number, whole))
     }
-    entries
+}
+
+/// Opens (creating owner-only) the log, never through a link, and refuses anything but a regular
+/// file of this user's that no one else may read.
+fn open_private(path: &Path) -> Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .map_err(|e| redo_error("open", &e))?;
+    let meta = file.metadata().map_err(|e| redo_error("inspect", &e))?;
+    let ours = meta.uid() == rustix::process::geteuid().as_raw();
+    if !meta.is_file() || !ours || meta.mode() & 0o077 != 0 {
+        return Err(StoreError::Backend(format!(
+            "{} must be a regular file of this user's that only it can read",
+            path.display()
+        )));
+    }
+    // Its name survives a power loss with what is appended to it.
+    if let Some(dir) = path.parent() {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| redo_error("sync the directory of", &e))?;
+    }
+    Ok(file)
 }
 
 fn apply(conn: &Connection, body: &[u8]) -> Result<()> {
@@ -330,7 +400,8 @@ fn split_statement(bytes: &[u8]) -> Option<(&str, &[u8], &[u8])> {
 fn take_args(bytes: &[u8]) -> Option<(Vec<Owned>, &[u8])> {
     let (count, mut rest) = bytes.split_first_chunk::<2>()?;
     let count = u16::from_le_bytes(*count) as usize;
-    let mut args = Vec::with_capacity(count);
+    // Each argument takes a byte at least: a count the bytes cannot hold allocates nothing.
+    let mut args = Vec::with_capacity(count.min(rest.len()));
     for _ in 0..count {
         let (tag, after) = rest.split_first()?;
         let (arg, after) = match tag {

@@ -191,3 +191,41 @@ fn a_log_written_for_another_store_is_not_applied() {
     drop(SqliteStore::open(&killed.join("store.db")).unwrap());
     assert_eq!(committed_rows(&killed.join("store.db")).0.len(), 5);
 }
+
+#[test]
+fn the_log_is_never_opened_through_a_link_nor_when_others_may_read_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let log = dir.path().join("store.db-redo");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::write(&elsewhere, b"").unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &log).unwrap();
+    assert!(SqliteStore::open(&path).is_err(), "a link in the log's place");
+    std::fs::remove_file(&log).unwrap();
+    std::fs::write(&log, b"").unwrap();
+    std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(SqliteStore::open(&path).is_err(), "a log others may read");
+    // Negative control: owner-only, it opens.
+    std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(SqliteStore::open(&path).is_ok());
+}
+
+#[test]
+fn a_log_beside_a_store_from_before_the_log_is_refused_not_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    conduit_store_sqlite::create_at_schema_version(&path, 24).unwrap();
+    // Anything at all in the log's place: such a store never wrote one.
+    let log = dir.path().join("store.db-redo");
+    std::fs::write(&log, b"forged").unwrap();
+    std::fs::set_permissions(&log, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let refused = SqliteStore::open(&path).err().expect("refused");
+    assert!(
+        refused.to_string().contains("does not apply to this store"),
+        "{refused}"
+    );
+    // Negative control: without it, the store opens and migrates.
+    std::fs::write(&log, b"").unwrap();
+    assert!(SqliteStore::open(&path).is_ok());
+}

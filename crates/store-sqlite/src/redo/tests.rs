@@ -8,14 +8,23 @@ fn statements(values: &[(&str, &[Arg<'_>])]) -> Statements {
     s
 }
 
+fn decoded(bytes: &[u8], identity: &[u8]) -> Vec<(u64, Vec<u8>)> {
+    Entries::new(bytes, identity).collect()
+}
+
 fn logged(entries: &[Statements]) -> Vec<u8> {
+    logged_from(1, entries)
+}
+
+/// The log's bytes after `entries` are appended, numbered from `first`.
+fn logged_from(first: u64, entries: &[Statements]) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log");
     let file = OpenOptions::new().append(true).create(true).open(&path).unwrap();
     let mut log = RedoLog {
         file,
         len: 0,
-        next: 1,
+        next: first,
         pending: Vec::new(),
         broken: false,
         known: HashMap::new(),
@@ -31,7 +40,7 @@ fn logged(entries: &[Statements]) -> Vec<u8> {
 fn an_entry_keeps_its_statements_and_every_kind_of_argument() {
     let args = [Arg::Null, Arg::Int(-7), Arg::Text("é"), Arg::Bytes(&[0, 255])];
     let bytes = logged(&[statements(&[("INSERT a", &args), ("UPDATE b", &[])])]);
-    let entries = decode_entries(&bytes, b"store");
+    let entries = decoded(&bytes, b"store");
     assert_eq!(entries.len(), 1);
     let (sql, decoded, rest) = decode_statement(&entries[0].1).unwrap();
     assert_eq!(sql, "INSERT a");
@@ -51,16 +60,16 @@ fn a_torn_or_garbled_tail_ends_the_log_and_keeps_what_came_before() {
     let entries = [statements(&[("A", &[])]), statements(&[("B", &[Arg::Int(1)])])];
     let bytes = logged(&entries);
     let first_len = 4 + u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize;
-    let whole = decode_entries(&bytes, b"store");
+    let whole = decoded(&bytes, b"store");
     assert_eq!(whole.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [1, 2]);
     for cut in first_len..bytes.len() {
-        assert_eq!(decode_entries(&bytes[..cut], b"store").len(), 1, "torn at {cut}");
+        assert_eq!(decoded(&bytes[..cut], b"store").len(), 1, "torn at {cut}");
     }
-    assert!(decode_entries(&bytes, b"other").is_empty(), "another store's log");
+    assert!(decoded(&bytes, b"other").is_empty(), "another store's log");
     for flipped in first_len..bytes.len() {
         let mut garbled = bytes.clone();
         garbled[flipped] ^= 1;
-        assert_eq!(decode_entries(&garbled, b"store").len(), 1, "byte {flipped} flipped");
+        assert_eq!(decoded(&garbled, b"store").len(), 1, "byte {flipped} flipped");
     }
 }
 
@@ -69,9 +78,57 @@ fn a_statement_text_is_written_once_and_read_back_whole_in_every_entry() {
     let sql = "INSERT INTO events (id) VALUES (?1) RETURNING sequence";
     let one = |id| statements(&[(sql, &[Arg::Text(id)][..]), (sql, &[Arg::Text(id)][..])]);
     let bytes = logged(&[one("a"), one("b")]);
-    let entries = decode_entries(&bytes, b"store");
+    let entries = decoded(&bytes, b"store");
     assert_eq!(entries.len(), 2);
     assert_eq!(entries[1].1, one("b").body, "the second entry reads back whole");
     let occurrences = bytes.windows(sql.len()).filter(|w| *w == sql.as_bytes()).count();
     assert_eq!(occurrences, 1, "the text is in the log once");
+}
+
+#[test]
+fn entries_that_do_not_follow_the_mark_without_a_gap_are_not_applied() {
+    let key = |name| {
+        statements(&[(
+            "INSERT INTO shared_keys (name, key) VALUES (?1, x'00')",
+            &[Arg::Text(name)][..],
+        )])
+    };
+    let bytes = logged_from(5, &[key("five"), key("six")]);
+    let mut conn = Connection::open_in_memory().unwrap();
+    crate::migrations::migrate(&mut conn).unwrap();
+    let keys = |conn: &Connection| -> i64 {
+        conn.query_row("SELECT count(*) FROM shared_keys", [], |r| r.get(0))
+            .unwrap()
+    };
+    // The store's mark says 2: entries 3 and 4 are missing, as beside an older copy of the store.
+    assert!(apply_unapplied(&mut conn, &bytes, 2, b"store").is_err());
+    assert_eq!(keys(&conn), 0, "nothing of it applied");
+    // Negative control: with the mark at 4, both follow it.
+    assert_eq!(apply_unapplied(&mut conn, &bytes, 4, b"store").unwrap(), 6);
+    assert_eq!(keys(&conn), 2);
+}
+
+#[test]
+fn an_entry_too_long_for_its_length_fields_is_not_written() {
+    let many = vec![Arg::Null; usize::from(u16::MAX) + 1];
+    let dir = tempfile::tempdir().unwrap();
+    let file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(dir.path().join("log"))
+        .unwrap();
+    let mut log = RedoLog {
+        file,
+        len: 0,
+        next: 1,
+        pending: Vec::new(),
+        broken: false,
+        known: HashMap::new(),
+        identity: Vec::new(),
+    };
+    assert!(log.append(&statements(&[("X", &many[..])])).is_err());
+    assert!(
+        log.append(&statements(&[("X", &many[..1])])).is_ok(),
+        "negative control"
+    );
 }
