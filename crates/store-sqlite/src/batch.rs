@@ -191,7 +191,9 @@ impl Writer {
             return;
         }
         let committed = if intact { commit(open) } else { Err(()) };
-        if committed.is_err() {
+        // A COMMIT that reported an error but was made (its mark says so) is not redone.
+        let made = committed.is_ok() || (intact && open.conn.is_autocommit() && open.redo.all_marked(&open.conn));
+        if !made {
             let _ = open.conn.execute_batch("ROLLBACK");
             open.reapply = open.redo.holds_pending();
             return;
@@ -248,6 +250,14 @@ fn run_in_savepoint(
         Ok(Err(e)) => Ran::Failed(e),
         Err(panic) => Ran::Panicked(panic),
     };
+    if conn.is_autocommit() {
+        // SQLite rolled the whole transaction back under the body (a full disk, say).
+        let ran = match ran {
+            Ran::Done { .. } => Ran::Failed(StoreError::RolledBack),
+            other => other,
+        };
+        return (ran, false);
+    }
     let end = match ran {
         Ran::Done { .. } => "RELEASE member",
         _ => "ROLLBACK TO member; RELEASE member",

@@ -78,7 +78,7 @@ impl SqliteStore {
         migrations::supported_version(&conn)?;
         let mut redo = redo::RedoLog::recover(&mut conn, path)?;
         migrations::migrate(&mut conn)?;
-        redo.bind(&conn)?;
+        redo.bind(&conn, path)?;
         let wal_path = format!("{}-wal", path.display());
         let wal = OpenOptions::new()
             .read(true)

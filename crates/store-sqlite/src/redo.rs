@@ -8,8 +8,9 @@
 //! the commit they followed, so they make the very rows they made the first time.
 //!
 //! An entry is `len: u32 | number: u64 | body | check: 8 bytes` (little-endian; `check` is the start
-//! of the SHA-256 of the store's random identity, the number and the body, so a log beside a store
-//! it was not written for, a restored backup say, is not applied to it). Its body is statements, each `sql | args: u16 | args`,
+//! of the SHA-256 of the store's random identity, the number and the body, so a log beside another
+//! store is not applied to it; entries past the store's mark must follow it without a gap, so one
+//! beside an older copy of its own store is refused). Its body is statements, each `sql | args: u16 | args`,
 //! an argument a tag byte (0 null, 1 integer, 2 text, 3 bytes) and its value. A statement's text is
 //! written once per log: `sql` is the number of a text an earlier entry defined, or [`DEFINES`]
 //! followed by `len: u32 | text`, which takes the next number. A torn or garbled tail, which only
@@ -118,7 +119,10 @@ impl RedoLog {
             None if bytes.is_empty() => Default::default(),
             None => return Err(misfit(&path)),
         };
-        let last = apply_unapplied(conn, &bytes, applied as u64, &identity).map_err(|_| misfit(&path))?;
+        let last = apply_unapplied(conn, &bytes, applied as u64, &identity).map_err(|e| match e {
+            StoreError::Corrupt(_) => misfit(&path),
+            other => other,
+        })?;
         if !bytes.is_empty() {
             // What marks the log applied is on disk before the log goes.
             sync_wal(db)?;
@@ -135,9 +139,11 @@ impl RedoLog {
         })
     }
 
-    /// After migrations: the identity this store's entries are checked with from now on (a store
-    /// from before the log has one only once migrated).
-    pub fn bind(&mut self, conn: &Connection) -> Result<()> {
+    /// After migrations: puts what they committed on disk (entries will rest on it), then takes
+    /// the identity this store's entries are checked with from now on (a store from before the log
+    /// has one only once migrated).
+    pub fn bind(&mut self, conn: &Connection, db: &Path) -> Result<()> {
+        sync_wal(db)?;
         let (_, identity) = applied_mark(conn)?.ok_or_else(|| StoreError::Corrupt("redo_applied".into()))?;
         self.identity = identity;
         Ok(())
@@ -158,7 +164,10 @@ impl RedoLog {
         }
         let number = self.next;
         let mut defined = Vec::new();
-        let body = self.interned(&statements.body, &mut defined);
+        let Some(body) = self.interned(&statements.body, &mut defined) else {
+            self.forget(&defined);
+            return Err(std::io::Error::other("an entry the log could not read back"));
+        };
         let check = check(&self.identity, number, &body);
         let len = (8 + body.len() + check.len()) as u32;
         let mut entry = Vec::with_capacity(4 + len as usize);
@@ -170,9 +179,7 @@ impl RedoLog {
             // What part of the entry was written must not stand between the entries around it,
             // and the texts it defined are not defined.
             self.broken = self.file.set_len(self.len).is_err();
-            for sql in &defined {
-                self.known.remove(sql);
-            }
+            self.forget(&defined);
             return Err(e);
         }
         self.len += entry.len() as u64;
@@ -213,10 +220,11 @@ impl RedoLog {
 
     /// A member's statements as the log writes them: each text it has not defined yet is defined
     /// (and named in `defined`), the rest by number.
-    fn interned(&mut self, whole: &[u8], defined: &mut Vec<String>) -> Vec<u8> {
+    fn interned(&mut self, whole: &[u8], defined: &mut Vec<String>) -> Option<Vec<u8>> {
         let mut out = Vec::with_capacity(whole.len());
         let mut rest = whole;
-        while let Some((sql, args, after)) = split_statement(rest) {
+        while !rest.is_empty() {
+            let (sql, args, after) = split_statement(rest)?;
             match self.known.get(sql) {
                 Some(n) => out.extend_from_slice(&n.to_le_bytes()),
                 None => {
@@ -233,7 +241,20 @@ impl RedoLog {
             out.extend_from_slice(args);
             rest = after;
         }
-        out
+        Some(out)
+    }
+
+    /// Texts an entry that was not written defined are not defined.
+    fn forget(&mut self, defined: &[String]) {
+        for sql in defined {
+            self.known.remove(sql);
+        }
+    }
+
+    /// Whether the store's mark says every entry appended is applied (a commit that reported an
+    /// error may still have been made).
+    pub fn all_marked(&self, conn: &Connection) -> bool {
+        applied_mark(conn).is_ok_and(|mark| mark.is_some_and(|(through, _)| through as u64 == self.next - 1))
     }
 }
 
@@ -376,12 +397,22 @@ fn apply(conn: &Connection, body: &[u8]) -> Result<()> {
     let mut rest = body;
     while !rest.is_empty() {
         let (sql, args, after) = decode_statement(rest).ok_or_else(|| StoreError::Corrupt("a redo entry".into()))?;
-        let mut stmt = conn.prepare_cached(sql).map_err(sqlite_error)?;
-        let mut rows = stmt.query(rusqlite::params_from_iter(args)).map_err(sqlite_error)?;
-        while rows.next().map_err(sqlite_error)?.is_some() {}
+        let mut stmt = conn.prepare_cached(sql).map_err(replay_error)?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(args)).map_err(replay_error)?;
+        while rows.next().map_err(replay_error)?.is_some() {}
         rest = after;
     }
     Ok(())
+}
+
+/// A statement that cannot run on this store (a constraint, a table or column it lacks) says the
+/// log is not this store's; anything else (busy, full, an I/O error) is the store's trouble.
+fn replay_error(e: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode::{ConstraintViolation, Unknown};
+    match e.sqlite_error_code() {
+        Some(ConstraintViolation | Unknown) => StoreError::Corrupt("a redo entry does not apply".into()),
+        _ => sqlite_error(e),
+    }
 }
 
 fn decode_statement(bytes: &[u8]) -> Option<(&str, Vec<Owned>, &[u8])> {

@@ -25,6 +25,15 @@ impl<'a> SqliteSql<'a> {
         SqliteSql { conn, redo: Some(redo) }
     }
 
+    /// A recorded statement runs only inside the write transaction: after SQLite rolled that back
+    /// (a full disk, say), one more statement would commit on its own, outside the log.
+    fn refuse_outside_transaction(&self) -> Result<()> {
+        if self.redo.is_some() && self.conn.is_autocommit() {
+            return Err(StoreError::RolledBack);
+        }
+        Ok(())
+    }
+
     /// Whether a statement that writes must be kept.
     fn recording_writes(&self, stmt: &rusqlite::Statement<'_>) -> bool {
         self.redo.is_some() && !stmt.readonly()
@@ -55,6 +64,7 @@ impl Sql for SqliteSql<'_> {
     }
 
     fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64> {
+        self.refuse_outside_transaction()?;
         let conn = self.conn;
         let mut stmt = conn.prepare_cached(sql).map_err(sqlite_error)?;
         let writes = self.recording_writes(&stmt);
@@ -68,6 +78,7 @@ impl Sql for SqliteSql<'_> {
     }
 
     fn query(&mut self, sql: &str, args: &[Arg<'_>], each: &mut dyn FnMut(&dyn Row) -> Result<()>) -> Result<()> {
+        self.refuse_outside_transaction()?;
         let conn = self.conn;
         let mut stmt = conn.prepare_cached(sql).map_err(sqlite_error)?;
         let writes = self.recording_writes(&stmt);

@@ -108,12 +108,14 @@ impl Daemon {
             }
             None => {
                 // Not a second `SqliteStore`: the store refuses to open while its daemon has it.
+                // Read beside it, the key is there once the daemon's commit (at most 50 ms) made it.
                 let conn = rusqlite::Connection::open(self.state.join("store.db")).unwrap();
-                let name = conduit_server::CURSOR_KEY;
-                let key: Vec<u8> = conn
-                    .query_row("SELECT key FROM shared_keys WHERE name = ?1", [name], |r| r.get(0))
-                    .unwrap();
-                conduit_server::Cursors::of_shared_key(&key)
+                let key = || -> Option<Vec<u8>> {
+                    let sql = "SELECT key FROM shared_keys WHERE name = ?1";
+                    conn.query_row(sql, [conduit_server::CURSOR_KEY], |r| r.get(0)).ok()
+                };
+                wait_until("the daemon's cursor key to be committed", || key().is_some());
+                conduit_server::Cursors::of_shared_key(&key().unwrap())
             }
         }
     }
