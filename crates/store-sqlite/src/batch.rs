@@ -104,7 +104,7 @@ impl Writer {
         let (mut ran, mut intact) = run_in_savepoint(&open.conn, &mut statements, body);
         let mut own_entry = None;
         if let Ran::Done { changed: true } = ran {
-            match self.log(open, &statements) {
+            match self.log(open, statements) {
                 Ok(ticket) => own_entry = Some(ticket),
                 // Released but not logged: the transaction goes, and the others' entries with it
                 // are applied again; this member changed nothing.
@@ -135,7 +135,7 @@ impl Writer {
     }
 
     /// Appends a member's statements to the redo log; answers the entry's durability ticket.
-    fn log(&self, open: &mut Open, statements: &Statements) -> Result<u64> {
+    fn log(&self, open: &mut Open, statements: Statements) -> Result<u64> {
         if statements.is_empty() {
             return Err(StoreError::Backend("a change the redo log did not see".into()));
         }

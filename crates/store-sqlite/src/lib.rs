@@ -60,30 +60,14 @@ impl SqliteStore {
     /// nothing else commits it: for tests that must find it still in the redo log.
     #[doc(hidden)]
     pub fn open_holding_records(path: &Path, at_most: Duration) -> Result<SqliteStore> {
-        create_owner_only(path)?;
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let mut conn = Connection::open_with_flags(path, flags).map_err(sqlite_error)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(sqlite_error)?;
-        // Commits do not fsync; a write waits for a (shared) fsync of the redo log before it returns.
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(sqlite_error)?;
-        conn.pragma_update(None, "foreign_keys", "ON").map_err(sqlite_error)?;
-        conn.pragma_update(None, "wal_autocheckpoint", checkpoint::WRITER_FALLBACK_PAGES)
-            .map_err(sqlite_error)?;
-        // A log that grew (a migration, a burst) is truncated back once checkpointed.
-        conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
-            .map_err(sqlite_error)?;
-        configure(&conn)?;
+        let mut conn = writer_connection(path)?;
         // The log's statements fit the schema they ran on: they are applied before migrations.
         migrations::supported_version(&conn)?;
         let mut redo = redo::RedoLog::recover(&mut conn, path)?;
         migrations::migrate(&mut conn)?;
-        redo.bind(&conn, path)?;
-        let wal_path = format!("{}-wal", path.display());
-        let wal = OpenOptions::new()
-            .read(true)
-            .open(&wal_path)
-            .map_err(|e| StoreError::Wal(e.to_string()))?;
+        // SQLite makes the WAL file at the first write after opening (migrations wrote one).
+        let wal = redo::open_wal(path)?;
+        redo.bind(&conn, &wal)?;
         let durability = Arc::new(durability::GroupSync::new(redo.file()?));
         let writer = Arc::new(batch::Writer::new(conn, redo, durability.clone(), wal));
         let held = writer.clone();
@@ -98,6 +82,25 @@ impl SqliteStore {
             _checkpointer: checkpoint::start(path)?,
         })
     }
+}
+
+/// The write connection, created owner-only, in WAL mode.
+fn writer_connection(path: &Path) -> Result<Connection> {
+    create_owner_only(path)?;
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(sqlite_error)?;
+    conn.pragma_update(None, "journal_mode", "WAL").map_err(sqlite_error)?;
+    // Commits do not fsync; a write waits for a (shared) fsync of the redo log before it returns.
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(sqlite_error)?;
+    conn.pragma_update(None, "foreign_keys", "ON").map_err(sqlite_error)?;
+    conn.pragma_update(None, "wal_autocheckpoint", checkpoint::WRITER_FALLBACK_PAGES)
+        .map_err(sqlite_error)?;
+    // A log that grew (a migration, a burst) is truncated back once checkpointed.
+    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
+        .map_err(sqlite_error)?;
+    configure(&conn)?;
+    Ok(conn)
 }
 
 /// What every connection of the store sets, writer and readers alike.

@@ -125,7 +125,7 @@ impl RedoLog {
         })?;
         if !bytes.is_empty() {
             // What marks the log applied is on disk before the log goes.
-            sync_wal(db)?;
+            sync_wal(&open_wal(db)?)?;
         }
         file.set_len(0).map_err(|e| redo_error("empty", &e))?;
         Ok(RedoLog {
@@ -142,8 +142,8 @@ impl RedoLog {
     /// After migrations: puts what they committed on disk (entries will rest on it), then takes
     /// the identity this store's entries are checked with from now on (a store from before the log
     /// has one only once migrated).
-    pub fn bind(&mut self, conn: &Connection, db: &Path) -> Result<()> {
-        sync_wal(db)?;
+    pub fn bind(&mut self, conn: &Connection, wal: &File) -> Result<()> {
+        sync_wal(wal)?;
         let (_, identity) = applied_mark(conn)?.ok_or_else(|| StoreError::Corrupt("redo_applied".into()))?;
         self.identity = identity;
         Ok(())
@@ -155,7 +155,7 @@ impl RedoLog {
     }
 
     /// Appends one member's statements as the next entry; once this returns, a crash cannot lose them.
-    pub fn append(&mut self, statements: &Statements) -> std::io::Result<()> {
+    pub fn append(&mut self, statements: Statements) -> std::io::Result<()> {
         if self.broken {
             return Err(std::io::Error::other("an earlier append could not be undone"));
         }
@@ -184,7 +184,7 @@ impl RedoLog {
         }
         self.len += entry.len() as u64;
         self.next += 1;
-        self.pending.push(statements.body.clone());
+        self.pending.push(statements.body);
         Ok(())
     }
 
@@ -492,11 +492,13 @@ fn mark(conn: &Connection, through: u64) -> Result<()> {
 }
 
 /// Puts the commit that applied the log on disk before the log is emptied.
-fn sync_wal(db: &Path) -> Result<()> {
-    let wal = format!("{}-wal", db.display());
-    File::open(&wal)
-        .and_then(|f| f.sync_data())
-        .map_err(|e| StoreError::Wal(e.to_string()))
+/// The store's WAL file, for syncing it.
+pub fn open_wal(db: &Path) -> Result<File> {
+    File::open(format!("{}-wal", db.display())).map_err(|e| StoreError::Wal(e.to_string()))
+}
+
+fn sync_wal(wal: &File) -> Result<()> {
+    wal.sync_data().map_err(|e| StoreError::Wal(e.to_string()))
 }
 
 /// The log's statements fail on this store: not the file they were written for.

@@ -12,12 +12,12 @@ fn decoded(bytes: &[u8], identity: &[u8]) -> Vec<(u64, Vec<u8>)> {
     Entries::new(bytes, identity).collect()
 }
 
-fn logged(entries: &[Statements]) -> Vec<u8> {
+fn logged(entries: impl IntoIterator<Item = Statements>) -> Vec<u8> {
     logged_from(1, entries)
 }
 
 /// The log's bytes after `entries` are appended, numbered from `first`.
-fn logged_from(first: u64, entries: &[Statements]) -> Vec<u8> {
+fn logged_from(first: u64, entries: impl IntoIterator<Item = Statements>) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log");
     let file = OpenOptions::new().append(true).create(true).open(&path).unwrap();
@@ -39,7 +39,7 @@ fn logged_from(first: u64, entries: &[Statements]) -> Vec<u8> {
 #[test]
 fn an_entry_keeps_its_statements_and_every_kind_of_argument() {
     let args = [Arg::Null, Arg::Int(-7), Arg::Text("é"), Arg::Bytes(&[0, 255])];
-    let bytes = logged(&[statements(&[("INSERT a", &args), ("UPDATE b", &[])])]);
+    let bytes = logged([statements(&[("INSERT a", &args), ("UPDATE b", &[])])]);
     let entries = decoded(&bytes, b"store");
     assert_eq!(entries.len(), 1);
     let (sql, decoded, rest) = decode_statement(&entries[0].1).unwrap();
@@ -58,7 +58,7 @@ fn an_entry_keeps_its_statements_and_every_kind_of_argument() {
 #[test]
 fn a_torn_or_garbled_tail_ends_the_log_and_keeps_what_came_before() {
     let entries = [statements(&[("A", &[])]), statements(&[("B", &[Arg::Int(1)])])];
-    let bytes = logged(&entries);
+    let bytes = logged(entries);
     let first_len = 4 + u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize;
     let whole = decoded(&bytes, b"store");
     assert_eq!(whole.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [1, 2]);
@@ -77,7 +77,7 @@ fn a_torn_or_garbled_tail_ends_the_log_and_keeps_what_came_before() {
 fn a_statement_text_is_written_once_and_read_back_whole_in_every_entry() {
     let sql = "INSERT INTO events (id) VALUES (?1) RETURNING sequence";
     let one = |id| statements(&[(sql, &[Arg::Text(id)][..]), (sql, &[Arg::Text(id)][..])]);
-    let bytes = logged(&[one("a"), one("b")]);
+    let bytes = logged([one("a"), one("b")]);
     let entries = decoded(&bytes, b"store");
     assert_eq!(entries.len(), 2);
     assert_eq!(entries[1].1, one("b").body, "the second entry reads back whole");
@@ -93,7 +93,7 @@ fn entries_that_do_not_follow_the_mark_without_a_gap_are_not_applied() {
             &[Arg::Text(name)][..],
         )])
     };
-    let bytes = logged_from(5, &[key("five"), key("six")]);
+    let bytes = logged_from(5, [key("five"), key("six")]);
     let mut conn = Connection::open_in_memory().unwrap();
     crate::migrations::migrate(&mut conn).unwrap();
     let keys = |conn: &Connection| -> i64 {
@@ -126,9 +126,6 @@ fn an_entry_too_long_for_its_length_fields_is_not_written() {
         known: HashMap::new(),
         identity: Vec::new(),
     };
-    assert!(log.append(&statements(&[("X", &many[..])])).is_err());
-    assert!(
-        log.append(&statements(&[("X", &many[..1])])).is_ok(),
-        "negative control"
-    );
+    assert!(log.append(statements(&[("X", &many[..])])).is_err());
+    assert!(log.append(statements(&[("X", &many[..1])])).is_ok(), "negative control");
 }
