@@ -200,6 +200,8 @@ fn the_log_is_never_opened_through_a_link_nor_when_others_may_read_it() {
     let log = dir.path().join("store.db-redo");
     let elsewhere = dir.path().join("elsewhere");
     std::fs::write(&elsewhere, b"").unwrap();
+    // Owner-only, so only not following the link refuses it.
+    std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::os::unix::fs::symlink(&elsewhere, &log).unwrap();
     assert!(SqliteStore::open(&path).is_err(), "a link in the log's place");
     std::fs::remove_file(&log).unwrap();
