@@ -6,6 +6,9 @@
 //! `RETURNING`, row values, partial indexes, window functions); an adapter rewrites placeholders
 //! for its engine. Where the engines truly differ, a statement asks [`Sql::dialect`].
 //!
+//! A `LIMIT` takes its parameter as `LIMIT CAST(?N AS BIGINT)`, never a bare `LIMIT ?N`: SQLite plans
+//! a bare one with the value bound, so every run of the cached statement would prepare it again.
+//!
 //! Architecture invariants: no engine is linked here; every integer column is read and written as
 //! `i64`, every text as UTF-8, every digest as bytes.
 #![forbid(unsafe_code)]
@@ -204,4 +207,42 @@ impl<T: FromColumn> FromColumn for Option<T> {
 pub mod statements {
     pub use crate::rows::events::{page_events_sql, CAUSAL_TIME_BACK, INSERT_EVENT};
     pub use crate::rows::requests::page_audit_sql;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// Each `LIMIT` of a statement in `text`, with what follows it.
+    fn bare_limits(text: &str) -> Vec<String> {
+        text.match_indices("LIMIT ?")
+            .map(|(at, _)| text[at..].chars().take(12).collect())
+            .collect()
+    }
+
+    fn sources(dir: &Path, found: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(&path, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                found.push((path.display().to_string(), std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+
+    #[test]
+    fn no_statement_limits_by_a_bare_parameter() {
+        assert_eq!(
+            bare_limits("ORDER BY id LIMIT ?3"),
+            ["LIMIT ?3"],
+            "the control: a bare one is found"
+        );
+        let mut files = Vec::new();
+        sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/rows"), &mut files);
+        assert!(files.len() > 5);
+        for (path, text) in files {
+            assert!(bare_limits(&text).is_empty(), "{path}: {:?}", bare_limits(&text));
+        }
+    }
 }

@@ -133,6 +133,32 @@ mod tests {
         steps.map(|s| s.unwrap()).collect::<Vec<_>>().join("; ")
     }
 
+    /// How many times SQLite prepared `sql` again over three runs of the cached statement.
+    fn reprepared(sql: &str) -> i32 {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::migrations::migrate(&mut conn).unwrap();
+        let mut stmt = conn.prepare_cached(sql).unwrap();
+        for limit in [10, 20, 10] {
+            let args: Vec<i64> = vec![limit; stmt.parameter_count()];
+            let mut rows = stmt.query(rusqlite::params_from_iter(args)).unwrap();
+            while rows.next().unwrap().is_some() {}
+        }
+        stmt.get_status(rusqlite::StatementStatus::RePrepare)
+    }
+
+    #[test]
+    fn a_page_runs_from_the_statement_cache_without_being_prepared_again() {
+        let events = statements::page_events_sql(&EventFilter::default());
+        let audit = statements::page_audit_sql(&AuditFilter::default());
+        for sql in [&events, &audit] {
+            assert_eq!(reprepared(sql), 0, "{sql}");
+        }
+        // The control: the same page limited by a bare parameter is prepared on every run.
+        let bare = events.replace("LIMIT CAST(?4 AS BIGINT)", "LIMIT ?4");
+        assert_ne!(bare, events);
+        assert!(reprepared(&bare) > 0, "{bare}");
+    }
+
     #[test]
     fn one_works_events_are_read_through_its_index() {
         let of_work = plan(&statements::page_events_sql(&EventFilter::of_work("w")));

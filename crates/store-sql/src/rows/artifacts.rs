@@ -77,7 +77,7 @@ impl ArtifactRows for SqlTx<'_> {
                  SELECT x.started_at, x.id, a.idx, a.execution_id, a.name, a.size, a.sha256, a.refusal, a.created_at
                    FROM artifacts a JOIN executions x ON x.id = a.execution_id
                   WHERE (CAST(?1 AS TEXT) IS NULL OR x.id = ?1) AND x.started_at <= ?2) AS entries
-             WHERE (started_at, id, idx) > (?3, ?4, ?5) ORDER BY started_at, id, idx LIMIT ?6"
+             WHERE (started_at, id, idx) > (?3, ?4, ?5) ORDER BY started_at, id, idx LIMIT CAST(?6 AS BIGINT)"
         );
         self.query_all(
             &sql,

@@ -72,7 +72,7 @@ pub fn page_events_sql(filter: &EventFilter) -> String {
     };
     format!(
         "SELECT {EVENT_COLUMNS} FROM events WHERE {of_work} AND {of_type} AND {since} \
-         AND sequence > ?2 AND sequence <= ?3 ORDER BY sequence LIMIT ?4"
+         AND sequence > ?2 AND sequence <= ?3 ORDER BY sequence LIMIT CAST(?4 AS BIGINT)"
     )
 }
 
@@ -115,7 +115,8 @@ impl EventRows for SqlTx<'_> {
 
     fn list_events(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Event>> {
         let of_work = matching("work_id", "=", 1, work.is_some());
-        let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE {of_work} ORDER BY sequence LIMIT ?2");
+        let sql =
+            format!("SELECT {EVENT_COLUMNS} FROM events WHERE {of_work} ORDER BY sequence LIMIT CAST(?2 AS BIGINT)");
         self.query_all(&sql, args![work, limit as i64], event_row)
     }
 

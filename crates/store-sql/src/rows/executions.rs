@@ -121,7 +121,7 @@ impl ExecutionRows for SqlTx<'_> {
         let (at, id) = page.after.clone().unwrap_or((i64::MIN, String::new()));
         let sql = format!(
             "SELECT {EXECUTION_COLUMNS} FROM executions WHERE (CAST(?1 AS TEXT) IS NULL OR work_id = ?1) AND started_at <= ?2
-             AND (started_at > ?3 OR (started_at = ?3 AND id > ?4)) ORDER BY started_at, id LIMIT ?5"
+             AND (started_at > ?3 OR (started_at = ?3 AND id > ?4)) ORDER BY started_at, id LIMIT CAST(?5 AS BIGINT)"
         );
         self.query_all(&sql, args![work, page.upper, at, id, page.limit as i64], execution_row)
     }

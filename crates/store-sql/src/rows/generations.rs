@@ -54,7 +54,7 @@ impl GenerationRows for SqlTx<'_> {
     fn page_scopes(&mut self, page: &Page<String>) -> Result<Vec<ScopeRecord>> {
         let after = page.after.clone().unwrap_or_default();
         self.query_all(
-            "SELECT id, generation, parent, enabled, removed_in FROM scopes WHERE id > ?1 ORDER BY id LIMIT ?2",
+            "SELECT id, generation, parent, enabled, removed_in FROM scopes WHERE id > ?1 ORDER BY id LIMIT CAST(?2 AS BIGINT)",
             args![after, page.limit as i64],
             |r| {
                 Ok(ScopeRecord {

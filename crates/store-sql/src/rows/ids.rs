@@ -31,7 +31,7 @@ fn range(dialect: Dialect) -> &'static str {
 impl IdRows for SqlTx<'_> {
     fn ids_starting_with(&mut self, kind: IdKind, prefix: &str, limit: usize) -> Result<Vec<String>> {
         let sql = format!(
-            "SELECT id FROM {} WHERE {} ORDER BY id LIMIT ?3",
+            "SELECT id FROM {} WHERE {} ORDER BY id LIMIT CAST(?3 AS BIGINT)",
             table(kind),
             range(self.sql.dialect())
         );

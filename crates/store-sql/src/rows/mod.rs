@@ -38,7 +38,7 @@ impl<'a> SqlTx<'a> {
 fn oldest_first(time: &str, first: usize) -> String {
     let (upper, at, id, limit) = (first, first + 1, first + 2, first + 3);
     // A row-value comparison, which SQLite seeks in a `(time, id)` index instead of scanning to it.
-    format!("{time} <= ?{upper} AND ({time}, id) > (?{at}, ?{id}) ORDER BY {time}, id LIMIT ?{limit}")
+    format!("{time} <= ?{upper} AND ({time}, id) > (?{at}, ?{id}) ORDER BY {time}, id LIMIT CAST(?{limit} AS BIGINT)")
 }
 
 /// A filter's clause on `column` against parameter `?n`: the comparison `op` when the filter is set, else

@@ -55,7 +55,7 @@ impl OperatorRows for SqlTx<'_> {
         let (name, id) = page.after.clone().unwrap_or_default();
         let sql = format!(
             "SELECT {OPERATOR_COLUMNS} FROM operators WHERE created_at <= ?1
-             AND (name > ?2 OR (name = ?2 AND id < ?3)) ORDER BY name, id DESC LIMIT ?4"
+             AND (name > ?2 OR (name = ?2 AND id < ?3)) ORDER BY name, id DESC LIMIT CAST(?4 AS BIGINT)"
         );
         self.query_all(&sql, args![page.upper, name, id, page.limit as i64], operator_row)
     }

@@ -47,7 +47,8 @@ impl PackageRows for SqlTx<'_> {
 
     fn page_packages(&mut self, page: &Page<String>) -> Result<Vec<PackageRecord>> {
         let after = page.after.clone().unwrap_or_default();
-        let sql = format!("SELECT {PACKAGE_COLUMNS} FROM packages WHERE name > ?1 ORDER BY name LIMIT ?2");
+        let sql =
+            format!("SELECT {PACKAGE_COLUMNS} FROM packages WHERE name > ?1 ORDER BY name LIMIT CAST(?2 AS BIGINT)");
         self.query_all(&sql, args![after, page.limit as i64], package_row)
     }
 

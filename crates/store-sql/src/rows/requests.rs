@@ -121,7 +121,9 @@ impl RequestRows for SqlTx<'_> {
 
     fn list_audit(&mut self, execution: Option<&str>, limit: usize) -> Result<Vec<AuditRecord>> {
         let of_execution = matching("execution_id", "=", 1, execution.is_some());
-        let sql = format!("SELECT {AUDIT_COLUMNS} FROM toolbelt_audit WHERE {of_execution} ORDER BY at, id LIMIT ?2");
+        let sql = format!(
+            "SELECT {AUDIT_COLUMNS} FROM toolbelt_audit WHERE {of_execution} ORDER BY at, id LIMIT CAST(?2 AS BIGINT)"
+        );
         self.query_all(&sql, args![execution, limit as i64], audit_row)
     }
 

@@ -160,7 +160,7 @@ impl WorkRows for SqlTx<'_> {
         let sql = format!(
             "SELECT {WORK_COLUMNS} FROM work WHERE (CAST(?1 AS TEXT) IS NULL OR scope = ?1) AND (CAST(?2 AS TEXT) IS NULL OR state = ?2)
              AND created_at <= ?3 AND (created_at < ?4 OR (created_at = ?4 AND ?5 != '' AND id < ?5))
-             ORDER BY created_at DESC, id DESC LIMIT ?6"
+             ORDER BY created_at DESC, id DESC LIMIT CAST(?6 AS BIGINT)"
         );
         let state = filter.state.map(WorkState::as_str);
         self.works(&sql, args![filter.scope, state, page.upper, at, id, page.limit as i64])
@@ -169,7 +169,7 @@ impl WorkRows for SqlTx<'_> {
     fn ready_work(&mut self, limit: usize, now: Timestamp) -> Result<Vec<Work>> {
         let sql = format!(
             "SELECT {WORK_COLUMNS} FROM work WHERE state = 'ready' AND blocked_reason IS NULL
-             AND (not_before IS NULL OR not_before <= ?2) ORDER BY updated_at, id LIMIT ?1"
+             AND (not_before IS NULL OR not_before <= ?2) ORDER BY updated_at, id LIMIT CAST(?1 AS BIGINT)"
         );
         self.works(&sql, args![limit as i64, now.0])
     }
