@@ -70,7 +70,7 @@ impl Store for PostgresStore {
 /// One transaction of `mode` on `conn`: committed when `body` succeeds, rolled back otherwise.
 fn run(conn: &mut worker::Conn, mode: Mode, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
     let begin = match mode {
-        Mode::Read => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned(),
+        Mode::Read | Mode::ReadState => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned(),
         // Every writer takes the lock first, so each sees every write committed before it.
         // Read committed whatever the server's default: each statement then sees what the lock's
         // previous holder committed, where a snapshot taken before the lock was granted would not.
@@ -94,7 +94,7 @@ fn run(conn: &mut worker::Conn, mode: Mode, body: &mut dyn FnMut(&mut dyn Tx) ->
     match ran {
         Err(e) => Err(abandon(conn, e)),
         // Ending a read transaction; rolling back is as good as committing and says so.
-        Ok(()) if mode == Mode::Read => batch(conn, "ROLLBACK"),
+        Ok(()) if matches!(mode, Mode::Read | Mode::ReadState) => batch(conn, "ROLLBACK"),
         Ok(()) => batch(conn, "COMMIT"),
     }
 }

@@ -5,9 +5,11 @@
 //! inside a savepoint of it, so its error rolls back only its own work; the statements that wrote
 //! are then appended to the redo log ([`crate::redo`]) as one entry, in the order they ran. A caller
 //! is answered once the log is on disk as far as it needs (one fsync covers every entry before it,
-//! [`crate::durability`]): a state change ([`Mode::Write`]) through its own entry; a read's records
-//! ([`Mode::Record`]) through the last state change it may have read, never waiting for records; a
-//! refusal, or a body that changed nothing, through the last entry it may have read.
+//! [`crate::durability`]): a state change ([`Mode::Write`]) through its own entry; anything else (a
+//! read's records, [`Mode::Record`]; a refusal; a body that changed nothing; a read of state,
+//! [`Writer::read_state`]) through the last state change it may have read, never waiting for
+//! records, which like a read's own records need not outlast a power loss ("Durability" in
+//! DESIGN.md).
 //!
 //! The transaction commits later: when a read on another connection asks ([`Writer::commit_held`]),
 //! on the store's commit thread's round, or once it holds [`MAX_MEMBERS`] members. Its commit
@@ -98,8 +100,8 @@ impl Writer {
         self.queued.fetch_sub(1, Ordering::SeqCst);
         let open = &mut *guard;
         self.begin(open)?;
-        // Every entry so far, and the latest state change: what this member may read.
-        let (read_through, state_through) = (self.durability.latest(), open.last_state);
+        // The latest state change: what this member may read that must outlast a power loss.
+        let state_through = open.last_state;
         let mut statements = Statements::default();
         let (mut ran, mut intact) = run_in_savepoint(&open.conn, &mut statements, body);
         let mut own_entry = None;
@@ -123,15 +125,44 @@ impl Writer {
         let ticket = match (ran, mode) {
             (Ran::Panicked(panic), _) => resume_unwind(panic),
             (Ran::Failed(e), _) => {
-                // A refusal may rest on any entry it read.
-                self.durability.wait_durable(read_through)?;
+                // A refusal may rest on any state change it read.
+                self.durability.wait_durable(state_through)?;
                 return Err(e);
             }
             (Ran::Done { .. }, Mode::Record) => state_through,
-            (Ran::Done { .. }, _) => own_entry.unwrap_or(read_through),
+            (Ran::Done { .. }, _) => own_entry.unwrap_or(state_through),
         };
         let more_coming = || self.queued.load(Ordering::SeqCst) > 0;
         self.durability.wait_durable_unless(ticket, more_coming)
+    }
+
+    /// Runs a read inside the open transaction, so it sees every change held there without
+    /// committing them ([`Mode::ReadState`]); answered once the latest state change is on disk. A
+    /// body that writes is refused, and what it did goes with the open transaction, whose entries
+    /// are applied again.
+    pub fn read_state(&self, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
+        let mut guard = lock(&self.open);
+        let open = &mut *guard;
+        self.begin(open)?;
+        let before = open.conn.total_changes();
+        let mut ran = {
+            let mut unlogged = Statements::default();
+            let mut sql = SqliteSql::recording(&open.conn, &mut unlogged);
+            catch_unwind(AssertUnwindSafe(|| body(&mut SqlTx::new(&mut sql))))
+        };
+        if open.conn.total_changes() != before || open.conn.is_autocommit() {
+            self.settle(open, false);
+            if let Ok(Ok(())) = ran {
+                ran = Ok(Err(StoreError::Backend("a read of state wrote to the store".into())));
+            }
+        }
+        let state_through = open.last_state;
+        drop(guard);
+        match ran {
+            Err(panic) => resume_unwind(panic),
+            Ok(read) => read?,
+        }
+        self.durability.wait_durable(state_through)
     }
 
     /// Appends a member's statements to the redo log; answers the entry's durability ticket.

@@ -49,7 +49,7 @@ impl GroupSync {
         p.committed
     }
 
-    /// The latest entry appended: what a transaction that wrote nothing may have read.
+    /// The latest entry appended: what a read after a commit may have seen.
     pub fn latest(&self) -> u64 {
         self.lock().committed
     }

@@ -149,6 +149,7 @@ impl Store for SqliteStore {
                 // What it read (a record's event sequence, say) is on disk before it is answered.
                 self.durability.wait_durable(self.durability.latest())
             }
+            Mode::ReadState => self.writer.read_state(body),
             Mode::Write | Mode::Record => self.writer.transact(mode, body),
         }
     }

@@ -140,6 +140,42 @@ fn a_read_sees_a_record_held_for_a_commit() {
 }
 
 #[test]
+fn a_read_of_state_sees_what_is_held_and_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = holding(&path);
+    let store: &dyn Store = &store;
+    store.write(|tx| tx.insert_event(charged("change"))).unwrap();
+    store.record(|tx| tx.insert_event(charged("held"))).unwrap();
+    for id in ["change", "held"] {
+        assert!(store.read_state(|tx| tx.get_event(id)).unwrap().is_some(), "{id}");
+    }
+    assert!(committed_rows(&path).0.is_empty(), "still held, not committed");
+    // The control: a read on another connection commits them first.
+    assert!(store.read(|tx| tx.get_event("held")).unwrap().is_some());
+    assert_eq!(committed_rows(&path).0.len(), 2);
+}
+
+#[test]
+fn a_read_of_state_that_writes_is_refused_and_keeps_nothing_it_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let owned = holding(&path);
+    let store: &dyn Store = &owned;
+    store.write(|tx| tx.insert_event(charged("before"))).unwrap();
+    let wrote = store.read_state(|tx| tx.insert_event(charged("sneaked")));
+    assert!(wrote.is_err(), "a read of state may not write");
+    assert!(store.read(|tx| tx.get_event("sneaked")).unwrap().is_none());
+    assert!(
+        store.read(|tx| tx.get_event("before")).unwrap().is_some(),
+        "what was held before is applied again"
+    );
+    drop(owned);
+    let reopened: &dyn Store = &SqliteStore::open(&path).unwrap();
+    assert!(reopened.read(|tx| tx.get_event("sneaked")).unwrap().is_none());
+}
+
+#[test]
 fn a_state_change_is_answered_from_the_synced_log_and_committed_when_read() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");

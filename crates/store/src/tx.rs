@@ -362,6 +362,11 @@ transaction_of!(
 pub enum Mode {
     /// Reads only; sees every acknowledged write.
     Read,
+    /// Reads state for the host's own decisions (the scheduler's), answered to nobody: sees every
+    /// acknowledged write and returns once the state it read is on disk, but waits for no record's
+    /// flush. On SQLite it reads inside the writer's open transaction, so it commits nothing and
+    /// the calls it follows keep sharing one commit.
+    ReadState,
     /// Changes state: returns once its commit is on disk.
     Write,
     /// Records a read and changes no other state: its audit record, its call records on the Work's
@@ -393,6 +398,14 @@ impl dyn Store + '_ {
         f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
         self.run(Mode::Read, f)
+    }
+
+    /// Runs `f` in one [`Mode::ReadState`] transaction.
+    pub fn read_state<T, E: From<StoreError>>(
+        &self,
+        f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        self.run(Mode::ReadState, f)
     }
 
     /// Runs `f` in one [`Mode::Record`] transaction: what it writes records a read.
