@@ -51,6 +51,7 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Body) 
         request.request_id = idempotency_key(&headers);
     }
     let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
+    let changes_state = !toolbelt.only_reads(&request.operation);
     let begun = blocking(move || Ok(toolbelt.begin(&execution, &token, &request)?)).await?;
     let answer = match begun {
         Begun::Answered(answer) => answer,
@@ -65,7 +66,9 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Body) 
             finished.await.unwrap_or_else(|_| Err(Failure(Refusal::internal())))?
         }
     };
-    s.kick.notify_one();
+    if changes_state {
+        s.kick.notify_one();
+    }
     ok(StatusCode::OK, &answer)
 }
 

@@ -159,6 +159,12 @@ impl From<Refusal> for Failed {
 }
 
 impl Toolbelt {
+    /// Whether a call of `operation` only reads: it changes no state, so nothing waits on it (the
+    /// scheduler need not look again after it).
+    pub fn only_reads(&self, operation: &str) -> bool {
+        only_reads(&self.registry(), operation)
+    }
+
     /// Runs a call to completion, awaiting an extension's handler in between. The store work runs on
     /// the calling thread; async servers call [`Toolbelt::begin`] and [`Toolbelt::finish`] on a
     /// blocking thread instead.
@@ -186,8 +192,11 @@ impl Toolbelt {
             transport: registry.transport(&request.operation),
         };
         let config = self.caught_up_config()?;
-        let builtin_read = registry.operation(&request.operation).is_none() && builtins::only_reads(&request.operation);
-        let mode = if builtin_read { Mode::Record } else { Mode::Write };
+        let mode = if only_reads(&registry, &request.operation) {
+            Mode::Record
+        } else {
+            Mode::Write
+        };
         let begun = self.store.run(mode, |tx| -> Result<Begun, Failed> {
             let token = checks::live_token(tx, socket_execution, bearer, call.started)?;
             let authority = checks::authorize(tx, &config, &registry, token.clone(), request, call.started)
@@ -448,6 +457,11 @@ impl Toolbelt {
             Err(_) => Refusal::internal(),
         }
     }
+}
+
+/// A builtin that only reads: its transaction writes nothing but the call's own records.
+fn only_reads(registry: &Registry, operation: &str) -> bool {
+    registry.operation(operation).is_none() && builtins::only_reads(operation)
 }
 
 fn invalid_at(pointer: &str) -> Refusal {

@@ -223,12 +223,13 @@ impl Runtime {
     }
 
     /// The store's running attempts, read when this tick needs them: to stop the supervised ones
-    /// it no longer has running, or to take over another daemon's abandoned ones.
+    /// it no longer has running, or to take over another daemon's abandoned ones. A read of state
+    /// only, so a tick after every toolbelt call does not commit what the calls before it hold.
     async fn running_if_needed(&self) -> Result<Vec<Execution>, HostError> {
         if !self.shared_store && self.supervised().is_empty() {
             return Ok(Vec::new());
         }
-        self.db(|s| Ok(s.read(|tx| tx.executions_in_state(ExecutionState::Running))?))
+        self.db(|s| Ok(s.read_state(|tx| tx.executions_in_state(ExecutionState::Running))?))
             .await
     }
 
