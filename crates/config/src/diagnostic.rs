@@ -50,10 +50,7 @@ pub fn push_pointer(base: &str, key: &str) -> String {
 
 /// Turns a serde error into a diagnostic without its text, which may quote a value.
 pub(crate) fn shape_diagnostic(base: &str, e: &serde_path_to_error::Error<serde_json::Error>) -> Diagnostic {
-    let pointer = e
-        .path()
-        .iter()
-        .fold(base.to_owned(), |p, seg| push_pointer(&p, &segment(seg)));
+    let pointer = format!("{base}{}", path_pointer(e.path()));
     let text = e.inner().to_string();
     let expected = expected(&text);
     let (code, message, remedy) = if text.starts_with("unknown field") {
@@ -96,6 +93,12 @@ pub(crate) fn shape_diagnostic(base: &str, e: &serde_path_to_error::Error<serde_
         None => message.to_owned(),
     };
     Diagnostic::error(pointer, code, message, &remedy)
+}
+
+/// A serde path as a JSON pointer (`/items/1`, where serde writes `items[1]`).
+pub fn path_pointer(path: &serde_path_to_error::Path) -> String {
+    path.iter()
+        .fold(String::new(), |p, seg| push_pointer(&p, &segment(seg)))
 }
 
 /// A path segment as a JSON pointer writes it: an array index bare (serde writes `[0]`).

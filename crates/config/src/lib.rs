@@ -25,7 +25,7 @@ mod strict;
 mod validate;
 
 pub use default::default_config_json;
-pub use diagnostic::{Diagnostic, Severity};
+pub use diagnostic::{path_pointer, Diagnostic, Severity};
 pub use executor::{Agent, Executable, ProcessSettings, GITHUB_HOLD, HOLD_CONDITIONS};
 pub use grants::{ExecutorCapabilities, Registry, GRANT_WARNINGS};
 pub use model::{

@@ -17,7 +17,7 @@ pub fn read(bytes: &[u8]) -> Result<(Value, Vec<Diagnostic>), Diagnostic> {
     let found = RefCell::new(Vec::new());
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = StrictSeed {
-        pointer: String::new(),
+        at: At::Root,
         found: &found,
     }
     .deserialize(&mut de)
@@ -34,8 +34,27 @@ pub fn read(bytes: &[u8]) -> Result<(Value, Vec<Diagnostic>), Diagnostic> {
 }
 
 struct StrictSeed<'a> {
-    pointer: String,
+    at: At<'a>,
     found: &'a RefCell<Vec<Diagnostic>>,
+}
+
+/// Where a value is in the document: its pointer is written only for a diagnostic, so reading
+/// clean JSON allocates none.
+#[derive(Clone, Copy)]
+enum At<'a> {
+    Root,
+    Key(&'a At<'a>, &'a str),
+    Index(&'a At<'a>, usize),
+}
+
+impl At<'_> {
+    fn pointer(&self) -> String {
+        match self {
+            At::Root => String::new(),
+            At::Key(parent, key) => push_pointer(&parent.pointer(), key),
+            At::Index(parent, index) => format!("{}/{index}", parent.pointer()),
+        }
+    }
 }
 
 impl<'de> DeserializeSeed<'de> for StrictSeed<'_> {
@@ -55,7 +74,7 @@ impl<'de> Visitor<'de> for StrictSeed<'_> {
 
     fn visit_unit<E>(self) -> Result<Value, E> {
         self.found.borrow_mut().push(Diagnostic::error(
-            self.pointer,
+            self.at.pointer(),
             "null_value",
             "null is not accepted; omit the field to take its default",
             "remove the field or give it a value",
@@ -90,7 +109,7 @@ impl<'de> Visitor<'de> for StrictSeed<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::new();
         while let Some(item) = seq.next_element_seed(StrictSeed {
-            pointer: format!("{}/{}", self.pointer, items.len()),
+            at: At::Index(&self.at, items.len()),
             found: self.found,
         })? {
             items.push(item);
@@ -101,14 +120,11 @@ impl<'de> Visitor<'de> for StrictSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            let pointer = push_pointer(&self.pointer, &key);
-            let value = map.next_value_seed(StrictSeed {
-                pointer: pointer.clone(),
-                found: self.found,
-            })?;
+            let at = At::Key(&self.at, &key);
+            let value = map.next_value_seed(StrictSeed { at, found: self.found })?;
             if object.contains_key(&key) {
                 self.found.borrow_mut().push(Diagnostic::error(
-                    pointer,
+                    at.pointer(),
                     "duplicate_key",
                     "this key appears more than once in its object",
                     "keep one occurrence of the key",

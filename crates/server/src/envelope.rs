@@ -80,8 +80,20 @@ pub fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Failure> {
         };
         return Err(invalid_body(&d.pointer, what));
     }
-    serde_path_to_error::deserialize(value)
-        .map_err(|e| invalid_body(&format!("/{}", e.path()), "does not fit this route"))
+    // The path of a misfit is tracked only once there is one.
+    T::deserialize(value).or_else(|_| {
+        let (value, _) = conduit_config::read_strict_json(body).map_err(|_| invalid_body("/", "is not JSON"))?;
+        match serde_path_to_error::deserialize::<_, T>(value) {
+            Err(e) => {
+                let at = conduit_config::path_pointer(e.path());
+                Err(invalid_body(
+                    if at.is_empty() { "/" } else { &at },
+                    "does not fit this route",
+                ))
+            }
+            Ok(_) => Err(invalid_body("/", "does not fit this route")),
+        }
+    })
 }
 
 fn invalid_body(pointer: &str, what: &str) -> Failure {
@@ -304,6 +316,44 @@ mod tests {
             .map(|v| v.to_str().unwrap().to_owned());
         let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
         (status, serde_json::from_slice(&body).unwrap_or_default(), allow)
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Shape {
+        name: String,
+        items: Vec<u32>,
+    }
+
+    fn refused(body: &str) -> String {
+        let Err(Failure(refusal)) = parse_body::<Shape>(&Bytes::from(body.to_owned())) else {
+            panic!("{body} was accepted");
+        };
+        refusal.message
+    }
+
+    #[test]
+    fn a_body_that_does_not_fit_is_refused_at_the_pointer_of_its_misfit() {
+        assert!(parse_body::<Shape>(&Bytes::from_static(br#"{"name":"a","items":[1]}"#)).is_ok());
+        let cases = [
+            (
+                r#"{"name":"a","items":[1,"x"]}"#,
+                "does not fit this route (at /items/1)",
+            ),
+            (
+                r#"{"name":"a","items":[],"more":1}"#,
+                "does not fit this route (at /more)",
+            ),
+            (r#""x""#, "does not fit this route (at /)"),
+            (r#"{"name":"a","name":"b","items":[]}"#, "repeats a key (at /name)"),
+            (r#"{"name":"a","items":[null]}"#, "holds a null (at /items/0)"),
+            (r#"{"name":"#, "is not JSON (at /)"),
+        ];
+        for (body, expected) in cases {
+            let message = refused(body);
+            assert!(message.contains(expected), "{body}: {message}");
+        }
     }
 
     async fn boom() -> &'static str {
