@@ -48,7 +48,7 @@ pub(crate) fn register(
         created_at: now,
     };
     tx.insert_wait(&wait)?;
-    let backlog = tx.events_after_for_keys(wait.watermark, &wait.keys)?;
+    let backlog = tx.events_between_for_keys(wait.watermark, i64::MAX, &wait.keys)?;
     match backlog.into_iter().find(|e| wait.matches(e)) {
         Some(event) => {
             resolve(tx, wait, WaitState::Satisfied, &event.id, now)?;

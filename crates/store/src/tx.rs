@@ -183,8 +183,9 @@ pub trait EventRows {
     fn list_events(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Event>>;
     /// A page of events by acceptance sequence, up to sequence `page.upper`.
     fn page_events(&mut self, filter: &EventFilter, page: &Page<i64>) -> Result<Vec<Event>>;
-    /// Events after `sequence` whose correlation key is one of `keys`, in acceptance order.
-    fn events_after_for_keys(&mut self, sequence: i64, keys: &[String]) -> Result<Vec<Event>>;
+    /// Events after sequence `after` and up to `through` whose correlation key is one of `keys`, in
+    /// acceptance order.
+    fn events_between_for_keys(&mut self, after: i64, through: i64, keys: &[String]) -> Result<Vec<Event>>;
     fn max_sequence(&mut self) -> Result<i64>;
     /// The event accepted under a delivery identity, if any.
     fn event_by_delivery(&mut self, delivery_id: &str) -> Result<Option<Event>>;

@@ -309,7 +309,8 @@ fn read_context(tx: &mut dyn Tx, config: &Snapshot, a: &Authority, _: Empty) -> 
 }
 
 /// Events under the Work's keys accepted after the previous attempt's watermark (all of them for a
-/// first attempt), less the Work's own emissions and the host's call records.
+/// first attempt) and up to this attempt's, less the Work's own emissions and the host's call
+/// records.
 fn input_since_acknowledged(tx: &mut dyn Tx, a: &Authority) -> Result<Vec<Event>, HostError> {
     let acknowledged = tx
         .executions_of_work(&a.work.id)?
@@ -318,10 +319,9 @@ fn input_since_acknowledged(tx: &mut dyn Tx, a: &Authority) -> Result<Vec<Event>
         .map(|x| x.watermark)
         .max()
         .unwrap_or(0);
-    let events = tx.events_after_for_keys(acknowledged, &a.work.keys)?;
+    let events = tx.events_between_for_keys(acknowledged, a.execution.watermark, &a.work.keys)?;
     Ok(events
         .into_iter()
-        .filter(|e| e.sequence <= a.execution.watermark)
         .filter(|e| {
             !matches!(e.source, Source::Execution(_) | Source::Toolbelt) || e.work_id.as_ref() != Some(&a.work.id)
         })

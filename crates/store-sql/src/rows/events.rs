@@ -128,13 +128,14 @@ impl EventRows for SqlTx<'_> {
         self.query_all(&sql, params, event_row)
     }
 
-    fn events_after_for_keys(&mut self, sequence: i64, keys: &[String]) -> Result<Vec<Event>> {
+    fn events_between_for_keys(&mut self, after: i64, through: i64, keys: &[String]) -> Result<Vec<Event>> {
         let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE correlation_key = ?1 AND sequence > ?2 ORDER BY sequence"
+            "SELECT {EVENT_COLUMNS} FROM events WHERE correlation_key = ?1 AND sequence > ?2 AND sequence <= ?3 \
+             ORDER BY sequence"
         );
         let mut found = Vec::new();
         for key in keys {
-            found.extend(self.query_all(&sql, args![key, sequence], event_row)?);
+            found.extend(self.query_all(&sql, args![key, after, through], event_row)?);
         }
         found.sort_by_key(|e| e.sequence);
         Ok(found)
