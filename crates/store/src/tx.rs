@@ -363,10 +363,10 @@ transaction_of!(
 pub enum Mode {
     /// Reads only; sees every acknowledged write.
     Read,
-    /// Reads state for the host's own decisions (the scheduler's), answered to nobody: sees every
-    /// acknowledged write and returns once the state it read is on disk, but waits for no record's
-    /// flush. On SQLite it reads inside the writer's open transaction, so it commits nothing and
-    /// the calls it follows keep sharing one commit.
+    /// Reads state for the host's own decisions (the scheduler's, a request's authentication), not
+    /// for an answer: sees every acknowledged write and returns once the state it read is on disk,
+    /// but waits for no record's flush. On SQLite it reads inside the writer's open transaction, so
+    /// it commits nothing and the calls it follows keep sharing one commit.
     ReadState,
     /// Changes state: returns once its commit is on disk.
     Write,

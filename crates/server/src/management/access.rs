@@ -67,7 +67,8 @@ async fn credential(state: &Management, headers: &HeaderMap) -> Result<OperatorR
     let presented = digest(&bearer(headers)?);
     let store = state.store.clone();
     blocking(move || {
-        store.read(|tx| {
+        // A read of state: it sees every acknowledged revocation, and commits nothing held.
+        store.read_state(|tx| {
             if let Some(op) = tx.operator_by_digest(&presented)?.filter(|o| o.revoked_at.is_none()) {
                 return Ok(op);
             }
