@@ -34,7 +34,9 @@
 
 mod common;
 
-use common::{bench_limits, columns_legend, env_count, mount_of, print_table, Body, Client, Counters, Stats};
+use common::{
+    bench_limits, columns_legend, env_count, mount_of, multi_thread, print_table, Body, Client, Counters, Stats,
+};
 use std::fs::File;
 use std::future::Future;
 use std::io::Write;
@@ -81,11 +83,7 @@ const EMIT: &[u8] = br#"{"type":"demo.bench","scope":"setup"}"#;
 /// current-thread runtime, as the `os` CLI would, so every case pays the same cross-thread hop.
 fn main() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let servers = tokio::runtime::Builder::new_multi_thread()
-        .thread_name("bench-server")
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let servers = multi_thread("server", std::thread::available_parallelism().map_or(2, |n| n.get()));
     let client = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -28,7 +28,9 @@
 
 mod common;
 
-use common::{bench_limits, columns_legend, env_count, mount_of, print_table, Body, Client, Counters, Stats};
+use common::{
+    bench_limits, columns_legend, env_count, mount_of, multi_thread, print_table, Body, Client, Counters, Stats,
+};
 use std::fs::File;
 use std::future::Future;
 use std::hint::black_box;
@@ -78,8 +80,8 @@ const READ_CONTEXT: &[u8] = br#"{"operation":"read_context","input":{}}"#;
 /// run on a multi-threaded runtime of their own, so they really send at the same time.
 fn main() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let servers = multi_thread("server");
-    let clients = multi_thread("client");
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let (servers, clients) = (multi_thread("server", cpus), multi_thread("client", cpus));
     let client = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -127,14 +129,6 @@ fn main() {
         println!("\non PostgreSQL, the executions split between two stores on one database, as two daemons:");
         print_together(two, &rows);
     }
-}
-
-fn multi_thread(name: &str) -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .thread_name(format!("bench-{name}"))
-        .enable_all()
-        .build()
-        .expect("a runtime")
 }
 
 /// The default configuration, with a chain rate limit the bench cannot reach.
@@ -504,7 +498,7 @@ fn print_together(together: &[Stats], rows: &[Stats]) {
         client_calls()
     );
     println!(
-        "{:<6}{:>7}{:>9}{:>9}{:>10}{:>10}{:>9}{:>9}{:>8}{:>8}{:>8}{:>9}",
+        "{:<6}{:>7}{:>9}{:>9}{:>10}{:>10}{:>9}{:>9}{:>8}{:>10}{:>9}{:>8}{:>9}",
         "N",
         "calls",
         "wall(s)",
@@ -514,13 +508,14 @@ fn print_together(together: &[Stats], rows: &[Stats]) {
         "vs N=1",
         "vs fsync",
         "cpu/op",
-        "log KiB",
+        "store KiB",
+        "sock KiB",
         "db KiB",
         "flush/op"
     );
     for (n, s) in EXECUTIONS.iter().zip(together) {
         println!(
-            "{:<6}{:>7}{:>9.2}{:>9.0}{:>10.1}{:>10.1}{:>9.2}{:>9.2}{:>8}{:>8}{:>8}{:>9}",
+            "{:<6}{:>7}{:>9.2}{:>9.0}{:>10.1}{:>10.1}{:>9.2}{:>9.2}{:>8}{:>10}{:>9}{:>8}{:>9}",
             n,
             s.latencies.len(),
             s.wall().as_secs_f64(),
@@ -530,7 +525,8 @@ fn print_together(together: &[Stats], rows: &[Stats]) {
             s.per_second() / single,
             s.per_second() / fsync,
             s.cpu_per_call(),
-            s.logged_per_call(),
+            s.stored_per_call(),
+            s.sent_per_call(),
             s.checkpointed_per_call(),
             s.flushes_per_call()
         );

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use std::cmp::Reverse;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -19,6 +20,30 @@ use tokio::net::UnixStream;
 /// The limits the daemon serves its sockets with by default.
 pub fn bench_limits() -> conduit_server::ConnectionLimits {
     conduit_server::ConnectionLimits::management(&conduit_config::Limits::default())
+}
+
+/// The name of the threads that move the benches' HTTP bytes: every runtime's workers, which is
+/// where sockets are written (the store is reached on blocking threads, named otherwise).
+const SOCKET_THREADS: &str = "bench-io";
+
+/// A multi-threaded runtime of `workers` threads named [`SOCKET_THREADS`]; its blocking threads are
+/// named `bench-{name}`. Tokio starts the workers first, at build, so the first names go to them.
+pub fn multi_thread(name: &str, workers: usize) -> tokio::runtime::Runtime {
+    let started = AtomicUsize::new(0);
+    let blocking = format!("bench-{name}");
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name_fn(move || {
+            let worker = started.fetch_add(1, Ordering::SeqCst) < workers;
+            if worker {
+                SOCKET_THREADS.into()
+            } else {
+                blocking.clone()
+            }
+        })
+        .enable_all()
+        .build()
+        .expect("a runtime")
 }
 
 /// A call count from the environment (`BENCH_READS=2000`), when set and positive.
@@ -52,9 +77,11 @@ pub struct Counters {
     pub cpu: Option<Duration>,
     /// Bytes this process has passed to `write` and its kin (`wchar` of `/proc/self/io`).
     pub written: Option<u64>,
-    /// Of those, the bytes the store's checkpoint thread copied from its log into the database file:
-    /// the rest is the log itself (and the few bytes of the sockets).
+    /// Of those, the bytes the store's checkpoint thread copied from its log into the database file.
     pub checkpointed: Option<u64>,
+    /// Of those, the bytes the threads that serve and send HTTP wrote: the sockets' bytes. The rest
+    /// is what the store wrote: its WAL frames and its redo log's entries.
+    pub sockets: Option<u64>,
     /// Flush requests completed by the temp dir's block device.
     pub flushes: Option<u64>,
 }
@@ -63,8 +90,9 @@ impl Counters {
     pub fn read() -> Counters {
         Counters {
             cpu: process_cpu(),
-            // The checkpoint's count first, so it never exceeds the process's, read after it.
-            checkpointed: checkpoint_written(),
+            // The threads' counts first, so they never exceed the process's, read after them.
+            checkpointed: threads_written(|comm, _| comm == "store-checkpt"),
+            sockets: threads_written(|comm, main| main || comm == SOCKET_THREADS),
             written: process_written(),
             flushes: device_flushes(),
         }
@@ -84,15 +112,17 @@ fn process_written() -> Option<u64> {
     wchar(Path::new("/proc/self/io"))
 }
 
-/// `wchar` of the store's checkpoint thread (`store-checkpt`: Linux keeps 15 bytes of a thread
-/// name), which copies the log into the database file (the writer's fallback checkpoint, past 20,000
-/// pages, is the only other); zero when the process has no store. It counts live threads only, so
-/// a bench keeps one store open throughout.
-fn checkpoint_written() -> Option<u64> {
+/// `wchar` of the threads `pick` chooses by name (Linux keeps 15 bytes of it) and by whether it is
+/// the main thread, where the sequential client runs: the store's checkpoint thread
+/// (`store-checkpt`), which copies the log into the database file (the writer's fallback checkpoint,
+/// past 20,000 pages, is the only other); the socket threads. It counts live threads only, so a
+/// bench keeps them throughout: one store, and runtimes that live as long as it.
+fn threads_written(pick: impl Fn(&str, bool) -> bool) -> Option<u64> {
+    let main = std::process::id().to_string();
     let mut total = 0;
     for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
         let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim_end() == "store-checkpt" {
+        if pick(comm.trim_end(), task.file_name() == main.as_str()) {
             total += wchar(&task.path().join("io"))?;
         }
     }
@@ -141,12 +171,14 @@ impl Stats {
             cpu: least(each.iter().map(|s| s.before.cpu)),
             written: least(each.iter().map(|s| s.before.written)),
             checkpointed: least(each.iter().map(|s| s.before.checkpointed)),
+            sockets: least(each.iter().map(|s| s.before.sockets)),
             flushes: least(each.iter().map(|s| s.before.flushes)),
         };
         let after = Counters {
             cpu: least(each.iter().map(|s| s.after.cpu.map(Reverse))).map(|c| c.0),
             written: least(each.iter().map(|s| s.after.written.map(Reverse))).map(|w| w.0),
             checkpointed: least(each.iter().map(|s| s.after.checkpointed.map(Reverse))).map(|w| w.0),
+            sockets: least(each.iter().map(|s| s.after.sockets.map(Reverse))).map(|w| w.0),
             flushes: least(each.iter().map(|s| s.after.flushes.map(Reverse))).map(|f| f.0),
         };
         let mut latencies: Vec<Duration> = each.into_iter().flat_map(|s| s.latencies).collect();
@@ -188,11 +220,16 @@ impl Stats {
         )
     }
 
-    /// Bytes written per measured call but by the checkpoint, in KiB: the store's log (WAL) frames,
-    /// and the sockets' few bytes (the echo floor's figure).
-    pub fn logged_per_call(&self) -> String {
-        let logged = |c: &Counters| Some(c.written?.saturating_sub(c.checkpointed?));
-        self.kib_per_call(logged(&self.before), logged(&self.after))
+    /// Bytes the store wrote per measured call but by the checkpoint, in KiB: its WAL frames and its
+    /// redo log's entries.
+    pub fn stored_per_call(&self) -> String {
+        let stored = |c: &Counters| Some(c.written?.saturating_sub(c.checkpointed? + c.sockets?));
+        self.kib_per_call(stored(&self.before), stored(&self.after))
+    }
+
+    /// Bytes written to the sockets per measured call, in KiB: requests and answers.
+    pub fn sent_per_call(&self) -> String {
+        self.kib_per_call(self.before.sockets, self.after.sockets)
     }
 
     /// Bytes the checkpoint copied into the database file per measured call, in KiB.
@@ -231,9 +268,10 @@ pub fn least<T: Ord>(values: impl Iterator<Item = Option<T>>) -> Option<T> {
 pub fn columns_legend(device: &str) -> String {
     format!(
         "cpu/op: this process's CPU time (all threads, user + system) per call, us; \
-         log KiB: KiB it wrote per call (/proc/self/io wchar) but for the store's checkpoint thread: the \
-         WAL's frames and the sockets' bytes (the echo floor's figure); db KiB: KiB the checkpoint thread \
-         copied from the WAL into the database file per call; flush/op: flush requests completed by \
+         store KiB: KiB the store wrote per call (/proc/self/io wchar but the store's checkpoint thread's \
+         and the socket threads'): the WAL's frames and the redo log's entries; sock KiB: KiB the socket \
+         threads (runtime workers, the sequential client) wrote per call, requests and answers; db KiB: \
+         KiB the checkpoint thread copied from the WAL into the database file per call; flush/op: flush requests completed by \
          {device} per call, device-wide (other processes' count too)"
     )
 }
@@ -243,7 +281,7 @@ pub fn print_table(rows: &[Stats]) {
     let floor = &rows[0];
     let (floor_p50, floor_p99) = (floor.percentile(0.50), floor.percentile(0.99));
     println!(
-        "{:<16}{:>6}{:>10}{:>10}{:>10}{:>9}{:>11}{:>11}{:>8}{:>8}{:>8}{:>9}",
+        "{:<16}{:>6}{:>10}{:>10}{:>10}{:>9}{:>11}{:>11}{:>8}{:>10}{:>9}{:>8}{:>9}",
         "case",
         "calls",
         "p50(us)",
@@ -253,14 +291,15 @@ pub fn print_table(rows: &[Stats]) {
         "p50/floor",
         "p99/floor",
         "cpu/op",
-        "log KiB",
+        "store KiB",
+        "sock KiB",
         "db KiB",
         "flush/op"
     );
     for s in rows {
         let (p50, p99) = (s.percentile(0.50), s.percentile(0.99));
         println!(
-            "{:<16}{:>6}{:>10.1}{:>10.1}{:>10.1}{:>9.0}{:>11.2}{:>11.2}{:>8}{:>8}{:>8}{:>9}",
+            "{:<16}{:>6}{:>10.1}{:>10.1}{:>10.1}{:>9.0}{:>11.2}{:>11.2}{:>8}{:>10}{:>9}{:>8}{:>9}",
             s.case,
             s.latencies.len(),
             p50,
@@ -270,7 +309,8 @@ pub fn print_table(rows: &[Stats]) {
             p50 / floor_p50,
             p99 / floor_p99,
             s.cpu_per_call(),
-            s.logged_per_call(),
+            s.stored_per_call(),
+            s.sent_per_call(),
             s.checkpointed_per_call(),
             s.flushes_per_call()
         );
