@@ -13,8 +13,10 @@
 //! beside an older copy of its own store is refused). Its body is statements, each `sql | args: u16 | args`,
 //! an argument a tag byte (0 null, 1 integer, 2 text, 3 bytes) and its value. A statement's text is
 //! written once per log: `sql` is the number of a text an earlier entry defined, or [`DEFINES`]
-//! followed by `len: u32 | text`, which takes the next number. A torn or garbled tail, which only
-//! an entry nobody was answered about can leave, ends the log.
+//! followed by `len: u32 | text`, which takes the next number. Within an entry, a text argument
+//! equal to an earlier one of [`repeats::SHARED`] bytes (an id the entry's rows repeat) is tag 4 and that
+//! one's number, `u16`, counting such arguments from the entry's start. A torn or garbled tail,
+//! which only an entry nobody was answered about can leave, ends the log.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -222,6 +224,7 @@ impl RedoLog {
     /// (and named in `defined`), the rest by number.
     fn interned(&mut self, whole: &[u8], defined: &mut Vec<String>) -> Option<Vec<u8>> {
         let mut out = Vec::with_capacity(whole.len());
+        let mut shared = Vec::new();
         let mut rest = whole;
         while !rest.is_empty() {
             let (sql, args, after) = split_statement(rest)?;
@@ -238,7 +241,7 @@ impl RedoLog {
                     put_bytes(&mut out, sql.as_bytes());
                 }
             }
-            out.extend_from_slice(args);
+            repeats::share(args, &mut shared, &mut out)?;
             rest = after;
         }
         Some(out)
@@ -262,6 +265,7 @@ impl RedoLog {
 /// texts it defines are added.
 fn expanded(mut body: &[u8], known: &mut Vec<String>) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(body.len() * 2);
+    let mut shared = Vec::new();
     while !body.is_empty() {
         if out.len() > MAX_ENTRY {
             return None;
@@ -278,10 +282,8 @@ fn expanded(mut body: &[u8], known: &mut Vec<String>) -> Option<Vec<u8>> {
             }
             n => (known.get(n as usize)?.clone(), rest),
         };
-        let args = rest.len() - take_args(rest)?.1.len();
         put_bytes(&mut out, sql.as_bytes());
-        out.extend_from_slice(&rest[..args]);
-        body = &rest[args..];
+        body = repeats::unshare(rest, &mut shared, &mut out)?;
     }
     Some(out)
 }
@@ -514,5 +516,6 @@ fn redo_error(what: &str, e: &std::io::Error) -> StoreError {
     StoreError::Backend(format!("{what} the store's redo log: {e}"))
 }
 
+mod repeats;
 #[cfg(test)]
 mod tests;

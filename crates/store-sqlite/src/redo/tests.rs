@@ -1,3 +1,4 @@
+use super::repeats::REPEATS;
 use super::*;
 
 fn statements(values: &[(&str, &[Arg<'_>])]) -> Statements {
@@ -83,6 +84,46 @@ fn a_statement_text_is_written_once_and_read_back_whole_in_every_entry() {
     assert_eq!(entries[1].1, one("b").body, "the second entry reads back whole");
     let occurrences = bytes.windows(sql.len()).filter(|w| *w == sql.as_bytes()).count();
     assert_eq!(occurrences, 1, "the text is in the log once");
+}
+
+#[test]
+fn an_id_an_entry_repeats_is_written_once_and_read_back_whole() {
+    let id = "01a23c16-2c53-7186-aea9-9f77b5b7f906";
+    let json = format!("{{\"data\":\"{}\"}}", "x".repeat(200));
+    let args = [
+        Arg::Text(id),
+        Arg::Text("setup"),
+        Arg::Text(&json),
+        Arg::Int(3),
+        Arg::Text(id),
+    ];
+    let entry = || {
+        statements(&[
+            ("INSERT a", &args[..]),
+            ("INSERT b", &[Arg::Text("setup"), Arg::Text(id)][..]),
+        ])
+    };
+    let bytes = logged([entry()]);
+    let entries = decoded(&bytes, b"store");
+    assert_eq!(entries[0].1, entry().body, "it reads back whole");
+    let count = |text: &str| bytes.windows(text.len()).filter(|w| *w == text.as_bytes()).count();
+    assert_eq!(count(id), 1, "the id is in the entry once");
+    assert_eq!(count("setup"), 2, "a short text is not numbered");
+    assert_eq!(count(&json), 1, "nor is a long one (here, once anyway)");
+    assert!(bytes.len() < entry().body.len() - id.len());
+}
+
+#[test]
+fn a_repeat_of_a_text_the_entry_does_not_hold_ends_the_log() {
+    let first = logged([statements(&[("A", &[])])]);
+    // A well-checked entry whose one argument repeats text number 0, which it never numbered.
+    let body = [&[0xff, 0xff, 1, 0, 0, 0, b'B'][..], &[1, 0], &[REPEATS, 0, 0]].concat();
+    let mut entry = ((8 + body.len() + 8) as u32).to_le_bytes().to_vec();
+    entry.extend_from_slice(&2u64.to_le_bytes());
+    entry.extend_from_slice(&body);
+    entry.extend_from_slice(&check(b"store", 2, &body));
+    let bytes = [first, entry].concat();
+    assert_eq!(decoded(&bytes, b"store").len(), 1, "the log ends before it");
 }
 
 #[test]
