@@ -15,7 +15,7 @@ pub fn canonical_hash(value: &Value) -> String {
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(Sha256::digest(bytes))
 }
 
 #[cfg(test)]

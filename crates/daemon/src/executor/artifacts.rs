@@ -100,7 +100,7 @@ pub fn transcript(
         execution_id: execution_id.to_owned(),
         index: TRANSCRIPT_INDEX,
         name: TRANSCRIPT_NAME.to_owned(),
-        kept: Ok((size, hex(&hasher.finalize()))),
+        kept: Ok((size, hex::encode(hasher.finalize()))),
         created_at: at,
     })
 }
@@ -158,7 +158,7 @@ fn copy_bounded(file: &mut File, target: &Path, limit: u64) -> Result<(u64, Stri
             size += n as u64;
         }
         out.sync_all()?;
-        Ok((size, hex(&hasher.finalize())))
+        Ok((size, hex::encode(hasher.finalize())))
     };
     match copy() {
         Ok((size, sha256)) if size <= limit => {
@@ -199,10 +199,6 @@ fn refusal(e: Errno) -> ArtifactRefusal {
         Errno::LOOP | Errno::NOTDIR => ArtifactRefusal::NotRegularFile,
         _ => ArtifactRefusal::Unreadable,
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

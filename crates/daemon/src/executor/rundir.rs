@@ -19,11 +19,7 @@ pub struct RunDir {
 }
 
 pub fn run_key(execution_id: &str) -> String {
-    Sha256::digest(execution_id.as_bytes())
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(&Sha256::digest(execution_id.as_bytes())[..8])
 }
 
 impl RunDir {

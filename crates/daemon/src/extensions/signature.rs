@@ -4,9 +4,9 @@
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-/// Whether `hex` is the HMAC-SHA256 under `secret` of `parts` joined end to end.
-pub fn hmac_hex_matches(secret: &[u8], parts: &[&[u8]], hex: &str) -> bool {
-    let Some(expected) = decode_hex(hex) else {
+/// Whether `signature` (hex) is the HMAC-SHA256 under `secret` of `parts` joined end to end.
+pub fn hmac_hex_matches(secret: &[u8], parts: &[&[u8]], signature: &str) -> bool {
+    let Ok(expected) = hex::decode(signature) else {
         return false;
     };
     let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
@@ -18,21 +18,11 @@ pub fn hmac_hex_matches(secret: &[u8], parts: &[&[u8]], hex: &str) -> bool {
     mac.verify_slice(&expected).is_ok()
 }
 
-fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
 #[cfg(test)]
 pub fn sign_hex(secret: &[u8], parts: &[&[u8]]) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret).unwrap_or_else(|_| unreachable!("any key length"));
     for part in parts {
         mac.update(part);
     }
-    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(mac.finalize().into_bytes())
 }
