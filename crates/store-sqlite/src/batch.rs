@@ -57,7 +57,8 @@ struct Open {
     /// Members of the open transaction; `None` when none is open.
     members: Option<usize>,
     redo: RedoLog,
-    /// The latest entry that changed state: what a read's records wait for.
+    /// The latest entry that changed state: what everything but a state change waits for (a
+    /// read's records, a refusal, a write that changed nothing, a read of state).
     last_state: u64,
     /// A commit holding entries failed: the next transaction applies them again.
     reapply: bool,
@@ -137,32 +138,40 @@ impl Writer {
     }
 
     /// Runs a read inside the open transaction, so it sees every change held there without
-    /// committing them ([`Mode::ReadState`]); answered once the latest state change is on disk. A
-    /// body that writes is refused, and what it did goes with the open transaction, whose entries
-    /// are applied again.
+    /// committing them ([`Mode::ReadState`]); answered (its result or its error) once the latest
+    /// state change is on disk. A statement that writes is refused before it runs; should a change
+    /// get past that, it goes with the open transaction, whose entries are applied again.
     pub fn read_state(&self, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
         let mut guard = lock(&self.open);
         let open = &mut *guard;
+        let opened = open.members.is_none();
         self.begin(open)?;
         let before = open.conn.total_changes();
         let mut ran = {
-            let mut unlogged = Statements::default();
-            let mut sql = SqliteSql::recording(&open.conn, &mut unlogged);
+            let mut sql = SqliteSql::reading(&open.conn);
             catch_unwind(AssertUnwindSafe(|| body(&mut SqlTx::new(&mut sql))))
         };
-        if open.conn.total_changes() != before || open.conn.is_autocommit() {
+        // Statements that write are refused before they run; this catches what slipped past.
+        let rolled_back = open.conn.is_autocommit();
+        if rolled_back || open.conn.total_changes() != before {
             self.settle(open, false);
             if let Ok(Ok(())) = ran {
-                ran = Ok(Err(StoreError::Backend("a read of state wrote to the store".into())));
+                let wrote = StoreError::Backend("a read of state wrote to the store".into());
+                ran = Ok(Err(if rolled_back { StoreError::RolledBack } else { wrote }));
             }
+        } else if opened && open.members == Some(0) {
+            // A transaction opened only for this read is ended, so an idle store holds no lock.
+            self.settle(open, true);
         }
         let state_through = open.last_state;
         drop(guard);
-        match ran {
+        let read = match ran {
             Err(panic) => resume_unwind(panic),
-            Ok(read) => read?,
-        }
-        self.durability.wait_durable(state_through)
+            Ok(read) => read,
+        };
+        // A refusal may rest on a state change it read, too.
+        self.durability.wait_durable(state_through)?;
+        read
     }
 
     /// Appends a member's statements to the redo log; answers the entry's durability ticket.

@@ -15,7 +15,8 @@
 //! written once per log: `sql` is the number of a text an earlier entry defined, or [`DEFINES`]
 //! followed by `len: u32 | text`, which takes the next number. Within an entry, a text argument
 //! equal to an earlier one of [`repeats::SHARED`] bytes (an id the entry's rows repeat) is tag 4 and that
-//! one's number, `u16`, counting such arguments from the entry's start. A torn or garbled tail,
+//! one's number, `u16`, counting such arguments from the entry's start (the first 65,535 distinct
+//! ones; texts after them are written whole). A torn or garbled tail,
 //! which only an entry nobody was answered about can leave, ends the log.
 
 use std::collections::HashMap;
@@ -224,7 +225,7 @@ impl RedoLog {
     /// (and named in `defined`), the rest by number.
     fn interned(&mut self, whole: &[u8], defined: &mut Vec<String>) -> Option<Vec<u8>> {
         let mut out = Vec::with_capacity(whole.len());
-        let mut shared = Vec::new();
+        let mut shared = repeats::Numbers::default();
         let mut rest = whole;
         while !rest.is_empty() {
             let (sql, args, after) = split_statement(rest)?;
@@ -265,7 +266,7 @@ impl RedoLog {
 /// texts it defines are added.
 fn expanded(mut body: &[u8], known: &mut Vec<String>) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(body.len() * 2);
-    let mut shared = Vec::new();
+    let mut shared = repeats::Numbers::default();
     while !body.is_empty() {
         if out.len() > MAX_ENTRY {
             return None;

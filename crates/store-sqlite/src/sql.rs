@@ -10,19 +10,38 @@ use crate::redo::Statements;
 use crate::{sqlite_error, Result};
 
 /// One connection's side of a transaction the caller opened on it; when recording, every
-/// statement that writes is also kept, with its arguments, for the redo log.
+/// statement that writes is also kept, with its arguments, for the redo log; when reading only,
+/// one that writes is refused before it runs.
 pub struct SqliteSql<'a> {
     conn: &'a Connection,
     redo: Option<&'a mut Statements>,
+    reads_only: bool,
 }
 
 impl<'a> SqliteSql<'a> {
     pub fn new(conn: &'a Connection) -> SqliteSql<'a> {
-        SqliteSql { conn, redo: None }
+        SqliteSql {
+            conn,
+            redo: None,
+            reads_only: false,
+        }
     }
 
     pub fn recording(conn: &'a Connection, redo: &'a mut Statements) -> SqliteSql<'a> {
-        SqliteSql { conn, redo: Some(redo) }
+        SqliteSql {
+            conn,
+            redo: Some(redo),
+            reads_only: false,
+        }
+    }
+
+    /// Reads inside the write transaction, which must not change what it holds.
+    pub fn reading(conn: &'a Connection) -> SqliteSql<'a> {
+        SqliteSql {
+            conn,
+            redo: None,
+            reads_only: true,
+        }
     }
 
     /// A recorded statement runs only inside the write transaction: after SQLite rolled that back
@@ -34,9 +53,12 @@ impl<'a> SqliteSql<'a> {
         Ok(())
     }
 
-    /// Whether a statement that writes must be kept.
-    fn recording_writes(&self, stmt: &rusqlite::Statement<'_>) -> bool {
-        self.redo.is_some() && !stmt.readonly()
+    /// Whether a statement that writes must be kept; refuses one when reading only.
+    fn recording_writes(&self, stmt: &rusqlite::Statement<'_>) -> Result<bool> {
+        if self.reads_only && !stmt.readonly() {
+            return Err(StoreError::Backend("a read of state may not write".into()));
+        }
+        Ok(self.redo.is_some() && !stmt.readonly())
     }
 
     /// Keeps a statement that ran, and so did all it does.
@@ -67,7 +89,7 @@ impl Sql for SqliteSql<'_> {
         self.refuse_outside_transaction()?;
         let conn = self.conn;
         let mut stmt = conn.prepare_cached(sql).map_err(sqlite_error)?;
-        let writes = self.recording_writes(&stmt);
+        let writes = self.recording_writes(&stmt)?;
         let changed = stmt
             .execute(rusqlite::params_from_iter(bound(args)))
             .map_err(sqlite_error)?;
@@ -81,7 +103,7 @@ impl Sql for SqliteSql<'_> {
         self.refuse_outside_transaction()?;
         let conn = self.conn;
         let mut stmt = conn.prepare_cached(sql).map_err(sqlite_error)?;
-        let writes = self.recording_writes(&stmt);
+        let writes = self.recording_writes(&stmt)?;
         let mut rows = stmt
             .query(rusqlite::params_from_iter(bound(args)))
             .map_err(sqlite_error)?;

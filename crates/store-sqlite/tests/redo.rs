@@ -157,6 +157,26 @@ fn a_read_of_state_sees_what_is_held_and_commits_nothing() {
 }
 
 #[test]
+fn a_read_of_state_on_an_idle_store_leaves_no_transaction_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let owned = holding(&path);
+    let store: &dyn Store = &owned;
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other.busy_timeout(Duration::ZERO).unwrap();
+    let can_write = || {
+        let began = other.execute_batch("BEGIN IMMEDIATE").is_ok();
+        let _ = other.execute_batch("ROLLBACK");
+        began
+    };
+    assert!(store.read_state(|tx| tx.get_event("none")).unwrap().is_none());
+    assert!(can_write(), "the read's transaction was ended");
+    // The control: a write that changed nothing leaves its transaction open for the next member.
+    store.write(|tx| tx.get_event("none")).unwrap();
+    assert!(!can_write());
+}
+
+#[test]
 fn a_read_of_state_that_writes_is_refused_and_keeps_nothing_it_wrote() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");

@@ -270,7 +270,8 @@ pub fn columns_legend(device: &str) -> String {
         "cpu/op: this process's CPU time (all threads, user + system) per call, us; \
          store KiB: KiB the store wrote per call (/proc/self/io wchar but the store's checkpoint thread's \
          and the socket threads'): the WAL's frames and the redo log's entries; sock KiB: KiB the socket \
-         threads (runtime workers, the sequential client) wrote per call, requests and answers; db KiB: \
+         threads (runtime workers; the main thread, where the sequential client and the direct cases such as \
+         `fsync append` run) wrote per call, requests and answers; db KiB: \
          KiB the checkpoint thread copied from the WAL into the database file per call; flush/op: flush requests completed by \
          {device} per call, device-wide (other processes' count too)"
     )

@@ -1,6 +1,8 @@
 //! Within one redo entry, a text argument that repeats an earlier one (the ids a call's rows
 //! share) is written as that one's number.
 
+use std::collections::HashMap;
+
 use super::{put_bytes, take_u32};
 
 /// The lengths of the text arguments an entry numbers, so a later equal one refers to it: an id,
@@ -11,20 +13,20 @@ pub(super) const REPEATS: u8 = 4;
 
 /// A statement's arguments as an entry writes them: a text argument equal to a numbered earlier
 /// one (`shared`, which this adds to) by its number.
-pub(super) fn share<'a>(mut args: &'a [u8], shared: &mut Vec<&'a [u8]>, out: &mut Vec<u8>) -> Option<()> {
+pub(super) fn share<'a>(mut args: &'a [u8], shared: &mut Numbers<'a>, out: &mut Vec<u8>) -> Option<()> {
     let (count, rest) = args.split_first_chunk::<2>()?;
     out.extend_from_slice(count);
     args = rest;
     for _ in 0..u16::from_le_bytes(*count) {
         let len = arg_len(args)?;
         let (arg, rest) = args.split_at(len);
-        match (arg[0], numbered(arg, shared)) {
+        match (arg[0], shared.place(arg)) {
             (2, Some(Numbered::Repeats(n))) => {
                 out.push(REPEATS);
                 out.extend_from_slice(&n.to_le_bytes());
             }
             (2, Some(Numbered::First(text))) => {
-                shared.push(text);
+                shared.take(text);
                 out.extend_from_slice(arg);
             }
             _ => out.extend_from_slice(arg),
@@ -42,16 +44,29 @@ enum Numbered<'a> {
     First(&'a [u8]),
 }
 
-/// The place of `arg` (a text argument, tag and length included) among the numbered ones; `None`
-/// when it is not numbered.
-fn numbered<'a>(arg: &'a [u8], shared: &[&[u8]]) -> Option<Numbered<'a>> {
-    let text = arg
-        .get(5..)
-        .filter(|t| SHARED.contains(&t.len()) && shared.len() < u16::MAX as usize)?;
-    Some(match shared.iter().position(|s| *s == text) {
-        Some(n) => Numbered::Repeats(n as u16),
-        None => Numbered::First(text),
-    })
+/// The texts an entry has numbered so far, in order, and each one's number.
+#[derive(Default)]
+pub(super) struct Numbers<'a> {
+    texts: Vec<&'a [u8]>,
+    numbers: HashMap<&'a [u8], u16>,
+}
+
+impl<'a> Numbers<'a> {
+    /// The place of `arg` (a text argument, tag and length included) among the numbered ones;
+    /// `None` when it is not numbered (its length, or a new text once every number is taken).
+    fn place(&self, arg: &'a [u8]) -> Option<Numbered<'a>> {
+        let text = arg.get(5..).filter(|t| SHARED.contains(&t.len()))?;
+        match self.numbers.get(text) {
+            Some(n) => Some(Numbered::Repeats(*n)),
+            None => (self.texts.len() < u16::MAX as usize).then_some(Numbered::First(text)),
+        }
+    }
+
+    /// Numbers `text`, the first of its kind.
+    fn take(&mut self, text: &'a [u8]) {
+        self.numbers.insert(text, self.texts.len() as u16);
+        self.texts.push(text);
+    }
 }
 
 /// The bytes of the argument at the start of `args`, its tag included.
@@ -67,14 +82,14 @@ fn arg_len(args: &[u8]) -> Option<usize> {
 
 /// A statement's arguments whole again (each repeat as the text it repeats), after `out`; answers
 /// the bytes after them.
-pub(super) fn unshare<'a>(mut args: &'a [u8], shared: &mut Vec<&'a [u8]>, out: &mut Vec<u8>) -> Option<&'a [u8]> {
+pub(super) fn unshare<'a>(mut args: &'a [u8], shared: &mut Numbers<'a>, out: &mut Vec<u8>) -> Option<&'a [u8]> {
     let (count, rest) = args.split_first_chunk::<2>()?;
     out.extend_from_slice(count);
     args = rest;
     for _ in 0..u16::from_le_bytes(*count) {
         if args.first() == Some(&REPEATS) {
             let (n, rest) = args[1..].split_first_chunk::<2>()?;
-            let text = shared.get(u16::from_le_bytes(*n) as usize)?;
+            let text = shared.texts.get(u16::from_le_bytes(*n) as usize)?;
             out.push(2);
             put_bytes(out, text);
             args = rest;
@@ -82,8 +97,8 @@ pub(super) fn unshare<'a>(mut args: &'a [u8], shared: &mut Vec<&'a [u8]>, out: &
         }
         let len = arg_len(args)?;
         let (arg, rest) = args.split_at(len);
-        if let (2, Some(Numbered::First(text))) = (arg[0], numbered(arg, shared)) {
-            shared.push(text);
+        if let (2, Some(Numbered::First(text))) = (arg[0], shared.place(arg)) {
+            shared.take(text);
         }
         out.extend_from_slice(arg);
         args = rest;

@@ -113,6 +113,86 @@ fn an_id_an_entry_repeats_is_written_once_and_read_back_whole() {
     assert!(bytes.len() < entry().body.len() - id.len());
 }
 
+/// A small deterministic generator, so the round trip below sees the same mixes every run.
+struct Mixes(u64);
+
+impl Mixes {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[test]
+fn every_mix_of_arguments_reads_back_whole() {
+    let mut mixes = Mixes(17);
+    // Few distinct texts, of lengths around the numbered range's bounds, so repeats are common.
+    let texts: Vec<String> = [0, 7, 8, 9, 36, 127, 128, 129, 300]
+        .iter()
+        .flat_map(|len| ["a", "b"].map(|c| c.repeat(*len)))
+        .collect();
+    let entries: Vec<Vec<(String, Vec<Owned>)>> = (0..200)
+        .map(|_| {
+            (0..1 + mixes.below(4))
+                .map(|s| {
+                    let args = (0..mixes.below(12))
+                        .map(|_| match mixes.below(5) {
+                            0 => Owned::Null,
+                            1 => Owned::Integer(mixes.below(1000) as i64),
+                            2 => Owned::Blob(texts[mixes.below(texts.len() as u64) as usize].clone().into_bytes()),
+                            _ => Owned::Text(texts[mixes.below(texts.len() as u64) as usize].clone()),
+                        })
+                        .collect();
+                    (format!("STATEMENT {s}"), args)
+                })
+                .collect()
+        })
+        .collect();
+    let built = |entry: &[(String, Vec<Owned>)]| {
+        let mut s = Statements::default();
+        for (sql, args) in entry {
+            let args: Vec<Arg<'_>> = args
+                .iter()
+                .map(|a| match a {
+                    Owned::Null => Arg::Null,
+                    Owned::Integer(n) => Arg::Int(*n),
+                    Owned::Text(t) => Arg::Text(t),
+                    Owned::Blob(b) => Arg::Bytes(b),
+                    Owned::Real(_) => unreachable!(),
+                })
+                .collect();
+            s.push(sql, &args);
+        }
+        s
+    };
+    let bytes = logged(entries.iter().map(|e| built(e)));
+    let read = decoded(&bytes, b"store");
+    assert_eq!(read.len(), entries.len());
+    for ((_, body), entry) in read.iter().zip(&entries) {
+        assert_eq!(*body, built(entry).body);
+    }
+}
+
+#[test]
+fn past_the_last_number_texts_are_written_whole_and_read_back() {
+    let texts: Vec<String> = (0..u16::MAX as usize + 3).map(|i| format!("text-{i:08}")).collect();
+    let mut entry = Statements::default();
+    for chunk in texts.chunks(1000) {
+        entry.push("INSERT many", &chunk.iter().map(|t| Arg::Text(t)).collect::<Vec<_>>());
+    }
+    // The first text repeats by its number; the last is repeated whole (no number was left for it).
+    let (first, last) = (&texts[0], &texts[texts.len() - 1]);
+    entry.push("INSERT again", &[Arg::Text(first), Arg::Text(last)]);
+    let whole = entry.body.clone();
+    let bytes = logged([entry]);
+    assert_eq!(decoded(&bytes, b"store")[0].1, whole);
+    let count = |text: &str| bytes.windows(text.len()).filter(|w| *w == text.as_bytes()).count();
+    assert_eq!((count(first), count(last)), (1, 2));
+}
+
 #[test]
 fn a_repeat_of_a_text_the_entry_does_not_hold_ends_the_log() {
     let first = logged([statements(&[("A", &[])])]);
