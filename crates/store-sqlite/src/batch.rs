@@ -100,6 +100,7 @@ impl Writer {
         let mut guard = lock(&self.open);
         self.queued.fetch_sub(1, Ordering::SeqCst);
         let open = &mut *guard;
+        let opened = open.members.is_none();
         self.begin(open)?;
         // The latest state change: what this member may read that must outlast a power loss.
         let state_through = open.last_state;
@@ -121,6 +122,8 @@ impl Writer {
         open.members = Some(members);
         if !intact || members >= MAX_MEMBERS {
             self.settle(open, intact);
+        } else {
+            self.end_if_idle(open, opened);
         }
         drop(guard);
         let ticket = match (ran, mode) {
@@ -159,9 +162,8 @@ impl Writer {
                 let wrote = StoreError::Backend("a read of state wrote to the store".into());
                 ran = Ok(Err(if rolled_back { StoreError::RolledBack } else { wrote }));
             }
-        } else if opened && open.members == Some(0) {
-            // A transaction opened only for this read is ended, so an idle store holds no lock.
-            self.settle(open, true);
+        } else {
+            self.end_if_idle(open, opened);
         }
         let state_through = open.last_state;
         drop(guard);
@@ -172,6 +174,14 @@ impl Writer {
         // A refusal may rest on a state change it read, too.
         self.durability.wait_durable(state_through)?;
         read
+    }
+
+    /// Ends a transaction this caller opened when it holds nothing (the caller wrote nothing), so
+    /// an idle store holds no write lock between callers.
+    fn end_if_idle(&self, open: &mut Open, opened: bool) {
+        if opened && !self.holding.load(Ordering::SeqCst) {
+            self.settle(open, true);
+        }
     }
 
     /// Appends a member's statements to the redo log; answers the entry's durability ticket.

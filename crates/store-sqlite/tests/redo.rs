@@ -157,7 +157,7 @@ fn a_read_of_state_sees_what_is_held_and_commits_nothing() {
 }
 
 #[test]
-fn a_read_of_state_on_an_idle_store_leaves_no_transaction_open() {
+fn a_read_or_a_write_that_holds_nothing_leaves_no_transaction_open() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");
     let owned = holding(&path);
@@ -171,9 +171,13 @@ fn a_read_of_state_on_an_idle_store_leaves_no_transaction_open() {
     };
     assert!(store.read_state(|tx| tx.get_event("none")).unwrap().is_none());
     assert!(can_write(), "the read's transaction was ended");
-    // The control: a write that changed nothing leaves its transaction open for the next member.
     store.write(|tx| tx.get_event("none")).unwrap();
+    assert!(can_write(), "so was the transaction of a write that changed nothing");
+    // The control: a write that changed something is held in its transaction, open until a commit.
+    store.write(|tx| tx.insert_event(charged("held"))).unwrap();
     assert!(!can_write());
+    assert!(store.read_state(|tx| tx.get_event("held")).unwrap().is_some());
+    assert!(!can_write(), "a read of state does not end what it did not open");
 }
 
 #[test]
