@@ -1,8 +1,9 @@
 //! The daemon's memory through a burst, and a toolbelt call's latency beside a connection flood, in
 //! one run against a real daemon (`cargo bench -p conduit-cli --bench burst`).
 //!
-//! Memory: the daemon's resident set with no execution, idle with 8 live (held) executions (the
-//! difference, per execution, is what a live execution costs), right after `BENCH_BURST` (default 2,000) concurrent
+//! Memory: the daemon's resident set with no execution, idle with 8 live (held) executions 2 s and
+//! 13 s after they started (the difference, per execution, is what a live execution costs; the
+//! second is past the keep-alive of the blocking threads their starts woke), right after `BENCH_BURST` (default 2,000) concurrent
 //! `read_context` calls spread over 8 executions' sockets, and `BENCH_SETTLE` seconds (default
 //! 60) later; twice, so a leak shows as growth from the first burst to the second. Latency: `read_context` p50/p99 on one execution, alone and while a helper process
 //! holds 20,000 idle connections (two helper processes of 10,000) on another execution's socket.
@@ -30,7 +31,7 @@ fn main() {
     let tmp = meeting();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
     std::thread::sleep(Duration::from_secs(2));
-    let empty = rss_kib(daemon.pid());
+    let empty = memory(daemon.pid());
     let held: Vec<(PathBuf, String)> = (0..SOCKETS)
         .map(|_| {
             let (_, socket, token_file) = hold_one(&daemon, tmp.path());
@@ -39,20 +40,34 @@ fn main() {
         .collect();
     let pid = daemon.pid();
     std::thread::sleep(Duration::from_secs(2));
-    let idle = rss_kib(pid);
+    let idle = memory(pid);
+    // Past the keep-alive of the blocking threads the starts woke (tokio's 10 s): what stays.
+    std::thread::sleep(Duration::from_secs(11));
+    let kept = memory(pid);
+    let per_execution = |of: fn(&Memory) -> u64, m: &Memory| of(m).saturating_sub(of(&empty)) as f64 / SOCKETS as f64;
 
     let first = burst_and_settle(pid, &held, burst, settle);
     let second = burst_and_settle(pid, &held, burst, settle);
     println!("memory through bursts of {burst} concurrent read_context calls over {SOCKETS} sockets");
-    println!("  RSS, no execution         {:>7.1} MiB", mib(empty));
     println!(
-        "  RSS idle, {SOCKETS} executions    {:>7.1} MiB ({:.0} KiB per live execution)",
-        mib(idle),
-        idle.saturating_sub(empty) as f64 / SOCKETS as f64
+        "  RSS, no execution         {:>7.1} MiB, {} threads",
+        mib(empty.rss),
+        empty.threads
     );
+    for (when, m) in [("2 s after they started", &idle), ("13 s after", &kept)] {
+        println!(
+            "  RSS idle, {SOCKETS} executions    {:>7.1} MiB ({:.0} KiB per live execution, {:.0} KiB of it \
+             anonymous, the rest file pages: code their start first ran, the WAL index), {} threads, {when}",
+            mib(m.rss),
+            per_execution(|m| m.rss, m),
+            per_execution(|m| m.anon, m),
+            m.threads
+        );
+    }
+    let idle = idle.rss;
     for (n, b) in [first, second].iter().enumerate() {
         println!("  burst {} ({:.1?}, {} retried at a cap)", n + 1, b.took, b.retries);
-        for (when, (rss, threads)) in [("right after", b.after), ("after settling", b.settled)] {
+        for (when, &Memory { rss, threads, .. }) in [("right after", &b.after), ("after settling", &b.settled)] {
             println!(
                 "    {when:<15} RSS {:>7.1} MiB ({:.2}x idle), {threads} threads",
                 mib(rss),
@@ -90,18 +105,18 @@ fn main() {
 struct Burst {
     took: Duration,
     retries: usize,
-    after: (u64, u64),
-    settled: (u64, u64),
+    after: Memory,
+    settled: Memory,
 }
 
 fn burst_and_settle(pid: u32, held: &[(PathBuf, String)], count: usize, settle: u64) -> Burst {
     let started = Instant::now();
     let retries = concurrent_calls(held, count);
     let took = started.elapsed();
-    let after = (rss_kib(pid), status_field(pid, "Threads:"));
+    let after = memory(pid);
     eprintln!("settling for {settle} s ...");
     std::thread::sleep(Duration::from_secs(settle));
-    let settled = (rss_kib(pid), status_field(pid, "Threads:"));
+    let settled = memory(pid);
     Burst {
         took,
         retries,
@@ -163,8 +178,19 @@ fn latencies(socket: &Path, token: &str, n: usize) -> (Duration, Duration) {
     (took[n / 2], took[n * 99 / 100])
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    status_field(pid, "VmRSS:")
+/// The daemon's resident set and its anonymous part (KiB), and its thread count.
+struct Memory {
+    rss: u64,
+    anon: u64,
+    threads: u64,
+}
+
+fn memory(pid: u32) -> Memory {
+    Memory {
+        rss: status_field(pid, "VmRSS:"),
+        anon: status_field(pid, "RssAnon:"),
+        threads: status_field(pid, "Threads:"),
+    }
 }
 
 /// A number of `/proc/<pid>/status`: the first word after `field`.
