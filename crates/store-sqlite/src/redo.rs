@@ -14,10 +14,10 @@
 //! an argument a tag byte (0 null, 1 integer, 2 text, 3 bytes) and its value. A statement's text is
 //! written once per log: `sql` is the number of a text an earlier entry defined, or [`DEFINES`]
 //! followed by `len: u32 | text`, which takes the next number. Within an entry, a text argument
-//! equal to an earlier one of [`repeats::SHARED`] bytes (an id the entry's rows repeat) is tag 4 and that
-//! one's number, `u16`, counting such arguments from the entry's start (the first 65,535 distinct
-//! ones; texts after them are written whole). A torn or garbled tail,
-//! which only an entry nobody was answered about can leave, ends the log.
+//! of [`repeats::SHARED`] bytes equal to an earlier one (an id the entry's rows repeat) is tag 4
+//! and that one's number, `u16`, counting such arguments from the entry's start (the first 65,535
+//! distinct ones; texts after them are written whole). A torn or garbled tail, which only an entry
+//! nobody was answered about can leave, ends the log.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};

@@ -9,29 +9,35 @@ use conduit_store_sql::{Arg, Column, Dialect, Row, Sql};
 use crate::redo::Statements;
 use crate::{sqlite_error, Result};
 
-/// One connection's side of a transaction the caller opened on it; when recording, every
-/// statement that writes is also kept, with its arguments, for the redo log; when reading only,
-/// one that writes is refused before it runs.
+/// One connection's side of a transaction the caller opened on it, and what becomes of the
+/// statements in it that write.
 pub struct SqliteSql<'a> {
     conn: &'a Connection,
-    redo: Option<&'a mut Statements>,
-    reads_only: bool,
+    writes: Writes<'a>,
+}
+
+/// What a statement that writes does on a connection.
+enum Writes<'a> {
+    /// It runs (a reader connection's `query_only` refuses it there).
+    Run,
+    /// It runs and is kept, with its arguments, for the redo log.
+    Keep(&'a mut Statements),
+    /// It is refused before it runs: a read inside the write transaction.
+    Refuse,
 }
 
 impl<'a> SqliteSql<'a> {
     pub fn new(conn: &'a Connection) -> SqliteSql<'a> {
         SqliteSql {
             conn,
-            redo: None,
-            reads_only: false,
+            writes: Writes::Run,
         }
     }
 
     pub fn recording(conn: &'a Connection, redo: &'a mut Statements) -> SqliteSql<'a> {
         SqliteSql {
             conn,
-            redo: Some(redo),
-            reads_only: false,
+            writes: Writes::Keep(redo),
         }
     }
 
@@ -39,15 +45,14 @@ impl<'a> SqliteSql<'a> {
     pub fn reading(conn: &'a Connection) -> SqliteSql<'a> {
         SqliteSql {
             conn,
-            redo: None,
-            reads_only: true,
+            writes: Writes::Refuse,
         }
     }
 
     /// A recorded statement runs only inside the write transaction: after SQLite rolled that back
     /// (a full disk, say), one more statement would commit on its own, outside the log.
     fn refuse_outside_transaction(&self) -> Result<()> {
-        if self.redo.is_some() && self.conn.is_autocommit() {
+        if matches!(self.writes, Writes::Keep(_)) && self.conn.is_autocommit() {
             return Err(StoreError::RolledBack);
         }
         Ok(())
@@ -55,15 +60,16 @@ impl<'a> SqliteSql<'a> {
 
     /// Whether a statement that writes must be kept; refuses one when reading only.
     fn recording_writes(&self, stmt: &rusqlite::Statement<'_>) -> Result<bool> {
-        if self.reads_only && !stmt.readonly() {
-            return Err(StoreError::Backend("a read of state may not write".into()));
+        match (&self.writes, stmt.readonly()) {
+            (_, true) | (Writes::Run, false) => Ok(false),
+            (Writes::Keep(_), false) => Ok(true),
+            (Writes::Refuse, false) => Err(StoreError::Backend("a read of state may not write".into())),
         }
-        Ok(self.redo.is_some() && !stmt.readonly())
     }
 
     /// Keeps a statement that ran, and so did all it does.
     fn keep(&mut self, sql: &str, args: &[Arg<'_>]) {
-        if let Some(redo) = self.redo.as_deref_mut() {
+        if let Writes::Keep(redo) = &mut self.writes {
             redo.push(sql, args);
         }
     }

@@ -62,6 +62,11 @@ impl<'a> Numbers<'a> {
         }
     }
 
+    /// The text numbered `n`.
+    fn text(&self, n: u16) -> Option<&'a [u8]> {
+        self.texts.get(n as usize).copied()
+    }
+
     /// Numbers `text`, the first of its kind.
     fn take(&mut self, text: &'a [u8]) {
         self.numbers.insert(text, self.texts.len() as u16);
@@ -89,7 +94,7 @@ pub(super) fn unshare<'a>(mut args: &'a [u8], shared: &mut Numbers<'a>, out: &mu
     for _ in 0..u16::from_le_bytes(*count) {
         if args.first() == Some(&REPEATS) {
             let (n, rest) = args[1..].split_first_chunk::<2>()?;
-            let text = shared.texts.get(u16::from_le_bytes(*n) as usize)?;
+            let text = shared.text(u16::from_le_bytes(*n))?;
             out.push(2);
             put_bytes(out, text);
             args = rest;
