@@ -1,12 +1,15 @@
 //! The daemon's memory through a burst, and a toolbelt call's latency beside a connection flood, in
 //! one run against a real daemon (`cargo bench -p conduit-cli --bench burst`).
 //!
-//! Memory: the daemon's resident set with no execution, idle with 8 live (held) executions 2 s and
+//! Memory: the daemon's resident set with no execution; idle with 8 live (held) executions 2 s and
 //! 13 s after they started (the difference, per execution, is what a live execution costs; the
-//! second is past the keep-alive of the blocking threads their starts woke), right after `BENCH_BURST` (default 2,000) concurrent
-//! `read_context` calls spread over 8 executions' sockets, and `BENCH_SETTLE` seconds (default
-//! 60) later; twice, so a leak shows as growth from the first burst to the second. Latency: `read_context` p50/p99 on one execution, alone and while a helper process
-//! holds 20,000 idle connections (two helper processes of 10,000) on another execution's socket.
+//! second is past the keep-alive of the blocking threads their starts woke); with 8 more, 13 s
+//! after they started (what one more costs once the first have paid for what every start uses
+//! once); right after `BENCH_BURST` (default 2,000) concurrent `read_context` calls spread over the
+//! first 8 executions' sockets, and `BENCH_SETTLE` seconds (default 60) later; twice, so a leak
+//! shows as growth from the first burst to the second. Latency: `read_context` p50/p99 on one
+//! execution, alone and while a helper process holds 20,000 idle connections (two helper processes
+//! of 10,000) on another execution's socket.
 
 // A bench, like a test, stops loudly on what it did not expect.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -44,7 +47,13 @@ fn main() {
     // Past the keep-alive of the blocking threads the starts woke (tokio's 10 s): what stays.
     std::thread::sleep(Duration::from_secs(11));
     let kept = memory(pid);
+    // What one more costs once the first ones have paid for what every start uses once (the code
+    // pages a start runs first, the store's page cache, the blocking threads' arenas).
+    let _more: Vec<_> = (0..SOCKETS).map(|_| hold_one(&daemon, tmp.path())).collect();
+    std::thread::sleep(Duration::from_secs(13));
+    let doubled = memory(pid);
     let per_execution = |of: fn(&Memory) -> u64, m: &Memory| of(m).saturating_sub(of(&empty)) as f64 / SOCKETS as f64;
+    let per_more = |of: fn(&Memory) -> u64| of(&doubled).saturating_sub(of(&kept)) as f64 / SOCKETS as f64;
 
     let first = burst_and_settle(pid, &held, burst, settle);
     let second = burst_and_settle(pid, &held, burst, settle);
@@ -64,6 +73,15 @@ fn main() {
             m.threads
         );
     }
+    println!(
+        "  RSS idle, {} executions   {:>7.1} MiB ({:.0} KiB per execution past the first {SOCKETS}, {:.0} KiB of it \
+         anonymous), {} threads, 13 s after the next {SOCKETS} started",
+        2 * SOCKETS,
+        mib(doubled.rss),
+        per_more(|m| m.rss),
+        per_more(|m| m.anon),
+        doubled.threads
+    );
     let idle = idle.rss;
     for (n, b) in [first, second].iter().enumerate() {
         println!("  burst {} ({:.1?}, {} retried at a cap)", n + 1, b.took, b.retries);
