@@ -40,6 +40,13 @@ fn at_least(text: &str, minimum: Duration, too_short: &str, example: &str) -> Re
 /// store reads kept waking idle ones), each keeping its stack and allocator arena resident.
 const BLOCKING_THREADS: usize = 32;
 
+/// How long an idle blocking thread waits for work before it ends. The daemon's periodic store
+/// reads, handed to one idle thread after another, kept all 32 alive after a burst with tokio's
+/// 10 s, each holding its allocator cache; with 2 s, 14 threads of 37 remained and the RSS came
+/// down by another 0.6 MiB (`--bench burst`). Work after a quiet spell starts a thread again
+/// (tens of microseconds).
+const BLOCKING_THREAD_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// How often the daemon looks at what its allocator holds free, and how much free memory it gives
 /// back: after a burst of 2,000 calls (`cargo bench -p conduit-cli --bench burst`) about 8 MiB
 /// stayed free in the arenas, an idle daemon holds about 1 MiB.
@@ -51,7 +58,11 @@ pub fn run(options: DaemonOptions) -> Result<(), Failure> {
     // Before any thread of the runtime takes an arena of its own.
     conduit_allocator::limit_arenas(std::thread::available_parallelism().map_or(1, |n| n.get()));
     init_tracing();
-    let runtime = runtime::build(tokio::runtime::Builder::new_multi_thread().max_blocking_threads(BLOCKING_THREADS))?;
+    let runtime = runtime::build(
+        tokio::runtime::Builder::new_multi_thread()
+            .max_blocking_threads(BLOCKING_THREADS)
+            .thread_keep_alive(BLOCKING_THREAD_KEEP_ALIVE),
+    )?;
     runtime.spawn(give_back_free_memory());
     runtime
         .block_on(conduit_daemon::run(options))
