@@ -48,6 +48,7 @@ impl Readers {
         let conn = Connection::open_with_flags(&self.path, flags).map_err(sqlite_error)?;
         configure(&conn)?;
         conn.pragma_update(None, "query_only", true).map_err(sqlite_error)?;
+        conn.pragma_update(None, "temp_store", "MEMORY").map_err(sqlite_error)?;
         Ok(conn)
     }
 
