@@ -98,8 +98,9 @@ pub struct RedoLog {
     pending: Vec<Vec<u8>>,
     /// A failed append could not be cut off again: nothing more may follow it.
     broken: bool,
-    /// The numbers of the statement texts the log has defined.
-    known: HashMap<String, u16>,
+    /// The numbers of the statement texts the log has defined (looked up for every statement, so
+    /// hashed with foldhash rather than SipHash).
+    known: HashMap<String, u16, foldhash::fast::RandomState>,
     /// The store's random identity, in every entry's check.
     identity: Vec<u8>,
 }
@@ -137,7 +138,7 @@ impl RedoLog {
             next: last + 1,
             pending: Vec::new(),
             broken: false,
-            known: HashMap::new(),
+            known: HashMap::default(),
             identity,
         })
     }
