@@ -26,5 +26,5 @@ pub use tx::{
 };
 pub use tx::{
     ArtifactEntry, ArtifactKey, AuditFilter, EventFilter, IdempotentRecord, Mode, PackageRecord, Page, ScopeRecord,
-    Store, Tx, WorkFilter,
+    Store, TokenLease, Tx, WorkFilter,
 };

@@ -4,14 +4,15 @@
 // Test cases stop loudly on what they did not expect.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use conduit_core::{Causation, NewEvent, Source, Timestamp, Work, WorkState};
+use conduit_core::{Causation, Execution, ExecutionState, NewEvent, Source, Timestamp, TokenRecord, Work, WorkState};
 use serde_json::json;
 
 use crate::{Store, StoreError, Tx};
 
 /// The cases every adapter must pass, each to be run over a fresh store.
-pub const CASES: [fn(&dyn Store); 7] = [
+pub const CASES: [fn(&dyn Store); 8] = [
     work_round_trips_with_its_keys,
+    a_token_lease_reads_what_the_separate_lookups_read,
     a_taken_key_rolls_back_the_whole_work,
     events_get_increasing_sequences_and_lose_forged_actors,
     a_failed_body_rolls_back,
@@ -52,6 +53,95 @@ pub fn work_round_trips_with_its_keys(store: &dyn Store) {
         store.read(|tx| tx.work_owning_key("pr:7")).unwrap().as_deref(),
         Some("w1")
     );
+}
+
+/// A token's lease read in one go holds what the separate lookups find: the token, its execution,
+/// its Work with its keys and the execution's cause event; a row that is not there is `None`.
+pub fn a_token_lease_reads_what_the_separate_lookups_read(store: &dyn Store) {
+    let lease = |digest: [u8; 32]| store.read(|tx| tx.token_lease_by_digest(&digest)).unwrap();
+    store
+        .write(|tx| {
+            tx.insert_work(&work("w1", &["work:w1", "pr:7"]))?;
+            tx.insert_event(event("e1"))?;
+            tx.insert_execution(&execution("x1", "e1"))?;
+            tx.insert_execution(&execution("x2", "e-gone"))?;
+            for (n, x) in [(1, "x1"), (2, "x2"), (3, "x-gone")] {
+                tx.insert_token(&token(n, x))?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    let found = lease([1; 32]).expect("the token");
+    let (token, x, w, cause) = store
+        .read(|tx| {
+            Ok::<_, StoreError>((
+                tx.token_by_digest(&[1; 32])?,
+                tx.get_execution("x1")?,
+                tx.get_work("w1")?,
+                tx.get_event("e1")?,
+            ))
+        })
+        .unwrap();
+    assert_eq!(Some(found.token), token);
+    assert_eq!(found.execution, x);
+    assert_eq!(found.cause, cause);
+    assert!(found.cause.is_some());
+    assert_eq!(found.work, w);
+    assert_eq!(found.work.unwrap().keys, ["work:w1", "pr:7"]);
+
+    let no_cause = lease([2; 32]).expect("the token");
+    assert_eq!(no_cause.execution.map(|x| x.id).as_deref(), Some("x2"));
+    assert!(no_cause.cause.is_none());
+    let no_execution = lease([3; 32]).expect("the token");
+    assert!(no_execution.execution.is_none() && no_execution.cause.is_none());
+    assert_eq!(no_execution.work.map(|w| w.id).as_deref(), Some("w1"));
+    assert!(lease([9; 32]).is_none(), "no token, no lease");
+}
+
+/// A running execution of `w1`, continuing from `cause`.
+fn execution(id: &str, cause: &str) -> Execution {
+    Execution {
+        id: id.into(),
+        work_id: "w1".into(),
+        scope: "setup".into(),
+        binding: "shell".into(),
+        epoch: 1,
+        owner: "i1".into(),
+        state: ExecutionState::Running,
+        cause_event: cause.into(),
+        watermark: 3,
+        declaration: None,
+        outcome: None,
+        exit_code: None,
+        pid: None,
+        generation: 1,
+        lease_expires_at: Timestamp(100),
+        deadline_at: Timestamp(200),
+        started_at: Timestamp(2),
+        ended_at: None,
+        stopped_at: None,
+        agent_session: None,
+        agent_usage: None,
+    }
+}
+
+/// A token of `execution` on `w1`, its digest `n` repeated.
+fn token(n: u8, execution: &str) -> TokenRecord {
+    TokenRecord {
+        id: format!("t{n}"),
+        digest: [n; 32],
+        execution_id: execution.into(),
+        work_id: "w1".into(),
+        scope: "setup".into(),
+        binding: "shell".into(),
+        epoch: 1,
+        owner: "i1".into(),
+        generation: 1,
+        operations: vec!["emit".into()],
+        issued_at: Timestamp(2),
+        expires_at: Timestamp(300),
+        revoked_at: None,
+    }
 }
 
 /// A key another Work holds refuses the whole Work, its other keys included.

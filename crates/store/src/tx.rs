@@ -214,9 +214,21 @@ pub trait WaitRows {
 }
 
 /// Execution tokens (digests only).
+/// A token with what its lease guard judges it by, read together: its execution, its Work and the
+/// event the execution's segment continues from (each `None` when there is no such row).
+#[derive(Debug, Clone)]
+pub struct TokenLease {
+    pub token: TokenRecord,
+    pub execution: Option<Execution>,
+    pub work: Option<Work>,
+    pub cause: Option<Event>,
+}
+
 pub trait TokenRows {
     fn insert_token(&mut self, token: &TokenRecord) -> Result<()>;
     fn token_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<TokenRecord>>;
+    /// The token with `digest` and its lease's rows, in one read (a toolbelt call's first step).
+    fn token_lease_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<TokenLease>>;
     /// Revokes every live token of `work_id` whose epoch is below `epoch`.
     fn revoke_tokens_below(&mut self, work_id: &str, epoch: u32, at: Timestamp) -> Result<()>;
     fn revoke_execution_tokens(&mut self, execution_id: &str, at: Timestamp) -> Result<()>;

@@ -15,7 +15,7 @@
 use conduit_config::Snapshot;
 use conduit_core::{quota, ExecutionState, Refusal, Timestamp, TokenRecord, WorkState};
 use conduit_scheduler::HostError;
-use conduit_store::Tx;
+use conduit_store::{TokenLease, Tx};
 
 pub use crate::authority::Authority;
 use crate::registry::Registry;
@@ -31,12 +31,35 @@ pub fn authorize(
     request: &CallRequest,
     now: Timestamp,
 ) -> Result<Authority, HostError> {
-    check_assertions(&token, request)?;
-    check_allowlist(&token, registry, &request.operation)?;
-    if !config.authorize_operation(&token.scope, &request.operation) {
-        return Err(Refusal::forbidden().into());
-    }
+    check_claims(config, registry, &token, request)?;
     lease_guard(tx, token, now)
+}
+
+/// Checks 2 to 5 for `request`, on a token and its lease's rows read together ([`live_lease`]).
+pub fn authorize_lease(
+    config: &Snapshot,
+    registry: &Registry,
+    lease: TokenLease,
+    request: &CallRequest,
+    now: Timestamp,
+) -> Result<Authority, HostError> {
+    check_claims(config, registry, &lease.token, request)?;
+    guard(lease, now)
+}
+
+/// Checks 2 to 4: the narrowing assertions, the token's allowlist and the configuration's ceiling.
+fn check_claims(
+    config: &Snapshot,
+    registry: &Registry,
+    token: &TokenRecord,
+    request: &CallRequest,
+) -> Result<(), Refusal> {
+    check_assertions(token, request)?;
+    check_allowlist(token, registry, &request.operation)?;
+    if !config.authorize_operation(&token.scope, &request.operation) {
+        return Err(Refusal::forbidden());
+    }
+    Ok(())
 }
 
 /// A call that would write more for a Work past its store quota is refused; a retry of a committed
@@ -55,16 +78,42 @@ pub fn live_token(
     now: Timestamp,
 ) -> Result<TokenRecord, HostError> {
     let presented = digest(bearer);
-    let Some(token) = tx.token_by_digest(&presented)? else {
-        if tx.operator_by_digest(&presented)?.is_some() {
+    let found = tx.token_by_digest(&presented)?;
+    check_live(tx, found.as_ref(), &presented, socket_execution, now)?;
+    found.ok_or_else(|| Refusal::forbidden().into())
+}
+
+/// Check 1, as [`live_token`], with the rows check 5 judges read in the same statement.
+pub fn live_lease(
+    tx: &mut dyn Tx,
+    socket_execution: &str,
+    bearer: &str,
+    now: Timestamp,
+) -> Result<TokenLease, HostError> {
+    let presented = digest(bearer);
+    let found = tx.token_lease_by_digest(&presented)?;
+    check_live(tx, found.as_ref().map(|l| &l.token), &presented, socket_execution, now)?;
+    found.ok_or_else(|| Refusal::forbidden().into())
+}
+
+/// Check 1 on what the presented digest found.
+fn check_live(
+    tx: &mut dyn Tx,
+    found: Option<&TokenRecord>,
+    presented: &[u8; 32],
+    socket_execution: &str,
+    now: Timestamp,
+) -> Result<(), HostError> {
+    let Some(token) = found else {
+        if tx.operator_by_digest(presented)?.is_some() {
             return Err(Refusal::wrong_credential_class().into());
         }
         return Err(Refusal::forbidden().into());
     };
-    if !digests_match(&token.digest, &presented) || !token.is_live_at(now) || token.execution_id != socket_execution {
+    if !digests_match(&token.digest, presented) || !token.is_live_at(now) || token.execution_id != socket_execution {
         return Err(Refusal::forbidden().into());
     }
-    Ok(token)
+    Ok(())
 }
 
 fn check_assertions(token: &TokenRecord, request: &CallRequest) -> Result<(), Refusal> {
@@ -93,8 +142,33 @@ fn check_allowlist(token: &TokenRecord, registry: &Registry, operation: &str) ->
 
 /// Check 5, the lease guard. An extension's results are committed only after passing it again.
 pub fn lease_guard(tx: &mut dyn Tx, token: TokenRecord, now: Timestamp) -> Result<Authority, HostError> {
-    let execution = tx.get_execution(&token.execution_id)?.ok_or_else(Refusal::forbidden)?;
-    let work = tx.get_work(&token.work_id)?.ok_or_else(Refusal::forbidden)?;
+    let execution = tx.get_execution(&token.execution_id)?;
+    let work = tx.get_work(&token.work_id)?;
+    let cause = match &execution {
+        Some(x) => tx.get_event(&x.cause_event)?,
+        None => None,
+    };
+    guard(
+        TokenLease {
+            token,
+            execution,
+            work,
+            cause,
+        },
+        now,
+    )
+}
+
+/// Check 5 on the rows read: the execution runs at the token's epoch under the token's owner with
+/// a live lease, its Work runs in the token's scope, and the segment has not declared.
+fn guard(lease: TokenLease, now: Timestamp) -> Result<Authority, HostError> {
+    let TokenLease {
+        token,
+        execution,
+        work,
+        cause,
+    } = lease;
+    let (execution, work) = execution.zip(work).ok_or_else(Refusal::forbidden)?;
     let holds_lease = execution.state == ExecutionState::Running
         && execution.epoch == token.epoch
         && execution.owner == token.owner
@@ -105,7 +179,6 @@ pub fn lease_guard(tx: &mut dyn Tx, token: TokenRecord, now: Timestamp) -> Resul
     if execution.declaration.is_some() {
         return Err(Refusal::authority_released().into());
     }
-    let cause = tx.get_event(&execution.cause_event)?;
     Ok(Authority {
         token,
         execution,

@@ -31,10 +31,11 @@ pub const CAUSAL_TIME_BACK: &str = concat!(
     ") - ?2 + 1"
 );
 
-const EVENT_COLUMNS: &str = "sequence, id, type, source, scope, work_id, execution_id, correlation_key, parent_id, \
+pub(super) const EVENT_COLUMNS: &str =
+    "sequence, id, type, source, scope, work_id, execution_id, correlation_key, parent_id, \
      root_id, depth, actor, data, accepted_at";
 
-fn event_row(r: &dyn Row) -> Result<Event> {
+pub(super) fn event_row(r: &dyn Row) -> Result<Event> {
     let source: String = r.get(3)?;
     let data: String = r.get(12)?;
     let build = || -> Result<Event> {

@@ -7,12 +7,12 @@ use conduit_store::{ExecutionRows, Page};
 use super::{corrupt, opt_from_json, to_json, SqlTx};
 use crate::Result;
 
-const EXECUTION_COLUMNS: &str =
+pub(super) const EXECUTION_COLUMNS: &str =
     "id, work_id, scope, binding, epoch, owner, state, cause_event, watermark, declaration, \
      outcome, exit_code, pid, generation, lease_expires_at, deadline_at, started_at, ended_at, stopped_at, \
      agent_session, agent_usage";
 
-fn execution_row(r: &dyn Row) -> Result<Execution> {
+pub(super) fn execution_row(r: &dyn Row) -> Result<Execution> {
     let state: String = r.get(6)?;
     let declaration: Option<String> = r.get(9)?;
     let outcome: Option<String> = r.get(10)?;

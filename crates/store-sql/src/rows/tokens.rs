@@ -1,16 +1,22 @@
 //! Execution tokens (digests only): the statements and row mapping of [`TokenRows`].
 
-use crate::{args, Row};
-use conduit_core::{Timestamp, TokenRecord};
-use conduit_store::{Page, TokenRows};
+use std::sync::LazyLock;
 
+use crate::{args, Column, Row};
+use conduit_core::{Event, Execution, Timestamp, TokenRecord, Work};
+use conduit_store::{Page, TokenLease, TokenRows};
+
+use super::events::{event_row, EVENT_COLUMNS};
+use super::executions::{execution_row, EXECUTION_COLUMNS};
+use super::work::{work_row, WORK_COLUMNS};
 use super::{digest, from_json, oldest_first, oldest_first_params, to_json, SqlTx};
 use crate::Result;
 
-const TOKEN_COLUMNS: &str = "id, digest, execution_id, work_id, scope, binding, epoch, owner, generation, operations, \
+pub(super) const TOKEN_COLUMNS: &str =
+    "id, digest, execution_id, work_id, scope, binding, epoch, owner, generation, operations, \
      issued_at, expires_at, revoked_at";
 
-fn token_row(r: &dyn Row) -> Result<TokenRecord> {
+pub(super) fn token_row(r: &dyn Row) -> Result<TokenRecord> {
     let digest_bytes: Vec<u8> = r.get(1)?;
     let operations: String = r.get(9)?;
     let build = || -> Result<TokenRecord> {
@@ -31,6 +37,80 @@ fn token_row(r: &dyn Row) -> Result<TokenRecord> {
         })
     };
     build()
+}
+
+/// A token's row, its execution's, its Work's and its segment's cause event's, side by side: the
+/// join is one statement where four lookups were four (a toolbelt call's first read).
+struct LeaseQuery {
+    sql: String,
+    /// Where each table's columns start in the joined row (the token's start at 0).
+    execution_at: usize,
+    work_at: usize,
+    cause_at: usize,
+}
+
+static TOKEN_LEASE: LazyLock<LeaseQuery> = LazyLock::new(|| {
+    let count = |columns: &str| columns.split(',').count();
+    let execution_at = count(TOKEN_COLUMNS);
+    let work_at = execution_at + count(EXECUTION_COLUMNS);
+    LeaseQuery {
+        sql: format!(
+            "SELECT {}, {}, {}, {} FROM tokens t \
+             LEFT JOIN executions x ON x.id = t.execution_id \
+             LEFT JOIN work w ON w.id = t.work_id \
+             LEFT JOIN events c ON c.id = x.cause_event \
+             WHERE t.digest = ?1",
+            of("t", TOKEN_COLUMNS),
+            of("x", EXECUTION_COLUMNS),
+            of("w", WORK_COLUMNS),
+            of("c", EVENT_COLUMNS)
+        ),
+        execution_at,
+        work_at,
+        cause_at: work_at + count(WORK_COLUMNS),
+    }
+});
+
+/// `columns` (a comma-separated list) as columns of the table named `alias` in a join.
+fn of(alias: &str, columns: &str) -> String {
+    let named: Vec<String> = columns.split(',').map(|c| format!("{alias}.{}", c.trim())).collect();
+    named.join(", ")
+}
+
+/// The columns of a joined row from `first` on: one table's part of the join.
+struct Part<'r> {
+    row: &'r dyn Row,
+    first: usize,
+}
+
+impl Row for Part<'_> {
+    fn column(&self, index: usize) -> Result<Column<'_>> {
+        self.row.column(self.first + index)
+    }
+}
+
+impl Part<'_> {
+    /// The part's row, or `None` when the outer join found none (its first column, a key, is NULL).
+    fn read<T>(&self, row: fn(&dyn Row) -> Result<T>) -> Result<Option<T>> {
+        match self.column(0)? {
+            Column::Null => Ok(None),
+            _ => row(self).map(Some),
+        }
+    }
+}
+
+/// What [`TOKEN_LEASE`] reads: the token and its lease's rows, each `None` when the join found none.
+type LeaseRows = (TokenRecord, Option<Execution>, Option<Work>, Option<Event>);
+
+fn token_lease_row(r: &dyn Row) -> Result<LeaseRows> {
+    let q = &*TOKEN_LEASE;
+    let part = |first| Part { row: r, first };
+    Ok((
+        token_row(r)?,
+        part(q.execution_at).read(execution_row)?,
+        part(q.work_at).read(work_row)?,
+        part(q.cause_at).read(event_row)?,
+    ))
 }
 
 impl TokenRows for SqlTx<'_> {
@@ -64,6 +144,27 @@ impl TokenRows for SqlTx<'_> {
             args![&digest[..]],
             token_row,
         )
+    }
+
+    fn token_lease_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<TokenLease>> {
+        let Some((token, execution, work, cause)) =
+            self.query_one(&TOKEN_LEASE.sql, args![&digest[..]], token_lease_row)?
+        else {
+            return Ok(None);
+        };
+        let work = match work {
+            Some(mut work) => {
+                work.keys = self.work_keys(&work.id)?;
+                Some(work)
+            }
+            None => None,
+        };
+        Ok(Some(TokenLease {
+            token,
+            execution,
+            work,
+            cause,
+        }))
     }
 
     fn revoke_tokens_below(&mut self, work_id: &str, epoch: u32, at: Timestamp) -> Result<()> {

@@ -7,11 +7,12 @@ use conduit_store::{Page, StoreError, WorkFilter, WorkRows};
 use super::{corrupt, from_json, opt_from_json, to_json, SqlTx};
 use crate::Result;
 
-const WORK_COLUMNS: &str = "id, scope, binding, parent_work, state, input, epoch, outcome, wake_event, generation, \
+pub(super) const WORK_COLUMNS: &str =
+    "id, scope, binding, parent_work, state, input, epoch, outcome, wake_event, generation, \
      created_at, updated_at, blocked_reason, failed_attempts, not_before, grants";
 
 /// A work row; its keys are loaded separately.
-fn work_row(r: &dyn Row) -> Result<Work> {
+pub(super) fn work_row(r: &dyn Row) -> Result<Work> {
     let state: String = r.get(4)?;
     let input: String = r.get(5)?;
     let outcome: Option<String> = r.get(7)?;
@@ -61,7 +62,7 @@ impl SqlTx<'_> {
         Ok(())
     }
 
-    fn work_keys(&mut self, work_id: &str) -> Result<Vec<String>> {
+    pub(super) fn work_keys(&mut self, work_id: &str) -> Result<Vec<String>> {
         // The order the Work took its keys in: SQLite's rowid, PostgreSQL's identity column.
         let sql = match self.sql.dialect() {
             Dialect::Sqlite => "SELECT key FROM work_keys WHERE work_id = ?1 ORDER BY rowid",
