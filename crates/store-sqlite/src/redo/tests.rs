@@ -28,7 +28,7 @@ fn logged_from(first: u64, entries: impl IntoIterator<Item = Statements>) -> Vec
         next: first,
         pending: Vec::new(),
         broken: false,
-        known: HashMap::new(),
+        known: HashMap::default(),
         identity: b"store".to_vec(),
     };
     for entry in entries {
@@ -244,7 +244,7 @@ fn an_entry_too_long_for_its_length_fields_is_not_written() {
         next: 1,
         pending: Vec::new(),
         broken: false,
-        known: HashMap::new(),
+        known: HashMap::default(),
         identity: Vec::new(),
     };
     assert!(log.append(statements(&[("X", &many[..])])).is_err());
