@@ -22,19 +22,6 @@ use crate::registry::Registry;
 use crate::token::{digest, digests_match};
 use crate::CallRequest;
 
-/// Checks 2 to 5 for `request`, made with `token` (which passed check 1, [`live_token`]).
-pub fn authorize(
-    tx: &mut dyn Tx,
-    config: &Snapshot,
-    registry: &Registry,
-    token: TokenRecord,
-    request: &CallRequest,
-    now: Timestamp,
-) -> Result<Authority, HostError> {
-    check_claims(config, registry, &token, request)?;
-    lease_guard(tx, token, now)
-}
-
 /// Checks 2 to 5 for `request`, on a token and its lease's rows read together ([`live_lease`]).
 pub fn authorize_lease(
     config: &Snapshot,
@@ -44,7 +31,7 @@ pub fn authorize_lease(
     now: Timestamp,
 ) -> Result<Authority, HostError> {
     check_claims(config, registry, &lease.token, request)?;
-    guard(lease, now)
+    check_lease(lease, now)
 }
 
 /// Checks 2 to 4: the narrowing assertions, the token's allowlist and the configuration's ceiling.
@@ -148,7 +135,7 @@ pub fn lease_guard(tx: &mut dyn Tx, token: TokenRecord, now: Timestamp) -> Resul
         Some(x) => tx.get_event(&x.cause_event)?,
         None => None,
     };
-    guard(
+    check_lease(
         TokenLease {
             token,
             execution,
@@ -161,7 +148,7 @@ pub fn lease_guard(tx: &mut dyn Tx, token: TokenRecord, now: Timestamp) -> Resul
 
 /// Check 5 on the rows read: the execution runs at the token's epoch under the token's owner with
 /// a live lease, its Work runs in the token's scope, and the segment has not declared.
-fn guard(lease: TokenLease, now: Timestamp) -> Result<Authority, HostError> {
+pub fn check_lease(lease: TokenLease, now: Timestamp) -> Result<Authority, HostError> {
     let TokenLease {
         token,
         execution,

@@ -37,9 +37,9 @@ impl Toolbelt {
         let config = self.caught_up_config()?;
         let as_call = CallRequest::of(&request.tool_id);
         let opened = self.store.write(|tx| -> Result<ToolSession, HostError> {
-            let token = checks::live_token(tx, socket_execution, bearer, now)?;
+            let lease = checks::live_lease(tx, socket_execution, bearer, now)?;
             let registry = self.registry();
-            let a = checks::authorize(tx, &config, &registry, token, &as_call, now)?;
+            let a = checks::authorize_lease(&config, &registry, lease, &as_call, now)?;
             registry.requirement_met(&request.tool_id, &config.package_grant(), config.package_gating())?;
             if DECLARING_OPERATIONS.contains(&request.tool_id.as_str()) {
                 return Err(Refusal::invalid_input(
@@ -89,8 +89,8 @@ impl Toolbelt {
         }
         let now = self.clock.now();
         let closed = self.store.write(|tx| -> Result<ToolSession, HostError> {
-            let token = checks::live_token(tx, socket_execution, bearer, now)?;
-            let a = checks::lease_guard(tx, token, now)?;
+            let lease = checks::live_lease(tx, socket_execution, bearer, now)?;
+            let a = checks::check_lease(lease, now)?;
             let session = own_session(tx, &a, session_id)?;
             match session.closed {
                 None => close_session(tx, &session, request.outcome, now),
