@@ -168,33 +168,14 @@ fn the_key_index_migration_indexes_waits_armed_before_it() {
 
 #[test]
 fn a_works_events_and_replay_records_are_charged_to_it_as_written() {
-    use conduit_core::{quota, Execution, ExecutionState, RequestRecord};
+    use conduit_core::{quota, Execution, RequestRecord};
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
     let data = json!({"a": [1, 2]});
     let response = json!({"operation": "emit", "output": {"id": "e9"}});
     let execution = Execution {
-        id: "x1".into(),
         work_id: "work1".into(),
-        scope: "setup".into(),
-        binding: "shell".into(),
-        epoch: 1,
-        owner: "me".into(),
-        state: ExecutionState::Running,
-        cause_event: "e0".into(),
-        watermark: 0,
-        declaration: None,
-        outcome: None,
-        exit_code: None,
-        pid: None,
-        generation: 1,
-        lease_expires_at: Timestamp(100),
-        deadline_at: Timestamp(100),
-        started_at: Timestamp(1),
-        ended_at: None,
-        stopped_at: None,
-        agent_session: None,
-        agent_usage: None,
+        ..testing::execution("x1", "e0")
     };
     let stored = store
         .write(|tx| {

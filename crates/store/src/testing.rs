@@ -99,7 +99,7 @@ pub fn a_token_lease_reads_what_the_separate_lookups_read(store: &dyn Store) {
 }
 
 /// A running execution of `w1`, continuing from `cause`.
-fn execution(id: &str, cause: &str) -> Execution {
+pub fn execution(id: &str, cause: &str) -> Execution {
     Execution {
         id: id.into(),
         work_id: "w1".into(),

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use conduit_config::default_config_json;
-use conduit_core::{Duration, ErrorCode, OperatorRecord, Role, Source, Timestamp};
+use conduit_core::{Duration, ErrorCode, OperatorRecord, Role, Source, Timestamp, TokenRecord};
 use conduit_scheduler::{adopt, take_over, Claim, Lessee, DEFAULT_LEASE};
 use conduit_store::new_id;
 use conduit_toolbelt::token::{digest, issue};
@@ -153,6 +153,41 @@ fn the_lease_guard_refuses_superseded_and_expired_attempts() {
         h.call_at(&adopted.0, &adopted.1, read, T0).is_ok(),
         "the rotated token works"
     );
+}
+
+/// Check 5 judges each claim a live token makes on the lease by itself: a record that is neither
+/// revoked nor expired but names another epoch, owner or scope than the execution and its Work
+/// hold is refused (check 1 and the ceiling would let each through: the other scope allows
+/// `read_context` too); the same record with the execution's own claims is let through, the control.
+#[test]
+fn the_lease_guard_refuses_a_live_token_whose_claims_the_lease_does_not_hold() {
+    let another_scope = r#""scopes": {"other": {"authorization": {"operations": ["read_context"]}}, "#;
+    let h = Harness::new(&default_config_json().replacen(r#""scopes": {"#, another_scope, 1));
+    let (claim, token) = h.attempt();
+    let genuine = h.store.read(|tx| tx.token_by_digest(&digest(&token))).unwrap().unwrap();
+    let read = json!({"operation": "read_context"});
+    let forged: [(&str, fn(&mut TokenRecord)); 4] = [
+        ("the execution's own claims", |_| {}),
+        ("another epoch", |t| t.epoch += 1),
+        ("another owner", |t| t.owner = "another-daemon".into()),
+        ("another scope", |t| t.scope = "other".into()),
+    ];
+    for (n, (claims, edit)) in forged.into_iter().enumerate() {
+        let plaintext = format!("forged-token-{n}");
+        let mut record = TokenRecord {
+            id: new_id(),
+            digest: digest(&plaintext),
+            ..genuine.clone()
+        };
+        edit(&mut record);
+        h.store.write(|tx| tx.insert_token(&record)).unwrap();
+        let answer = h.call_at(&claim, &plaintext, read.clone(), T0);
+        if n == 0 {
+            assert!(answer.is_ok(), "{claims}: {answer:?}");
+        } else {
+            assert_eq!(answer, Err(ErrorCode::Forbidden), "{claims}");
+        }
+    }
 }
 
 #[test]
