@@ -166,7 +166,8 @@ fn the_lease_guard_refuses_a_live_token_whose_claims_the_lease_does_not_hold() {
     let (claim, token) = h.attempt();
     let genuine = h.store.read(|tx| tx.token_by_digest(&digest(&token))).unwrap().unwrap();
     let read = json!({"operation": "read_context"});
-    let forged: [(&str, fn(&mut TokenRecord)); 4] = [
+    type Edit = fn(&mut TokenRecord);
+    let forged: [(&str, Edit); 4] = [
         ("the execution's own claims", |_| {}),
         ("another epoch", |t| t.epoch += 1),
         ("another owner", |t| t.owner = "another-daemon".into()),
