@@ -18,7 +18,7 @@ mod sql;
 
 use std::fs::OpenOptions;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
@@ -99,12 +99,57 @@ fn writer_connection(path: &Path) -> Result<Connection> {
     // A log that grew (a migration, a burst) is truncated back once checkpointed.
     conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
         .map_err(sqlite_error)?;
-    // No `temp_store = MEMORY` here: with it, SQLite keeps a member's savepoint journal in 1 KiB
-    // chunks, a malloc and a free for each (about 70 a call, 10% of a call's instructions under
-    // callgrind). Without it the journal is one chunk of SQLITE_STMTJRNL_SPILL bytes, which
-    // `.cargo/config.toml` builds SQLite with at 1 MiB, so no member's journal reaches a temp file.
+    place_temp_files(&conn, path)?;
     configure(&conn)?;
     Ok(conn)
+}
+
+/// The spill size `.cargo/config.toml` builds SQLite with: a savepoint journal is kept in memory in
+/// one chunk of this many bytes before it goes to a temp file.
+const ONE_CHUNK_SPILL: &str = "STMTJRNL_SPILL=1048576";
+
+/// Where the writer's savepoint journals and sorts are kept. With `temp_store = MEMORY`, SQLite
+/// keeps a member's savepoint journal in 1 KiB chunks, a malloc and a free for each (about 70 a
+/// call, 10% of a call's instructions under callgrind); without it, in one chunk of the spill
+/// size. So a SQLite built with the 1 MiB spill leaves `temp_store` at its default, and what
+/// spills past it (a sweep's journal, a migration's sort) goes to a temp file in the store's own
+/// directory, the state directory, which is owner-only and hidden from every execution, never to
+/// `TMPDIR`. A SQLite built without it keeps everything in memory, as before.
+fn place_temp_files(conn: &Connection, path: &Path) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    match dir.to_str() {
+        Some(dir) if built_with(conn, ONE_CHUNK_SPILL)? => temp_files_in(conn, dir),
+        _ => conn.pragma_update(None, "temp_store", "MEMORY").map_err(sqlite_error),
+    }
+}
+
+/// Whether SQLite was compiled with `option` (as `PRAGMA compile_options` lists it).
+fn built_with(conn: &Connection, option: &str) -> Result<bool> {
+    let mut options = conn.prepare("PRAGMA compile_options").map_err(sqlite_error)?;
+    let mut rows = options.query([]).map_err(sqlite_error)?;
+    while let Some(row) = rows.next().map_err(sqlite_error)? {
+        if row.get_ref(0).map_err(sqlite_error)?.as_str().ok() == Some(option) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// SQLite's temp directory is one setting for the whole process, and changing it while another
+/// thread runs SQLite is not safe: the first store opened sets it (the daemon opens one).
+static TEMP_DIRECTORY: OnceLock<()> = OnceLock::new();
+
+fn temp_files_in(conn: &Connection, dir: &str) -> Result<()> {
+    let mut set = Ok(());
+    TEMP_DIRECTORY.get_or_init(|| {
+        set = conn
+            .pragma_update(None, "temp_store_directory", dir)
+            .map_err(sqlite_error);
+    });
+    set
 }
 
 /// What every connection of the store sets, writer and readers alike.
@@ -161,12 +206,6 @@ impl Store for SqliteStore {
 mod tests {
     use super::*;
 
-    fn compile_options(conn: &Connection) -> Vec<String> {
-        let mut options = conn.prepare("PRAGMA compile_options").unwrap();
-        let rows = options.query_map([], |r| r.get(0)).unwrap();
-        rows.collect::<rusqlite::Result<_>>().unwrap()
-    }
-
     /// The writer's savepoint journals stay in memory in one chunk: SQLite is built with the
     /// options `.cargo/config.toml` gives it, and the writer leaves `temp_store` at its default
     /// (`MEMORY` would mean 1 KiB chunks).
@@ -174,13 +213,10 @@ mod tests {
     fn the_writer_journals_a_member_in_one_chunk_of_memory() {
         let dir = tempfile::tempdir().unwrap();
         let conn = writer_connection(&dir.path().join("store.db")).unwrap();
-        let options = compile_options(&conn);
-        for built_with in ["STMTJRNL_SPILL=1048576", "DEFAULT_MEMSTATUS=0"] {
-            assert!(
-                options.iter().any(|o| o == built_with),
-                "{built_with} not in {options:?}"
-            );
+        for option in [ONE_CHUNK_SPILL, "DEFAULT_MEMSTATUS=0"] {
+            assert!(built_with(&conn, option).unwrap(), "SQLite is built without {option}");
         }
+        assert!(!built_with(&conn, "STMTJRNL_SPILL=65536").unwrap(), "the control");
         let temp_store: i64 = conn.query_row("PRAGMA temp_store", [], |r| r.get(0)).unwrap();
         assert_eq!(temp_store, 0, "the writer's temp_store is the default");
     }
