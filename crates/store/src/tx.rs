@@ -213,7 +213,6 @@ pub trait WaitRows {
     fn page_waits(&mut self, work: Option<&str>, page: &Page<(i64, String)>) -> Result<Vec<Wait>>;
 }
 
-/// Execution tokens (digests only).
 /// A token with what its lease guard judges it by, read together: its execution, its Work and the
 /// event the execution's segment continues from (each `None` when there is no such row).
 #[derive(Debug, Clone)]
@@ -224,10 +223,11 @@ pub struct TokenLease {
     pub cause: Option<Event>,
 }
 
+/// Execution tokens (digests only).
 pub trait TokenRows {
     fn insert_token(&mut self, token: &TokenRecord) -> Result<()>;
     fn token_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<TokenRecord>>;
-    /// The token with `digest` and its lease's rows, in one read (a toolbelt call's first step).
+    /// The token with `digest` and its lease's rows, read together (a toolbelt call's first step).
     fn token_lease_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<TokenLease>>;
     /// Revokes every live token of `work_id` whose epoch is below `epoch`.
     fn revoke_tokens_below(&mut self, work_id: &str, epoch: u32, at: Timestamp) -> Result<()>;

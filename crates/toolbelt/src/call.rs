@@ -200,7 +200,7 @@ impl Toolbelt {
         let begun = self.store.run(mode, |tx| -> Result<Begun, Failed> {
             let lease = checks::live_lease(tx, socket_execution, bearer, call.started)?;
             let token = lease.token.clone();
-            let authority = checks::authorize_lease(&config, &registry, lease, request, call.started)
+            let authority = checks::authorize(&config, &registry, lease, request, call.started)
                 .map_err(|error| self.classified(error, &token))?;
             session::check_call_session(tx, &authority, request)?;
             if let Some(replayed) = replay::lookup(tx, &authority, request, &call.input_hash)? {

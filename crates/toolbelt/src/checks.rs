@@ -23,7 +23,7 @@ use crate::token::{digest, digests_match};
 use crate::CallRequest;
 
 /// Checks 2 to 5 for `request`, on a token and its lease's rows read together ([`live_lease`]).
-pub fn authorize_lease(
+pub fn authorize(
     config: &Snapshot,
     registry: &Registry,
     lease: TokenLease,
@@ -66,11 +66,12 @@ pub fn live_token(
 ) -> Result<TokenRecord, HostError> {
     let presented = digest(bearer);
     let found = tx.token_by_digest(&presented)?;
-    check_live(tx, found.as_ref(), &presented, socket_execution, now)?;
-    found.ok_or_else(|| Refusal::forbidden().into())
+    check_live(tx, found, |t| t, &presented, socket_execution, now)
 }
 
-/// Check 1, as [`live_token`], with the rows check 5 judges read in the same statement.
+/// Check 1, as [`live_token`], with the rows check 5 judges read in the same statement. Should
+/// those rows fail to read, check 1 still decides first: a token it refuses gets its refusal, not
+/// the store's error.
 pub fn live_lease(
     tx: &mut dyn Tx,
     socket_execution: &str,
@@ -78,29 +79,35 @@ pub fn live_lease(
     now: Timestamp,
 ) -> Result<TokenLease, HostError> {
     let presented = digest(bearer);
-    let found = tx.token_lease_by_digest(&presented)?;
-    check_live(tx, found.as_ref().map(|l| &l.token), &presented, socket_execution, now)?;
-    found.ok_or_else(|| Refusal::forbidden().into())
+    match tx.token_lease_by_digest(&presented) {
+        Ok(found) => check_live(tx, found, |l| &l.token, &presented, socket_execution, now),
+        Err(e) => {
+            live_token(tx, socket_execution, bearer, now)?;
+            Err(e.into())
+        }
+    }
 }
 
-/// Check 1 on what the presented digest found.
-fn check_live(
+/// Check 1 on what the presented digest found (`token` is the token's record in it).
+fn check_live<T>(
     tx: &mut dyn Tx,
-    found: Option<&TokenRecord>,
+    found: Option<T>,
+    token: fn(&T) -> &TokenRecord,
     presented: &[u8; 32],
     socket_execution: &str,
     now: Timestamp,
-) -> Result<(), HostError> {
-    let Some(token) = found else {
+) -> Result<T, HostError> {
+    let Some(found) = found else {
         if tx.operator_by_digest(presented)?.is_some() {
             return Err(Refusal::wrong_credential_class().into());
         }
         return Err(Refusal::forbidden().into());
     };
-    if !digests_match(&token.digest, presented) || !token.is_live_at(now) || token.execution_id != socket_execution {
+    let t = token(&found);
+    if !digests_match(&t.digest, presented) || !t.is_live_at(now) || t.execution_id != socket_execution {
         return Err(Refusal::forbidden().into());
     }
-    Ok(())
+    Ok(found)
 }
 
 fn check_assertions(token: &TokenRecord, request: &CallRequest) -> Result<(), Refusal> {
@@ -127,27 +134,23 @@ fn check_allowlist(token: &TokenRecord, registry: &Registry, operation: &str) ->
     }
 }
 
-/// Check 5, the lease guard. An extension's results are committed only after passing it again.
+/// Check 5, the lease guard, on rows it reads afresh: an extension's results are committed only
+/// after passing it again. The cause event is read once the rest has passed.
 pub fn lease_guard(tx: &mut dyn Tx, token: TokenRecord, now: Timestamp) -> Result<Authority, HostError> {
-    let execution = tx.get_execution(&token.execution_id)?;
-    let work = tx.get_work(&token.work_id)?;
-    let cause = match &execution {
-        Some(x) => tx.get_event(&x.cause_event)?,
-        None => None,
+    let lease = TokenLease {
+        execution: tx.get_execution(&token.execution_id)?,
+        work: tx.get_work(&token.work_id)?,
+        token,
+        cause: None,
     };
-    check_lease(
-        TokenLease {
-            token,
-            execution,
-            work,
-            cause,
-        },
-        now,
-    )
+    let mut authority = check_lease(lease, now)?;
+    authority.cause = tx.get_event(&authority.execution.cause_event)?;
+    Ok(authority)
 }
 
-/// Check 5 on the rows read: the execution runs at the token's epoch under the token's owner with
-/// a live lease, its Work runs in the token's scope, and the segment has not declared.
+/// Check 5 on rows already read: they are the token's own (its execution, its Work, the
+/// execution's cause), the execution runs at the token's epoch under the token's owner with a live
+/// lease, its Work runs in the token's scope, and the segment has not declared.
 pub fn check_lease(lease: TokenLease, now: Timestamp) -> Result<Authority, HostError> {
     let TokenLease {
         token,
@@ -156,6 +159,13 @@ pub fn check_lease(lease: TokenLease, now: Timestamp) -> Result<Authority, HostE
         cause,
     } = lease;
     let (execution, work) = execution.zip(work).ok_or_else(Refusal::forbidden)?;
+    let own_rows = execution.id == token.execution_id
+        && work.id == token.work_id
+        && execution.work_id == token.work_id
+        && cause.as_ref().is_none_or(|c| c.id == execution.cause_event);
+    if !own_rows {
+        return Err(Refusal::forbidden().into());
+    }
     let holds_lease = execution.state == ExecutionState::Running
         && execution.epoch == token.epoch
         && execution.owner == token.owner

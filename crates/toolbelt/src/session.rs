@@ -39,7 +39,7 @@ impl Toolbelt {
         let opened = self.store.write(|tx| -> Result<ToolSession, HostError> {
             let lease = checks::live_lease(tx, socket_execution, bearer, now)?;
             let registry = self.registry();
-            let a = checks::authorize_lease(&config, &registry, lease, &as_call, now)?;
+            let a = checks::authorize(&config, &registry, lease, &as_call, now)?;
             registry.requirement_met(&request.tool_id, &config.package_grant(), config.package_gating())?;
             if DECLARING_OPERATIONS.contains(&request.tool_id.as_str()) {
                 return Err(Refusal::invalid_input(

@@ -3,8 +3,8 @@
 use std::sync::LazyLock;
 
 use crate::{args, Column, Row};
-use conduit_core::{Event, Execution, Timestamp, TokenRecord, Work};
-use conduit_store::{Page, TokenLease, TokenRows};
+use conduit_core::{Timestamp, TokenRecord};
+use conduit_store::{Page, StoreError, TokenLease, TokenRows};
 
 use super::events::{event_row, EVENT_COLUMNS};
 use super::executions::{execution_row, EXECUTION_COLUMNS};
@@ -39,20 +39,22 @@ pub(super) fn token_row(r: &dyn Row) -> Result<TokenRecord> {
     build()
 }
 
-/// A token's row, its execution's, its Work's and its segment's cause event's, side by side: the
-/// join is one statement where four lookups were four (a toolbelt call's first read).
+/// A token's row, its execution's, its Work's and its segment's cause event's, side by side: one
+/// statement where there were four lookups (a toolbelt call's first read; the Work's keys are a
+/// second statement, as they are for every Work).
 struct LeaseQuery {
     sql: String,
-    /// Where each table's columns start in the joined row (the token's start at 0).
-    execution_at: usize,
-    work_at: usize,
-    cause_at: usize,
+    /// Where each table's columns start in the joined row (the token's start at 0), and how many.
+    execution: (usize, usize),
+    work: (usize, usize),
+    cause: (usize, usize),
 }
 
 static TOKEN_LEASE: LazyLock<LeaseQuery> = LazyLock::new(|| {
     let count = |columns: &str| columns.split(',').count();
     let execution_at = count(TOKEN_COLUMNS);
     let work_at = execution_at + count(EXECUTION_COLUMNS);
+    let (executions, works, events) = (count(EXECUTION_COLUMNS), count(WORK_COLUMNS), count(EVENT_COLUMNS));
     LeaseQuery {
         sql: format!(
             "SELECT {}, {}, {}, {} FROM tokens t \
@@ -65,9 +67,9 @@ static TOKEN_LEASE: LazyLock<LeaseQuery> = LazyLock::new(|| {
             of("w", WORK_COLUMNS),
             of("c", EVENT_COLUMNS)
         ),
-        execution_at,
-        work_at,
-        cause_at: work_at + count(WORK_COLUMNS),
+        execution: (execution_at, executions),
+        work: (work_at, works),
+        cause: (work_at + works, events),
     }
 });
 
@@ -77,40 +79,43 @@ fn of(alias: &str, columns: &str) -> String {
     named.join(", ")
 }
 
-/// The columns of a joined row from `first` on: one table's part of the join.
+/// One table's part of a joined row: its `len` columns from `first` on, and no others.
 struct Part<'r> {
     row: &'r dyn Row,
     first: usize,
+    len: usize,
 }
 
 impl Row for Part<'_> {
     fn column(&self, index: usize) -> Result<Column<'_>> {
+        if index >= self.len {
+            return Err(StoreError::Corrupt("a joined row read past its table's columns".into()));
+        }
         self.row.column(self.first + index)
     }
 }
 
 impl Part<'_> {
     /// The part's row, or `None` when the outer join found none (its first column, a key, is NULL).
-    fn read<T>(&self, row: fn(&dyn Row) -> Result<T>) -> Result<Option<T>> {
+    fn read<T>(&self, decode: fn(&dyn Row) -> Result<T>) -> Result<Option<T>> {
         match self.column(0)? {
             Column::Null => Ok(None),
-            _ => row(self).map(Some),
+            _ => decode(self).map(Some),
         }
     }
 }
 
-/// What [`TOKEN_LEASE`] reads: the token and its lease's rows, each `None` when the join found none.
-type LeaseRows = (TokenRecord, Option<Execution>, Option<Work>, Option<Event>);
-
-fn token_lease_row(r: &dyn Row) -> Result<LeaseRows> {
+/// What [`TOKEN_LEASE`] reads: the token and its lease's rows, each `None` when the join found none
+/// (the Work's keys are read after).
+fn token_lease_row(r: &dyn Row) -> Result<TokenLease> {
     let q = &*TOKEN_LEASE;
-    let part = |first| Part { row: r, first };
-    Ok((
-        token_row(r)?,
-        part(q.execution_at).read(execution_row)?,
-        part(q.work_at).read(work_row)?,
-        part(q.cause_at).read(event_row)?,
-    ))
+    let part = |(first, len)| Part { row: r, first, len };
+    Ok(TokenLease {
+        token: token_row(r)?,
+        execution: part(q.execution).read(execution_row)?,
+        work: part(q.work).read(work_row)?,
+        cause: part(q.cause).read(event_row)?,
+    })
 }
 
 impl TokenRows for SqlTx<'_> {
@@ -147,24 +152,13 @@ impl TokenRows for SqlTx<'_> {
     }
 
     fn token_lease_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<TokenLease>> {
-        let Some((token, execution, work, cause)) =
-            self.query_one(&TOKEN_LEASE.sql, args![&digest[..]], token_lease_row)?
-        else {
+        let Some(mut lease) = self.query_one(&TOKEN_LEASE.sql, args![&digest[..]], token_lease_row)? else {
             return Ok(None);
         };
-        let work = match work {
-            Some(mut work) => {
-                work.keys = self.work_keys(&work.id)?;
-                Some(work)
-            }
-            None => None,
-        };
-        Ok(Some(TokenLease {
-            token,
-            execution,
-            work,
-            cause,
-        }))
+        if let Some(work) = &mut lease.work {
+            work.keys = self.work_keys(&work.id)?;
+        }
+        Ok(Some(lease))
     }
 
     fn revoke_tokens_below(&mut self, work_id: &str, epoch: u32, at: Timestamp) -> Result<()> {
