@@ -62,11 +62,19 @@ pub fn a_token_lease_reads_what_the_separate_lookups_read(store: &dyn Store) {
     store
         .write(|tx| {
             tx.insert_work(&work("w1", &["work:w1", "pr:7"]))?;
+            tx.insert_work(&work("w2", &[]))?;
             tx.insert_event(event("e1"))?;
             tx.insert_execution(&execution("x1", "e1"))?;
             tx.insert_execution(&execution("x2", "e-gone"))?;
             for (n, x) in [(1, "x1"), (2, "x2"), (3, "x-gone")] {
                 tx.insert_token(&token(n, x))?;
+            }
+            // Tokens whose Work is not there, and whose Work is not their execution's.
+            for (n, w) in [(4, "w-gone"), (5, "w2")] {
+                tx.insert_token(&TokenRecord {
+                    work_id: w.into(),
+                    ..token(n, "x1")
+                })?;
             }
             Ok::<_, StoreError>(())
         })
@@ -95,6 +103,14 @@ pub fn a_token_lease_reads_what_the_separate_lookups_read(store: &dyn Store) {
     let no_execution = lease([3; 32]).expect("the token");
     assert!(no_execution.execution.is_none() && no_execution.cause.is_none());
     assert_eq!(no_execution.work.map(|w| w.id).as_deref(), Some("w1"));
+    let no_work = lease([4; 32]).expect("the token");
+    assert!(no_work.work.is_none() && no_work.execution.is_some());
+    let its_own_work = lease([5; 32]).expect("the token");
+    assert_eq!(
+        its_own_work.work.map(|w| w.id).as_deref(),
+        Some("w2"),
+        "the token's Work, not its execution's"
+    );
     assert!(lease([9; 32]).is_none(), "no token, no lease");
 }
 

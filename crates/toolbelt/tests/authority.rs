@@ -10,6 +10,8 @@ use conduit_config::default_config_json;
 use conduit_core::{Duration, ErrorCode, OperatorRecord, Role, Source, Timestamp, TokenRecord};
 use conduit_scheduler::{adopt, take_over, Claim, Lessee, DEFAULT_LEASE};
 use conduit_store::new_id;
+use conduit_store::TokenLease;
+use conduit_toolbelt::checks;
 use conduit_toolbelt::token::{digest, issue};
 use serde_json::{json, Value};
 
@@ -189,6 +191,74 @@ fn the_lease_guard_refuses_a_live_token_whose_claims_the_lease_does_not_hold() {
             assert_eq!(answer, Err(ErrorCode::Forbidden), "{claims}");
         }
     }
+}
+
+/// Check 5 takes only the token's own rows: a lease whose execution, Work or cause event is another
+/// attempt's (what an adapter's bad join would hand it) is refused; the genuine one passes.
+#[test]
+fn the_lease_guard_refuses_rows_that_are_not_the_tokens_own() {
+    let h = default_harness();
+    let (_, token) = h.attempt();
+    let (_, other) = h.attempt();
+    let lease_of = |t: &str| {
+        h.store
+            .read(|tx| tx.token_lease_by_digest(&digest(t)))
+            .unwrap()
+            .unwrap()
+    };
+    let (genuine, theirs) = (lease_of(&token), lease_of(&other));
+    assert!(checks::check_lease(genuine.clone(), T0).is_ok(), "the control");
+    let swapped = [
+        (
+            "another execution",
+            TokenLease {
+                execution: theirs.execution.clone(),
+                ..genuine.clone()
+            },
+        ),
+        (
+            "another Work",
+            TokenLease {
+                work: theirs.work.clone(),
+                ..genuine.clone()
+            },
+        ),
+        (
+            "another cause",
+            TokenLease {
+                cause: theirs.cause.clone(),
+                ..genuine.clone()
+            },
+        ),
+    ];
+    for (rows, lease) in swapped {
+        let refused = checks::check_lease(lease, T0).map(|_| ()).map_err(|e| e.refusal().code);
+        assert_eq!(refused, Err(ErrorCode::Forbidden), "{rows}");
+    }
+}
+
+/// A lease row the store cannot read does not turn check 1's refusal into a store error: a revoked
+/// token is still the bare `forbidden`. The control: the live token meets the store's error.
+#[test]
+fn a_lease_row_that_cannot_be_read_leaves_check_1_to_decide() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    // A read commits what the writer holds, so another connection may write.
+    h.store.read(|tx| tx.get_execution(&claim.execution.id)).unwrap();
+    let conn = rusqlite::Connection::open(h.dir.path().join("store.db")).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    let broken = "UPDATE executions SET agent_usage = 'not json' WHERE id = ?1";
+    conn.execute(broken, [&claim.execution.id]).unwrap();
+    let read = json!({"operation": "read_context"});
+    assert_eq!(
+        h.call_at(&claim, &token, read.clone(), T0),
+        Err(ErrorCode::Internal),
+        "the control"
+    );
+    h.store
+        .write(|tx| tx.revoke_execution_tokens(&claim.execution.id, T0))
+        .unwrap();
+    assert_eq!(h.call_at(&claim, &token, read, T0), Err(ErrorCode::Forbidden));
 }
 
 #[test]
