@@ -41,16 +41,19 @@ fn at_least(text: &str, minimum: Duration, too_short: &str, example: &str) -> Re
 const BLOCKING_THREADS: usize = 32;
 
 /// How long an idle blocking thread waits for work before it ends. The daemon's periodic store
-/// reads, handed to one idle thread after another, kept all 32 alive after a burst with tokio's
-/// 10 s, each holding its allocator cache; with 2 s, 14 threads of 37 remained and the RSS came
-/// down by another 0.6 MiB (`--bench burst`). Work after a quiet spell starts a thread again
-/// (tens of microseconds).
+/// reads (the scheduler's idle tick is 500 ms), handed to one idle thread after another, kept all
+/// 32 alive after a burst with tokio's 10 s, each holding its allocator cache; with 2 s, 14 threads
+/// of 37 remained and the RSS came down by another 0.6 MiB (`--bench burst`). A faster periodic
+/// read would keep more alive again. Work after a quiet spell starts a thread again (tens of
+/// microseconds).
 const BLOCKING_THREAD_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// How often the daemon looks at what its allocator holds free, and how much free memory it gives
-/// back: after a burst of 2,000 calls (`cargo bench -p conduit-cli --bench burst`) about 8 MiB
-/// stayed free in the arenas, an idle daemon holds about 1 MiB.
+/// How often the daemon looks at what its allocator holds free.
 const LOOK_AT_FREE_MEMORY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How much free memory, and growth of the resident set, is worth giving back: after a burst of
+/// 2,000 calls (`cargo bench -p conduit-cli --bench burst`) about 8 MiB stayed free in the arenas;
+/// an idle daemon holds about 1 MiB.
 const GIVE_BACK_OVER: usize = 4 << 20;
 
 /// Runs the daemon until it stops.
@@ -69,15 +72,21 @@ pub fn run(options: DaemonOptions) -> Result<(), Failure> {
         .map_err(|e| Failure::Local(e.to_string()))
 }
 
-/// Hands what a burst freed back to the kernel once it is quiet, on a blocking thread (giving back
-/// holds each arena's lock while it walks it). Ends with the runtime.
+/// Hands what a burst freed back to the kernel, on a blocking thread (giving back holds each
+/// arena's lock while it walks it). Ends with the runtime.
 async fn give_back_free_memory() {
     let mut every = tokio::time::interval(LOOK_AT_FREE_MEMORY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut give_back = conduit_allocator::GiveBack::new(GIVE_BACK_OVER);
     loop {
         every.tick().await;
-        if let Ok(Some(free)) = tokio::task::spawn_blocking(|| conduit_allocator::give_back_over(GIVE_BACK_OVER)).await
-        {
+        let looked = tokio::task::spawn_blocking(move || {
+            let freed = give_back.look();
+            (give_back, freed)
+        });
+        let Ok((kept, freed)) = looked.await else { return };
+        give_back = kept;
+        if let Some(free) = freed {
             tracing::debug!(free_bytes = free, "gave the allocator's free memory back to the kernel");
         }
     }
