@@ -29,13 +29,16 @@ pub fn held_free() -> usize {
 }
 
 /// Gives the allocator's free pages back to the kernel after a burst: when it holds at least
-/// `threshold` bytes free and the process's anonymous memory has grown by `threshold` since it
-/// last gave back. Giving back leaves the free chunks counted as free, so the free count alone
-/// would ask again on every look; and it walks every arena under its lock, stalling threads that
-/// allocate meanwhile, so it should happen once after a burst, not on every look.
+/// `threshold` bytes free, and since the last give-back either `threshold` more is free or the
+/// process's anonymous memory grew by `threshold` (a burst that reused what was given back, then
+/// freed it again). Giving back leaves the chunks counted as free, so the free count alone would
+/// ask again on every look, or never again; and it walks every arena under its lock, stalling
+/// threads that allocate meanwhile, so it should come once after a burst, not on every look.
 pub struct GiveBack {
     threshold: usize,
-    /// Anonymous resident bytes after the last give-back (lowered when the process shrinks).
+    /// What the last give-back left, each lowered to the least seen since: bytes held free, and
+    /// anonymous resident bytes.
+    free_after: usize,
     resident_after: usize,
 }
 
@@ -43,6 +46,7 @@ impl GiveBack {
     pub fn new(threshold: usize) -> GiveBack {
         GiveBack {
             threshold,
+            free_after: 0,
             resident_after: 0,
         }
     }
@@ -50,18 +54,20 @@ impl GiveBack {
     /// Gives back when a burst left enough behind; answers the bytes held free when it did.
     pub fn look(&mut self) -> Option<usize> {
         let (free, resident) = (held_free(), anonymous_resident());
+        self.free_after = self.free_after.min(free);
         self.resident_after = self.resident_after.min(resident);
-        if free < self.threshold || resident < self.resident_after.saturating_add(self.threshold) {
+        let grew = |now: usize, after: usize| now >= after.saturating_add(self.threshold);
+        if free < self.threshold || !(grew(free, self.free_after) || grew(resident, self.resident_after)) {
             return None;
         }
         glibc::trim();
-        self.resident_after = anonymous_resident();
+        (self.free_after, self.resident_after) = (free, anonymous_resident());
         Some(free)
     }
 }
 
-/// This process's anonymous resident memory in bytes (`RssAnon` in `/proc/self/status`; 0
-/// where there is none, so nothing is given back).
+/// This process's anonymous resident memory in bytes (`RssAnon` in `/proc/self/status`; 0 where
+/// there is none).
 fn anonymous_resident() -> usize {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let kib = status

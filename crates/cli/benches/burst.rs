@@ -44,7 +44,7 @@ fn main() {
     let pid = daemon.pid();
     std::thread::sleep(Duration::from_secs(2));
     let idle = memory(pid);
-    // Past the keep-alive of the blocking threads the starts woke (tokio's 10 s): what stays.
+    // Past the keep-alive of the blocking threads the starts woke (the daemon's 2 s): what stays.
     std::thread::sleep(Duration::from_secs(11));
     let kept = memory(pid);
     // What one more costs once the first ones have paid for what every start uses once (the code
@@ -84,7 +84,13 @@ fn main() {
     );
     let idle = idle.rss;
     for (n, b) in [first, second].iter().enumerate() {
-        println!("  burst {} ({:.1?}, {} retried at a cap)", n + 1, b.took, b.retries);
+        println!(
+            "  burst {} over the first {SOCKETS} of {} held ({:.1?}, {} retried at a cap)",
+            n + 1,
+            2 * SOCKETS,
+            b.took,
+            b.retries
+        );
         for (when, &Memory { rss, threads, .. }) in [("right after", &b.after), ("after settling", &b.settled)] {
             println!(
                 "    {when:<15} RSS {:>7.1} MiB ({:.2}x idle), {threads} threads",

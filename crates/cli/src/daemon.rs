@@ -51,7 +51,7 @@ const BLOCKING_THREAD_KEEP_ALIVE: std::time::Duration = std::time::Duration::fro
 /// How often the daemon looks at what its allocator holds free.
 const LOOK_AT_FREE_MEMORY: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// How much free memory, and growth of the resident set, is worth giving back: after a burst of
+/// How much free memory (more than at the last give-back) is worth giving back: after a burst of
 /// 2,000 calls (`cargo bench -p conduit-cli --bench burst`) about 8 MiB stayed free in the arenas;
 /// an idle daemon holds about 1 MiB.
 const GIVE_BACK_OVER: usize = 4 << 20;
