@@ -86,7 +86,7 @@ fn run(conn: &mut worker::Conn, mode: Mode, body: &mut dyn FnMut(&mut dyn Tx) ->
         return Err(abandon(conn, e));
     }
     let mut sql = sql::PgSql::new(conn);
-    let ran = body(&mut SqlTx::new(&mut sql));
+    let ran = SqlTx::run(&mut sql, body);
     // A statement the server refused aborted the transaction, whatever the body made of it: its
     // COMMIT would roll back and answer success.
     let refused = || StoreError::Backend("a statement failed inside the transaction, which was rolled back".into());

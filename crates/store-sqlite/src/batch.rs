@@ -152,7 +152,7 @@ impl Writer {
         let before = open.conn.total_changes();
         let mut ran = {
             let mut sql = SqliteSql::reading(&open.conn);
-            catch_unwind(AssertUnwindSafe(|| body(&mut SqlTx::new(&mut sql))))
+            catch_unwind(AssertUnwindSafe(|| SqlTx::run(&mut sql, body)))
         };
         // Statements that write are refused before they run; this catches what slipped past.
         let rolled_back = open.conn.is_autocommit();
@@ -293,7 +293,7 @@ fn run_in_savepoint(
     }
     let before = conn.total_changes();
     let mut sql = SqliteSql::recording(conn, redo);
-    let ran = match catch_unwind(AssertUnwindSafe(|| body(&mut SqlTx::new(&mut sql)))) {
+    let ran = match catch_unwind(AssertUnwindSafe(|| SqlTx::run(&mut sql, body))) {
         Ok(Ok(())) => Ran::Done {
             changed: conn.total_changes() > before,
         },

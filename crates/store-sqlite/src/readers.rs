@@ -70,7 +70,7 @@ impl Readers {
 
 fn read_in(conn: &mut Connection, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
     let tx = conn.transaction().map_err(sqlite_error)?;
-    body(&mut SqlTx::new(&mut SqliteSql::new(&tx)))?;
+    SqlTx::run(&mut SqliteSql::new(&tx), body)?;
     // Ending a read transaction; rolling back is as good as committing and says so.
     tx.rollback().map_err(sqlite_error)
 }

@@ -201,6 +201,9 @@ fn a_works_events_and_replay_records_are_charged_to_it_as_written() {
         .unwrap();
     let text = |v: &serde_json::Value| v.to_string().len();
     assert_eq!(stored, (quota::charge(text(&data)) + quota::charge(text(&response)), 0));
+    // What the transaction charged as it went is what it committed.
+    let committed = store.read(|tx| tx.work_stored_bytes("work1")).unwrap();
+    assert_eq!(committed, stored.0);
 }
 
 /// Runs `writers` write transactions at once, each inserting its own event, holding the writer a

@@ -81,7 +81,7 @@ impl EventRows for SqlTx<'_> {
     fn insert_event(&mut self, e: NewEvent) -> Result<Event> {
         let data = to_json(&e.data)?;
         if let Some(work) = &e.work_id {
-            self.charge_work(work, quota::charge(data.len()))?;
+            self.charge_work(work, quota::charge(data.len()));
         }
         let sequence: Option<i64> = self.query_one(
             INSERT_EVENT,

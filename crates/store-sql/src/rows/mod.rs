@@ -19,16 +19,26 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::{Arg, Result, Row, Sql};
-use conduit_store::{Page, StoreError};
+use conduit_store::{Page, StoreError, Tx};
 
 /// The rows of one transaction, on whichever engine runs it.
 pub struct SqlTx<'a> {
     sql: &'a mut dyn Sql,
+    /// Bytes charged to each Work's store quota and not yet written: a call charges its Work for
+    /// each row it writes, and one statement per Work at the end costs less than one per row.
+    charges: Vec<(String, u64)>,
 }
 
-impl<'a> SqlTx<'a> {
-    pub fn new(sql: &'a mut dyn Sql) -> SqlTx<'a> {
-        SqlTx { sql }
+impl SqlTx<'_> {
+    /// Runs `body` on the transaction `sql` is in, then writes what it left pending (its quota
+    /// charges), so the engine commits them with the rest.
+    pub fn run(sql: &mut dyn Sql, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
+        let mut tx = SqlTx {
+            sql,
+            charges: Vec::new(),
+        };
+        body(&mut tx)?;
+        tx.write_charges()
     }
 }
 

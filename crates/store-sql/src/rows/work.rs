@@ -42,13 +42,24 @@ pub(super) fn work_row(r: &dyn Row) -> Result<Work> {
 }
 
 impl SqlTx<'_> {
-    /// Adds `bytes` to what `work_id` has written (see `conduit_core::quota`).
-    pub(super) fn charge_work(&mut self, work_id: &str, bytes: u64) -> Result<()> {
-        self.exec(
-            "INSERT INTO work_usage (work_id, stored_bytes) VALUES (?1, ?2)
-             ON CONFLICT (work_id) DO UPDATE SET stored_bytes = work_usage.stored_bytes + excluded.stored_bytes",
-            args![work_id, bytes as i64],
-        )?;
+    /// Adds `bytes` to what `work_id` has written (see `conduit_core::quota`), written with the
+    /// transaction's other charges to it when its body ends ([`SqlTx::run`]).
+    pub(super) fn charge_work(&mut self, work_id: &str, bytes: u64) {
+        match self.charges.iter_mut().find(|(w, _)| w == work_id) {
+            Some((_, pending)) => *pending += bytes,
+            None => self.charges.push((work_id.to_owned(), bytes)),
+        }
+    }
+
+    /// Writes the charges [`SqlTx::charge_work`] left pending, one statement per Work.
+    pub(super) fn write_charges(&mut self) -> Result<()> {
+        for (work_id, bytes) in std::mem::take(&mut self.charges) {
+            self.exec(
+                "INSERT INTO work_usage (work_id, stored_bytes) VALUES (?1, ?2)
+                 ON CONFLICT (work_id) DO UPDATE SET stored_bytes = work_usage.stored_bytes + excluded.stored_bytes",
+                args![work_id, bytes as i64],
+            )?;
+        }
         Ok(())
     }
 
@@ -182,7 +193,8 @@ impl WorkRows for SqlTx<'_> {
     fn work_stored_bytes(&mut self, work_id: &str) -> Result<u64> {
         let sql = "SELECT stored_bytes FROM work_usage WHERE work_id = ?1";
         let stored: Option<i64> = self.query_one(sql, args![work_id], |r| r.get(0))?;
-        Ok(stored.map_or(0, |b| b as u64))
+        let pending = self.charges.iter().find(|(w, _)| w == work_id).map_or(0, |(_, b)| *b);
+        Ok(stored.map_or(0, |b| b as u64) + pending)
     }
 
     fn count_unfinished_work(&mut self, scope: &str) -> Result<u64> {
