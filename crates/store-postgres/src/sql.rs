@@ -85,6 +85,15 @@ impl Sql for PgSql<'_> {
         }
         Ok(())
     }
+
+    fn insert_keyed(&mut self, sql: &str, key: &str, args: &[Arg<'_>]) -> Result<i64> {
+        let mut inserted = None;
+        self.query(&format!("{sql} RETURNING {key}"), args, &mut |row| {
+            inserted = Some(row.get(0)?);
+            Ok(())
+        })?;
+        inserted.ok_or_else(|| StoreError::Backend("an insert answered no key".into()))
+    }
 }
 
 /// An argument or a column, owned. Its `Debug` (which `ToSql` requires) never shows the value.

@@ -21,8 +21,7 @@ pub const INSERT_EVENT: &str = concat!(
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
          CASE WHEN ?4 = 'core.toolbelt' THEN NULL ELSE COALESCE((",
     latest_chain_ordinal!(),
-    "), 0) + 1 END)
-     RETURNING sequence"
+    "), 0) + 1 END)"
 );
 
 pub const CAUSAL_TIME_BACK: &str = concat!(
@@ -83,8 +82,9 @@ impl EventRows for SqlTx<'_> {
         if let Some(work) = &e.work_id {
             self.charge_work(work, quota::charge(data.len()));
         }
-        let sequence: Option<i64> = self.query_one(
+        let sequence = self.sql.insert_keyed(
             INSERT_EVENT,
+            "sequence",
             args![
                 e.causation.root,
                 e.id,
@@ -101,9 +101,8 @@ impl EventRows for SqlTx<'_> {
                 e.accepted_at.0,
                 e.delivery_id
             ],
-            |r| r.get(0),
         )?;
-        Ok(e.into_event(sequence.ok_or_else(|| corrupt("event sequence"))?))
+        Ok(e.into_event(sequence))
     }
 
     fn get_event(&mut self, id: &str) -> Result<Option<Event>> {
