@@ -498,7 +498,7 @@ fn print_together(together: &[Stats], rows: &[Stats]) {
         client_calls()
     );
     println!(
-        "{:<6}{:>7}{:>9}{:>9}{:>10}{:>10}{:>9}{:>9}{:>8}{:>10}{:>9}{:>8}{:>9}",
+        "{:<6}{:>7}{:>9}{:>9}{:>10}{:>10}{:>9}{:>9}{:>8}{:>6}{:>10}{:>9}{:>8}{:>9}",
         "N",
         "calls",
         "wall(s)",
@@ -508,6 +508,7 @@ fn print_together(together: &[Stats], rows: &[Stats]) {
         "vs N=1",
         "vs fsync",
         "cpu/op",
+        "sys%",
         "store KiB",
         "sock KiB",
         "db KiB",
@@ -515,7 +516,7 @@ fn print_together(together: &[Stats], rows: &[Stats]) {
     );
     for (n, s) in EXECUTIONS.iter().zip(together) {
         println!(
-            "{:<6}{:>7}{:>9.2}{:>9.0}{:>10.1}{:>10.1}{:>9.2}{:>9.2}{:>8}{:>10}{:>9}{:>8}{:>9}",
+            "{:<6}{:>7}{:>9.2}{:>9.0}{:>10.1}{:>10.1}{:>9.2}{:>9.2}{:>8}{:>6}{:>10}{:>9}{:>8}{:>9}",
             n,
             s.latencies.len(),
             s.wall().as_secs_f64(),
@@ -525,6 +526,7 @@ fn print_together(together: &[Stats], rows: &[Stats]) {
             s.per_second() / single,
             s.per_second() / fsync,
             s.cpu_per_call(),
+            s.system_share(),
             s.stored_per_call(),
             s.sent_per_call(),
             s.checkpointed_per_call(),

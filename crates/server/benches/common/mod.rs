@@ -75,6 +75,8 @@ pub fn mount_of(path: &Path) -> Option<(String, String)> {
 pub struct Counters {
     /// CPU time of every thread of this process, user and system.
     pub cpu: Option<Duration>,
+    /// Of that, the kernel's (system) time.
+    pub sys: Option<Duration>,
     /// Bytes this process has passed to `write` and its kin (`wchar` of `/proc/self/io`).
     pub written: Option<u64>,
     /// Of those, the bytes the store's checkpoint thread copied from its log into the database file.
@@ -89,7 +91,8 @@ pub struct Counters {
 impl Counters {
     pub fn read() -> Counters {
         Counters {
-            cpu: process_cpu(),
+            cpu: process_cpu(Ticks::Both),
+            sys: process_cpu(Ticks::System),
             // The threads' counts first, so they never exceed the process's, read after them.
             checkpointed: threads_written(|comm, _| comm == "store-checkpt"),
             sockets: threads_written(|comm, main| main || comm == SOCKET_THREADS),
@@ -99,12 +102,22 @@ impl Counters {
     }
 }
 
-/// `utime + stime` from `/proc/self/stat`, in clock ticks of 10 ms (`USER_HZ` is 100 on Linux).
-fn process_cpu() -> Option<Duration> {
+/// Which of a process's CPU times to read.
+#[derive(Clone, Copy, PartialEq)]
+enum Ticks {
+    Both,
+    System,
+}
+
+/// `utime + stime` (or `stime` alone) from `/proc/self/stat`, in clock ticks of 10 ms (`USER_HZ` is
+/// 100 on Linux); exited threads' times count too.
+fn process_cpu(which: Ticks) -> Option<Duration> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // The fields after the command name, which is in parentheses: state is the first, utime the 12th.
     let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
-    let ticks = fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?;
+    let user = fields.next()?.parse::<u64>().ok()?;
+    let system = fields.next()?.parse::<u64>().ok()?;
+    let ticks = if which == Ticks::Both { user + system } else { system };
     Some(Duration::from_millis(ticks * 10))
 }
 
@@ -169,6 +182,7 @@ impl Stats {
         // Every client reads the counters after the common start and before its first call.
         let before = Counters {
             cpu: least(each.iter().map(|s| s.before.cpu)),
+            sys: least(each.iter().map(|s| s.before.sys)),
             written: least(each.iter().map(|s| s.before.written)),
             checkpointed: least(each.iter().map(|s| s.before.checkpointed)),
             sockets: least(each.iter().map(|s| s.before.sockets)),
@@ -176,6 +190,7 @@ impl Stats {
         };
         let after = Counters {
             cpu: least(each.iter().map(|s| s.after.cpu.map(Reverse))).map(|c| c.0),
+            sys: least(each.iter().map(|s| s.after.sys.map(Reverse))).map(|c| c.0),
             written: least(each.iter().map(|s| s.after.written.map(Reverse))).map(|w| w.0),
             checkpointed: least(each.iter().map(|s| s.after.checkpointed.map(Reverse))).map(|w| w.0),
             sockets: least(each.iter().map(|s| s.after.sockets.map(Reverse))).map(|w| w.0),
@@ -218,6 +233,20 @@ impl Stats {
             || "-".into(),
             |(b, a)| format!("{:.0}", micros(a - b) / self.latencies.len() as f64),
         )
+    }
+
+    /// The kernel's share of that CPU time, in percent: system calls, context switches, wakeups.
+    pub fn system_share(&self) -> String {
+        let spent = |c: &Counters| c.cpu.zip(c.sys);
+        match spent(&self.before).zip(spent(&self.after)) {
+            Some(((cpu0, sys0), (cpu1, sys1))) if cpu1 > cpu0 => {
+                format!(
+                    "{:.0}",
+                    100.0 * (sys1 - sys0).as_secs_f64() / (cpu1 - cpu0).as_secs_f64()
+                )
+            }
+            _ => "-".into(),
+        }
     }
 
     /// Bytes the store wrote per measured call but by the checkpoint, in KiB: its WAL frames and its
@@ -267,7 +296,8 @@ pub fn least<T: Ord>(values: impl Iterator<Item = Option<T>>) -> Option<T> {
 /// What the counter columns of both benches' tables mean, for the block device under the temp dir.
 pub fn columns_legend(device: &str) -> String {
     format!(
-        "cpu/op: this process's CPU time (all threads, user + system) per call, us; \
+        "cpu/op: this process's CPU time (all threads, user + system) per call, us; sys%: the kernel's \
+         share of it (system calls, context switches and wakeups, the block device's requests); \
          store KiB: KiB the store wrote per call (/proc/self/io wchar but the store's checkpoint thread's \
          and the socket threads'): the WAL's frames and the redo log's entries; sock KiB: KiB the socket \
          threads (runtime workers; the main thread, where the sequential client and the direct cases such as \
@@ -282,7 +312,7 @@ pub fn print_table(rows: &[Stats]) {
     let floor = &rows[0];
     let (floor_p50, floor_p99) = (floor.percentile(0.50), floor.percentile(0.99));
     println!(
-        "{:<16}{:>6}{:>10}{:>10}{:>10}{:>9}{:>11}{:>11}{:>8}{:>10}{:>9}{:>8}{:>9}",
+        "{:<16}{:>6}{:>10}{:>10}{:>10}{:>9}{:>11}{:>11}{:>8}{:>6}{:>10}{:>9}{:>8}{:>9}",
         "case",
         "calls",
         "p50(us)",
@@ -292,6 +322,7 @@ pub fn print_table(rows: &[Stats]) {
         "p50/floor",
         "p99/floor",
         "cpu/op",
+        "sys%",
         "store KiB",
         "sock KiB",
         "db KiB",
@@ -300,7 +331,7 @@ pub fn print_table(rows: &[Stats]) {
     for s in rows {
         let (p50, p99) = (s.percentile(0.50), s.percentile(0.99));
         println!(
-            "{:<16}{:>6}{:>10.1}{:>10.1}{:>10.1}{:>9.0}{:>11.2}{:>11.2}{:>8}{:>10}{:>9}{:>8}{:>9}",
+            "{:<16}{:>6}{:>10.1}{:>10.1}{:>10.1}{:>9.0}{:>11.2}{:>11.2}{:>8}{:>6}{:>10}{:>9}{:>8}{:>9}",
             s.case,
             s.latencies.len(),
             p50,
@@ -310,6 +341,7 @@ pub fn print_table(rows: &[Stats]) {
             p50 / floor_p50,
             p99 / floor_p99,
             s.cpu_per_call(),
+            s.system_share(),
             s.stored_per_call(),
             s.sent_per_call(),
             s.checkpointed_per_call(),
