@@ -229,7 +229,8 @@ impl RedoLog {
         let mut shared = repeats::Numbers::default();
         let mut rest = whole;
         while !rest.is_empty() {
-            let (sql, args, after) = split_statement(rest)?;
+            let (sql, args) = take_bytes(rest)?;
+            let sql = std::str::from_utf8(sql).ok()?;
             match self.known.get(sql) {
                 Some(n) => out.extend_from_slice(&n.to_le_bytes()),
                 None => {
@@ -243,8 +244,7 @@ impl RedoLog {
                     put_bytes(&mut out, sql.as_bytes());
                 }
             }
-            repeats::share(args, &mut shared, &mut out)?;
-            rest = after;
+            rest = repeats::share(args, &mut shared, &mut out)?;
         }
         Some(out)
     }
@@ -423,13 +423,6 @@ fn decode_statement(bytes: &[u8]) -> Option<(&str, Vec<Owned>, &[u8])> {
     let (sql, rest) = take_bytes(bytes)?;
     let (args, rest) = take_args(rest)?;
     Some((std::str::from_utf8(sql).ok()?, args, rest))
-}
-
-/// A statement's text, the bytes of its arguments, and the bytes after it.
-fn split_statement(bytes: &[u8]) -> Option<(&str, &[u8], &[u8])> {
-    let (sql, rest) = take_bytes(bytes)?;
-    let args = rest.len() - take_args(rest)?.1.len();
-    Some((std::str::from_utf8(sql).ok()?, &rest[..args], &rest[args..]))
 }
 
 fn take_args(bytes: &[u8]) -> Option<(Vec<Owned>, &[u8])> {

@@ -11,9 +11,9 @@ pub(super) const SHARED: std::ops::RangeInclusive<usize> = 8..=128;
 /// An argument that repeats a numbered text argument of the entry.
 pub(super) const REPEATS: u8 = 4;
 
-/// A statement's arguments as an entry writes them: a text argument equal to a numbered earlier
-/// one (`shared`, which this adds to) by its number.
-pub(super) fn share<'a>(mut args: &'a [u8], shared: &mut Numbers<'a>, out: &mut Vec<u8>) -> Option<()> {
+/// A statement's arguments as an entry writes them, after `out`: a text argument equal to a
+/// numbered earlier one (`shared`, which this adds to) by its number; answers the bytes after them.
+pub(super) fn share<'a>(mut args: &'a [u8], shared: &mut Numbers<'a>, out: &mut Vec<u8>) -> Option<&'a [u8]> {
     let (count, rest) = args.split_first_chunk::<2>()?;
     out.extend_from_slice(count);
     args = rest;
@@ -33,7 +33,7 @@ pub(super) fn share<'a>(mut args: &'a [u8], shared: &mut Numbers<'a>, out: &mut 
         }
         args = rest;
     }
-    Some(())
+    Some(args)
 }
 
 /// A text argument's place among the entry's numbered ones.
