@@ -199,9 +199,8 @@ impl Toolbelt {
         };
         let begun = self.store.run(mode, |tx| -> Result<Begun, Failed> {
             let lease = checks::live_lease(tx, socket_execution, bearer, call.started)?;
-            let token = lease.token.clone();
             let authority = checks::authorize(&config, &registry, lease, request, call.started)
-                .map_err(|error| self.classified(error, &token))?;
+                .map_err(|refused| self.classified(refused))?;
             session::check_call_session(tx, &authority, request)?;
             if let Some(replayed) = replay::lookup(tx, &authority, request, &call.input_hash)? {
                 audit::record(
@@ -259,7 +258,7 @@ impl Toolbelt {
         let keys = builtins::KeyRule { registry, own: None };
         let output =
             builtins::run(tx, config, a, call.request, &keys, call.started).map_err(|e| Failed::reached(e, a))?;
-        let answer = json!({"operation": call.request.operation, "output": output});
+        let answer = call_answer(&call.request.operation, output);
         self.commit_result(tx, call, a, &called, Ok(&answer), true)?;
         Ok(answer)
     }
@@ -309,7 +308,7 @@ impl Toolbelt {
                         };
                         builtins::emit(tx, &config, &a, emission, delivery, &keys, now).map_err(fenced)?;
                     }
-                    let mut answer = json!({"operation": call.request.operation, "output": out.output});
+                    let mut answer = call_answer(&call.request.operation, out.output);
                     if let Some(wait) = &out.wait {
                         answer["wait"] = wait.to_json();
                     }
@@ -411,11 +410,11 @@ impl Toolbelt {
     }
 
     /// A refusal of a genuine token at a later check, kept for classification.
-    fn classified(&self, error: HostError, token: &TokenRecord) -> Failed {
-        let forbidden = matches!(&error, HostError::Refused(r) if r.code == ErrorCode::Forbidden);
+    fn classified(&self, refused: checks::Refused) -> Failed {
+        let forbidden = matches!(&refused.error, HostError::Refused(r) if r.code == ErrorCode::Forbidden);
         Failed {
-            refused_token: forbidden.then(|| Box::new(token.clone())),
-            ..Failed::from(error)
+            refused_token: forbidden.then_some(refused.token),
+            ..Failed::from(refused.error)
         }
     }
 
@@ -463,6 +462,15 @@ impl Toolbelt {
 /// A builtin that only reads: its transaction writes nothing but the call's own records.
 fn only_reads(registry: &Registry, operation: &str) -> bool {
     registry.operation(operation).is_none() && builtins::only_reads(operation)
+}
+
+/// A call's answer: its operation and the operation's output, moved in (`json!` would copy the
+/// output through a serializer).
+fn call_answer(operation: &str, output: Value) -> Value {
+    let mut answer = serde_json::Map::new();
+    answer.insert("operation".to_owned(), Value::String(operation.to_owned()));
+    answer.insert("output".to_owned(), output);
+    Value::Object(answer)
 }
 
 fn invalid_at(pointer: &str) -> Refusal {

@@ -13,7 +13,7 @@
 //! ([`within_quota`]).
 
 use conduit_config::Snapshot;
-use conduit_core::{quota, ExecutionState, Refusal, Timestamp, TokenRecord, WorkState};
+use conduit_core::{quota, Event, Execution, ExecutionState, Refusal, Timestamp, TokenRecord, Work, WorkState};
 use conduit_scheduler::HostError;
 use conduit_store::{TokenLease, Tx};
 
@@ -22,6 +22,18 @@ use crate::registry::Registry;
 use crate::token::{digest, digests_match};
 use crate::CallRequest;
 
+/// A refusal at checks 2 to 5, with the genuine token it refused (a call classifies it).
+pub struct Refused {
+    pub error: HostError,
+    pub token: Box<TokenRecord>,
+}
+
+impl From<Refused> for HostError {
+    fn from(refused: Refused) -> HostError {
+        refused.error
+    }
+}
+
 /// Checks 2 to 5 for `request`, on a token and its lease's rows read together ([`live_lease`]).
 pub fn authorize(
     config: &Snapshot,
@@ -29,9 +41,14 @@ pub fn authorize(
     lease: TokenLease,
     request: &CallRequest,
     now: Timestamp,
-) -> Result<Authority, HostError> {
-    check_claims(config, registry, &lease.token, request)?;
-    check_lease(lease, now)
+) -> Result<Authority, Refused> {
+    if let Err(refusal) = check_claims(config, registry, &lease.token, request) {
+        return Err(Refused {
+            error: refusal.into(),
+            token: Box::new(lease.token),
+        });
+    }
+    held_lease(lease, now)
 }
 
 /// Checks 2 to 4: the narrowing assertions, the token's allowlist and the configuration's ceiling.
@@ -152,34 +169,55 @@ pub fn lease_guard(tx: &mut dyn Tx, token: TokenRecord, now: Timestamp) -> Resul
 /// execution's cause), the execution runs at the token's epoch under the token's owner with a live
 /// lease, its Work runs in the token's scope, and the segment has not declared.
 pub fn check_lease(lease: TokenLease, now: Timestamp) -> Result<Authority, HostError> {
+    Ok(held_lease(lease, now)?)
+}
+
+/// [`check_lease`], answering the token with its refusal.
+fn held_lease(lease: TokenLease, now: Timestamp) -> Result<Authority, Refused> {
     let TokenLease {
         token,
         execution,
         work,
         cause,
     } = lease;
-    let (execution, work) = execution.zip(work).ok_or_else(Refusal::forbidden)?;
+    let refusal = match (execution, work) {
+        (Some(execution), Some(work)) => match lease_refusal(&token, &execution, &work, cause.as_ref(), now) {
+            None => {
+                return Ok(Authority {
+                    token,
+                    execution,
+                    work,
+                    cause,
+                })
+            }
+            Some(refusal) => refusal,
+        },
+        _ => Refusal::forbidden(),
+    };
+    Err(Refused {
+        error: refusal.into(),
+        token: Box::new(token),
+    })
+}
+
+/// Why check 5 refuses the token's rows, if it does.
+fn lease_refusal(
+    token: &TokenRecord,
+    execution: &Execution,
+    work: &Work,
+    cause: Option<&Event>,
+    now: Timestamp,
+) -> Option<Refusal> {
     let own_rows = execution.id == token.execution_id
         && work.id == token.work_id
         && execution.work_id == token.work_id
-        && cause.as_ref().is_none_or(|c| c.id == execution.cause_event);
-    if !own_rows {
-        return Err(Refusal::forbidden().into());
-    }
+        && cause.is_none_or(|c| c.id == execution.cause_event);
     let holds_lease = execution.state == ExecutionState::Running
         && execution.epoch == token.epoch
         && execution.owner == token.owner
         && execution.lease_live_at(now);
-    if !holds_lease || work.state != WorkState::Running || work.scope != token.scope {
-        return Err(Refusal::forbidden().into());
+    if !own_rows || !holds_lease || work.state != WorkState::Running || work.scope != token.scope {
+        return Some(Refusal::forbidden());
     }
-    if execution.declaration.is_some() {
-        return Err(Refusal::authority_released().into());
-    }
-    Ok(Authority {
-        token,
-        execution,
-        work,
-        cause,
-    })
+    execution.declaration.is_some().then(Refusal::authority_released)
 }
