@@ -86,7 +86,7 @@ impl Sql for PgSql<'_> {
         Ok(())
     }
 
-    fn insert_keyed(&mut self, sql: &str, key: &str, args: &[Arg<'_>]) -> Result<i64> {
+    fn insert_keyed(&mut self, sql: &str, key: &'static str, args: &[Arg<'_>]) -> Result<i64> {
         let mut inserted = None;
         self.query(&format!("{sql} RETURNING {key}"), args, &mut |row| {
             inserted = Some(row.get(0)?);

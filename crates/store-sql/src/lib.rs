@@ -38,9 +38,11 @@ pub trait Sql {
     /// Runs a query, handing each row to `each` in order until it errs.
     fn query(&mut self, sql: &str, args: &[Arg<'_>], each: &mut dyn FnMut(&dyn Row) -> Result<()>) -> Result<()>;
 
-    /// Runs an `INSERT` of one row (`sql` has no `RETURNING`) and answers the integer key the
-    /// engine gave it, in column `key`.
-    fn insert_keyed(&mut self, sql: &str, key: &str, args: &[Arg<'_>]) -> Result<i64>;
+    /// Runs an `INSERT` of one row (`sql` has no `RETURNING`, no `OR IGNORE` and no `ON CONFLICT`)
+    /// and answers the integer key the engine gave it, in column `key`. On SQLite `key` must be
+    /// the rowid (an `INTEGER PRIMARY KEY` of a table with rowids and no triggers): its answer is
+    /// the connection's last rowid.
+    fn insert_keyed(&mut self, sql: &str, key: &'static str, args: &[Arg<'_>]) -> Result<i64>;
 }
 
 /// A value as the engine holds it: a statement's argument, or a column of a row.

@@ -127,7 +127,7 @@ impl Sql for SqliteSql<'_> {
 
     /// The connection's last rowid: SQLite's `RETURNING` would collect the row in a temporary
     /// table of its own, which cost more than the insert's index entries.
-    fn insert_keyed(&mut self, sql: &str, _key: &str, args: &[Arg<'_>]) -> Result<i64> {
+    fn insert_keyed(&mut self, sql: &str, _key: &'static str, args: &[Arg<'_>]) -> Result<i64> {
         match self.execute(sql, args)? {
             1 => Ok(self.conn.last_insert_rowid()),
             _ => Err(StoreError::Backend(

@@ -90,9 +90,10 @@ pub struct Counters {
 
 impl Counters {
     pub fn read() -> Counters {
+        let times = process_times();
         Counters {
-            cpu: process_cpu(Ticks::Both),
-            sys: process_cpu(Ticks::System),
+            cpu: times.map(|(cpu, _)| cpu),
+            sys: times.map(|(_, sys)| sys),
             // The threads' counts first, so they never exceed the process's, read after them.
             checkpointed: threads_written(|comm, _| comm == "store-checkpt"),
             sockets: threads_written(|comm, main| main || comm == SOCKET_THREADS),
@@ -102,23 +103,16 @@ impl Counters {
     }
 }
 
-/// Which of a process's CPU times to read.
-#[derive(Clone, Copy, PartialEq)]
-enum Ticks {
-    Both,
-    System,
-}
-
-/// `utime + stime` (or `stime` alone) from `/proc/self/stat`, in clock ticks of 10 ms (`USER_HZ` is
-/// 100 on Linux); exited threads' times count too.
-fn process_cpu(which: Ticks) -> Option<Duration> {
+/// `utime + stime` and `stime` from one read of `/proc/self/stat`, in clock ticks of 10 ms
+/// (`USER_HZ` is 100 on Linux); exited threads' times count too.
+fn process_times() -> Option<(Duration, Duration)> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // The fields after the command name, which is in parentheses: state is the first, utime the 12th.
     let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
     let user = fields.next()?.parse::<u64>().ok()?;
     let system = fields.next()?.parse::<u64>().ok()?;
-    let ticks = if which == Ticks::Both { user + system } else { system };
-    Some(Duration::from_millis(ticks * 10))
+    let ticks = |n: u64| Duration::from_millis(n * 10);
+    Some((ticks(user + system), ticks(system)))
 }
 
 fn process_written() -> Option<u64> {
@@ -240,10 +234,8 @@ impl Stats {
         let spent = |c: &Counters| c.cpu.zip(c.sys);
         match spent(&self.before).zip(spent(&self.after)) {
             Some(((cpu0, sys0), (cpu1, sys1))) if cpu1 > cpu0 => {
-                format!(
-                    "{:.0}",
-                    100.0 * (sys1 - sys0).as_secs_f64() / (cpu1 - cpu0).as_secs_f64()
-                )
+                let sys = sys1.saturating_sub(sys0).as_secs_f64();
+                format!("{:.0}", 100.0 * sys / (cpu1 - cpu0).as_secs_f64())
             }
             _ => "-".into(),
         }
