@@ -8,6 +8,9 @@
 //!
 //! Every case goes through one measuring loop, [`measure`]. Sequential cases, one call after another:
 //! - `floor echo`: a bare hyper server that echoes the body, sent the very request `read_context` is;
+//! - `echo + hop`: the same, the body handed to a blocking thread and back before the answer, the
+//!   crossing every store call makes (DESIGN.md: the store is reached through `spawn_blocking` or a
+//!   thread of its own, never on the runtime);
 //! - `read_context` and `emit`: a real execution socket (`execution_router` + `serve`) backed by a
 //!   SQLite store, with Work created, claimed and given a token the way the daemon's `claim` does;
 //! - `fsync append` and `fsync rewrite`: 100 bytes written to a file in the same temp dir, then
@@ -88,13 +91,17 @@ fn main() {
         .expect("a runtime");
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).expect("the store opens"));
     let config = bench_config();
-    let echo_socket = dir.path().join("echo.sock");
-    let (beds, echo_server) = servers.block_on(async {
-        let echo = bind_owner_only(&echo_socket).expect("bind echo.sock");
+    let echo_sockets = [Hop::None, Hop::Blocking].map(|hop| (hop, dir.path().join(format!("echo-{hop:?}.sock"))));
+    let (beds, echo_servers) = servers.block_on(async {
+        let echoes = echo_sockets.clone().map(|(hop, socket)| {
+            let listener = bind_owner_only(&socket).expect("bind an echo socket");
+            tokio::spawn(serve_echo(listener, hop))
+        });
         let beds = ["reader", "emitter"].map(|name| Bed::start(&store, false, &config, dir.path(), name));
-        (beds, tokio::spawn(serve_echo(echo)))
+        (beds, echoes)
     });
-    let rows = client.block_on(run_cases(dir.path(), &echo_socket, &beds, &*store));
+    let [(_, echo_socket), (_, hop_socket)] = &echo_sockets;
+    let rows = client.block_on(run_cases(dir.path(), [echo_socket, hop_socket], &beds, &*store));
     let on_sqlite = (std::slice::from_ref(&store), false);
     let together = EXECUTIONS.map(|n| emit_together(&servers, &clients, on_sqlite, &config, dir.path(), n));
     // With a test server (`OPEN_CONDUIT_TEST_POSTGRES`): the same emits on PostgreSQL, through one
@@ -115,7 +122,9 @@ fn main() {
     print_machine(dir.path());
     drop(client); // closes the client connections, so the graceful shutdown below can finish
     drop(clients);
-    echo_server.abort();
+    for echo in echo_servers {
+        echo.abort();
+    }
     servers.block_on(async {
         for bed in beds {
             bed.stop().await;
@@ -144,11 +153,17 @@ fn bench_config() -> CurrentConfig {
 /// `emit` has an execution of its own: every toolbelt call adds records to its execution's causal
 /// chain, and an emit's rate check counts the chain's last minute, so `read_context` calls made
 /// before it on the same execution would slow it.
-async fn run_cases(dir: &Path, echo_socket: &Path, [reader, emitter]: &[Bed; 2], store: &dyn Store) -> Vec<Stats> {
+async fn run_cases(
+    dir: &Path,
+    [echo_socket, hop_socket]: [&Path; 2],
+    [reader, emitter]: &[Bed; 2],
+    store: &dyn Store,
+) -> Vec<Stats> {
     let (fast, slow) = call_counts();
     let token = reader.token.as_str();
     let read = Bytes::from_static(READ_CONTEXT);
     let mut echo = Http::connect(echo_socket, |_| call(token, read.clone())).await;
+    let mut echo_hop = Http::connect(hop_socket, |_| call(token, read.clone())).await;
     let mut read_context = Http::connect(&reader.socket, |_| call(token, read.clone())).await;
     let mut emit = Http::connect(&emitter.socket, |i| call(&emitter.token, emit_body(i))).await;
     let block = [b'x'; 100];
@@ -171,6 +186,7 @@ async fn run_cases(dir: &Path, echo_socket: &Path, [reader, emitter]: &[Bed; 2],
     });
     let mut rows = vec![
         measure(&mut echo, "floor echo", WARMUP, fast, None).await,
+        measure(&mut echo_hop, "echo + hop", WARMUP, fast, None).await,
         measure(&mut read_context, "read_context", WARMUP, fast, None).await,
         measure(&mut emit, "emit", WARMUP, slow, None).await,
         measure(&mut append, "fsync append", WARMUP, slow, None).await,
@@ -375,15 +391,28 @@ impl<F: FnMut()> Probe for Direct<F> {
     }
 }
 
+/// Whether an echo crosses to a blocking thread and back before it answers.
+#[derive(Clone, Copy, Debug)]
+enum Hop {
+    None,
+    Blocking,
+}
+
 /// The floor: a bare hyper HTTP/1.1 server that answers each request with its own body.
-async fn serve_echo(listener: UnixListener) {
+async fn serve_echo(listener: UnixListener, hop: Hop) {
     while let Ok((stream, _)) = listener.accept().await {
-        tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), service_fn(echo)));
+        let echo = service_fn(move |request| echo(request, hop));
+        tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), echo));
     }
 }
 
-async fn echo(request: Request<Incoming>) -> Result<Response<Body>, hyper::Error> {
-    let body = request.into_body().collect().await?.to_bytes();
+async fn echo(request: Request<Incoming>, hop: Hop) -> Result<Response<Body>, hyper::Error> {
+    let mut body = request.into_body().collect().await?.to_bytes();
+    if let Hop::Blocking = hop {
+        body = tokio::task::spawn_blocking(move || body)
+            .await
+            .expect("the blocking hop");
+    }
     Ok(Response::builder()
         .header(CONTENT_TYPE, "application/json")
         .body(Full::new(body))
