@@ -8,9 +8,10 @@
 //!
 //! Every case goes through one measuring loop, [`measure`]. Sequential cases, one call after another:
 //! - `floor echo`: a bare hyper server that echoes the body, sent the very request `read_context` is;
-//! - `echo + hop`: the same, the body handed to a blocking thread and back before the answer, the
-//!   crossing every store call makes (DESIGN.md: the store is reached through `spawn_blocking` or a
-//!   thread of its own, never on the runtime);
+//! - `echo + hop`: the same, the body handed to a blocking thread (`spawn_blocking`) and back before
+//!   the answer, the crossing every store call made until the store was reached in place;
+//! - `echo in place`: the same, the body passed through `conduit_server::off_runtime`, the crossing
+//!   every store call makes now (the work runs on the worker, its other tasks handed away first);
 //! - `read_context` and `emit`: a real execution socket (`execution_router` + `serve`) backed by a
 //!   SQLite store, with Work created, claimed and given a token the way the daemon's `claim` does;
 //! - `fsync append` and `fsync rewrite`: 100 bytes written to a file in the same temp dir, then
@@ -91,7 +92,8 @@ fn main() {
         .expect("a runtime");
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("store.db")).expect("the store opens"));
     let config = bench_config();
-    let echo_sockets = [Hop::None, Hop::Blocking].map(|hop| (hop, dir.path().join(format!("echo-{hop:?}.sock"))));
+    let echo_sockets =
+        [Hop::None, Hop::Blocking, Hop::InPlace].map(|hop| (hop, dir.path().join(format!("echo-{hop:?}.sock"))));
     let (beds, echo_servers) = servers.block_on(async {
         let echoes = echo_sockets.clone().map(|(hop, socket)| {
             let listener = bind_owner_only(&socket).expect("bind an echo socket");
@@ -100,8 +102,13 @@ fn main() {
         let beds = ["reader", "emitter"].map(|name| Bed::start(&store, false, &config, dir.path(), name));
         (beds, echoes)
     });
-    let [(_, echo_socket), (_, hop_socket)] = &echo_sockets;
-    let rows = client.block_on(run_cases(dir.path(), [echo_socket, hop_socket], &beds, &*store));
+    let [(_, echo_socket), (_, hop_socket), (_, in_place_socket)] = &echo_sockets;
+    let rows = client.block_on(run_cases(
+        dir.path(),
+        [echo_socket, hop_socket, in_place_socket],
+        &beds,
+        &*store,
+    ));
     let on_sqlite = (std::slice::from_ref(&store), false);
     let together = EXECUTIONS.map(|n| emit_together(&servers, &clients, on_sqlite, &config, dir.path(), n));
     // With a test server (`OPEN_CONDUIT_TEST_POSTGRES`): the same emits on PostgreSQL, through one
@@ -155,7 +162,7 @@ fn bench_config() -> CurrentConfig {
 /// before it on the same execution would slow it.
 async fn run_cases(
     dir: &Path,
-    [echo_socket, hop_socket]: [&Path; 2],
+    [echo_socket, hop_socket, in_place_socket]: [&Path; 3],
     [reader, emitter]: &[Bed; 2],
     store: &dyn Store,
 ) -> Vec<Stats> {
@@ -164,6 +171,7 @@ async fn run_cases(
     let read = Bytes::from_static(READ_CONTEXT);
     let mut echo = Http::connect(echo_socket, |_| call(token, read.clone())).await;
     let mut echo_hop = Http::connect(hop_socket, |_| call(token, read.clone())).await;
+    let mut echo_in_place = Http::connect(in_place_socket, |_| call(token, read.clone())).await;
     let mut read_context = Http::connect(&reader.socket, |_| call(token, read.clone())).await;
     let mut emit = Http::connect(&emitter.socket, |i| call(&emitter.token, emit_body(i))).await;
     let block = [b'x'; 100];
@@ -187,6 +195,7 @@ async fn run_cases(
     let mut rows = vec![
         measure(&mut echo, "floor echo", WARMUP, fast, None).await,
         measure(&mut echo_hop, "echo + hop", WARMUP, fast, None).await,
+        measure(&mut echo_in_place, "echo in place", WARMUP, fast, None).await,
         measure(&mut read_context, "read_context", WARMUP, fast, None).await,
         measure(&mut emit, "emit", WARMUP, slow, None).await,
         measure(&mut append, "fsync append", WARMUP, slow, None).await,
@@ -391,11 +400,12 @@ impl<F: FnMut()> Probe for Direct<F> {
     }
 }
 
-/// Whether an echo crosses to a blocking thread and back before it answers.
+/// Whether an echo crosses to a blocking thread and back, or runs its body in place, before it answers.
 #[derive(Clone, Copy, Debug)]
 enum Hop {
     None,
     Blocking,
+    InPlace,
 }
 
 /// The floor: a bare hyper HTTP/1.1 server that answers each request with its own body.
@@ -412,6 +422,11 @@ async fn echo(request: Request<Incoming>, hop: Hop) -> Result<Response<Body>, hy
         body = tokio::task::spawn_blocking(move || body)
             .await
             .expect("the blocking hop");
+    }
+    if let Hop::InPlace = hop {
+        body = conduit_server::off_runtime(move || body)
+            .await
+            .expect("the work in place");
     }
     Ok(Response::builder()
         .header(CONTENT_TYPE, "application/json")

@@ -11,6 +11,7 @@ use conduit_scheduler::HostError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::crossing::off_runtime;
 use crate::listen::BodyTimedOut;
 
 /// A handler's failure, answered as the flat envelope `{"error", "message", "remedy"?}`.
@@ -279,11 +280,11 @@ pub fn bearer(headers: &HeaderMap) -> Result<String, Failure> {
         })
 }
 
-/// Runs a blocking store rule off the async runtime.
+/// Runs a blocking store rule off the async runtime's hands (see [`off_runtime`]).
 pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
 ) -> Result<T, Failure> {
-    tokio::task::spawn_blocking(f)
+    off_runtime(f)
         .await
         .unwrap_or_else(|_| Err(Failure(Refusal::internal())))
 }
