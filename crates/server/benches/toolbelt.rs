@@ -23,7 +23,9 @@
 //! then filled with N more events and `emit` runs again (`emit, filled`), to compare with `emit`.
 //!
 //! Then `emit` from 1, 8 and 32 executions at once: each its own claimed Work, token and socket, and
-//! its own client task with its own connection, all starting together.
+//! its own client task with its own connection, all starting together. Its floor: the same requests
+//! from 32 connections at once to each echo (bare, with the hop, in place), the most calls a second
+//! this machine answers over these sockets with nothing behind them.
 //!
 //! Every answer must be 200, so a broken setup cannot produce numbers. Nothing here asserts timing.
 
@@ -111,6 +113,10 @@ fn main() {
     ));
     let on_sqlite = (std::slice::from_ref(&store), false);
     let together = EXECUTIONS.map(|n| emit_together(&servers, &clients, on_sqlite, &config, dir.path(), n));
+    // The floor of the concurrent case: the echoes, as many connections at once.
+    let most = EXECUTIONS[EXECUTIONS.len() - 1];
+    let echoes_at_once = [echo_socket, hop_socket, in_place_socket]
+        .map(|socket| emits_at_once(&clients, vec![(socket.clone(), beds[0].token.clone()); most]));
     // With a test server (`OPEN_CONDUIT_TEST_POSTGRES`): the same emits on PostgreSQL, through one
     // store, then through two on one database, as two daemons would share it.
     let on_postgres = TestDatabase::create().map(|db| {
@@ -138,12 +144,12 @@ fn main() {
         }
     });
     print_table(&rows);
-    print_together(&together, &rows);
+    print_together(&together, &rows, &echoes_at_once);
     if let Some((_db, [one, two])) = &on_postgres {
         println!("\non PostgreSQL (a server on a Unix socket on this machine; the KiB columns count only this process's writes):");
-        print_together(one, &rows);
+        print_together(one, &rows, &echoes_at_once);
         println!("\non PostgreSQL, the executions split between two stores on one database, as two daemons:");
-        print_together(two, &rows);
+        print_together(two, &rows, &echoes_at_once);
     }
 }
 
@@ -261,31 +267,38 @@ fn emit_together(
             })
             .collect()
     });
-    let calls = client_calls();
-    let stats = clients.block_on(async {
-        let start = Arc::new(Barrier::new(n));
-        let tasks: Vec<JoinHandle<Stats>> = beds
-            .iter()
-            .map(|bed| {
-                let (socket, token, start) = (bed.socket.clone(), bed.token.clone(), start.clone());
-                tokio::spawn(async move {
-                    let mut emit = Http::connect(&socket, move |i| call(&token, emit_body(i))).await;
-                    measure(&mut emit, "emit", CLIENT_WARMUP, calls, Some(&start)).await
-                })
-            })
-            .collect();
-        let mut each = Vec::with_capacity(n);
-        for task in tasks {
-            each.push(task.await.expect("a client task"));
-        }
-        Stats::merge(each)
-    });
+    let targets = beds.iter().map(|bed| (bed.socket.clone(), bed.token.clone())).collect();
+    let stats = emits_at_once(clients, targets);
     servers.block_on(async {
         for bed in beds {
             bed.stop().await;
         }
     });
     stats
+}
+
+/// Each target `(socket, token)` sent [`client_calls`] emits on a connection of its own, all
+/// starting together.
+fn emits_at_once(clients: &Runtime, targets: Vec<(PathBuf, String)>) -> Stats {
+    let calls = client_calls();
+    clients.block_on(async {
+        let start = Arc::new(Barrier::new(targets.len()));
+        let tasks: Vec<JoinHandle<Stats>> = targets
+            .into_iter()
+            .map(|(socket, token)| {
+                let start = start.clone();
+                tokio::spawn(async move {
+                    let mut emit = Http::connect(&socket, move |i| call(&token, emit_body(i))).await;
+                    measure(&mut emit, "emit", CLIENT_WARMUP, calls, Some(&start)).await
+                })
+            })
+            .collect();
+        let mut each = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            each.push(task.await.expect("a client task"));
+        }
+        Stats::merge(each)
+    })
 }
 
 /// Measured calls per sequential case: `(floor, read_context and token cases; emit and fsync)`.
@@ -529,8 +542,9 @@ async fn keep_lease(store: Arc<dyn Store>, execution: Execution) {
     }
 }
 
-/// The concurrent table: aggregate throughput against one execution's and against one fsync per call.
-fn print_together(together: &[Stats], rows: &[Stats]) {
+/// The concurrent table: aggregate throughput against one execution's, against one fsync per call,
+/// and against the echoes answering as many connections at once (`[bare, hop, in place]`).
+fn print_together(together: &[Stats], rows: &[Stats], [echo, hop, in_place]: &[Stats; 3]) {
     let single = together[0].per_second();
     let fsync = rows
         .iter()
@@ -584,6 +598,19 @@ fn print_together(together: &[Stats], rows: &[Stats]) {
         most.per_second(),
         most.per_second() / fsync,
         fsync
+    );
+    println!(
+        "floor at N={0}: the bare echo answers {1:.0} calls/s from {0} connections at once ({2} us CPU a call), \
+         {3:.0} with its body handed to a blocking thread ({4} us), {5:.0} with its body in place ({6} us); \
+         emit at N={0} is {7:.2}x the bare echo's rate",
+        EXECUTIONS[EXECUTIONS.len() - 1],
+        echo.per_second(),
+        echo.cpu_per_call(),
+        hop.per_second(),
+        hop.cpu_per_call(),
+        in_place.per_second(),
+        in_place.cpu_per_call(),
+        most.per_second() / echo.per_second()
     );
 }
 
