@@ -5,7 +5,10 @@
 #![allow(dead_code)]
 
 use std::cmp::Reverse;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -15,6 +18,7 @@ use hyper_util::rt::TokioIo;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::UnixStream;
 
 /// The limits the daemon serves its sockets with by default.
@@ -22,25 +26,11 @@ pub fn bench_limits() -> conduit_server::ConnectionLimits {
     conduit_server::ConnectionLimits::management(&conduit_config::Limits::default())
 }
 
-/// The name of the threads that move the benches' HTTP bytes: every runtime's workers, which is
-/// where sockets are written (the store is reached on blocking threads, named otherwise).
-const SOCKET_THREADS: &str = "bench-io";
-
-/// A multi-threaded runtime of `workers` threads named [`SOCKET_THREADS`]; its blocking threads are
-/// named `bench-{name}`. Tokio starts the workers first, at build, so the first names go to them.
+/// A multi-threaded runtime of `workers` threads, every thread of it named `bench-{name}`.
 pub fn multi_thread(name: &str, workers: usize) -> tokio::runtime::Runtime {
-    let started = AtomicUsize::new(0);
-    let blocking = format!("bench-{name}");
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
-        .thread_name_fn(move || {
-            let worker = started.fetch_add(1, Ordering::SeqCst) < workers;
-            if worker {
-                SOCKET_THREADS.into()
-            } else {
-                blocking.clone()
-            }
-        })
+        .thread_name(format!("bench-{name}"))
         .enable_all()
         .build()
         .expect("a runtime")
@@ -81,8 +71,9 @@ pub struct Counters {
     pub written: Option<u64>,
     /// Of those, the bytes the store's checkpoint thread copied from its log into the database file.
     pub checkpointed: Option<u64>,
-    /// Of those, the bytes the threads that serve and send HTTP wrote: the sockets' bytes. The rest
-    /// is what the store wrote: its WAL frames and its redo log's entries.
+    /// Of those, the bytes the clients' sockets carried, requests and answers (each written once,
+    /// by a client or a server). The rest is what the store wrote: its WAL frames and its redo
+    /// log's entries (and a direct case's own writes, such as `fsync append`'s).
     pub sockets: Option<u64>,
     /// Flush requests completed by the temp dir's block device.
     pub flushes: Option<u64>,
@@ -95,8 +86,8 @@ impl Counters {
             cpu: times.map(|(cpu, _)| cpu),
             sys: times.map(|(_, sys)| sys),
             // The threads' counts first, so they never exceed the process's, read after them.
-            checkpointed: threads_written(|comm, _| comm == "store-checkpt"),
-            sockets: threads_written(|comm, main| main || comm == SOCKET_THREADS),
+            checkpointed: threads_written(|comm| comm == "store-checkpt"),
+            sockets: Some(SOCKET_BYTES.load(Ordering::Relaxed)),
             written: process_written(),
             flushes: device_flushes(),
         }
@@ -119,17 +110,15 @@ fn process_written() -> Option<u64> {
     wchar(Path::new("/proc/self/io"))
 }
 
-/// `wchar` of the threads `pick` chooses by name (Linux keeps 15 bytes of it) and by whether it is
-/// the main thread, where the sequential client runs: the store's checkpoint thread
-/// (`store-checkpt`), which copies the log into the database file (the writer's fallback checkpoint,
-/// past 20,000 pages, is the only other); the socket threads. It counts live threads only, so a
-/// bench keeps them throughout: one store, and runtimes that live as long as it.
-fn threads_written(pick: impl Fn(&str, bool) -> bool) -> Option<u64> {
-    let main = std::process::id().to_string();
+/// `wchar` of the threads `pick` chooses by name (Linux keeps 15 bytes of it): the store's
+/// checkpoint thread (`store-checkpt`), which copies the log into the database file (the writer's
+/// fallback checkpoint, past 20,000 pages, is the only other). It counts live threads only, so a
+/// bench keeps one store throughout.
+fn threads_written(pick: impl Fn(&str) -> bool) -> Option<u64> {
     let mut total = 0;
     for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
         let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if pick(comm.trim_end(), task.file_name() == main.as_str()) {
+        if pick(comm.trim_end()) {
             total += wchar(&task.path().join("io"))?;
         }
     }
@@ -291,9 +280,8 @@ pub fn columns_legend(device: &str) -> String {
         "cpu/op: this process's CPU time (all threads, user + system) per call, us; sys%: the kernel's \
          share of it (system calls, context switches and wakeups, the block device's requests); \
          store KiB: KiB the store wrote per call (/proc/self/io wchar but the store's checkpoint thread's \
-         and the socket threads'): the WAL's frames and the redo log's entries; sock KiB: KiB the socket \
-         threads (runtime workers; the main thread, where the sequential client and the direct cases such as \
-         `fsync append` run) wrote per call, requests and answers; db KiB: \
+         and the sockets'): the WAL's frames and the redo log's entries (a direct case's: its own writes); \
+         sock KiB: KiB the clients' sockets carried per call, requests and answers; db KiB: \
          KiB the checkpoint thread copied from the WAL into the database file per call; flush/op: flush requests completed by \
          {device} per call, device-wide (other processes' count too)"
     )
@@ -350,10 +338,45 @@ pub struct Client {
     sender: SendRequest<Body>,
 }
 
+/// Bytes every bench client has moved over its socket, both ways: requests and answers.
+static SOCKET_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// A client's socket, counting what passes through it into [`SOCKET_BYTES`]. Counted here, at the
+/// client, because no server thread can be told to be the sockets' (a worker that runs store work
+/// in place hands its core to another thread) and `rchar` does not count `recv`.
+struct Counted(UnixStream);
+
+impl AsyncRead for Counted {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.0).poll_read(cx, buf);
+        SOCKET_BYTES.fetch_add((buf.filled().len() - before) as u64, Ordering::Relaxed);
+        read
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let written = Pin::new(&mut self.0).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = written {
+            SOCKET_BYTES.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        written
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
 impl Client {
     pub async fn connect(path: &Path) -> Client {
         let stream = UnixStream::connect(path).await.expect("the socket accepts");
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(Counted(stream)))
             .await
             .expect("an HTTP/1.1 handshake");
         tokio::spawn(connection);
