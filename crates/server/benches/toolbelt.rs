@@ -9,9 +9,11 @@
 //! Every case goes through one measuring loop, [`measure`]. Sequential cases, one call after another:
 //! - `floor echo`: a bare hyper server that echoes the body, sent the very request `read_context` is;
 //! - `echo + hop`: the same, the body handed to a blocking thread (`spawn_blocking`) and back before
-//!   the answer, the crossing every store call made until the store was reached in place;
-//! - `echo in place`: the same, the body passed through `conduit_server::off_runtime`, the crossing
-//!   every store call makes now (the work runs on the worker, its other tasks handed away first);
+//!   the answer, the crossing every store call makes (DESIGN.md: the store is reached through
+//!   `spawn_blocking` or a thread of its own, never on the runtime);
+//! - `echo in place`: the same, the body run through `tokio::task::block_in_place` (on the worker,
+//!   its other tasks handed to another thread first), the crossing measured and not kept
+//!   (docs/decisions.md: it cost the daemon's memory goals);
 //! - `read_context` and `emit`: a real execution socket (`execution_router` + `serve`) backed by a
 //!   SQLite store, with Work created, claimed and given a token the way the daemon's `claim` does;
 //! - `fsync append` and `fsync rewrite`: 100 bytes written to a file in the same temp dir, then
@@ -437,9 +439,7 @@ async fn echo(request: Request<Incoming>, hop: Hop) -> Result<Response<Body>, hy
             .expect("the blocking hop");
     }
     if let Hop::InPlace = hop {
-        body = conduit_server::off_runtime(move || body)
-            .await
-            .expect("the work in place");
+        body = tokio::task::block_in_place(move || body);
     }
     Ok(Response::builder()
         .header(CONTENT_TYPE, "application/json")

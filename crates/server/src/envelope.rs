@@ -11,7 +11,6 @@ use conduit_scheduler::HostError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::crossing::off_runtime;
 use crate::listen::BodyTimedOut;
 
 /// A handler's failure, answered as the flat envelope `{"error", "message", "remedy"?}`.
@@ -280,11 +279,11 @@ pub fn bearer(headers: &HeaderMap) -> Result<String, Failure> {
         })
 }
 
-/// Runs a blocking store rule off the async runtime's hands (see [`off_runtime`]).
+/// Runs a blocking store rule off the async runtime.
 pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
 ) -> Result<T, Failure> {
-    off_runtime(f)
+    tokio::task::spawn_blocking(f)
         .await
         .unwrap_or_else(|_| Err(Failure(Refusal::internal())))
 }

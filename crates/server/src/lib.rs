@@ -1,10 +1,9 @@
 //! The HTTP surfaces over Unix sockets: the operator's management API and each execution's toolbelt
 //! socket. Handlers validate requests, authenticate the bearer, and hand the rule to `scheduler` or
-//! `toolbelt` off the runtime's hands; the answer is JSON or the flat error envelope.
+//! `toolbelt` on a blocking thread; the answer is JSON or the flat error envelope.
 #![forbid(unsafe_code)]
 
 mod clock;
-mod crossing;
 mod cursor;
 mod discovery;
 mod envelope;
@@ -17,7 +16,6 @@ mod ports;
 mod recording;
 
 pub use clock::{now, SystemClock};
-pub use crossing::{off_runtime, Panicked};
 pub use cursor::{Cursors, Position, CURSOR_KEY};
 pub use execution::{execution_router, ExecutionSocket};
 pub use idempotency::KEPT as IDEMPOTENCY_KEPT;

@@ -342,8 +342,9 @@ pub struct Client {
 static SOCKET_BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// A client's socket, counting what passes through it into [`SOCKET_BYTES`]. Counted here, at the
-/// client, because no server thread can be told to be the sockets' (a worker that runs store work
-/// in place hands its core to another thread) and `rchar` does not count `recv`.
+/// client, because server threads cannot be told apart by name (a worker that blocks in place, as
+/// the `echo in place` floor does, hands its core to another thread) and `rchar` does not count
+/// `recv`.
 struct Counted(UnixStream);
 
 impl AsyncRead for Counted {
