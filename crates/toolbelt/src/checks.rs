@@ -28,6 +28,15 @@ pub struct Refused {
     pub token: Box<TokenRecord>,
 }
 
+impl Refused {
+    fn new(refusal: Refusal, token: TokenRecord) -> Refused {
+        Refused {
+            error: refusal.into(),
+            token: Box::new(token),
+        }
+    }
+}
+
 impl From<Refused> for HostError {
     fn from(refused: Refused) -> HostError {
         refused.error
@@ -42,13 +51,10 @@ pub fn authorize(
     request: &CallRequest,
     now: Timestamp,
 ) -> Result<Authority, Refused> {
-    if let Err(refusal) = check_claims(config, registry, &lease.token, request) {
-        return Err(Refused {
-            error: refusal.into(),
-            token: Box::new(lease.token),
-        });
+    match check_claims(config, registry, &lease.token, request) {
+        Err(refusal) => Err(Refused::new(refusal, lease.token)),
+        Ok(()) => held_lease(lease, now),
     }
-    held_lease(lease, now)
 }
 
 /// Checks 2 to 4: the narrowing assertions, the token's allowlist and the configuration's ceiling.
@@ -180,24 +186,18 @@ fn held_lease(lease: TokenLease, now: Timestamp) -> Result<Authority, Refused> {
         work,
         cause,
     } = lease;
-    let refusal = match (execution, work) {
-        (Some(execution), Some(work)) => match lease_refusal(&token, &execution, &work, cause.as_ref(), now) {
-            None => {
-                return Ok(Authority {
-                    token,
-                    execution,
-                    work,
-                    cause,
-                })
-            }
-            Some(refusal) => refusal,
-        },
-        _ => Refusal::forbidden(),
+    let (Some(execution), Some(work)) = (execution, work) else {
+        return Err(Refused::new(Refusal::forbidden(), token));
     };
-    Err(Refused {
-        error: refusal.into(),
-        token: Box::new(token),
-    })
+    match lease_refusal(&token, &execution, &work, cause.as_ref(), now) {
+        Some(refusal) => Err(Refused::new(refusal, token)),
+        None => Ok(Authority {
+            token,
+            execution,
+            work,
+            cause,
+        }),
+    }
 }
 
 /// Why check 5 refuses the token's rows, if it does.
