@@ -8,7 +8,7 @@ use conduit_config::CurrentConfig;
 use conduit_scheduler::{Lessee, DEFAULT_LEASE};
 use conduit_server::{
     bind_owner_only, ingress_router, loopback_router, management_router, now, serve, ArtifactFiles, ConnectionLimits,
-    Cursors, Management, SharedConnections, SystemClock,
+    Cursors, KeptEvents, Management, SharedConnections, SystemClock,
 };
 use conduit_store::Store;
 use conduit_toolbelt::{LiveRegistry, Toolbelt};
@@ -182,6 +182,7 @@ impl Services {
                 dir: state.root().join("packages"),
                 host: self.packages.clone(),
             }),
+            kept_events: KeptEvents::default(),
         })
     }
 }

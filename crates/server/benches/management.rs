@@ -49,7 +49,7 @@ use conduit_core::tool::{CatalogFields, ToolSource};
 use conduit_core::{ErrorCode, OperatorRecord, Refusal, Role};
 use conduit_server::{
     bind_owner_only, management_router, now, serve, Applied, ArtifactFiles, Checked, ConfigControl, ConfigView,
-    Cursors, Management, PackageControl,
+    Cursors, KeptEvents, Management, PackageControl,
 };
 use conduit_store::{new_id, PackageRecord, Store};
 use conduit_store_sqlite::SqliteStore;
@@ -105,30 +105,26 @@ fn main() {
     let snapshot = parse(default_config_json().as_bytes()).expect("the default config parses");
     let sockets = Sockets {
         management: dir.path().join("management.sock"),
+        none_kept: dir.path().join("management-none-kept.sock"),
         echo: dir.path().join("echo.sock"),
         answer: dir.path().join("answer.sock"),
     };
     let (answer_tx, answer_rx) = oneshot::channel();
     let (stop, stopped) = oneshot::channel::<()>();
     let (management, echo, answer) = servers.block_on(async {
-        let router = management_router(Management {
-            store: store.clone(),
-            config: CurrentConfig::new(snapshot.at_generation(1)),
-            instance: "bench".into(),
-            kick: Arc::new(Notify::new()),
-            control: Arc::new(NoConfigControl),
-            cursors: Cursors::new([7u8; 32]),
-            files: ArtifactFiles {
-                logs: dir.path().join("logs"),
-                declared: dir.path().join("artifacts"),
-            },
-            registry: LiveRegistry::new(Arc::new(catalog_registry())),
-            packages: Arc::new(NoPackages),
-        });
-        let listener = bind_owner_only(&sockets.management).expect("bind management.sock");
-        let management = tokio::spawn(serve(listener, router, bench_limits(), async move {
+        let stopped = async move {
             let _ = stopped.await;
-        }));
+        };
+        let management = serve_management(
+            [
+                (&sockets.management, KeptEvents::default()),
+                (&sockets.none_kept, KeptEvents::with_budget(0)),
+            ],
+            &store,
+            CurrentConfig::new(snapshot.at_generation(1)),
+            dir.path(),
+            stopped,
+        );
         let echo = bind_owner_only(&sockets.echo).expect("bind echo.sock");
         let answer = bind_owner_only(&sockets.answer).expect("bind answer.sock");
         (
@@ -159,8 +155,53 @@ fn main() {
 
 struct Sockets {
     management: PathBuf,
+    /// The same API keeping no event's JSON: every list reads and writes its rows whole.
+    none_kept: PathBuf,
     echo: PathBuf,
     answer: PathBuf,
+}
+
+/// Serves the management API on each socket, over one store, each socket keeping events' JSON as
+/// given, until `stopped`.
+fn serve_management<const N: usize>(
+    sockets: [(&PathBuf, KeptEvents); N],
+    store: &Arc<dyn Store>,
+    config: CurrentConfig,
+    dir: &Path,
+    stopped: impl Future<Output = ()> + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    let (stop, _) = tokio::sync::broadcast::channel::<()>(1);
+    let mut served = Vec::new();
+    let registry = LiveRegistry::new(Arc::new(catalog_registry()));
+    for (socket, kept_events) in sockets {
+        let router = management_router(Management {
+            store: store.clone(),
+            config: config.clone(),
+            instance: "bench".into(),
+            kick: Arc::new(Notify::new()),
+            control: Arc::new(NoConfigControl),
+            cursors: Cursors::new([7u8; 32]),
+            files: ArtifactFiles {
+                logs: dir.join("logs"),
+                declared: dir.join("artifacts"),
+            },
+            registry: registry.clone(),
+            packages: Arc::new(NoPackages),
+            kept_events,
+        });
+        let listener = bind_owner_only(socket).expect("bind a management socket");
+        let mut stop = stop.subscribe();
+        served.push(tokio::spawn(serve(listener, router, bench_limits(), async move {
+            let _ = stop.recv().await;
+        })));
+    }
+    tokio::spawn(async move {
+        stopped.await;
+        let _ = stop.send(());
+        for server in served {
+            let _ = server.await;
+        }
+    })
 }
 
 /// The configuration service `Management` needs. None of the measured routes (`GET /v1/events`,
@@ -271,18 +312,15 @@ async fn run_cases(dir: &Path, sockets: &Sockets, token: &str, answer: oneshot::
         |status, body: Bytes| assert!(status == StatusCode::OK && body.len() == size, "the fixed answer"),
     )
     .await;
-    let mut listing = Http::connect(
-        &sockets.management,
-        |_| list(token),
-        |status, body: Bytes| {
-            assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
-            assert!(
-                body.get(..items.len()) == Some(&items[..]),
-                "another page than the first"
-            );
-        },
-    )
-    .await;
+    let first_page = |status, body: Bytes| {
+        assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+        assert!(
+            body.get(..items.len()) == Some(&items[..]),
+            "another page than the first"
+        );
+    };
+    let mut listing = Http::connect(&sockets.management, |_| list(token), first_page).await;
+    let mut listing_none_kept = Http::connect(&sockets.none_kept, |_| list(token), first_page).await;
     let mut keyed = Http::connect(
         &sockets.management,
         |i| emit(token, &format!("bench-{i}")),
@@ -324,6 +362,7 @@ async fn run_cases(dir: &Path, sockets: &Sockets, token: &str, answer: oneshot::
         measure(&mut echo, "floor echo", reads).await,
         measure(&mut floor, "floor 100 rows", reads).await,
         measure(&mut listing, "list 100", reads).await,
+        measure(&mut listing_none_kept, "list, none kept", reads).await,
         measure(&mut keyed, "emit keyed", writes).await,
         measure(&mut replay, "emit replay", writes).await,
         measure(&mut append, "fsync append", writes).await,

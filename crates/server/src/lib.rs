@@ -21,7 +21,7 @@ pub use execution::{execution_router, ExecutionSocket};
 pub use idempotency::KEPT as IDEMPOTENCY_KEPT;
 pub use ingress::{ingress_router, INGRESS_PATH};
 pub use listen::{bind_owner_only, serve, ConnectionLimits, SharedConnections};
-pub use management::{loopback_router, management_router, management_routes, Management, OPENAPI};
+pub use management::{loopback_router, management_router, management_routes, KeptEvents, Management, OPENAPI};
 pub use ports::{
     Applied, ArtifactFiles, Checked, ConfigControl, ConfigView, Delivery, Ingress, IngressFuture, PackageControl,
     SharedConfigControl, SharedPackageControl,

@@ -188,8 +188,9 @@ mod tests {
     #[test]
     fn a_page_runs_from_the_statement_cache_without_being_prepared_again() {
         let events = statements::page_events_sql(&EventFilter::default());
+        let sequences = statements::page_event_sequences_sql(&EventFilter::default());
         let audit = statements::page_audit_sql(&AuditFilter::default());
-        for sql in [&events, &audit] {
+        for sql in [&events, &sequences, &audit] {
             assert_eq!(reprepared(sql), 0, "{sql}");
         }
         // The control: the same page limited by a bare parameter is prepared on every run.
@@ -204,6 +205,10 @@ mod tests {
         assert!(of_work.contains("USING INDEX events_by_work"), "{of_work}");
         let all = plan(&statements::page_events_sql(&EventFilter::default()));
         assert!(all.contains("INTEGER PRIMARY KEY"), "{all}");
+        // A page's sequences alone need no row of the Work's events: the index holds them.
+        let sequences = plan(&statements::page_event_sequences_sql(&EventFilter::of_work("w")));
+        assert!(sequences.contains("USING COVERING INDEX events_by_work"), "{sequences}");
+        assert!(!of_work.contains("COVERING"), "the control: {of_work}");
     }
 
     #[test]

@@ -7,10 +7,10 @@
 use conduit_core::{Causation, Execution, ExecutionState, NewEvent, Source, Timestamp, TokenRecord, Work, WorkState};
 use serde_json::json;
 
-use crate::{Store, StoreError, Tx};
+use crate::{EventFilter, Page, Store, StoreError, Tx};
 
 /// The cases every adapter must pass, each to be run over a fresh store.
-pub const CASES: [fn(&dyn Store); 8] = [
+pub const CASES: [fn(&dyn Store); 9] = [
     work_round_trips_with_its_keys,
     a_token_lease_reads_what_the_separate_lookups_read,
     a_taken_key_rolls_back_the_whole_work,
@@ -19,6 +19,7 @@ pub const CASES: [fn(&dyn Store); 8] = [
     a_transaction_inside_another_is_refused,
     a_shared_key_is_made_once,
     ids_are_found_by_their_prefix_alone,
+    a_pages_sequences_are_its_events_sequences,
 ];
 
 /// An id prefix finds exactly the ids that start with it, hyphens included: a collation that
@@ -184,6 +185,64 @@ pub fn events_get_increasing_sequences_and_lose_forged_actors(store: &dyn Store)
         .read(|tx| tx.events_between_for_keys(a.sequence, c.sequence - 1, &["k".into()]))
         .unwrap();
     assert_eq!(between.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), vec!["b"]);
+}
+
+/// A page's sequences alone are those of its events, whatever the filter and the page's bounds.
+pub fn a_pages_sequences_are_its_events_sequences(store: &dyn Store) {
+    store.write(|tx| tx.insert_work(&work("pw", &[]))).unwrap();
+    for (i, (id, of_work, event_type)) in [
+        ("p1", true, "demo.x"),
+        ("p2", false, "demo.y"),
+        ("p3", true, "demo.y"),
+        ("p4", true, "demo.x"),
+        ("p5", false, "demo.x"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let new = NewEvent {
+            work_id: of_work.then(|| "pw".to_owned()),
+            event_type: event_type.into(),
+            accepted_at: Timestamp(10 + i as i64),
+            ..event(id)
+        };
+        store.write(|tx| tx.insert_event(new)).unwrap();
+    }
+    let filters = [
+        EventFilter::default(),
+        EventFilter::of_work("pw"),
+        EventFilter {
+            event_type: Some("demo.y".into()),
+            ..EventFilter::default()
+        },
+        EventFilter {
+            since: Some(Timestamp(12)),
+            ..EventFilter::default()
+        },
+    ];
+    let upper = store.read(|tx| tx.max_sequence()).unwrap();
+    for filter in &filters {
+        for page in [
+            (None, upper, 10),
+            (None, upper, 2),
+            (Some(upper - 3), upper, 2),
+            (None, upper - 1, 10),
+        ] {
+            let page = Page {
+                after: page.0,
+                upper: page.1,
+                limit: page.2,
+            };
+            let events = store.read(|tx| tx.page_events(filter, &page)).unwrap();
+            let sequences = store.read(|tx| tx.page_event_sequences(filter, &page)).unwrap();
+            assert!(!events.is_empty(), "{filter:?}");
+            assert_eq!(
+                sequences,
+                events.iter().map(|e| e.sequence).collect::<Vec<_>>(),
+                "{filter:?}"
+            );
+        }
+    }
 }
 
 /// A body's error rolls back what it wrote.

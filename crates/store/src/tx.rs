@@ -183,6 +183,9 @@ pub trait EventRows {
     fn list_events(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Event>>;
     /// A page of events by acceptance sequence, up to sequence `page.upper`.
     fn page_events(&mut self, filter: &EventFilter, page: &Page<i64>) -> Result<Vec<Event>>;
+    /// The sequences of the events [`EventRows::page_events`] answers for the same page, without
+    /// their rows: for a reader that keeps events it has read already (an event never changes).
+    fn page_event_sequences(&mut self, filter: &EventFilter, page: &Page<i64>) -> Result<Vec<i64>>;
     /// Events after sequence `after` and up to `through` whose correlation key is one of `keys`, in
     /// acceptance order.
     fn events_between_for_keys(&mut self, after: i64, through: i64, keys: &[String]) -> Result<Vec<Event>>;

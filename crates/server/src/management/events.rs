@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::access::{admit, found, read, read_one};
+use super::kept_events::ServedEvent;
 use super::paging::{page, time, List};
 use super::state::Management;
 use crate::clock::now;
@@ -78,12 +79,13 @@ pub(super) async fn list_events(State(s): State<Management>, uri: Uri, Query(q):
         q.after.map_or(String::new(), |a| a.to_string()),
     );
     let list = List::at(&uri, filters, q.cursor, q.limit).after(q.after.map(Value::from));
+    let kept = s.kept_events.clone();
     page(
         &s,
         list,
         |tx| Ok(tx.max_sequence()?),
-        move |tx, page| tx.page_events(&filter, page),
-        |e: &Event| e.sequence,
+        move |tx, page| kept.page(tx, &filter, page),
+        |e: &ServedEvent| e.sequence,
     )
     .await
 }

@@ -12,6 +12,7 @@ mod config;
 mod events;
 mod executions;
 mod ids;
+mod kept_events;
 mod operator_actions;
 mod packages;
 mod paging;
@@ -21,6 +22,7 @@ mod state;
 mod trace;
 mod work;
 
+pub use kept_events::KeptEvents;
 pub use state::Management;
 
 use axum::extract::{DefaultBodyLimit, Request, State};

@@ -8,6 +8,7 @@ use conduit_store::Store;
 use conduit_toolbelt::LiveRegistry;
 use tokio::sync::Notify;
 
+use super::kept_events::KeptEvents;
 use crate::cursor::Cursors;
 use crate::ports::{ArtifactFiles, SharedConfigControl, SharedPackageControl};
 
@@ -30,6 +31,8 @@ pub struct Management {
     pub registry: Arc<LiveRegistry>,
     /// Installed packages.
     pub packages: SharedPackageControl,
+    /// Events already served, kept as their JSON.
+    pub kept_events: KeptEvents,
 }
 
 /// A route: its path, the methods it answers, and its handlers.

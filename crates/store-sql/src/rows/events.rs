@@ -63,6 +63,15 @@ pub(super) fn event_row(r: &dyn Row) -> Result<Event> {
 /// A page of the events `filter` picks: `?1` the Work, `?5` the type and `?6` the earliest
 /// acceptance time (each matched only when the filter gives it), `?2`..`?4` the page.
 pub fn page_events_sql(filter: &EventFilter) -> String {
+    page_sql(EVENT_COLUMNS, filter)
+}
+
+/// The sequences alone of the page [`page_events_sql`] reads.
+pub fn page_event_sequences_sql(filter: &EventFilter) -> String {
+    page_sql("sequence", filter)
+}
+
+fn page_sql(columns: &str, filter: &EventFilter) -> String {
     let of_work = matching("work_id", "=", 1, filter.work.is_some());
     let of_type = matching("type", "=", 5, filter.event_type.is_some());
     let since = if filter.since.is_some() {
@@ -71,9 +80,14 @@ pub fn page_events_sql(filter: &EventFilter) -> String {
         "CAST(?6 AS BIGINT) IS NULL"
     };
     format!(
-        "SELECT {EVENT_COLUMNS} FROM events WHERE {of_work} AND {of_type} AND {since} \
+        "SELECT {columns} FROM events WHERE {of_work} AND {of_type} AND {since} \
          AND sequence > ?2 AND sequence <= ?3 ORDER BY sequence LIMIT CAST(?4 AS BIGINT)"
     )
+}
+
+/// A page's lower bound, earliest time and size, as its statement's arguments.
+fn page_bounds(filter: &EventFilter, page: &Page<i64>) -> (i64, Option<i64>, i64) {
+    (page.after.unwrap_or(0), filter.since.map(|t| t.0), page.limit as i64)
 }
 
 impl EventRows for SqlTx<'_> {
@@ -121,11 +135,15 @@ impl EventRows for SqlTx<'_> {
     }
 
     fn page_events(&mut self, filter: &EventFilter, page: &Page<i64>) -> Result<Vec<Event>> {
-        let sql = page_events_sql(filter);
-        let after = page.after.unwrap_or(0);
-        let (since, limit) = (filter.since.map(|t| t.0), page.limit as i64);
+        let (after, since, limit) = page_bounds(filter, page);
         let params = args![filter.work, after, page.upper, limit, filter.event_type, since];
-        self.query_all(&sql, params, event_row)
+        self.query_all(&page_events_sql(filter), params, event_row)
+    }
+
+    fn page_event_sequences(&mut self, filter: &EventFilter, page: &Page<i64>) -> Result<Vec<i64>> {
+        let (after, since, limit) = page_bounds(filter, page);
+        let params = args![filter.work, after, page.upper, limit, filter.event_type, since];
+        self.query_all(&page_event_sequences_sql(filter), params, |r| r.get(0))
     }
 
     fn events_between_for_keys(&mut self, after: i64, through: i64, keys: &[String]) -> Result<Vec<Event>> {
