@@ -41,8 +41,10 @@ pub struct SqliteStore {
     _checkpointer: periodic::Periodic,
 }
 
-/// How long what the redo log holds may wait for a commit when nothing else commits it.
-const HELD_AT_MOST: Duration = Duration::from_millis(50);
+/// How long what the redo log holds may wait for a commit when nothing else commits it (a read on
+/// another connection does): long enough that a busy writer fills its commits ([`batch`]'s
+/// `MAX_MEMBERS`), short enough that a crash replays little.
+const HELD_AT_MOST: Duration = Duration::from_millis(200);
 
 impl SqliteStore {
     /// SQLite commits made so far: for tests that check writers shared commits.

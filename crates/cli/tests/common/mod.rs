@@ -108,7 +108,7 @@ impl Daemon {
             }
             None => {
                 // Not a second `SqliteStore`: the store refuses to open while its daemon has it.
-                // Read beside it, the key is there once the daemon's commit (at most 50 ms) made it.
+                // Read beside it, the key is there once the daemon's commit (at most 200 ms) made it.
                 let conn = rusqlite::Connection::open(self.state.join("store.db")).unwrap();
                 let key = || -> Option<Vec<u8>> {
                     let sql = "SELECT key FROM shared_keys WHERE name = ?1";
