@@ -14,6 +14,9 @@
 //!   `GET` with no body, so the answer is empty); the ratios divide by it;
 //! - `floor 100 rows`: a bare hyper server that answers that request with the bytes of a real list
 //!   answer, so the floor pays for moving the same answer over the socket;
+//! - `floor + 2 hops`: `floor 100 rows`, after two round trips to a blocking thread (`spawn_blocking`),
+//!   the crossings a management read makes (its operator's credential, then its read: DESIGN.md has
+//!   async code reach the store on a blocking thread);
 //! - `list 100`: `GET /v1/events?limit=100` over 120 seeded events;
 //! - `emit keyed`: `POST /v1/events` with a fresh `Idempotency-Key` per call: a durable event and its
 //!   idempotency record in one transaction;
@@ -39,6 +42,7 @@ use common::{
 };
 use std::fs::File;
 use std::future::Future;
+use std::hint::black_box;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -67,7 +71,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::net::UnixListener;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::{oneshot, watch, Notify};
+use tokio::task::JoinHandle;
 
 /// Unmeasured calls before each case, to warm the connection, caches and the SQLite page cache.
 const WARMUP: usize = 100;
@@ -108,8 +113,9 @@ fn main() {
         none_kept: dir.path().join("management-none-kept.sock"),
         echo: dir.path().join("echo.sock"),
         answer: dir.path().join("answer.sock"),
+        answer_hops: dir.path().join("answer-hops.sock"),
     };
-    let (answer_tx, answer_rx) = oneshot::channel();
+    let (answer_tx, answer_rx) = watch::channel(Bytes::new());
     let (stop, stopped) = oneshot::channel::<()>();
     let (management, echo, answer) = servers.block_on(async {
         let stopped = async move {
@@ -127,10 +133,14 @@ fn main() {
         );
         let echo = bind_owner_only(&sockets.echo).expect("bind echo.sock");
         let answer = bind_owner_only(&sockets.answer).expect("bind answer.sock");
+        let answer_hops = bind_owner_only(&sockets.answer_hops).expect("bind answer-hops.sock");
         (
             management,
             tokio::spawn(serve_echo(echo)),
-            tokio::spawn(serve_answer(answer, answer_rx)),
+            [
+                tokio::spawn(serve_answer(answer, answer_rx.clone(), 0)),
+                tokio::spawn(serve_answer(answer_hops, answer_rx, 2)),
+            ],
         )
     });
     let rows = client.block_on(run_cases(dir.path(), &sockets, &token, answer_tx));
@@ -143,7 +153,7 @@ fn main() {
     print_machine(dir.path());
     drop(client); // closes the client connections, so the graceful shutdown below can finish
     echo.abort();
-    answer.abort();
+    answer.iter().for_each(JoinHandle::abort);
     let _ = stop.send(());
     let _ = servers.block_on(management);
     println!(
@@ -159,6 +169,7 @@ struct Sockets {
     none_kept: PathBuf,
     echo: PathBuf,
     answer: PathBuf,
+    answer_hops: PathBuf,
 }
 
 /// Serves the management API on each socket, over one store, each socket keeping events' JSON as
@@ -275,7 +286,7 @@ fn unserved() -> Refusal {
 }
 
 /// Seeds the events, takes a first list answer as the reference, then measures the cases in order.
-async fn run_cases(dir: &Path, sockets: &Sockets, token: &str, answer: oneshot::Sender<Bytes>) -> Vec<Stats> {
+async fn run_cases(dir: &Path, sockets: &Sockets, token: &str, answer: watch::Sender<Bytes>) -> Vec<Stats> {
     let (reads, writes) = call_counts();
     let mut seed = Client::connect(&sockets.management).await;
     for i in 0..SEEDED {
@@ -297,7 +308,7 @@ async fn run_cases(dir: &Path, sockets: &Sockets, token: &str, answer: oneshot::
     let items = items_of(&reference);
     answer
         .send(reference.clone())
-        .expect("the answer server waits for its answer");
+        .expect("the answer servers wait for their answer");
 
     let mut echo = Http::connect(
         &sockets.echo,
@@ -306,12 +317,9 @@ async fn run_cases(dir: &Path, sockets: &Sockets, token: &str, answer: oneshot::
     )
     .await;
     let size = reference.len();
-    let mut floor = Http::connect(
-        &sockets.answer,
-        |_| list(token),
-        |status, body: Bytes| assert!(status == StatusCode::OK && body.len() == size, "the fixed answer"),
-    )
-    .await;
+    let fixed = |status, body: Bytes| assert!(status == StatusCode::OK && body.len() == size, "the fixed answer");
+    let mut floor = Http::connect(&sockets.answer, |_| list(token), fixed).await;
+    let mut floor_hops = Http::connect(&sockets.answer_hops, |_| list(token), fixed).await;
     let first_page = |status, body: Bytes| {
         assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
         assert!(
@@ -361,6 +369,7 @@ async fn run_cases(dir: &Path, sockets: &Sockets, token: &str, answer: oneshot::
     vec![
         measure(&mut echo, "floor echo", reads).await,
         measure(&mut floor, "floor 100 rows", reads).await,
+        measure(&mut floor_hops, "floor + 2 hops", reads).await,
         measure(&mut listing, "list 100", reads).await,
         measure(&mut listing_none_kept, "list, none kept", reads).await,
         measure(&mut keyed, "emit keyed", writes).await,
@@ -585,15 +594,24 @@ async fn echo(request: Request<Incoming>) -> Result<Response<Body>, hyper::Error
 }
 
 /// The floor with a list's answer: a bare hyper server that reads each request and answers `answer`
-/// (the bytes of a real `list 100` answer, once the bench has one).
-async fn serve_answer(listener: UnixListener, answer: oneshot::Receiver<Bytes>) {
-    let Ok(answer) = answer.await else { return };
+/// (the bytes of a real `list 100` answer, once the bench has one), after `hops` round trips to a
+/// blocking thread.
+async fn serve_answer(listener: UnixListener, mut answer: watch::Receiver<Bytes>, hops: usize) {
+    if answer.wait_for(|a| !a.is_empty()).await.is_err() {
+        return;
+    }
+    let answer = answer.borrow().clone();
     while let Ok((stream, _)) = listener.accept().await {
         let answer = answer.clone();
         let service = service_fn(move |request: Request<Incoming>| {
             let answer = answer.clone();
             async move {
                 request.into_body().collect().await?;
+                for _ in 0..hops {
+                    tokio::task::spawn_blocking(|| black_box(0))
+                        .await
+                        .expect("a blocking thread");
+                }
                 Ok::<_, hyper::Error>(json_response(answer))
             }
         });
