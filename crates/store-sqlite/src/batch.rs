@@ -39,6 +39,9 @@ use conduit_store_sql::SqlTx;
 /// at 32 executions a commit of 256 wrote 10 KiB a call, one of up to 1,024 (with the commit
 /// thread's round of 200 ms) 6 KiB.
 const MAX_MEMBERS: usize = 1024;
+/// The most bytes of statements a transaction holds (in memory too, to apply them again should its
+/// commit fail) before it commits: about 1,000 toolbelt calls' (3 to 5 KiB each), fewer large ones.
+const MAX_HELD_BYTES: usize = 4 * 1024 * 1024;
 
 pub struct Writer {
     open: Mutex<Open>,
@@ -123,7 +126,7 @@ impl Writer {
         }
         let members = open.members.map_or(1, |m| m + 1);
         open.members = Some(members);
-        if !intact || members >= MAX_MEMBERS {
+        if !intact || members >= MAX_MEMBERS || open.redo.pending_bytes() > MAX_HELD_BYTES {
             self.settle(open, intact);
         } else {
             self.end_if_idle(open, opened);

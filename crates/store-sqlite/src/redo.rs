@@ -103,6 +103,8 @@ pub struct RedoLog {
     next: u64,
     /// Bodies appended since the last commit, in order: run again when that commit fails.
     pending: Vec<Vec<u8>>,
+    /// Their bytes.
+    pending_bytes: usize,
     /// A failed append could not be cut off again: nothing more may follow it.
     broken: bool,
     /// The numbers of the statement texts the log has defined (looked up for every statement, so
@@ -144,6 +146,7 @@ impl RedoLog {
             len: 0,
             next: last + 1,
             pending: Vec::new(),
+            pending_bytes: 0,
             broken: false,
             known: HashMap::default(),
             identity,
@@ -195,13 +198,22 @@ impl RedoLog {
         }
         self.len += entry.len() as u64;
         self.next += 1;
-        self.pending.push(statements.body);
+        // Held until the commit: without the room taken for a usual call's statements.
+        let mut body = statements.body;
+        body.shrink_to_fit();
+        self.pending_bytes += body.len();
+        self.pending.push(body);
         Ok(())
     }
 
     /// Whether entries wait for a commit.
     pub fn holds_pending(&self) -> bool {
         !self.pending.is_empty()
+    }
+
+    /// The bytes of the statements waiting for a commit, which memory holds until it is made.
+    pub fn pending_bytes(&self) -> usize {
+        self.pending_bytes
     }
 
     /// In the commit's transaction: the mark that says every entry so far is in it.
@@ -218,6 +230,7 @@ impl RedoLog {
     /// long enough to empty once that commit is on disk.
     pub fn committed(&mut self) -> bool {
         self.pending.clear();
+        self.pending_bytes = 0;
         self.len > EMPTY_PAST
     }
 

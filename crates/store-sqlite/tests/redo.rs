@@ -291,3 +291,33 @@ fn a_log_beside_a_store_from_before_the_log_is_refused_not_applied() {
     std::fs::write(&log, b"").unwrap();
     assert!(SqliteStore::open(&path).is_ok());
 }
+
+/// A transaction commits once it holds 1,024 members, or 4 MiB of their statements (which memory
+/// holds too, until the commit), whichever comes first, even when nothing else commits it.
+#[test]
+fn a_transaction_commits_at_its_member_count_or_its_held_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = |store: &SqliteStore, id: String, data: serde_json::Value| {
+        let store: &dyn Store = store;
+        let new = NewEvent { data, ..event(&id) };
+        store.record(|tx| tx.insert_event(new)).unwrap();
+    };
+    let small = holding(&dir.path().join("small.db"));
+    for i in 0..1023 {
+        record(&small, format!("s{i}"), serde_json::Value::Null);
+    }
+    assert_eq!(small.commits_made(), 0, "1,023 members are held");
+    record(&small, "s1023".into(), serde_json::Value::Null);
+    assert_eq!(small.commits_made(), 1, "the 1,024th commits them");
+
+    // 600 KiB a member: a member's savepoint journal stays within its 1 MiB in memory (the temp
+    // directory a spill would use is the first store's of this process, another test's).
+    let large = holding(&dir.path().join("large.db"));
+    let data = serde_json::Value::String("x".repeat(600 * 1024));
+    for i in 0..6 {
+        record(&large, format!("l{i}"), data.clone());
+    }
+    assert_eq!(large.commits_made(), 0, "3.5 MiB of statements are held");
+    record(&large, "l6".into(), data);
+    assert_eq!(large.commits_made(), 1, "past 4 MiB they are committed");
+}

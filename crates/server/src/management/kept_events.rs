@@ -1,7 +1,9 @@
 //! Events already served, kept as the JSON a list answers them with.
 //!
-//! An accepted event never changes: no statement updates or deletes one, and its sequence is never
-//! given to another (SQLite's rowid past the largest, PostgreSQL's sequence). So the bytes one list
+//! A committed event never changes: no statement updates or deletes one, and a committed sequence is
+//! never given to another (SQLite gives a new row the rowid past the largest and no event is ever
+//! deleted; PostgreSQL's is an identity column). Lists read committed rows only (a read transaction
+//! on its own connection, after the writer committed what it held), so the bytes one list
 //! serialized serve every later list that holds the event, on any daemon of a shared store, and a
 //! page whose events are all kept costs the read of its sequences alone: no row decoded, no JSON
 //! written. What is kept is bounded by its bytes; the oldest kept goes first.
@@ -64,7 +66,9 @@ impl KeptEvents {
     }
 
     /// A page of events in `tx`: from what is kept when every event of it is, else read whole, and
-    /// kept for the next.
+    /// kept for the next. `tx` must be a read ([`conduit_store::Mode::Read`]), which sees committed
+    /// rows only: a write's own transaction could see a row its rollback takes back, and a SQLite
+    /// rowid taken back is given again.
     pub(crate) fn page(
         &self,
         tx: &mut dyn Tx,
@@ -100,7 +104,7 @@ impl KeptEvents {
             if size > self.budget || kept.by_sequence.contains_key(&event.sequence) {
                 continue;
             }
-            while kept.bytes + size > self.budget && !kept.order.is_empty() {
+            while kept.bytes.saturating_add(size) > self.budget && !kept.order.is_empty() {
                 kept.drop_oldest();
             }
             kept.by_sequence.insert(event.sequence, event.json.clone());
