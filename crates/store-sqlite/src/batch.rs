@@ -12,7 +12,9 @@
 //! DESIGN.md).
 //!
 //! The transaction commits later: when a read on another connection asks ([`Writer::commit_held`]),
-//! on the store's commit thread's round, or once it holds [`MAX_MEMBERS`] members. Its commit
+//! on the store's commit thread's round, or once its members number [`MAX_MEMBERS`] or their
+//! statements pass [`MAX_HELD_BYTES`] (a transaction applying again what a failed commit lost
+//! counts only its own members, so a store whose commits fail does not retry on every call). Its commit
 //! marks the log applied through its last entry; pages many callers touch (an index's last leaf,
 //! the events table's tail) are written to the WAL once per commit instead of once per call. A
 //! commit that fails is rolled back and its entries are applied again in the next transaction.
@@ -62,6 +64,8 @@ struct Open {
     conn: Connection,
     /// Members of the open transaction; `None` when none is open.
     members: Option<usize>,
+    /// The bytes of the statements those members logged, which memory holds until the commit.
+    held_bytes: usize,
     redo: RedoLog,
     /// The latest entry that changed state: what everything but a state change waits for (a
     /// read's records, a refusal, a write that changed nothing, a read of state).
@@ -83,6 +87,7 @@ impl Writer {
             open: Mutex::new(Open {
                 conn,
                 members: None,
+                held_bytes: 0,
                 redo,
                 last_state: 0,
                 reapply: false,
@@ -126,7 +131,7 @@ impl Writer {
         }
         let members = open.members.map_or(1, |m| m + 1);
         open.members = Some(members);
-        if !intact || members >= MAX_MEMBERS || open.redo.pending_bytes() > MAX_HELD_BYTES {
+        if !intact || members >= MAX_MEMBERS || open.held_bytes > MAX_HELD_BYTES {
             self.settle(open, intact);
         } else {
             self.end_if_idle(open, opened);
@@ -195,6 +200,7 @@ impl Writer {
         if statements.is_empty() {
             return Err(StoreError::Backend("a change the redo log did not see".into()));
         }
+        open.held_bytes += statements.len();
         open.redo
             .append(statements)
             .map_err(|e| StoreError::Wal(format!("append to the redo log: {e}")))?;
@@ -237,6 +243,7 @@ impl Writer {
             open.reapply = false;
         }
         open.members = Some(0);
+        open.held_bytes = 0;
         Ok(())
     }
 

@@ -89,6 +89,11 @@ impl Statements {
     pub fn is_empty(&self) -> bool {
         self.body.is_empty()
     }
+
+    /// The statements' bytes, with their whole texts.
+    pub fn len(&self) -> usize {
+        self.body.len()
+    }
 }
 
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -103,8 +108,6 @@ pub struct RedoLog {
     next: u64,
     /// Bodies appended since the last commit, in order: run again when that commit fails.
     pending: Vec<Vec<u8>>,
-    /// Their bytes.
-    pending_bytes: usize,
     /// A failed append could not be cut off again: nothing more may follow it.
     broken: bool,
     /// The numbers of the statement texts the log has defined (looked up for every statement, so
@@ -146,7 +149,6 @@ impl RedoLog {
             len: 0,
             next: last + 1,
             pending: Vec::new(),
-            pending_bytes: 0,
             broken: false,
             known: HashMap::default(),
             identity,
@@ -201,7 +203,6 @@ impl RedoLog {
         // Held until the commit: without the room taken for a usual call's statements.
         let mut body = statements.body;
         body.shrink_to_fit();
-        self.pending_bytes += body.len();
         self.pending.push(body);
         Ok(())
     }
@@ -209,11 +210,6 @@ impl RedoLog {
     /// Whether entries wait for a commit.
     pub fn holds_pending(&self) -> bool {
         !self.pending.is_empty()
-    }
-
-    /// The bytes of the statements waiting for a commit, which memory holds until it is made.
-    pub fn pending_bytes(&self) -> usize {
-        self.pending_bytes
     }
 
     /// In the commit's transaction: the mark that says every entry so far is in it.
@@ -230,7 +226,6 @@ impl RedoLog {
     /// long enough to empty once that commit is on disk.
     pub fn committed(&mut self) -> bool {
         self.pending.clear();
-        self.pending_bytes = 0;
         self.len > EMPTY_PAST
     }
 

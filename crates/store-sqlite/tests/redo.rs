@@ -318,6 +318,8 @@ fn a_transaction_commits_at_its_member_count_or_its_held_bytes() {
         record(&large, format!("l{i}"), data.clone());
     }
     assert_eq!(large.commits_made(), 0, "3.5 MiB of statements are held");
-    record(&large, "l6".into(), data);
+    record(&large, "l6".into(), data.clone());
     assert_eq!(large.commits_made(), 1, "past 4 MiB they are committed");
+    record(&large, "l7".into(), data);
+    assert_eq!(large.commits_made(), 1, "the next transaction counts its own bytes");
 }
