@@ -85,9 +85,19 @@ fn page_sql(columns: &str, filter: &EventFilter) -> String {
     )
 }
 
-/// A page's lower bound, earliest time and size, as its statement's arguments.
-fn page_bounds(filter: &EventFilter, page: &Page<i64>) -> (i64, Option<i64>, i64) {
-    (page.after.unwrap_or(0), filter.since.map(|t| t.0), page.limit as i64)
+impl SqlTx<'_> {
+    /// Runs a page statement built by [`page_sql`] with the filter's and the page's arguments.
+    fn page_rows<T>(
+        &mut self,
+        sql: &str,
+        filter: &EventFilter,
+        page: &Page<i64>,
+        map: impl FnMut(&dyn Row) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let (after, since, limit) = (page.after.unwrap_or(0), filter.since.map(|t| t.0), page.limit as i64);
+        let params = args![filter.work, after, page.upper, limit, filter.event_type, since];
+        self.query_all(sql, params, map)
+    }
 }
 
 impl EventRows for SqlTx<'_> {
@@ -135,15 +145,11 @@ impl EventRows for SqlTx<'_> {
     }
 
     fn page_events(&mut self, filter: &EventFilter, page: &Page<i64>) -> Result<Vec<Event>> {
-        let (after, since, limit) = page_bounds(filter, page);
-        let params = args![filter.work, after, page.upper, limit, filter.event_type, since];
-        self.query_all(&page_events_sql(filter), params, event_row)
+        self.page_rows(&page_events_sql(filter), filter, page, event_row)
     }
 
     fn page_event_sequences(&mut self, filter: &EventFilter, page: &Page<i64>) -> Result<Vec<i64>> {
-        let (after, since, limit) = page_bounds(filter, page);
-        let params = args![filter.work, after, page.upper, limit, filter.event_type, since];
-        self.query_all(&page_event_sequences_sql(filter), params, |r| r.get(0))
+        self.page_rows(&page_event_sequences_sql(filter), filter, page, |r| r.get(0))
     }
 
     fn events_between_for_keys(&mut self, after: i64, through: i64, keys: &[String]) -> Result<Vec<Event>> {
