@@ -94,6 +94,13 @@ fn every_management_route_answers_every_kind_of_bad_request_in_the_envelope() {
         refused(&what, send(&socket, &method, &path, None, "{}"), 401, "unauthenticated");
         let class = send(&socket, &method, &path, Some(&execution), "{}");
         refused(&what, class, 403, "wrong_credential_class");
+        // A read may check its credential inside its own read, but nothing it finds wrong with
+        // the request answers before the credential does.
+        let bad_query = format!("{path}?limit=x&cursor=%ff&bogus=1");
+        let unknown = send(&socket, &method, &bad_query, Some("not-a-credential"), "{}");
+        refused(&what, unknown, 401, "unauthenticated");
+        let class = send(&socket, &method, &bad_query, Some(&execution), "{}");
+        refused(&what, class, 403, "wrong_credential_class");
         refused(
             &what,
             send(&socket, "PUT", &path, Some(&owner), "{}"),

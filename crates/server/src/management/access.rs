@@ -13,44 +13,63 @@ use conduit_config::Snapshot;
 use conduit_core::canonical::sha256_hex;
 use conduit_core::{ErrorCode, OperatorRecord, Refusal, Role};
 use conduit_scheduler::Operator;
-use conduit_store::Tx;
+use conduit_store::{Store, StoreError, Tx};
 use conduit_toolbelt::token::digest;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::sync::{Arc, OnceLock};
 
 use super::state::Management;
 use crate::envelope::{bearer, blocking, check_mutation, ok, parse_body, read_body, Answer, Failure};
 use crate::idempotency::{once, once_outside, Keyed};
 
 tokio::task_local! {
-    /// The operator the router authenticated for the request this task serves.
-    static CALLER: OperatorRecord;
+    /// The credential the request this task serves presented.
+    static CALLER: Arc<Caller>;
 }
 
 /// The path of the capability document, the one route that needs no credential.
 pub(super) const DISCOVERY: &str = "/.well-known/openwop";
 
-/// Authenticates every request before it is routed, so neither a path (served or not) nor a query
-/// string is looked at first: an execution token is `403 wrong_credential_class` on every path, and
-/// anything else unknown or revoked is `401 unauthenticated`. Handlers then ask [`operator`] for the
-/// role they need.
+/// Authenticates every request before it answers, so neither a path (served or not) nor a query
+/// string decides an answer first: an execution token is `403 wrong_credential_class` on every
+/// path, and anything else unknown or revoked is `401 unauthenticated`. A request that may change
+/// something is checked before it is routed. A read (a safe method, which changes nothing) may be
+/// checked inside its own read transaction, one crossing to the store instead of two
+/// ([`viewed`]); one that was not is checked here before its answer leaves, and a failed check
+/// replaces the answer. Handlers then ask [`operator`] for the role they need.
 pub(super) async fn authenticated(State(s): State<Management>, request: Request, next: Next) -> Response {
     if request.uri().path() == DISCOVERY {
         return next.run(request).await;
     }
-    match credential(&s, request.headers()).await {
-        Ok(op) => CALLER.scope(op, next.run(request)).await,
+    let caller = match bearer(request.headers()) {
+        Ok(token) => Arc::new(Caller::presenting(&token, s.store.clone())),
+        Err(refused) => return refused.into_response(),
+    };
+    if !request.method().is_safe() {
+        if let Err(refused) = caller.check().await {
+            return refused.into_response();
+        }
+    }
+    let response = CALLER.scope(caller.clone(), next.run(request)).await;
+    match caller.check().await {
+        Ok(_) => response,
         Err(refused) => refused.into_response(),
     }
 }
 
 /// The authenticated operator, if its role allows `required` (checked before the body is read);
 /// a lower role is `forbidden_role`.
-pub(crate) fn operator(required: Role) -> Result<OperatorRecord, Failure> {
-    let op = CALLER
-        .try_with(OperatorRecord::clone)
-        .map_err(|_| Failure(Refusal::internal()))?;
+pub(crate) async fn operator(required: Role) -> Result<OperatorRecord, Failure> {
+    allowed(caller()?.check().await?, required)
+}
+
+fn caller() -> Result<Arc<Caller>, Failure> {
+    CALLER.try_with(Arc::clone).map_err(|_| Failure(Refusal::internal()))
+}
+
+fn allowed(op: OperatorRecord, required: Role) -> Result<OperatorRecord, Failure> {
     if !op.role.allows(required) {
         return Err(Failure(
             Refusal::new(
@@ -63,28 +82,57 @@ pub(crate) fn operator(required: Role) -> Result<OperatorRecord, Failure> {
     Ok(op)
 }
 
-async fn credential(state: &Management, headers: &HeaderMap) -> Result<OperatorRecord, Failure> {
-    let presented = digest(&bearer(headers)?);
-    let store = state.store.clone();
-    blocking(move || {
+/// A request's credential: the digest of the token it presented, and who that is once checked.
+/// The check is made once per request; a store failure leaves it unmade.
+struct Caller {
+    presented: [u8; 32],
+    store: Arc<dyn Store>,
+    checked: OnceLock<Result<OperatorRecord, Refusal>>,
+}
+
+impl Caller {
+    fn presenting(token: &str, store: Arc<dyn Store>) -> Caller {
+        Caller {
+            presented: digest(token),
+            store,
+            checked: OnceLock::new(),
+        }
+    }
+
+    /// Who the credential is, checked in a read of state of its own unless already checked.
+    async fn check(self: &Arc<Self>) -> Result<OperatorRecord, Failure> {
+        if let Some(checked) = self.checked.get() {
+            return checked.clone().map_err(Failure);
+        }
+        let caller = self.clone();
         // A read of state: it sees every acknowledged revocation, and commits nothing held.
-        store.read_state(|tx| {
-            if let Some(op) = tx.operator_by_digest(&presented)?.filter(|o| o.revoked_at.is_none()) {
-                return Ok(op);
-            }
-            if tx.token_by_digest(&presented)?.is_some() {
-                return Err(Failure(Refusal::wrong_credential_class()));
-            }
-            Err(Failure(
-                Refusal::new(
-                    ErrorCode::Unauthenticated,
-                    "the operator credential is unknown or revoked",
-                )
-                .with_remedy("use the token in <state>/private/operator.token"),
-            ))
-        })
-    })
-    .await
+        blocking(move || caller.store.read_state(|tx| caller.check_in(tx))).await
+    }
+
+    /// Who the credential is, checked in `tx` unless already checked. Any transaction sees every
+    /// acknowledged revocation.
+    fn check_in(&self, tx: &mut dyn Tx) -> Result<OperatorRecord, Failure> {
+        if let Some(checked) = self.checked.get() {
+            return checked.clone().map_err(Failure);
+        }
+        let found = identify(tx, &self.presented)?;
+        self.checked.get_or_init(|| found).clone().map_err(Failure)
+    }
+}
+
+/// The live operator credential whose token has the digest `presented`, or why there is none.
+fn identify(tx: &mut dyn Tx, presented: &[u8; 32]) -> Result<Result<OperatorRecord, Refusal>, StoreError> {
+    if let Some(op) = tx.operator_by_digest(presented)?.filter(|o| o.revoked_at.is_none()) {
+        return Ok(Ok(op));
+    }
+    if tx.token_by_digest(presented)?.is_some() {
+        return Ok(Err(Refusal::wrong_credential_class()));
+    }
+    Ok(Err(Refusal::new(
+        ErrorCode::Unauthenticated,
+        "the operator credential is unknown or revoked",
+    )
+    .with_remedy("use the token in <state>/private/operator.token")))
 }
 
 /// A mutation's request, admitted: its operator, its body parsed strictly and checked, and its
@@ -104,7 +152,7 @@ pub(super) async fn admit<B: DeserializeOwned>(
     role: Role,
     check: impl FnOnce(&B) -> Result<(), Refusal>,
 ) -> Result<Admitted<B>, Failure> {
-    let op = operator(role)?;
+    let op = operator(role).await?;
     check_mutation(headers, uri)?;
     let body = read_body(body).await?;
     let request: B = parse_body(&body)?;
@@ -184,14 +232,21 @@ pub(crate) async fn read<T: Serialize + Send + 'static>(
     ok(StatusCode::OK, &viewed(s, f).await?)
 }
 
-/// What `f` reads in one read transaction, for an operator with the `view` role.
+/// What `f` reads in one read transaction, for an operator with the `view` role, checked first in
+/// the same transaction: one crossing to the store.
 async fn viewed<T: Send + 'static>(
     s: &Management,
     f: impl FnOnce(&mut dyn Tx) -> Result<T, Failure> + Send + 'static,
 ) -> Result<T, Failure> {
-    operator(Role::View)?;
+    let caller = caller()?;
     let store = s.store.clone();
-    blocking(move || store.read(f)).await
+    blocking(move || {
+        store.read(|tx| {
+            allowed(caller.check_in(tx)?, Role::View)?;
+            f(tx)
+        })
+    })
+    .await
 }
 
 /// A single read: `200` with a revision ETag, or `304` when the request's `If-None-Match` already

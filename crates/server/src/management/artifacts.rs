@@ -93,7 +93,7 @@ fn declared_item(a: &ArtifactRecord) -> Value {
 /// An artifact's content: whole (`200`), one byte range (`206`), or `416` when the range cannot be
 /// satisfied.
 pub async fn content(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
-    operator(Role::View)?;
+    operator(Role::View).await?;
     let store = s.store.clone();
     let files = s.files.clone();
     let is_log = id.starts_with(LOG_PREFIX);

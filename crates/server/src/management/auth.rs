@@ -78,7 +78,7 @@ struct Issue {
 
 /// Issues a named operator's credential (admin only); one active credential per name.
 pub async fn issue(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    operator(Role::Admin)?;
+    operator(Role::Admin).await?;
     check_mutation(&headers, &uri)?;
     let req: Issue = parse_body(&read_body(body).await?)?;
     if !is_operator_name(&req.name) {
@@ -114,7 +114,7 @@ pub async fn issue(State(s): State<Management>, headers: HeaderMap, uri: Uri, bo
 /// Revokes the caller's credential and answers its replacement (same name and role) once. Like
 /// every control it needs `operate`; its answer is never kept under an Idempotency-Key.
 pub async fn rotate(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    let caller = operator(Role::Operate)?;
+    let caller = operator(Role::Operate).await?;
     check_mutation(&headers, &uri)?;
     let _: Empty = parse_body(&read_body(body).await?)?;
     let (record, token) = credential(&caller.name, caller.role);

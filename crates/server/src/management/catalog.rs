@@ -21,13 +21,13 @@ pub struct ToolsQuery {
 
 /// `GET /v1/tools`: a bare array sorted by `toolId`.
 pub async fn list(State(s): State<Management>, Query(q): Query<ToolsQuery>) -> Answer {
-    operator(Role::View)?;
+    operator(Role::View).await?;
     ok_json(visible(&s, &q)?)
 }
 
 /// `GET /v1/tools/{toolId}`: one registered operation's descriptor.
 pub async fn get(State(s): State<Management>, headers: HeaderMap, Path(tool_id): Path<String>) -> Answer {
-    operator(Role::View)?;
+    operator(Role::View).await?;
     let registry = s.registry.get();
     let tool = registry.catalog().find(&tool_id).map(str::to_owned);
     Ok(revision(

@@ -14,7 +14,7 @@ use crate::envelope::{blocking, check_mutation, ok, parse_body, read_body, Answe
 use crate::ports::Applied;
 
 pub async fn show(State(s): State<Management>, headers: HeaderMap) -> Answer {
-    operator(Role::View)?;
+    operator(Role::View).await?;
     let view = serde_json::to_string(&s.control.view()).unwrap_or_default();
     Ok(revision(&headers, view))
 }
@@ -28,7 +28,7 @@ struct Candidate {
 }
 
 pub async fn validate(State(s): State<Management>, headers: HeaderMap, uri: Uri, body: Body) -> Answer {
-    operator(Role::View)?;
+    operator(Role::View).await?;
     check_mutation(&headers, &uri)?;
     let body = read_body(body).await?;
     let candidate: Candidate = parse_body(&body)?;

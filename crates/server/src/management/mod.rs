@@ -173,12 +173,12 @@ pub fn management_routes() -> Vec<(&'static str, &'static str)> {
 pub const OPENAPI: &str = include_str!("../../openapi.json");
 
 async fn openapi() -> Answer {
-    operator(Role::View)?;
+    operator(Role::View).await?;
     Ok(([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response())
 }
 
 async fn health(State(s): State<Management>) -> Answer {
-    let caller = operator(Role::View)?;
+    let caller = operator(Role::View).await?;
     let generation = s.config.get().generation();
     ok(
         StatusCode::OK,

@@ -30,7 +30,7 @@ pub async fn list(State(s): State<Management>, uri: Uri, Query(paging): Query<Pa
 }
 
 pub async fn show(State(s): State<Management>, headers: HeaderMap, Path(name): Path<String>) -> Answer {
-    operator(Role::View)?;
+    operator(Role::View).await?;
     let packages = s.packages.clone();
     let package = blocking(move || Ok(packages.show(&name)?)).await?;
     Ok(revision(&headers, package.to_string()))
@@ -54,7 +54,7 @@ pub async fn install(State(s): State<Management>, headers: HeaderMap, uri: Uri, 
 }
 
 pub async fn remove(State(s): State<Management>, Path(name): Path<String>) -> Answer {
-    operator(Role::Admin)?;
+    operator(Role::Admin).await?;
     let packages = s.packages.clone();
     ok(StatusCode::OK, &blocking(move || Ok(packages.remove(&name)?)).await?)
 }

@@ -70,7 +70,7 @@ struct SafeFetchProbe {
 /// order (a protocol switch first, then the URL's host, then the simulated rebind), echoing the
 /// audit pair it would record.
 async fn safe_fetch(body: Bytes) -> Answer {
-    let op = operator(Role::Operate)?;
+    let op = operator(Role::Operate).await?;
     let probe: SafeFetchProbe = serde_json::from_slice(&body)
         .map_err(|_| Failure(Refusal::invalid_input("the body is {url, init?, simulateRebindTo?}")))?;
     let request = FetchRequest {
@@ -130,7 +130,7 @@ const RUN_WAIT: Duration = Duration::from_secs(10);
 /// (binding `conformance/safe-fetch`), its audit pair durable on the Work's log. The run id is the
 /// Work's id.
 async fn safe_fetch_run(State(s): State<Management>, body: Bytes) -> Answer {
-    let op = operator(Role::Operate)?;
+    let op = operator(Role::Operate).await?;
     let probe: SafeFetchProbe =
         serde_json::from_slice(&body).map_err(|_| Failure(Refusal::invalid_input("the body is {url, init?}")))?;
     let mut input = json!({"url": probe.url});
@@ -174,7 +174,7 @@ async fn fetch_result(s: &Management, run: &str) -> Result<Option<String>, Failu
 /// call after (its exit ends the Work), so the close is the run's last call record. `completed`
 /// only when the session closed `completed`.
 async fn session_run(State(s): State<Management>) -> Answer {
-    let op = operator(Role::Operate)?;
+    let op = operator(Role::Operate).await?;
     let run = start_run(&s, &op.principal(), "session", json!({})).await?;
     let events = finished_run(&s, &run).await?;
     let completed = events
@@ -237,7 +237,7 @@ struct GateProbe {
 /// changing nothing. A manifest this host would not install (another runtime language, a name
 /// outside the grammar) is `invalid_manifest` here as at install.
 async fn install_gate(State(s): State<Management>, body: Bytes) -> Answer {
-    operator(Role::Operate)?;
+    operator(Role::Operate).await?;
     let probe: GateProbe = serde_json::from_slice(&body)
         .map_err(|_| Failure(Refusal::invalid_input("the body is {manifest, grantSet?, gating?}")))?;
     let config = s.config.get();
@@ -262,7 +262,7 @@ struct TypeFilter {
 /// `GET /v1/host/sample/test/runs/{runId}/events[?type=]`: a run (a Work) and its durable events,
 /// in acceptance order; an unknown run has none.
 async fn run_events(State(s): State<Management>, Path(run): Path<String>, Query(filter): Query<TypeFilter>) -> Answer {
-    operator(Role::Operate)?;
+    operator(Role::Operate).await?;
     let store = s.store.clone();
     let work = run.clone();
     let events = blocking(move || Ok(store.read(|tx| tx.list_events(Some(&work), 10_000))?)).await?;
@@ -279,6 +279,6 @@ async fn run_events(State(s): State<Management>, Path(run): Path<String>, Query(
 
 /// `POST /v1/host/sample/test/reset`: the seams keep no state, so there is nothing to reset.
 async fn reset() -> Answer {
-    operator(Role::Operate)?;
+    operator(Role::Operate).await?;
     ok(StatusCode::OK, &json!({"reset": true}))
 }

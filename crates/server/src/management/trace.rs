@@ -40,7 +40,7 @@ pub async fn trace(
     Path(scope): Path<String>,
     body: Body,
 ) -> Answer {
-    operator(Role::View)?;
+    operator(Role::View).await?;
     check_mutation(&headers, &uri)?;
     let req: Hypothetical = parse_body(&read_body(body).await?)?;
     check_type(&req.event_type)?;
@@ -73,7 +73,7 @@ pub async fn trace(
 
 /// `GET /v1/scopes/{id}/route/samples`: the sample events the scope's route handlers offer.
 pub async fn samples(State(s): State<Management>, Path(scope): Path<String>) -> Answer {
-    operator(Role::View)?;
+    operator(Role::View).await?;
     let config = s.config.get();
     if config.scope(&scope).is_none() {
         return Err(Failure(Refusal::unknown_scope()));
