@@ -4,7 +4,7 @@
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::Uri;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::IntoResponse;
 use axum::response::Response;
@@ -15,9 +15,11 @@ use conduit_core::{ErrorCode, OperatorRecord, Refusal, Role};
 use conduit_scheduler::Operator;
 use conduit_store::{Store, StoreError, Tx};
 use conduit_toolbelt::token::digest;
+use futures_util::FutureExt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::panic::{resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
 
 use super::state::Management;
@@ -32,14 +34,39 @@ tokio::task_local! {
 /// The path of the capability document, the one route that needs no credential.
 pub(super) const DISCOVERY: &str = "/.well-known/openwop";
 
+/// When a listener checks a read's credential.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Checking {
+    /// Every request before it is routed: on a listener anyone on the machine can reach (loopback
+    /// TCP), where an unknown caller must cost no more than the check.
+    BeforeRouting,
+    /// A read (a safe method, which changes nothing) inside its own read transaction, one crossing
+    /// to the store instead of two ([`viewed`]): on the owner-only socket, whose every caller can
+    /// read the operator's token anyway.
+    InReads,
+}
+
+impl Checking {
+    /// Whether a request made with `method` is checked before it is routed: every request that
+    /// may change something (an unsafe method), and every request where reads are not left to
+    /// check themselves.
+    fn before_routing(self, method: &Method) -> bool {
+        self == Checking::BeforeRouting || !method.is_safe()
+    }
+}
+
 /// Authenticates every request before it answers, so neither a path (served or not) nor a query
 /// string decides an answer first: an execution token is `403 wrong_credential_class` on every
 /// path, and anything else unknown or revoked is `401 unauthenticated`. A request that may change
-/// something is checked before it is routed. A read (a safe method, which changes nothing) may be
-/// checked inside its own read transaction, one crossing to the store instead of two
-/// ([`viewed`]); one that was not is checked here before its answer leaves, and a failed check
-/// replaces the answer. Handlers then ask [`operator`] for the role they need.
-pub(super) async fn authenticated(State(s): State<Management>, request: Request, next: Next) -> Response {
+/// something is checked before it is routed, and so is every request where `checking` says so.
+/// A read left to check itself and that did not (a route that reads nothing, a refused query, a
+/// panic) is checked here before its answer leaves, and a failed check replaces the answer.
+/// Handlers then ask [`operator`] for the role they need.
+pub(super) async fn authenticated(
+    State((s, checking)): State<(Management, Checking)>,
+    request: Request,
+    next: Next,
+) -> Response {
     if request.uri().path() == DISCOVERY {
         return next.run(request).await;
     }
@@ -47,15 +74,18 @@ pub(super) async fn authenticated(State(s): State<Management>, request: Request,
         Ok(token) => Arc::new(Caller::presenting(&token, s.store.clone())),
         Err(refused) => return refused.into_response(),
     };
-    if !request.method().is_safe() {
+    if checking.before_routing(request.method()) {
         if let Err(refused) = caller.check().await {
             return refused.into_response();
         }
     }
-    let response = CALLER.scope(caller.clone(), next.run(request)).await;
-    match caller.check().await {
-        Ok(_) => response,
-        Err(refused) => refused.into_response(),
+    let handled = AssertUnwindSafe(CALLER.scope(caller.clone(), next.run(request)))
+        .catch_unwind()
+        .await;
+    match (caller.check().await, handled) {
+        (Err(refused), _) => refused.into_response(),
+        (Ok(_), Ok(response)) => response,
+        (Ok(_), Err(panic)) => resume_unwind(panic),
     }
 }
 
@@ -281,4 +311,30 @@ pub(super) fn revision(headers: &HeaderMap, body: String) -> Response {
 
 pub(super) fn found<T>(record: Option<T>, what: &str) -> Result<T, Failure> {
     record.ok_or_else(|| Failure(Refusal::not_found(what)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_read_on_the_owner_only_socket_is_routed_before_its_check() {
+        let unsafe_methods = [
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+            Method::CONNECT,
+        ];
+        let safe_methods = [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE];
+        for method in unsafe_methods.iter().chain(&safe_methods) {
+            assert!(Checking::BeforeRouting.before_routing(method), "{method} on loopback");
+        }
+        for method in &unsafe_methods {
+            assert!(Checking::InReads.before_routing(method), "{method} on the socket");
+        }
+        for method in &safe_methods {
+            assert!(!Checking::InReads.before_routing(method), "{method} on the socket");
+        }
+    }
 }

@@ -34,7 +34,7 @@ use axum::{middleware, Router};
 use conduit_core::Role;
 use serde_json::json;
 
-use access::{authenticated, control, operator, DISCOVERY};
+use access::{authenticated, control, operator, Checking, DISCOVERY};
 use state::Route;
 
 use crate::envelope::{enveloped, not_found, ok, Answer, MAX_BODY};
@@ -122,17 +122,21 @@ async fn openwop(State(s): State<Management>) -> Answer {
 }
 
 pub fn management_router(state: Management) -> Router {
-    router(state, routes())
+    router(state, routes(), Checking::InReads)
 }
 
 /// The loopback listener's router: the management API, plus OpenWOP's host-sample test seams when
 /// `seams` is set (they are never served on the management socket).
 pub fn loopback_router(state: Management, seams: bool) -> Router {
     let extra = if seams { seams::routes() } else { Vec::new() };
-    router(state, routes().into_iter().chain(extra).collect())
+    router(
+        state,
+        routes().into_iter().chain(extra).collect(),
+        Checking::BeforeRouting,
+    )
 }
 
-fn router(state: Management, routes: Vec<Route>) -> Router {
+fn router(state: Management, routes: Vec<Route>, checking: Checking) -> Router {
     routes
         .into_iter()
         .fold(Router::new(), |router, (path, _, handlers)| {
@@ -145,13 +149,15 @@ fn router(state: Management, routes: Vec<Route>) -> Router {
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn_with_state(state.clone(), caught_up))
-        .layer(middleware::from_fn_with_state(state.clone(), authenticated))
+        .layer(middleware::from_fn_with_state((state.clone(), checking), authenticated))
         .layer(middleware::from_fn(enveloped))
         .with_state(state)
 }
 
-/// On a shared store, runs the generation another daemon committed before an authenticated request
-/// reads or changes anything, so an apply on any daemon is what the next request on this one sees.
+/// On a shared store, runs the generation another daemon committed before a request reads or
+/// changes anything, so an apply on any daemon is what the next request on this one sees. It runs
+/// after the credential's check, but for a read on the owner-only socket, whose check may come in
+/// its read ([`access::Checking`]): whoever can reach that socket can read the operator's token.
 /// A generation this daemon cannot run does not stop the request: operators need the API to fix it.
 async fn caught_up(State(s): State<Management>, request: Request, next: Next) -> Response {
     if s.control.shared() {
