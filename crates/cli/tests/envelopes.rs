@@ -156,6 +156,22 @@ fn every_management_route_answers_every_kind_of_bad_request_in_the_envelope() {
             404,
             "not_found",
         );
+        // A read routed before its check: the 404 is the credential's refusal to anyone else.
+        let class = send(&socket, "GET", unserved, Some(&execution), "");
+        refused(unserved, class, 403, "wrong_credential_class");
+        let unknown = send(&socket, "GET", unserved, Some("not-a-credential"), "");
+        refused(unserved, unknown, 401, "unauthenticated");
+    }
+    // A safe method a route does not take: the 405 is the credential's refusal too.
+    for method in ["OPTIONS", "TRACE"] {
+        let unknown = send(&socket, method, "/v1/work", Some("not-a-credential"), "");
+        refused(method, unknown, 401, "unauthenticated");
+        refused(
+            method,
+            send(&socket, method, "/v1/work", Some(&owner), ""),
+            405,
+            "method_not_allowed",
+        );
     }
     assert!(daemon.cli(&["health"]).status.success(), "the daemon kept serving");
 }

@@ -37,9 +37,9 @@ pub(super) const DISCOVERY: &str = "/.well-known/openwop";
 /// When a listener checks a read's credential.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Checking {
-    /// Every request before it is routed: on a listener anyone on the machine can reach (loopback
+    /// Every request before its handler runs: on a listener anyone on the machine can reach (loopback
     /// TCP), where an unknown caller must cost no more than the check.
-    BeforeRouting,
+    BeforeHandler,
     /// A read (a safe method, which changes nothing) inside its own read transaction, one crossing
     /// to the store instead of two ([`viewed`]): on the owner-only socket, whose every caller can
     /// read the operator's token anyway.
@@ -47,18 +47,18 @@ pub(super) enum Checking {
 }
 
 impl Checking {
-    /// Whether a request made with `method` is checked before it is routed: every request that
+    /// Whether a request made with `method` is checked before its handler runs: every request that
     /// may change something (an unsafe method), and every request where reads are not left to
     /// check themselves.
-    fn before_routing(self, method: &Method) -> bool {
-        self == Checking::BeforeRouting || !method.is_safe()
+    fn before_handler(self, method: &Method) -> bool {
+        self == Checking::BeforeHandler || !method.is_safe()
     }
 }
 
 /// Authenticates every request before it answers, so neither a path (served or not) nor a query
 /// string decides an answer first: an execution token is `403 wrong_credential_class` on every
 /// path, and anything else unknown or revoked is `401 unauthenticated`. A request that may change
-/// something is checked before it is routed, and so is every request where `checking` says so.
+/// something is checked before its handler runs, and so is every request where `checking` says so.
 /// A read left to check itself and that did not (a route that reads nothing, a refused query, a
 /// panic) is checked here before its answer leaves, and a failed check replaces the answer.
 /// Handlers then ask [`operator`] for the role they need.
@@ -74,7 +74,7 @@ pub(super) async fn authenticated(
         Ok(token) => Arc::new(Caller::presenting(&token, s.store.clone())),
         Err(refused) => return refused.into_response(),
     };
-    if checking.before_routing(request.method()) {
+    if checking.before_handler(request.method()) {
         if let Err(refused) = caller.check().await {
             return refused.into_response();
         }
@@ -90,7 +90,8 @@ pub(super) async fn authenticated(
 }
 
 /// The authenticated operator, if its role allows `required` (checked before the body is read);
-/// a lower role is `forbidden_role`.
+/// a lower role is `forbidden_role`. Unless the credential was checked already, this crosses to the
+/// store to check it: a handler that reads the store anyway checks it in its read ([`viewed`]).
 pub(crate) async fn operator(required: Role) -> Result<OperatorRecord, Failure> {
     allowed(caller()?.check().await?, required)
 }
@@ -113,7 +114,7 @@ fn allowed(op: OperatorRecord, required: Role) -> Result<OperatorRecord, Failure
 }
 
 /// A request's credential: the digest of the token it presented, and who that is once checked.
-/// The check is made once per request; a store failure leaves it unmade.
+/// The check is made once per request; a transaction that failed before it leaves it unmade.
 struct Caller {
     presented: [u8; 32],
     store: Arc<dyn Store>,
@@ -145,7 +146,8 @@ impl Caller {
         if let Some(checked) = self.checked.get() {
             return checked.clone().map_err(Failure);
         }
-        let found = identify(tx, &self.presented)?;
+        // A store that failed is kept as the refusal it answers, so it is not asked again.
+        let found = identify(tx, &self.presented).unwrap_or_else(|failed| Err(Failure::from(failed).0));
         self.checked.get_or_init(|| found).clone().map_err(Failure)
     }
 }
@@ -264,7 +266,7 @@ pub(crate) async fn read<T: Serialize + Send + 'static>(
 
 /// What `f` reads in one read transaction, for an operator with the `view` role, checked first in
 /// the same transaction: one crossing to the store.
-async fn viewed<T: Send + 'static>(
+pub(super) async fn viewed<T: Send + 'static>(
     s: &Management,
     f: impl FnOnce(&mut dyn Tx) -> Result<T, Failure> + Send + 'static,
 ) -> Result<T, Failure> {
@@ -318,7 +320,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_read_on_the_owner_only_socket_is_routed_before_its_check() {
+    fn only_a_read_on_the_owner_only_socket_reaches_its_handler_unchecked() {
         let unsafe_methods = [
             Method::POST,
             Method::PUT,
@@ -328,13 +330,13 @@ mod tests {
         ];
         let safe_methods = [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE];
         for method in unsafe_methods.iter().chain(&safe_methods) {
-            assert!(Checking::BeforeRouting.before_routing(method), "{method} on loopback");
+            assert!(Checking::BeforeHandler.before_handler(method), "{method} on loopback");
         }
         for method in &unsafe_methods {
-            assert!(Checking::InReads.before_routing(method), "{method} on the socket");
+            assert!(Checking::InReads.before_handler(method), "{method} on the socket");
         }
         for method in &safe_methods {
-            assert!(!Checking::InReads.before_routing(method), "{method} on the socket");
+            assert!(!Checking::InReads.before_handler(method), "{method} on the socket");
         }
     }
 }

@@ -8,17 +8,17 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::IntoResponse;
 use conduit_core::artifact::{parse_file_id, TRANSCRIPT_INDEX};
-use conduit_core::{ArtifactRecord, ErrorCode, Refusal, Role};
+use conduit_core::{ArtifactRecord, ErrorCode, Refusal};
 use conduit_store::{ArtifactEntry, ArtifactKey};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio_util::io::ReaderStream;
 
-use super::access::operator;
+use super::access::viewed;
 use super::paging::{page_until_now, List};
 use super::state::Management;
-use crate::envelope::{blocking, Answer, Failure};
+use crate::envelope::{Answer, Failure};
 use crate::ports::ArtifactFiles;
 
 const LOG_PREFIX: &str = "log:";
@@ -93,23 +93,19 @@ fn declared_item(a: &ArtifactRecord) -> Value {
 /// An artifact's content: whole (`200`), one byte range (`206`), or `416` when the range cannot be
 /// satisfied.
 pub async fn content(State(s): State<Management>, headers: HeaderMap, Path(id): Path<String>) -> Answer {
-    operator(Role::View).await?;
-    let store = s.store.clone();
     let files = s.files.clone();
     let is_log = id.starts_with(LOG_PREFIX);
     // Paths come from the store's records, never from the request's text.
-    let path = blocking(move || {
-        store.read(|tx| {
-            let found = match (id.strip_prefix(LOG_PREFIX), parse_file_id(&id)) {
-                (Some(execution), _) => tx.get_execution(execution)?.map(|x| files.log(&x.id)),
-                (None, Some((execution, index))) => tx
-                    .get_artifact(execution, index)?
-                    .filter(|a| a.kept.is_ok())
-                    .map(|a| files.declared(&a)),
-                (None, None) => None,
-            };
-            found.ok_or_else(not_found)
-        })
+    let path = viewed(&s, move |tx| {
+        let found = match (id.strip_prefix(LOG_PREFIX), parse_file_id(&id)) {
+            (Some(execution), _) => tx.get_execution(execution)?.map(|x| files.log(&x.id)),
+            (None, Some((execution, index))) => tx
+                .get_artifact(execution, index)?
+                .filter(|a| a.kept.is_ok())
+                .map(|a| files.declared(&a)),
+            (None, None) => None,
+        };
+        found.ok_or_else(not_found)
     })
     .await?;
     let file = match tokio::fs::File::open(&path).await {

@@ -132,7 +132,7 @@ pub fn loopback_router(state: Management, seams: bool) -> Router {
     router(
         state,
         routes().into_iter().chain(extra).collect(),
-        Checking::BeforeRouting,
+        Checking::BeforeHandler,
     )
 }
 
@@ -156,7 +156,7 @@ fn router(state: Management, routes: Vec<Route>, checking: Checking) -> Router {
 
 /// On a shared store, runs the generation another daemon committed before a request reads or
 /// changes anything, so an apply on any daemon is what the next request on this one sees. It runs
-/// after the credential's check, but for a read on the owner-only socket, whose check may come in
+/// after the credential's check, except for a read on the owner-only socket, whose check may come in
 /// its read ([`access::Checking`]): whoever can reach that socket can read the operator's token.
 /// A generation this daemon cannot run does not stop the request: operators need the API to fix it.
 async fn caught_up(State(s): State<Management>, request: Request, next: Next) -> Response {
