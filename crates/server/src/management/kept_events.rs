@@ -31,6 +31,8 @@ struct Kept {
     by_sequence: HashMap<i64, Arc<RawValue>>,
     /// Kept sequences, the oldest kept first.
     order: VecDeque<i64>,
+    /// The highest sequence ever kept (0 before any): a page past it holds nothing kept.
+    newest: i64,
     bytes: usize,
 }
 
@@ -59,6 +61,7 @@ impl KeptEvents {
             kept: Arc::new(Mutex::new(Kept {
                 by_sequence: HashMap::new(),
                 order: VecDeque::new(),
+                newest: 0,
                 bytes: 0,
             })),
             budget,
@@ -75,14 +78,22 @@ impl KeptEvents {
         filter: &EventFilter,
         page: &Page<i64>,
     ) -> Result<Vec<ServedEvent>, StoreError> {
-        let sequences = tx.page_event_sequences(filter, page)?;
-        if let Some(served) = self.all_kept(&sequences) {
-            return Ok(served);
+        if self.may_hold(page) {
+            let sequences = tx.page_event_sequences(filter, page)?;
+            if let Some(served) = self.all_kept(&sequences) {
+                return Ok(served);
+            }
         }
         let events = tx.page_events(filter, page)?;
         let served = events.iter().map(written).collect::<Result<Vec<_>, _>>()?;
         self.keep(&served);
         Ok(served)
+    }
+
+    /// Whether any event of `page` may be kept: not when the page starts past every sequence kept
+    /// (a follower's next page, or any page when nothing is kept), which is then read whole at once.
+    fn may_hold(&self, page: &Page<i64>) -> bool {
+        page.after.unwrap_or(0) < self.lock().newest
     }
 
     /// Every one of `sequences`, when all are kept.
@@ -109,6 +120,7 @@ impl KeptEvents {
             }
             kept.by_sequence.insert(event.sequence, event.json.clone());
             kept.order.push_back(event.sequence);
+            kept.newest = kept.newest.max(event.sequence);
             kept.bytes += size;
         }
     }
@@ -148,6 +160,24 @@ mod tests {
             sequence,
             json: Arc::from(RawValue::from_string(text).unwrap()),
         }
+    }
+
+    #[test]
+    fn a_page_past_every_kept_sequence_is_known_to_hold_none() {
+        let page = |after: Option<i64>| Page {
+            after,
+            upper: 100,
+            limit: 10,
+        };
+        let kept = KeptEvents::with_budget(100);
+        assert!(!kept.may_hold(&page(None)), "nothing kept");
+        kept.keep(&[served(2, 10), served(3, 10)]);
+        assert!(kept.may_hold(&page(None)));
+        assert!(kept.may_hold(&page(Some(2))), "3 is past 2");
+        assert!(!kept.may_hold(&page(Some(3))), "a follower's next page");
+        let none = KeptEvents::with_budget(0);
+        none.keep(&[served(4, 10)]);
+        assert!(!none.may_hold(&page(None)), "a budget of 0 keeps nothing");
     }
 
     #[test]
