@@ -63,7 +63,7 @@ impl Checking {
 /// panic) is checked here before its answer leaves, and a failed check replaces the answer.
 /// Handlers then ask [`operator`] for the role they need.
 pub(super) async fn authenticated(
-    State((s, checking)): State<(Management, Checking)>,
+    State((store, checking)): State<(Arc<dyn Store>, Checking)>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -71,7 +71,7 @@ pub(super) async fn authenticated(
         return next.run(request).await;
     }
     let caller = match bearer(request.headers()) {
-        Ok(token) => Arc::new(Caller::presenting(&token, s.store.clone())),
+        Ok(token) => Arc::new(Caller::presenting(&token, store)),
         Err(refused) => return refused.into_response(),
     };
     if checking.before_handler(request.method()) {
@@ -317,7 +317,113 @@ pub(super) fn found<T>(record: Option<T>, what: &str) -> Result<T, Failure> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::body::to_bytes;
+    use axum::routing::get;
+    use axum::Router;
+    use conduit_store::new_id;
+    use conduit_store_sqlite::SqliteStore;
+    use conduit_toolbelt::token;
+    use tower::ServiceExt;
+
     use super::*;
+
+    /// A store holding one `view` operator, and that operator's token.
+    fn store_with_an_operator(dir: &std::path::Path) -> (Arc<dyn Store>, String) {
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("store.db")).unwrap());
+        let token = token::generate();
+        let op = OperatorRecord {
+            id: new_id(),
+            name: "viewer".into(),
+            role: Role::View,
+            digest: token::digest(&token),
+            created_at: crate::clock::now(),
+            revoked_at: None,
+            revoked_by: None,
+        };
+        store.write(|tx| tx.insert_operator(&op)).unwrap();
+        (store, token)
+    }
+
+    /// Routes that never check their caller: one answers a secret, one panics. `ran` counts the
+    /// handlers that ran.
+    fn unchecked_routes(store: Arc<dyn Store>, checking: Checking, ran: Arc<AtomicUsize>) -> Router {
+        let counted = ran.clone();
+        Router::new()
+            .route(
+                "/secret",
+                get(move || async move {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    "secret"
+                }),
+            )
+            .route(
+                "/panics",
+                get(move || {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                    panics()
+                }),
+            )
+            .layer(axum::middleware::from_fn_with_state((store, checking), authenticated))
+    }
+
+    async fn panics() -> &'static str {
+        panic!("a bug before the check")
+    }
+
+    async fn get_as(router: Router, path: &str, token: &str) -> (StatusCode, String) {
+        let request = Request::get(path)
+            .header(header::AUTHORIZATION, format!("Bearer {token}"))
+            .body(Body::empty())
+            .unwrap();
+        let response = router.oneshot(request).await.unwrap();
+        let status = response.status();
+        let body = to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn a_read_that_never_checked_answers_only_once_its_credential_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, token) = store_with_an_operator(dir.path());
+        let ran = Arc::new(AtomicUsize::new(0));
+        let router = unchecked_routes(store, Checking::InReads, ran.clone());
+        let (status, body) = get_as(router.clone(), "/secret", "not-a-credential").await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert!(!body.contains("secret"), "{body}");
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "on the socket the read ran unchecked");
+        // The negative control: the operator gets what the handler answered.
+        assert_eq!(
+            get_as(router, "/secret", &token).await,
+            (StatusCode::OK, "secret".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_read_that_panics_before_its_check_answers_the_credentials_refusal() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, token) = store_with_an_operator(dir.path());
+        let router = unchecked_routes(store, Checking::InReads, Arc::default());
+        let (status, _) = get_as(router.clone(), "/panics", "not-a-credential").await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        // The negative control: for the operator the panic goes on (to `enveloped`'s 500).
+        let operator = tokio::spawn(async move { get_as(router, "/panics", &token).await });
+        assert!(operator.await.unwrap_err().is_panic());
+    }
+
+    #[tokio::test]
+    async fn on_loopback_no_handler_runs_for_an_unknown_caller() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, token) = store_with_an_operator(dir.path());
+        let ran = Arc::new(AtomicUsize::new(0));
+        let router = unchecked_routes(store, Checking::BeforeHandler, ran.clone());
+        let (status, _) = get_as(router.clone(), "/secret", "not-a-credential").await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(ran.load(Ordering::SeqCst), 0, "refused before the handler");
+        assert_eq!(get_as(router, "/secret", &token).await.0, StatusCode::OK);
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+    }
 
     #[test]
     fn only_a_read_on_the_owner_only_socket_reaches_its_handler_unchecked() {

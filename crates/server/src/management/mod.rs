@@ -149,7 +149,10 @@ fn router(state: Management, routes: Vec<Route>, checking: Checking) -> Router {
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn_with_state(state.clone(), caught_up))
-        .layer(middleware::from_fn_with_state((state.clone(), checking), authenticated))
+        .layer(middleware::from_fn_with_state(
+            (state.store.clone(), checking),
+            authenticated,
+        ))
         .layer(middleware::from_fn(enveloped))
         .with_state(state)
 }
