@@ -41,7 +41,7 @@ pub(super) async fn recorded(
     next: Next,
 ) -> Response {
     let changes = !request.method().is_safe() && !READS_BY_POST.contains(&matched.as_str());
-    // A change's credential was checked before it was routed, so this crosses to no store.
+    // A change's credential was checked before its handler ran, so this crosses to no store.
     let by = if changes { operator(Role::View).await.ok() } else { None };
     let Some(by) = by else {
         return next.run(request).await;
