@@ -372,6 +372,16 @@ mod tests {
         panic!("a bug before the check")
     }
 
+    /// The unchecked routes behind a listener that checks as `checking`, over a store of their own
+    /// (kept alive by the returned dir), with its operator's token and the count of handlers run.
+    fn listener(checking: Checking) -> (tempfile::TempDir, Router, String, Arc<AtomicUsize>) {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, token) = store_with_an_operator(dir.path());
+        let ran = Arc::new(AtomicUsize::new(0));
+        let router = unchecked_routes(store, checking, ran.clone());
+        (dir, router, token, ran)
+    }
+
     async fn get_as(router: Router, path: &str, token: &str) -> (StatusCode, String) {
         let request = Request::get(path)
             .header(header::AUTHORIZATION, format!("Bearer {token}"))
@@ -385,10 +395,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_read_that_never_checked_answers_only_once_its_credential_is_checked() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, token) = store_with_an_operator(dir.path());
-        let ran = Arc::new(AtomicUsize::new(0));
-        let router = unchecked_routes(store, Checking::InReads, ran.clone());
+        let (_dir, router, token, ran) = listener(Checking::InReads);
         let (status, body) = get_as(router.clone(), "/secret", "not-a-credential").await;
         assert_eq!(status, StatusCode::UNAUTHORIZED);
         assert!(!body.contains("secret"), "{body}");
@@ -402,9 +409,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_read_that_panics_before_its_check_answers_the_credentials_refusal() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, token) = store_with_an_operator(dir.path());
-        let router = unchecked_routes(store, Checking::InReads, Arc::default());
+        let (_dir, router, token, _) = listener(Checking::InReads);
         let (status, _) = get_as(router.clone(), "/panics", "not-a-credential").await;
         assert_eq!(status, StatusCode::UNAUTHORIZED);
         // The negative control: for the operator the panic goes on (to `enveloped`'s 500).
@@ -414,10 +419,7 @@ mod tests {
 
     #[tokio::test]
     async fn on_loopback_no_handler_runs_for_an_unknown_caller() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, token) = store_with_an_operator(dir.path());
-        let ran = Arc::new(AtomicUsize::new(0));
-        let router = unchecked_routes(store, Checking::BeforeHandler, ran.clone());
+        let (_dir, router, token, ran) = listener(Checking::BeforeHandler);
         let (status, _) = get_as(router.clone(), "/secret", "not-a-credential").await;
         assert_eq!(status, StatusCode::UNAUTHORIZED);
         assert_eq!(ran.load(Ordering::SeqCst), 0, "refused before the handler");
