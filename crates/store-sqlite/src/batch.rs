@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
+use conduit_store::flush;
 use conduit_store::{Mode, StoreError, Tx};
 
 use crate::durability::GroupSync;
@@ -107,9 +108,15 @@ impl Writer {
 
     /// Runs `body` as one member of the open transaction, then waits as `mode` asks.
     pub fn transact(&self, mode: Mode, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
-        self.queued.fetch_add(1, Ordering::SeqCst);
+        // A writer that leaves its flush to its caller leads no fsync another could share.
+        let leads_its_fsync = !flush::is_deferring();
+        if leads_its_fsync {
+            self.queued.fetch_add(1, Ordering::SeqCst);
+        }
         let mut guard = lock(&self.open);
-        self.queued.fetch_sub(1, Ordering::SeqCst);
+        if leads_its_fsync {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+        }
         let open = &mut *guard;
         let opened = open.members.is_none();
         self.begin(open)?;

@@ -8,8 +8,9 @@
 
 use std::fs::File;
 
+use conduit_store::flush::{self, Flusher};
 use conduit_store::StoreError;
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a writer leaves its fsync to one about to append before it leads one itself.
@@ -49,6 +50,12 @@ impl GroupSync {
         p.committed
     }
 
+    /// Entries known to be on disk.
+    #[cfg(test)]
+    pub fn synced(&self) -> u64 {
+        self.lock().synced
+    }
+
     /// The latest entry appended: what a read after a commit may have seen.
     pub fn latest(&self) -> u64 {
         self.lock().committed
@@ -63,14 +70,24 @@ impl GroupSync {
         Ok(())
     }
 
-    /// Waits until entry `ticket` is on disk, leading an fsync when none is running.
-    pub fn wait_durable(&self, ticket: u64) -> Result<(), StoreError> {
+    /// Waits until entry `ticket` is on disk, leading an fsync when none is running; inside
+    /// [`conduit_store::flush::deferring`], leaves the wait to the caller.
+    pub fn wait_durable(self: &Arc<Self>, ticket: u64) -> Result<(), StoreError> {
         self.wait_durable_unless(ticket, || false)
     }
 
     /// [`GroupSync::wait_durable`], but while `more_coming` says another writer is about to append,
     /// it leaves the fsync to that writer (for a moment at most), so one fsync covers both.
-    pub fn wait_durable_unless(&self, ticket: u64, more_coming: impl Fn() -> bool) -> Result<(), StoreError> {
+    pub fn wait_durable_unless(
+        self: &Arc<Self>,
+        ticket: u64,
+        more_coming: impl Fn() -> bool,
+    ) -> Result<(), StoreError> {
+        flush::wait_or_defer(self, ticket, || self.wait_now(ticket, more_coming))
+    }
+
+    /// Blocks until entry `ticket` is on disk (see [`GroupSync::wait_durable_unless`]).
+    fn wait_now(&self, ticket: u64, more_coming: impl Fn() -> bool) -> Result<(), StoreError> {
         let leave_until = Instant::now() + LEAVE_AT_MOST;
         let mut p = self.lock();
         loop {
@@ -108,6 +125,17 @@ impl GroupSync {
     }
 }
 
+impl Flusher for GroupSync {
+    fn wait_on_disk(&self, ticket: u64) -> Result<(), StoreError> {
+        self.wait_now(ticket, || false)
+    }
+
+    fn is_on_disk(&self, ticket: u64) -> bool {
+        let p = self.lock();
+        !p.failed && p.synced >= ticket
+    }
+}
+
 fn sync_failed() -> StoreError {
     StoreError::Wal("an earlier fsync of the redo log failed".into())
 }
@@ -115,7 +143,6 @@ fn sync_failed() -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     #[test]
     fn concurrent_commits_are_all_acknowledged_once_synced() {
@@ -141,7 +168,7 @@ mod tests {
     #[test]
     fn a_caller_that_wrote_nothing_still_waits_for_the_commit_it_may_have_read() {
         let dir = tempfile::tempdir().unwrap();
-        let sync = GroupSync::new(File::create(dir.path().join("wal")).unwrap());
+        let sync = Arc::new(GroupSync::new(File::create(dir.path().join("wal")).unwrap()));
         let first = sync.committed();
         sync.wait_durable(first).unwrap();
         sync.committed(); // committed by another caller, not yet synced

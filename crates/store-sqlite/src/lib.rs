@@ -214,6 +214,10 @@ impl Store for SqliteStore {
             Mode::Write | Mode::Record => self.writer.transact(mode, body),
         }
     }
+
+    fn writes_one_at_a_time(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
@@ -233,6 +237,32 @@ mod tests {
         assert!(!built_with(&conn, "STMTJRNL_SPILL=65536").unwrap(), "the control");
         let temp_store: i64 = conn.query_row("PRAGMA temp_store", [], |r| r.get(0)).unwrap();
         assert_eq!(temp_store, 0, "the writer's temp_store is the default");
+    }
+
+    /// Inside `deferring`, a write returns before its fsync and leaves it to its caller's wait; a
+    /// read of what it wrote waits for it the same way. Outside, each is on disk when it returns.
+    #[test]
+    fn a_deferred_write_is_flushed_by_its_callers_wait_and_not_before() {
+        use conduit_store::flush::deferring;
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("store.db")).unwrap();
+        let on_disk = || store.durability.synced() >= store.durability.latest();
+        let db: &dyn Store = &store;
+        let (written, unflushed) = deferring(|| db.write(|tx| tx.insert_event(conduit_store::testing::event("e1"))));
+        written.unwrap();
+        assert!(!on_disk(), "answered before its fsync");
+        let (read, then_read) = deferring(|| db.read(|tx| tx.get_event("e1")));
+        assert!(read.unwrap().is_some());
+        assert!(!then_read.on_disk(), "a read of it waits for its flush too");
+        unflushed.wait().unwrap();
+        assert!(on_disk(), "the caller's wait flushed it");
+        then_read.wait().unwrap();
+        db.write(|tx| tx.insert_event(conduit_store::testing::event("e2")))
+            .unwrap();
+        assert!(
+            on_disk(),
+            "the control: outside deferring, a write is on disk when it returns"
+        );
     }
 
     /// A commit's dirty pages stay in memory up to `SPILL_PAGES`, past the cache's own size.

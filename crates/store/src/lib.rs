@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+pub mod flush;
 mod ids;
 mod reentry;
 #[cfg(feature = "testing")]

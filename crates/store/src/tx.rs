@@ -397,6 +397,14 @@ pub enum Mode {
 pub trait Store: Send + Sync {
     /// Runs `body` in one transaction of `mode`. The body's error rolls back everything it did.
     fn transact(&self, mode: Mode, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()>;
+
+    /// Whether this store runs its writes one at a time in this process and lets a caller wait for
+    /// their flushes later ([`crate::flush::deferring`]): callers do better queued on one thread
+    /// than parked on its lock and its flush (SQLite). A store whose writers run side by side
+    /// (PostgreSQL) answers false.
+    fn writes_one_at_a_time(&self) -> bool {
+        false
+    }
 }
 
 impl dyn Store + '_ {
