@@ -10,14 +10,16 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::{middleware, Router};
 use conduit_core::Refusal;
-use conduit_toolbelt::{Begun, CallRequest, CloseSession, OpenSession, Toolbelt};
+use conduit_toolbelt::{Begun, CallRequest, CheckedCall, CloseSession, OpenSession, Toolbelt};
 use serde::Deserialize;
+use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::envelope::{
     bearer, blocking, enveloped, not_found, ok, ok_json, parse_body, read_body, unfit_request, Answer, Failure,
     MAX_BODY,
 };
+use crate::store_queue::to_store;
 
 /// One execution's socket: the toolbelt, and the execution the socket itself asserts.
 #[derive(Clone)]
@@ -50,26 +52,33 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Body) 
     if request.request_id.is_none() {
         request.request_id = idempotency_key(&headers);
     }
-    let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
-    let changes_state = !toolbelt.only_reads(&request.operation);
-    let begun = blocking(move || Ok(toolbelt.begin(&execution, &token, &request)?)).await?;
+    // Its own checks and its input's hash before the crossing: the store thread runs one call at a
+    // time.
+    let call = request.checked()?;
+    // On a task of its own: a client that hangs up mid-call must not leave the call begun but never
+    // finished (its records, its replay, a gate's wait).
+    let answer = tokio::spawn(run_call(s, token, call))
+        .await
+        .unwrap_or_else(|_| Err(Failure(Refusal::internal())))?;
+    ok(StatusCode::OK, &answer)
+}
+
+/// Begins a call and, for an extension's operation, runs its handler and finishes it.
+async fn run_call(s: ExecutionSocket, token: String, call: CheckedCall) -> Result<Value, Failure> {
+    let changes_state = !s.toolbelt.only_reads(&call.request().operation);
+    let execution = s.execution_id.clone();
+    let begun = to_store(&s.toolbelt, move |t| Ok(t.begin(&execution, &token, &call)?)).await?;
     let answer = match begun {
         Begun::Answered(answer) => answer,
         Begun::Extension(pending) => {
-            // On a task of its own: a client that hangs up mid-call must not leave the call
-            // begun but never finished (its records, its replay, a gate's wait).
-            let toolbelt = s.toolbelt.clone();
-            let finished = tokio::spawn(async move {
-                let ran = pending.ran().await;
-                blocking(move || Ok(toolbelt.finish(*pending, ran)?)).await
-            });
-            finished.await.unwrap_or_else(|_| Err(Failure(Refusal::internal())))?
+            let ran = pending.ran().await;
+            to_store(&s.toolbelt, move |t| Ok(t.finish(*pending, ran)?)).await?
         }
     };
     if changes_state {
         s.kick.notify_one();
     }
-    ok(StatusCode::OK, &answer)
+    Ok(answer)
 }
 
 /// Opens a tool session (RFC 0078 §D); the `Idempotency-Key` header stands in for `request_id`.
@@ -79,8 +88,8 @@ async fn open_session(State(s): State<ExecutionSocket>, headers: HeaderMap, body
     if request.request_id.is_none() {
         request.request_id = idempotency_key(&headers);
     }
-    let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
-    let answer = blocking(move || Ok(toolbelt.open_session(&execution, &token, &request)?)).await?;
+    let execution = s.execution_id.clone();
+    let answer = to_store(&s.toolbelt, move |t| Ok(t.open_session(&execution, &token, &request)?)).await?;
     ok(StatusCode::CREATED, &answer)
 }
 
@@ -92,8 +101,11 @@ async fn close_session(
 ) -> Answer {
     let token = bearer(&headers)?;
     let request: CloseSession = parse_body(&read_body(body).await?)?;
-    let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
-    let answer = blocking(move || Ok(toolbelt.close_session(&execution, &token, &session_id, &request)?)).await?;
+    let execution = s.execution_id.clone();
+    let answer = to_store(&s.toolbelt, move |t| {
+        Ok(t.close_session(&execution, &token, &session_id, &request)?)
+    })
+    .await?;
     ok(StatusCode::OK, &answer)
 }
 

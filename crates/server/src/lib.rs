@@ -14,6 +14,7 @@ mod listen;
 mod management;
 mod ports;
 mod recording;
+mod store_queue;
 
 pub use clock::{now, SystemClock};
 pub use cursor::{Cursors, Position, CURSOR_KEY};

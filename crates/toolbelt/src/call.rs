@@ -9,7 +9,6 @@
 use std::sync::Arc;
 
 use conduit_config::Snapshot;
-use conduit_core::canonical::canonical_hash;
 use conduit_core::tool_call::Transport;
 use conduit_core::{AuditKind, ErrorCode, Event, Refusal, Timestamp, TokenRecord};
 use conduit_scheduler::HostError;
@@ -21,7 +20,7 @@ use crate::authority::Authority;
 use crate::checks;
 use crate::gate::{self, Gate, GateCall, Stopped, Verdict, WaitPlan};
 use crate::registry::{validate_input, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError};
-use crate::{builtins, replay, session, CallRequest, Registry, Toolbelt};
+use crate::{builtins, replay, session, CallRequest, CheckedCall, Registry, Toolbelt};
 
 /// What [`Toolbelt::begin`] leaves the caller to do.
 pub enum Begun {
@@ -166,10 +165,10 @@ impl Toolbelt {
     }
 
     /// Runs a call to completion, awaiting an extension's handler in between. The store work runs on
-    /// the calling thread; async servers call [`Toolbelt::begin`] and [`Toolbelt::finish`] on a
-    /// blocking thread instead.
+    /// the calling thread; async servers call [`Toolbelt::begin`] and [`Toolbelt::finish`] off the
+    /// runtime instead (the server's store thread, or a blocking thread).
     pub async fn call(&self, socket_execution: &str, bearer: &str, request: &CallRequest) -> Result<Value, Refusal> {
-        match self.begin(socket_execution, bearer, request)? {
+        match self.begin(socket_execution, bearer, &request.clone().checked()?)? {
             Begun::Answered(answer) => Ok(answer),
             Begun::Extension(pending) => {
                 let ran = pending.ran().await;
@@ -180,14 +179,13 @@ impl Toolbelt {
 
     /// Authorizes a call, replays a committed result, and runs a builtin in the same transaction; an
     /// extension operation comes back as [`Begun::Extension`].
-    pub fn begin(&self, socket_execution: &str, bearer: &str, request: &CallRequest) -> Result<Begun, Refusal> {
-        // Before anything is recorded: the request id goes into the audit and replay records.
-        request.check_bounds()?;
+    pub fn begin(&self, socket_execution: &str, bearer: &str, checked: &CheckedCall) -> Result<Begun, Refusal> {
+        let (request, input_hash) = checked.parts();
         let registry = self.registry();
         let call = Call {
             socket_execution,
             request,
-            input_hash: canonical_hash(&request.input),
+            input_hash: input_hash.to_owned(),
             started: self.clock.now(),
             transport: registry.transport(&request.operation),
         };

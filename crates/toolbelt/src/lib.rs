@@ -26,6 +26,7 @@ pub mod token;
 use std::sync::Arc;
 
 use conduit_config::{CurrentConfig, Snapshot};
+use conduit_core::canonical::canonical_hash;
 use conduit_core::names::{is_key, is_operation_text};
 use conduit_core::tool::{SourceFilter, ToolDescriptor};
 use conduit_core::{Clock, Refusal, TokenRecord};
@@ -86,6 +87,18 @@ impl CallRequest {
         Ok(())
     }
 
+    /// Checks the call's own fields ([`CallRequest::check_bounds`]) and hashes its input: the part
+    /// of a call that needs no store, done before it crosses to one.
+    pub fn checked(self) -> Result<CheckedCall, Refusal> {
+        // Before anything is recorded: the request id goes into the audit and replay records.
+        self.check_bounds()?;
+        let input_hash = canonical_hash(&self.input);
+        Ok(CheckedCall {
+            request: self,
+            input_hash,
+        })
+    }
+
     /// A call of `operation` with no input and no assertions: what opening a session of it checks.
     pub fn of(operation: &str) -> CallRequest {
         CallRequest {
@@ -97,6 +110,23 @@ impl CallRequest {
             execution_id: None,
             session_id: None,
         }
+    }
+}
+
+/// A call whose own fields are within their bounds, with its input's hash ([`CallRequest::checked`]).
+pub struct CheckedCall {
+    request: CallRequest,
+    /// SHA-256 of the input's RFC 8785 form: records carry this, never the input.
+    input_hash: String,
+}
+
+impl CheckedCall {
+    pub fn request(&self) -> &CallRequest {
+        &self.request
+    }
+
+    fn parts(&self) -> (&CallRequest, &str) {
+        (&self.request, &self.input_hash)
     }
 }
 
@@ -164,6 +194,12 @@ impl Toolbelt {
     pub fn with_generations(mut self, generations: Arc<dyn Generations>) -> Toolbelt {
         self.generations = Some(generations).filter(|g| g.shared());
         self
+    }
+
+    /// Whether the store writes one at a time in this process, so its calls are best queued on
+    /// one thread ([`Store::writes_one_at_a_time`]).
+    pub fn store_writes_one_at_a_time(&self) -> bool {
+        self.store.writes_one_at_a_time()
     }
 
     /// The active configuration.

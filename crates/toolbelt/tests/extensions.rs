@@ -223,7 +223,10 @@ fn a_refusal_with_retry_after_is_not_replayed() {
 fn the_crash_window_between_effect_and_commit_reruns_the_handler() {
     let (h, notes) = notes_harness();
     let (claim, token) = h.attempt();
-    let request: CallRequest = serde_json::from_value(add("a", Some("r1"))).unwrap();
+    let request = serde_json::from_value::<CallRequest>(add("a", Some("r1")))
+        .unwrap()
+        .checked()
+        .unwrap();
     let Begun::Extension(pending) = h.toolbelt.begin(&claim.execution.id, &token, &request).unwrap() else {
         panic!("an extension call");
     };
@@ -241,7 +244,10 @@ fn the_crash_window_between_effect_and_commit_reruns_the_handler() {
 fn results_commit_only_under_the_fence() {
     let (h, _) = notes_harness();
     let (claim, token) = h.attempt();
-    let request: CallRequest = serde_json::from_value(add("late", None)).unwrap();
+    let request = serde_json::from_value::<CallRequest>(add("late", None))
+        .unwrap()
+        .checked()
+        .unwrap();
     let Begun::Extension(pending) = h.toolbelt.begin(&claim.execution.id, &token, &request).unwrap() else {
         panic!("an extension call");
     };
@@ -408,13 +414,19 @@ fn an_invalid_input_schema_is_refused() {
 fn a_call_while_one_with_its_request_id_runs_is_refused_and_its_retry_replays() {
     let (h, notes) = notes_harness();
     let (claim, token) = h.attempt();
-    let request: CallRequest = serde_json::from_value(add("a", Some("r1"))).unwrap();
+    let request = serde_json::from_value::<CallRequest>(add("a", Some("r1")))
+        .unwrap()
+        .checked()
+        .unwrap();
     let Begun::Extension(first) = h.toolbelt.begin(&claim.execution.id, &token, &request).unwrap() else {
         panic!("an extension call");
     };
     let second = h.toolbelt.begin(&claim.execution.id, &token, &request);
     assert_eq!(second.err().map(|r| r.code), Some(ErrorCode::RequestInProgress));
-    let other: CallRequest = serde_json::from_value(add("b", Some("r2"))).unwrap();
+    let other = serde_json::from_value::<CallRequest>(add("b", Some("r2")))
+        .unwrap()
+        .checked()
+        .unwrap();
     assert!(
         h.toolbelt.begin(&claim.execution.id, &token, &other).is_ok(),
         "another request id runs"

@@ -126,9 +126,9 @@ impl Target for InProcess {
     fn call(&self, on: &Attempt, token: &str, body: Value) -> (u16, Value) {
         let request: CallRequest = serde_json::from_value(body).unwrap();
         // As the daemon's servers do: the store's work off the runtime, only the handler on it.
-        let answered = self
-            .toolbelt
-            .begin(&on.endpoint, token, &request)
+        let answered = request
+            .checked()
+            .and_then(|call| self.toolbelt.begin(&on.endpoint, token, &call))
             .and_then(|begun| match begun {
                 Begun::Answered(value) => Ok(value),
                 Begun::Extension(pending) => {

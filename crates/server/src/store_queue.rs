@@ -1,0 +1,363 @@
+//! The queue of toolbelt calls to one store thread, where their store writes one at a time
+//! (SQLite).
+//!
+//! Through `spawn_blocking`, every call in flight holds a blocking thread of its own: at 32
+//! executions, up to 32 of them park on the store's writer lock, then on its flush, and idle ones
+//! park again in the pool. Here one thread runs the calls' store work one after another, never
+//! parking while more is queued; a second thread waits for their flushes, one fsync for all the
+//! answers held when nothing more was queued, while the first runs the next calls. An answer is
+//! handed out only after its flush ([`conduit_store::flush`]): the threads hold it until then.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::OnceLock;
+
+use conduit_core::Refusal;
+use conduit_store::flush::{self, Unflushed};
+use conduit_toolbelt::Toolbelt;
+use tokio::sync::oneshot;
+
+use crate::envelope::Failure;
+
+/// The most answers the store thread holds before it hands them to the flush thread, should calls
+/// keep coming without a pause: so a steady stream still gets its answers, a group at a time.
+const MAX_HELD: usize = 128;
+
+/// A call's store work, run on the thread.
+type Job = Box<dyn FnOnce() -> Done + Send>;
+
+/// Hands a job's answer out once its flush is on disk, or the flush's refusal instead of it.
+type Reply = Box<dyn FnOnce(Result<(), Refusal>) + Send>;
+
+/// A job's answer and the flushes it waits for.
+struct Done {
+    unflushed: Unflushed,
+    reply: Reply,
+}
+
+/// The store thread's queue; its jobs are answered once their flushes are on disk.
+struct StoreQueue {
+    jobs: Sender<Job>,
+}
+
+/// The process's store thread, started by the first call; `None` when it could not be started
+/// (calls then cross through `spawn_blocking`).
+static QUEUE: OnceLock<Option<StoreQueue>> = OnceLock::new();
+
+/// Runs a call's store work `f` against `toolbelt` where its store is best reached: the store
+/// thread when the store writes one at a time (and defers its flushes, [`flush::deferring`]), a
+/// blocking thread otherwise.
+pub async fn to_store<T: Send + 'static>(
+    toolbelt: &Toolbelt,
+    f: impl FnOnce(&Toolbelt) -> Result<T, Failure> + Send + 'static,
+) -> Result<T, Failure> {
+    let one_at_a_time = toolbelt.store_writes_one_at_a_time();
+    let toolbelt = toolbelt.clone();
+    let f = move || f(&toolbelt);
+    match QUEUE.get_or_init(StoreQueue::start) {
+        Some(queue) if one_at_a_time => queue.run(f).await,
+        _ => crate::envelope::blocking(f).await,
+    }
+}
+
+impl StoreQueue {
+    /// Starts the flush thread, then the store thread that hands it what it holds.
+    fn start() -> Option<StoreQueue> {
+        let (to_flush, flushes) = mpsc::channel();
+        let (jobs, queue) = mpsc::channel();
+        let started = spawn("store-flush", move || flush_each(&flushes))
+            .and_then(|()| spawn("store-calls", move || serve(&queue, &to_flush)));
+        match started {
+            Ok(()) => Some(StoreQueue { jobs }),
+            Err(e) => {
+                tracing::error!(error = %e, "could not start the store thread; calls cross to blocking threads");
+                None
+            }
+        }
+    }
+
+    /// Runs `f` on the thread; answers once every flush its transactions waited for is on disk.
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
+    ) -> Result<T, Failure> {
+        let (answer, answered) = oneshot::channel();
+        let job: Job = Box::new(move || {
+            let (out, unflushed) = flush::deferring(|| catch_unwind(AssertUnwindSafe(f)));
+            let out = out.unwrap_or_else(|_| Err(Failure(Refusal::internal())));
+            Done {
+                unflushed,
+                reply: Box::new(move |flushed| {
+                    // A caller that went away no longer waits for its answer.
+                    let _ = answer.send(flushed.map_err(Failure).and(out));
+                }),
+            }
+        });
+        if let Err(mpsc::SendError(job)) = self.jobs.send(job) {
+            tracing::error!("the store thread stopped; a call's store work runs on a blocking thread");
+            let _ = tokio::task::spawn_blocking(move || Held(vec![job()]).release()).await;
+        }
+        answered.await.unwrap_or_else(|_| Err(Failure(Refusal::internal())))
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    std::thread::Builder::new().name(name.into()).spawn(f).map(drop)
+}
+
+/// Runs jobs as they come. Once nothing more is queued (or it holds [`MAX_HELD`] answers), it
+/// hands the answers it holds to the flush thread and goes on with the next jobs while their
+/// fsync runs.
+fn serve(queue: &Receiver<Job>, to_flush: &Sender<Held>) {
+    let _stopped = LogIfPanicking("the store thread stopped; calls cross to blocking threads");
+    let mut held = Held::default();
+    loop {
+        let next = if held.0.is_empty() {
+            queue.recv().ok()
+        } else {
+            match queue.try_recv() {
+                Ok(job) => Some(job),
+                Err(TryRecvError::Empty) => {
+                    held.hand_to(to_flush);
+                    continue;
+                }
+                Err(TryRecvError::Disconnected) => None,
+            }
+        };
+        let Some(job) = next else {
+            held.hand_to(to_flush);
+            return;
+        };
+        held.add(job());
+        if held.0.len() >= MAX_HELD {
+            held.hand_to(to_flush);
+        }
+    }
+}
+
+/// Answers what the store thread hands over, every group handed over during one fsync after the
+/// next.
+fn flush_each(flushes: &Receiver<Held>) {
+    let _stopped = LogIfPanicking("the store's flush thread stopped; the store thread flushes itself");
+    while let Ok(mut held) = flushes.recv() {
+        while let Ok(more) = flushes.try_recv() {
+            held.0.extend(more.0);
+        }
+        held.release();
+    }
+}
+
+/// Logs that a thread stopped, should it unwind.
+struct LogIfPanicking(&'static str);
+
+impl Drop for LogIfPanicking {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            tracing::error!("{}", self.0);
+        }
+    }
+}
+
+/// Answers waiting for their flushes.
+#[derive(Default)]
+struct Held(Vec<Done>);
+
+impl Held {
+    /// Holds `done` until its flush; one whose flush is already on disk (a read of state flushed
+    /// before) is answered now.
+    fn add(&mut self, done: Done) {
+        if done.unflushed.on_disk() {
+            (done.reply)(Ok(()));
+        } else {
+            self.0.push(done);
+        }
+    }
+
+    fn hand_to(&mut self, flush: &Sender<Held>) {
+        if let Err(mpsc::SendError(held)) = flush.send(std::mem::take(self)) {
+            // No flush thread: wait here.
+            held.release();
+        }
+    }
+
+    /// Flushes each store once, through the latest ticket any held answer waits for; then hands
+    /// each answer out, or its own store's failure instead (a store that failed fails only its own
+    /// calls).
+    fn release(self) {
+        let mut all = Unflushed::default();
+        for done in &self.0 {
+            all.absorb(done.unflushed.clone());
+        }
+        // A failure is each answer's own to report, below.
+        let _ = all.wait();
+        for done in self.0 {
+            let flushed = done.unflushed.wait().map_err(|e| Failure::from(e).0);
+            (done.reply)(flushed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Condvar, Mutex};
+    use std::time::Duration;
+
+    use conduit_store::flush::{wait_or_defer, Flusher};
+    use conduit_store::StoreError;
+
+    use super::*;
+
+    /// A store's flush that blocks until the test opens it, then succeeds or fails.
+    struct Gated {
+        open: Mutex<bool>,
+        opened: Condvar,
+        flushed: AtomicBool,
+        fails: bool,
+    }
+
+    impl Gated {
+        fn new(fails: bool) -> Arc<Gated> {
+            Arc::new(Gated {
+                open: Mutex::new(false),
+                opened: Condvar::new(),
+                flushed: AtomicBool::new(false),
+                fails,
+            })
+        }
+
+        fn open(&self) {
+            *self.open.lock().unwrap() = true;
+            self.opened.notify_all();
+        }
+    }
+
+    impl Flusher for Gated {
+        fn is_on_disk(&self, _ticket: u64) -> bool {
+            self.flushed.load(Ordering::SeqCst) && !self.fails
+        }
+
+        fn wait_on_disk(&self, _ticket: u64) -> Result<(), StoreError> {
+            let mut open = self.open.lock().unwrap();
+            while !*open {
+                open = self.opened.wait(open).unwrap();
+            }
+            self.flushed.store(true, Ordering::SeqCst);
+            if self.fails {
+                return Err(StoreError::Wal("the test's flush failed".into()));
+            }
+            Ok(())
+        }
+    }
+
+    /// A job that writes (its flush deferred to `store`) and answers `value`.
+    fn writes(store: &Arc<Gated>, value: u32) -> impl FnOnce() -> Result<u32, Failure> + Send + 'static {
+        let store = store.clone();
+        move || {
+            wait_or_defer(&store, 1, || panic!("a job on the store thread waited for its flush"))?;
+            Ok(value)
+        }
+    }
+
+    fn queue() -> StoreQueue {
+        StoreQueue::start().expect("the store thread starts")
+    }
+
+    #[tokio::test]
+    async fn an_answer_is_handed_out_only_after_its_flush() {
+        let (thread, store) = (queue(), Gated::new(false));
+        let job = writes(&store, 7);
+        let mut answer = tokio::spawn(async move { thread.run(job).await });
+        let early = tokio::time::timeout(Duration::from_millis(200), &mut answer).await;
+        assert!(early.is_err(), "answered before its flush");
+        store.open();
+        assert_eq!(answer.await.unwrap().ok(), Some(7));
+        assert!(store.flushed.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn a_failed_flush_answers_its_refusal_instead_of_the_value() {
+        let (thread, store) = (queue(), Gated::new(true));
+        store.open();
+        let answered = thread.run(writes(&store, 7)).await;
+        assert!(answered.is_err(), "the value of a write that is not on disk");
+        let control = Gated::new(false);
+        control.open();
+        assert_eq!(thread.run(writes(&control, 7)).await.ok(), Some(7), "the control");
+    }
+
+    /// Calls held for one fsync on two stores, one of which fails: only its own call is refused.
+    #[tokio::test]
+    async fn one_stores_failed_flush_refuses_only_its_own_calls() {
+        let thread = std::sync::Arc::new(queue());
+        let (first, failing, sound) = (Gated::new(false), Gated::new(true), Gated::new(false));
+        failing.open();
+        sound.open();
+        let run = |store: &Arc<Gated>, value| {
+            let (thread, job) = (thread.clone(), writes(store, value));
+            tokio::spawn(async move { thread.run(job).await })
+        };
+        // The flush thread waits on the first store while the other two calls are held behind it.
+        let first_answer = run(&first, 1);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (refused, answered) = (run(&failing, 2), run(&sound, 3));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        first.open();
+        assert_eq!(first_answer.await.unwrap().ok(), Some(1));
+        assert!(refused.await.unwrap().is_err());
+        assert_eq!(
+            answered.await.unwrap().ok(),
+            Some(3),
+            "another store's failure is not this call's"
+        );
+    }
+
+    /// A call whose flush is on disk already (a read of state flushed before) is answered while
+    /// an earlier call's fsync still runs.
+    #[tokio::test]
+    async fn a_call_already_on_disk_does_not_wait_behind_a_running_flush() {
+        let queue = std::sync::Arc::new(queue());
+        let (slow, settled) = (Gated::new(false), Gated::new(false));
+        settled.flushed.store(true, Ordering::SeqCst);
+        let (held, job) = (queue.clone(), writes(&slow, 1));
+        let slow_answer = tokio::spawn(async move { held.run(job).await });
+        // The flush thread waits on the slow store's fsync.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let answered = tokio::time::timeout(Duration::from_secs(30), queue.run(writes(&settled, 2))).await;
+        assert_eq!(
+            answered.ok().and_then(Result::ok),
+            Some(2),
+            "answered behind the running flush"
+        );
+        assert!(!slow_answer.is_finished());
+        slow.open();
+        assert_eq!(slow_answer.await.unwrap().ok(), Some(1));
+    }
+
+    #[tokio::test]
+    async fn a_job_that_panics_answers_internal_and_the_thread_goes_on() {
+        let thread = queue();
+        let panicked = thread
+            .run(|| -> Result<u32, Failure> { panic!("the job panics") })
+            .await;
+        assert_eq!(panicked.err().map(|f| f.0.code), Some(Refusal::internal().code));
+        let store = Gated::new(false);
+        store.open();
+        assert_eq!(thread.run(writes(&store, 3)).await.ok(), Some(3));
+    }
+
+    /// With its thread gone, a call still runs, and is still answered only after its flush.
+    #[tokio::test]
+    async fn without_its_thread_a_call_runs_on_a_blocking_thread_and_waits_for_its_flush() {
+        let (jobs, queue) = mpsc::channel();
+        drop(queue);
+        let gone = StoreQueue { jobs };
+        let store = Gated::new(false);
+        let job = writes(&store, 5);
+        let mut answer = tokio::spawn(async move { gone.run(job).await });
+        let early = tokio::time::timeout(Duration::from_millis(200), &mut answer).await;
+        assert!(early.is_err(), "answered before its flush");
+        store.open();
+        assert_eq!(answer.await.unwrap().ok(), Some(5));
+    }
+}
