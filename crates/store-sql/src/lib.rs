@@ -17,7 +17,7 @@ mod rows;
 
 pub use rows::SqlTx;
 
-use conduit_store::StoreError;
+use conduit_store::{StoreError, TokenLease};
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
@@ -43,6 +43,15 @@ pub trait Sql {
     /// the rowid (an `INTEGER PRIMARY KEY` of a table with rowids and no triggers): its answer is
     /// the connection's last rowid.
     fn insert_keyed(&mut self, sql: &str, key: &'static str, args: &[Arg<'_>]) -> Result<i64>;
+
+    /// A lease this connection read and kept ([`Sql::keep_lease`]), if it keeps them and nothing a
+    /// lease is made of (a token, an execution, a Work, a Work's keys) has changed since.
+    fn kept_lease(&mut self, _digest: &[u8; 32]) -> Option<TokenLease> {
+        None
+    }
+
+    /// Keeps a lease just read, for [`Sql::kept_lease`].
+    fn keep_lease(&mut self, _digest: &[u8; 32], _lease: &TokenLease) {}
 }
 
 /// A value as the engine holds it: a statement's argument, or a column of a row.

@@ -31,6 +31,7 @@ use conduit_store::flush;
 use conduit_store::{Mode, StoreError, Tx};
 
 use crate::durability::GroupSync;
+use crate::leases::KeptLeases;
 use crate::redo::{RedoLog, Statements};
 use crate::sql::SqliteSql;
 use crate::{sqlite_error, Result};
@@ -73,6 +74,8 @@ struct Open {
     last_state: u64,
     /// A commit holding entries failed: the next transaction applies them again.
     reapply: bool,
+    /// Leases read on the connection since any row they are made of changed.
+    leases: KeptLeases,
 }
 
 /// How a member's body ended, inside its savepoint.
@@ -86,6 +89,7 @@ impl Writer {
     pub fn new(conn: Connection, redo: RedoLog, durability: Arc<GroupSync>, wal: File) -> Writer {
         Writer {
             open: Mutex::new(Open {
+                leases: KeptLeases::watching(&conn),
                 conn,
                 members: None,
                 held_bytes: 0,
@@ -123,7 +127,11 @@ impl Writer {
         // The latest state change: what this member may read that must outlast a power loss.
         let state_through = open.last_state;
         let mut statements = Statements::default();
-        let (mut ran, mut intact) = run_in_savepoint(&open.conn, &mut statements, body);
+        let (mut ran, mut intact) = run_in_savepoint(&open.conn, &mut statements, &mut open.leases, body);
+        if !matches!(ran, Ran::Done { .. }) || !intact {
+            // Rolled back to its savepoint: what it changed is gone without the hook's knowing.
+            open.leases.forget();
+        }
         let mut own_entry = None;
         if let Ran::Done { changed: true } = ran {
             match self.log(open, statements) {
@@ -169,7 +177,7 @@ impl Writer {
         self.begin(open)?;
         let before = open.conn.total_changes();
         let mut ran = {
-            let mut sql = SqliteSql::reading(&open.conn);
+            let mut sql = SqliteSql::reading(&open.conn, &mut open.leases);
             catch_unwind(AssertUnwindSafe(|| SqlTx::run(&mut sql, body)))
         };
         // Statements that write are refused before they run; this catches what slipped past.
@@ -236,6 +244,8 @@ impl Writer {
         if open.members.is_some() {
             return Ok(());
         }
+        // The last transaction may have been rolled back, which the leases' hook does not see.
+        open.leases.forget();
         self.durability.refuse_if_failed()?;
         if !open.conn.is_autocommit() {
             // A rollback that failed left a transaction open: end it first.
@@ -306,13 +316,14 @@ fn commit(open: &Open) -> std::result::Result<(), ()> {
 fn run_in_savepoint(
     conn: &Connection,
     redo: &mut Statements,
+    leases: &mut KeptLeases,
     body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>,
 ) -> (Ran, bool) {
     if let Err(e) = run_prepared(conn, &["SAVEPOINT member"]) {
         return (Ran::Failed(sqlite_error(e)), false);
     }
     let before = conn.total_changes();
-    let mut sql = SqliteSql::recording(conn, redo);
+    let mut sql = SqliteSql::recording(conn, redo, leases);
     let ran = match catch_unwind(AssertUnwindSafe(|| SqlTx::run(&mut sql, body))) {
         Ok(Ok(())) => Ran::Done {
             changed: conn.total_changes() > before,

@@ -10,6 +10,7 @@
 mod batch;
 mod checkpoint;
 mod durability;
+mod leases;
 mod migrations;
 mod periodic;
 mod readers;

@@ -3,9 +3,10 @@
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::Connection;
 
-use conduit_store::StoreError;
+use conduit_store::{StoreError, TokenLease};
 use conduit_store_sql::{Arg, Column, Dialect, Row, Sql};
 
+use crate::leases::KeptLeases;
 use crate::redo::Statements;
 use crate::{sqlite_error, Result};
 
@@ -14,6 +15,8 @@ use crate::{sqlite_error, Result};
 pub struct SqliteSql<'a> {
     conn: &'a Connection,
     writes: Writes<'a>,
+    /// The write connection's kept leases; none on a reader connection.
+    leases: Option<&'a mut KeptLeases>,
 }
 
 /// What a statement that writes does on a connection.
@@ -31,21 +34,24 @@ impl<'a> SqliteSql<'a> {
         SqliteSql {
             conn,
             writes: Writes::Run,
+            leases: None,
         }
     }
 
-    pub fn recording(conn: &'a Connection, redo: &'a mut Statements) -> SqliteSql<'a> {
+    pub fn recording(conn: &'a Connection, redo: &'a mut Statements, leases: &'a mut KeptLeases) -> SqliteSql<'a> {
         SqliteSql {
             conn,
             writes: Writes::Keep(redo),
+            leases: Some(leases),
         }
     }
 
     /// Reads inside the write transaction, which must not change what it holds.
-    pub fn reading(conn: &'a Connection) -> SqliteSql<'a> {
+    pub fn reading(conn: &'a Connection, leases: &'a mut KeptLeases) -> SqliteSql<'a> {
         SqliteSql {
             conn,
             writes: Writes::Refuse,
+            leases: Some(leases),
         }
     }
 
@@ -96,9 +102,13 @@ impl Sql for SqliteSql<'_> {
         let conn = self.conn;
         let mut stmt = conn.prepare_cached(sql).map_err(sqlite_error)?;
         let writes = self.recording_writes(&stmt)?;
+        let reported = self.leases.as_ref().map(|l| l.reported());
         let changed = stmt
             .execute(rusqlite::params_from_iter(bound(args)))
             .map_err(sqlite_error)?;
+        if let (Some(leases), Some(before)) = (&mut self.leases, reported) {
+            leases.forget_unless_reported(before, changed as u64);
+        }
         if writes {
             self.keep(sql, args);
         }
@@ -123,6 +133,20 @@ impl Sql for SqliteSql<'_> {
             row = rows.next().map_err(sqlite_error)?;
         }
         Ok(())
+    }
+
+    fn kept_lease(&mut self, digest: &[u8; 32]) -> Option<TokenLease> {
+        // After SQLite rolled the transaction back on its own (a full disk), no kept lease holds.
+        if self.conn.is_autocommit() {
+            return None;
+        }
+        self.leases.as_mut()?.get(digest)
+    }
+
+    fn keep_lease(&mut self, digest: &[u8; 32], lease: &TokenLease) {
+        if let Some(leases) = &mut self.leases {
+            leases.keep(digest, lease);
+        }
     }
 
     /// The connection's last rowid: SQLite's `RETURNING` would collect the row in a temporary

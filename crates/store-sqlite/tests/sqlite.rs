@@ -8,18 +8,56 @@ use conduit_store::{new_id, Store, StoreError, Tx};
 use conduit_store_sqlite::SqliteStore;
 use serde_json::json;
 use std::sync::Arc;
+use std::time::Duration;
 
 fn open(dir: &tempfile::TempDir) -> Box<dyn Store> {
     Box::new(SqliteStore::open(&dir.path().join("store.db")).unwrap())
 }
 
-/// The cases every adapter passes, each on a fresh file.
+/// The cases every adapter passes, each on a fresh file: as the daemon opens it, and holding what
+/// it writes until a read commits it (so a case sees one long transaction, as a busy daemon's
+/// calls do).
 #[test]
 fn the_shared_store_cases_hold() {
     for case in testing::CASES {
         let dir = tempfile::tempdir().unwrap();
         case(&*open(&dir));
+        let dir = tempfile::tempdir().unwrap();
+        case(&SqliteStore::open_holding_records(&dir.path().join("store.db"), Duration::from_secs(3600)).unwrap());
     }
+}
+
+/// A lease the writer kept is not served past the end of its transaction: another connection
+/// may change the store between two of the writer's transactions (here a revocation behind the
+/// store's back, as a restored backup or a second tool might).
+#[test]
+fn a_kept_lease_does_not_outlive_its_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open_holding_records(&path, Duration::from_secs(3600)).unwrap();
+    let store: &dyn Store = &store;
+    store
+        .write(|tx| {
+            tx.insert_work(&work("w1", &[]))?;
+            tx.insert_event(event("e1"))?;
+            tx.insert_execution(&testing::execution("x1", "e1"))?;
+            tx.insert_token(&testing::token(1, "x1"))
+        })
+        .unwrap();
+    let lease = || store.write(|tx| tx.token_lease_by_digest(&[1; 32])).unwrap().unwrap();
+    assert!(lease().token.revoked_at.is_none());
+    assert!(lease().token.revoked_at.is_none(), "kept");
+    // A read commits what the writer holds and ends its transaction.
+    store.read(|tx| tx.get_event("e1")).unwrap();
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other
+        .execute("UPDATE tokens SET revoked_at = 60 WHERE id = 't1'", [])
+        .unwrap();
+    assert_eq!(
+        lease().token.revoked_at,
+        Some(Timestamp(60)),
+        "read again in the next transaction"
+    );
 }
 
 #[test]

@@ -10,9 +10,10 @@ use serde_json::json;
 use crate::{EventFilter, Page, Store, StoreError, Tx};
 
 /// The cases every adapter must pass, each to be run over a fresh store.
-pub const CASES: [fn(&dyn Store); 9] = [
+pub const CASES: [fn(&dyn Store); 10] = [
     work_round_trips_with_its_keys,
     a_token_lease_reads_what_the_separate_lookups_read,
+    a_lease_read_again_sees_each_change_it_is_made_of_and_no_rolled_back_one,
     a_taken_key_rolls_back_the_whole_work,
     events_get_increasing_sequences_and_lose_forged_actors,
     a_failed_body_rolls_back,
@@ -115,6 +116,71 @@ pub fn a_token_lease_reads_what_the_separate_lookups_read(store: &dyn Store) {
     assert!(lease([9; 32]).is_none(), "no token, no lease");
 }
 
+/// A token's lease read again after each change to a row it is made of (its token, execution,
+/// Work, the Work's keys) holds the change, and never one that was rolled back, nor a token whose
+/// insert was. Every read is a write transaction's, so a store that keeps leases on its write
+/// connection (SQLite) is held to them too.
+pub fn a_lease_read_again_sees_each_change_it_is_made_of_and_no_rolled_back_one(store: &dyn Store) {
+    let lease = |digest: [u8; 32]| store.write(|tx| tx.token_lease_by_digest(&digest)).unwrap();
+    store
+        .write(|tx| {
+            tx.insert_work(&work("w1", &["work:w1"]))?;
+            tx.insert_event(event("e1"))?;
+            tx.insert_execution(&execution("x1", "e1"))?;
+            tx.insert_token(&token(1, "x1"))
+        })
+        .unwrap();
+    let first = lease([1; 32]).expect("the token");
+    assert_eq!(
+        lease([1; 32]).map(|l| l.token),
+        Some(first.token.clone()),
+        "read again, unchanged"
+    );
+
+    let rolled_back = store.write(|tx| {
+        tx.revoke_token("t1", Timestamp(50))?;
+        assert!(tx.token_lease_by_digest(&[1; 32])?.unwrap().token.revoked_at.is_some());
+        tx.insert_token(&token(7, "x1"))?;
+        assert!(tx.token_lease_by_digest(&[7; 32])?.is_some());
+        Err::<(), _>(StoreError::RolledBack)
+    });
+    assert!(rolled_back.is_err());
+    assert!(
+        lease([1; 32]).unwrap().token.revoked_at.is_none(),
+        "a rolled-back revocation"
+    );
+    assert!(lease([7; 32]).is_none(), "a token whose insert was rolled back");
+
+    let mut x1 = first.execution.clone().unwrap();
+    x1.lease_expires_at = Timestamp(150);
+    store.write(|tx| tx.update_execution(&x1)).unwrap();
+    let renewed = lease([1; 32]).unwrap().execution.unwrap();
+    assert_eq!(renewed.lease_expires_at, Timestamp(150), "the execution's renewal");
+
+    let mut w1 = first.work.clone().unwrap();
+    w1.state = WorkState::Waiting;
+    store.write(|tx| tx.update_work(&w1)).unwrap();
+    assert_eq!(
+        lease([1; 32]).unwrap().work.unwrap().state,
+        WorkState::Waiting,
+        "the Work's state"
+    );
+
+    store.write(|tx| tx.attach_work_key("w1", "pr:9")).unwrap();
+    assert_eq!(
+        lease([1; 32]).unwrap().work.unwrap().keys,
+        ["work:w1", "pr:9"],
+        "the Work's keys"
+    );
+
+    store.write(|tx| tx.revoke_token("t1", Timestamp(60))).unwrap();
+    assert_eq!(
+        lease([1; 32]).unwrap().token.revoked_at,
+        Some(Timestamp(60)),
+        "the revocation"
+    );
+}
+
 /// A running execution of `w1`, continuing from `cause`.
 pub fn execution(id: &str, cause: &str) -> Execution {
     Execution {
@@ -143,7 +209,7 @@ pub fn execution(id: &str, cause: &str) -> Execution {
 }
 
 /// A token of `execution` on `w1`, its digest `n` repeated.
-fn token(n: u8, execution: &str) -> TokenRecord {
+pub fn token(n: u8, execution: &str) -> TokenRecord {
     TokenRecord {
         id: format!("t{n}"),
         digest: [n; 32],

@@ -152,12 +152,16 @@ impl TokenRows for SqlTx<'_> {
     }
 
     fn token_lease_by_digest(&mut self, digest: &[u8; 32]) -> Result<Option<TokenLease>> {
+        if let Some(kept) = self.sql.kept_lease(digest) {
+            return Ok(Some(kept));
+        }
         let Some(mut lease) = self.query_one(&TOKEN_LEASE.sql, args![&digest[..]], token_lease_row)? else {
             return Ok(None);
         };
         if let Some(work) = &mut lease.work {
             work.keys = self.work_keys(&work.id)?;
         }
+        self.sql.keep_lease(digest, &lease);
         Ok(Some(lease))
     }
 

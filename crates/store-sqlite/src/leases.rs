@@ -1,0 +1,165 @@
+//! The leases the write connection read, kept until what a lease is made of changes.
+//!
+//! Every toolbelt call reads its token's lease first: the token, its execution, its Work with its
+//! keys, and the execution's cause, joined by their text ids (a fifth of the store thread's time
+//! at 32 executions). Between two calls of one execution those rows rarely change. SQLite tells the
+//! connection of every row its statements change ([`rusqlite::Connection::update_hook`]); a change
+//! to any row of the tables a lease is read from forgets every kept lease, so a revocation, a
+//! lease's renewal or end, or a Work's new state is read again by the next call. A statement that
+//! changed rows the hook did not see (SQLite deletes a whole table without calling it) forgets
+//! them all too. The cause is an event, and events are never changed once written nor written
+//! after the execution that continues from them, so it needs no watching.
+//!
+//! A rollback changes rows without telling the hook: the writer forgets what it kept whenever a
+//! member's savepoint is rolled back and whenever it opens a transaction (after a commit, or the
+//! rollback of a transaction whose commit failed). Only the write connection keeps leases; a
+//! reader connection reads its own snapshot.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rusqlite::Connection;
+
+use conduit_store::TokenLease;
+
+/// The tables a lease is read from whose rows may change (`token_lease_by_digest`); the cause is an
+/// event, and events are never changed.
+pub const WATCHED: [&str; 4] = ["tokens", "executions", "work", "work_keys"];
+
+/// The most leases kept: one an execution, for as many executions as a daemon runs at once.
+const MOST: usize = 4096;
+
+/// Leases by their token's digest, as read since the last change to what they are made of.
+pub struct KeptLeases {
+    /// Rows changed in the watched tables, counted by the connection's update hook.
+    changes: Arc<AtomicU64>,
+    /// Rows changed in any table, as the hook saw them.
+    reported: Arc<AtomicU64>,
+    /// The count the kept leases were read at.
+    read_at: u64,
+    leases: HashMap<[u8; 32], TokenLease>,
+}
+
+impl KeptLeases {
+    /// Starts counting the changes `conn`'s statements make to the watched tables.
+    pub fn watching(conn: &Connection) -> KeptLeases {
+        let (changes, reported) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let (watched, any) = (changes.clone(), reported.clone());
+        conn.update_hook(Some(move |_: rusqlite::hooks::Action, _: &str, table: &str, _: i64| {
+            any.fetch_add(1, Ordering::SeqCst);
+            if WATCHED.contains(&table) {
+                watched.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+        KeptLeases {
+            changes,
+            reported,
+            read_at: 0,
+            leases: HashMap::new(),
+        }
+    }
+
+    /// Rows changed so far as the hook saw them, for [`KeptLeases::forget_unless_reported`].
+    pub fn reported(&self) -> u64 {
+        self.reported.load(Ordering::SeqCst)
+    }
+
+    /// Forgets every kept lease when a statement changed more rows than the hook saw since
+    /// `before`: SQLite deletes a whole table without calling the hook (its truncate optimization).
+    pub fn forget_unless_reported(&mut self, before: u64, changed: u64) {
+        if self.reported().saturating_sub(before) < changed {
+            self.forget();
+        }
+    }
+
+    /// The lease of the token with `digest`, if kept and nothing it is made of changed since.
+    pub fn get(&mut self, digest: &[u8; 32]) -> Option<TokenLease> {
+        let now = self.changes.load(Ordering::SeqCst);
+        if now != self.read_at {
+            self.leases.clear();
+            self.read_at = now;
+        }
+        self.leases.get(digest).cloned()
+    }
+
+    /// Keeps `lease`, read just now, unless a watched row changed since the last [`KeptLeases::get`].
+    pub fn keep(&mut self, digest: &[u8; 32], lease: &TokenLease) {
+        if self.changes.load(Ordering::SeqCst) != self.read_at {
+            return;
+        }
+        if self.leases.len() >= MOST {
+            self.leases.clear();
+        }
+        self.leases.insert(*digest, lease.clone());
+    }
+
+    /// Forgets every kept lease: rows may have changed without the hook's knowing (a rollback).
+    pub fn forget(&mut self) {
+        self.leases.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use conduit_store::testing::token;
+    use conduit_store_sql::{Sql, SqlTx};
+
+    use super::*;
+    use crate::redo::Statements;
+    use crate::sql::SqliteSql;
+
+    fn migrated() -> Connection {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::migrations::migrate(&mut conn).unwrap();
+        conn
+    }
+
+    /// SQLite deletes a whole table without calling the update hook (its truncate optimization):
+    /// the statement's count of changed rows forgets the kept leases instead.
+    #[test]
+    fn a_table_deleted_whole_behind_the_hooks_back_forgets_every_kept_lease() {
+        let conn = migrated();
+        conn.execute_batch("BEGIN").unwrap();
+        let (mut leases, mut redo) = (KeptLeases::watching(&conn), Statements::default());
+        let digest = [1; 32];
+        let lease = TokenLease {
+            token: token(1, "x1"),
+            execution: None,
+            work: None,
+            cause: None,
+        };
+        let watched = leases.changes.clone();
+        let mut sql = SqliteSql::recording(&conn, &mut redo, &mut leases);
+        SqlTx::run(&mut sql, &mut |tx| tx.insert_token(&lease.token)).unwrap();
+        assert!(sql.kept_lease(&digest).is_none());
+        sql.keep_lease(&digest, &lease);
+        assert!(sql.kept_lease(&digest).is_some(), "kept");
+        let before = watched.load(Ordering::SeqCst);
+        assert_eq!(sql.execute("DELETE FROM tokens", &[]).unwrap(), 1);
+        assert_eq!(
+            watched.load(Ordering::SeqCst),
+            before,
+            "the control: the hook did not see it"
+        );
+        assert!(sql.kept_lease(&digest).is_none(), "forgotten with the table's rows");
+    }
+
+    /// SQLite's update hook is not called for tables without rowids: a watched table made one would
+    /// keep leases past their changes.
+    #[test]
+    fn every_watched_table_has_rowids_so_its_changes_reach_the_hook() {
+        let conn = migrated();
+        let without_rowid = |table: &str| -> bool {
+            conn.query_row("SELECT wr FROM pragma_table_list WHERE name = ?1", [table], |r| {
+                r.get::<_, i64>(0)
+            })
+            .unwrap()
+                == 1
+        };
+        for table in WATCHED {
+            assert!(!without_rowid(table), "{table}");
+        }
+        assert!(without_rowid("work_usage"), "the control: a table without rowids");
+    }
+}
