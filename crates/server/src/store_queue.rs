@@ -51,12 +51,17 @@ pub async fn to_store<T: Send + 'static>(
     toolbelt: &Toolbelt,
     f: impl FnOnce(&Toolbelt) -> Result<T, Failure> + Send + 'static,
 ) -> Result<T, Failure> {
-    let one_at_a_time = toolbelt.store_writes_one_at_a_time();
+    // Started only for a store it serves: a daemon on PostgreSQL runs no store thread.
+    let queue = if toolbelt.store_writes_one_at_a_time() {
+        QUEUE.get_or_init(StoreQueue::start).as_ref()
+    } else {
+        None
+    };
     let toolbelt = toolbelt.clone();
     let f = move || f(&toolbelt);
-    match QUEUE.get_or_init(StoreQueue::start) {
-        Some(queue) if one_at_a_time => queue.run(f).await,
-        _ => crate::envelope::blocking(f).await,
+    match queue {
+        Some(queue) => queue.run(f).await,
+        None => crate::envelope::blocking(f).await,
     }
 }
 
