@@ -209,6 +209,28 @@ mod tests {
         stmt.get_status(rusqlite::StatementStatus::RePrepare)
     }
 
+    /// Through the write connection's `Sql`, a statement that changed rows the update hook did not
+    /// see (a whole table deleted) forgets the kept leases.
+    #[test]
+    fn a_whole_table_delete_through_the_writer_forgets_its_kept_leases() {
+        use conduit_store_sql::Sql;
+
+        use crate::leases::tests::{insert_token, kept};
+        use crate::leases::KeptLeases;
+        use crate::redo::Statements;
+
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::migrations::migrate(&mut conn).unwrap();
+        conn.execute_batch(&format!("BEGIN; {};", insert_token())).unwrap();
+        let mut leases = KeptLeases::watching(&conn);
+        let (digest, _) = kept(&mut leases);
+        let mut redo = Statements::default();
+        let mut sql = super::SqliteSql::recording(&conn, &mut redo, &mut leases);
+        assert!(sql.kept_lease(&digest).is_some());
+        assert_eq!(sql.execute("DELETE FROM tokens", &[]).unwrap(), 1);
+        assert!(sql.kept_lease(&digest).is_none());
+    }
+
     #[test]
     fn a_page_runs_from_the_statement_cache_without_being_prepared_again() {
         let events = statements::page_events_sql(&EventFilter::default());
