@@ -86,10 +86,10 @@ enum Ran {
 }
 
 impl Writer {
-    pub fn new(conn: Connection, redo: RedoLog, durability: Arc<GroupSync>, wal: File) -> Writer {
-        Writer {
+    pub fn new(conn: Connection, redo: RedoLog, durability: Arc<GroupSync>, wal: File) -> Result<Writer> {
+        Ok(Writer {
             open: Mutex::new(Open {
-                leases: KeptLeases::watching(&conn),
+                leases: KeptLeases::watching(&conn)?,
                 conn,
                 members: None,
                 held_bytes: 0,
@@ -102,7 +102,7 @@ impl Writer {
             commits: AtomicU64::new(0),
             durability,
             wal,
-        }
+        })
     }
 
     /// SQLite commits made so far.

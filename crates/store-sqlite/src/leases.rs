@@ -5,9 +5,9 @@
 //! at 32 executions). Between two calls of one execution those rows rarely change. SQLite tells the
 //! connection of every row its statements change ([`rusqlite::Connection::update_hook`]); a change
 //! to any row of the tables a lease is read from forgets every kept lease, so a revocation, a
-//! lease's renewal or end, or a Work's new state is read again by the next call. A statement that
-//! changed rows the hook did not see (SQLite deletes a whole table without calling it) forgets
-//! them all too. The cause is an event, and events are never changed once written nor written
+//! lease's renewal or end, or a Work's new state is read again by the next call. (A trigger that
+//! does nothing keeps SQLite from deleting a whole watched table without telling the hook.) The
+//! cause is an event, and events are never changed once written nor written
 //! after the execution that continues from them, so it needs no watching.
 //!
 //! A rollback changes rows without telling the hook: the writer forgets what it kept whenever a
@@ -23,6 +23,8 @@ use rusqlite::Connection;
 
 use conduit_store::TokenLease;
 
+use crate::{sqlite_error, Result};
+
 /// The tables a lease is read from whose rows may change (`token_lease_by_digest`); the cause is an
 /// event, and events are never changed.
 pub const WATCHED: [&str; 4] = ["tokens", "executions", "work", "work_keys"];
@@ -34,43 +36,36 @@ const MOST: usize = 4096;
 pub struct KeptLeases {
     /// Rows changed in the watched tables, counted by the connection's update hook.
     changes: Arc<AtomicU64>,
-    /// Rows changed in any table, as the hook saw them.
-    reported: Arc<AtomicU64>,
     /// The count the kept leases were read at.
     read_at: u64,
     leases: HashMap<[u8; 32], TokenLease>,
 }
 
 impl KeptLeases {
-    /// Starts counting the changes `conn`'s statements make to the watched tables.
-    pub fn watching(conn: &Connection) -> KeptLeases {
-        let (changes, reported) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-        let (watched, any) = (changes.clone(), reported.clone());
+    /// Starts counting the changes `conn`'s statements make to the watched tables. SQLite deletes
+    /// a whole table without calling the update hook (its truncate optimization) unless the table
+    /// has a trigger, so each watched table gets one on this connection that does nothing: a
+    /// `DELETE` without `WHERE` then deletes row by row, each row reported.
+    pub fn watching(conn: &Connection) -> Result<KeptLeases> {
+        for table in WATCHED {
+            conn.execute_batch(&format!(
+                "CREATE TEMP TRIGGER IF NOT EXISTS kept_leases_{table} AFTER DELETE ON main.{table} \
+                 BEGIN SELECT 1; END"
+            ))
+            .map_err(sqlite_error)?;
+        }
+        let changes = Arc::new(AtomicU64::new(0));
+        let counted = changes.clone();
         conn.update_hook(Some(move |_: rusqlite::hooks::Action, _: &str, table: &str, _: i64| {
-            any.fetch_add(1, Ordering::SeqCst);
             if WATCHED.contains(&table) {
-                watched.fetch_add(1, Ordering::SeqCst);
+                counted.fetch_add(1, Ordering::SeqCst);
             }
         }));
-        KeptLeases {
+        Ok(KeptLeases {
             changes,
-            reported,
             read_at: 0,
             leases: HashMap::new(),
-        }
-    }
-
-    /// Rows changed so far as the hook saw them, for [`KeptLeases::forget_unless_reported`].
-    pub fn reported(&self) -> u64 {
-        self.reported.load(Ordering::SeqCst)
-    }
-
-    /// Forgets every kept lease when a statement changed more rows than the hook saw since
-    /// `before`: SQLite deletes a whole table without calling the hook (its truncate optimization).
-    pub fn forget_unless_reported(&mut self, before: u64, changed: u64) {
-        if self.reported().saturating_sub(before) < changed {
-            self.forget();
-        }
+        })
     }
 
     /// The lease of the token with `digest`, if kept and nothing it is made of changed since.
@@ -112,30 +107,50 @@ pub(crate) mod tests {
         conn
     }
 
-    /// SQLite deletes a whole table without calling the update hook (its truncate optimization):
-    /// the statement's own count of changed rows, beside the hook's, forgets the kept leases.
+    /// SQLite deletes a whole table without calling the update hook (its truncate optimization)
+    /// unless the table has a trigger: the watched tables' do-nothing triggers make it report each
+    /// row.
     #[test]
-    fn a_table_deleted_whole_behind_the_hooks_back_is_caught_by_its_count_of_changes() {
+    fn a_table_deleted_whole_is_reported_row_by_row() {
         let conn = migrated();
-        let mut leases = KeptLeases::watching(&conn);
-        let (digest, lease) = kept(&mut leases);
+        let mut leases = KeptLeases::watching(&conn).unwrap();
         conn.execute_batch(&insert_token()).unwrap();
-        assert!(leases.get(&digest).is_none(), "a new token forgets");
-        leases.keep(&digest, &lease);
-        let (watched, reported) = (leases.changes.load(Ordering::SeqCst), leases.reported());
-        let changed = conn.execute("DELETE FROM tokens", []).unwrap();
-        assert_eq!(changed, 1);
+        let (digest, _) = kept(&mut leases);
+        assert_eq!(conn.execute("DELETE FROM tokens", []).unwrap(), 1);
+        assert!(leases.get(&digest).is_none(), "forgotten with the table's rows");
+
+        let bare = migrated();
+        let counted = Arc::new(AtomicU64::new(0));
+        let count = counted.clone();
+        bare.update_hook(Some(move |_: rusqlite::hooks::Action, _: &str, _: &str, _: i64| {
+            count.fetch_add(1, Ordering::SeqCst);
+        }));
+        bare.execute_batch(&insert_token()).unwrap();
+        assert_eq!(bare.execute("DELETE FROM tokens", []).unwrap(), 1);
         assert_eq!(
-            leases.changes.load(Ordering::SeqCst),
-            watched,
-            "the hook did not see it"
+            counted.load(Ordering::SeqCst),
+            1,
+            "the control: without a trigger only the insert is seen"
         );
-        assert!(
-            leases.get(&digest).is_some(),
-            "the control: by the hook alone it is still kept"
-        );
-        leases.forget_unless_reported(reported, changed as u64);
-        assert!(leases.get(&digest).is_none());
+    }
+
+    /// A call's own rows (its events, its quota charge in a table without rowids) leave the leases
+    /// kept: they are what the next call of every execution reads again.
+    #[test]
+    fn writes_to_other_tables_leave_the_leases_kept() {
+        let conn = migrated();
+        let mut leases = KeptLeases::watching(&conn).unwrap();
+        let (digest, _) = kept(&mut leases);
+        conn.execute_batch(
+            "INSERT INTO work_usage (work_id, stored_bytes) VALUES ('w1', 10) \
+             ON CONFLICT (work_id) DO UPDATE SET stored_bytes = stored_bytes + 10; \
+             INSERT INTO operator_actions (id, at, principal, route, path, status, detail) \
+             VALUES ('a1', 1, 'p', 'r', '/', 200, '{}')",
+        )
+        .unwrap();
+        assert!(leases.get(&digest).is_some());
+        conn.execute_batch(&insert_token()).unwrap();
+        assert!(leases.get(&digest).is_none(), "the control: a watched table's change");
     }
 
     /// A lease kept in `leases`, by its digest.

@@ -72,7 +72,7 @@ impl SqliteStore {
         let wal = redo::open_wal(path)?;
         redo.bind(&conn, &wal)?;
         let durability = Arc::new(durability::GroupSync::new(redo.file()?));
-        let writer = Arc::new(batch::Writer::new(conn, redo, durability.clone(), wal));
+        let writer = Arc::new(batch::Writer::new(conn, redo, durability.clone(), wal)?);
         let held = writer.clone();
         Ok(SqliteStore {
             _committer: periodic::Periodic::start("store-commit", at_most, move || {

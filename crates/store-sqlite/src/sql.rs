@@ -102,13 +102,9 @@ impl Sql for SqliteSql<'_> {
         let conn = self.conn;
         let mut stmt = conn.prepare_cached(sql).map_err(sqlite_error)?;
         let writes = self.recording_writes(&stmt)?;
-        let reported = self.leases.as_ref().map(|l| l.reported());
         let changed = stmt
             .execute(rusqlite::params_from_iter(bound(args)))
             .map_err(sqlite_error)?;
-        if let (Some(leases), Some(before)) = (&mut self.leases, reported) {
-            leases.forget_unless_reported(before, changed as u64);
-        }
         if writes {
             self.keep(sql, args);
         }
@@ -207,28 +203,6 @@ mod tests {
             while rows.next().unwrap().is_some() {}
         }
         stmt.get_status(rusqlite::StatementStatus::RePrepare)
-    }
-
-    /// Through the write connection's `Sql`, a statement that changed rows the update hook did not
-    /// see (a whole table deleted) forgets the kept leases.
-    #[test]
-    fn a_whole_table_delete_through_the_writer_forgets_its_kept_leases() {
-        use conduit_store_sql::Sql;
-
-        use crate::leases::tests::{insert_token, kept};
-        use crate::leases::KeptLeases;
-        use crate::redo::Statements;
-
-        let mut conn = Connection::open_in_memory().unwrap();
-        crate::migrations::migrate(&mut conn).unwrap();
-        conn.execute_batch(&format!("BEGIN; {};", insert_token())).unwrap();
-        let mut leases = KeptLeases::watching(&conn);
-        let (digest, _) = kept(&mut leases);
-        let mut redo = Statements::default();
-        let mut sql = super::SqliteSql::recording(&conn, &mut redo, &mut leases);
-        assert!(sql.kept_lease(&digest).is_some());
-        assert_eq!(sql.execute("DELETE FROM tokens", &[]).unwrap(), 1);
-        assert!(sql.kept_lease(&digest).is_none());
     }
 
     #[test]
