@@ -270,6 +270,8 @@ impl Writer {
         if open.members.take().is_none() {
             return;
         }
+        // Kept leases live as long as their transaction: an idle store holds none.
+        open.leases.forget();
         let committed = if intact { commit(open) } else { Err(()) };
         // A COMMIT that reported an error but was made (its mark says so) is not redone.
         let made = committed.is_ok() || (intact && open.conn.is_autocommit() && open.redo.all_marked(&open.conn));

@@ -11,8 +11,8 @@
 //! after the execution that continues from them, so it needs no watching.
 //!
 //! A rollback changes rows without telling the hook: the writer forgets what it kept whenever a
-//! member's savepoint is rolled back and whenever it opens a transaction (after a commit, or the
-//! rollback of a transaction whose commit failed). Only the write connection keeps leases; a
+//! member's savepoint is rolled back and whenever a transaction ends or opens (a commit, or the
+//! rollback of a transaction whose commit failed), so an idle store keeps none. Only the write connection keeps leases; a
 //! reader connection reads its own snapshot.
 
 use std::collections::HashMap;
@@ -29,7 +29,8 @@ use crate::{sqlite_error, Result};
 /// event, and events are never changed.
 pub const WATCHED: [&str; 4] = ["tokens", "executions", "work", "work_keys"];
 
-/// The most leases kept: one an execution, for as many executions as a daemon runs at once.
+/// The most leases kept: one an execution, for as many executions as a daemon runs at once (a
+/// transaction holds at most 1,024 calls anyway).
 const MOST: usize = 4096;
 
 /// Leases by their token's digest, as read since the last change to what they are made of.
@@ -89,9 +90,10 @@ impl KeptLeases {
         self.leases.insert(*digest, lease.clone());
     }
 
-    /// Forgets every kept lease: rows may have changed without the hook's knowing (a rollback).
+    /// Forgets every kept lease, and the room they took: rows may have changed without the hook's
+    /// knowing (a rollback), or the transaction they were read in ended.
     pub fn forget(&mut self) {
-        self.leases.clear();
+        self.leases = HashMap::new();
     }
 }
 
