@@ -61,6 +61,10 @@ fn a_cancelled_attempts_hold_is_released_by_retry_not_release() {
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
     let (work, _, _) = hold_one(&daemon, tmp.path());
     daemon.json(&["execution", "cancel", &daemon.first_execution(&work)]);
+    // Until the daemon saw the attempt's process end, `release` refuses for that first.
+    wait_until("the cancelled attempt's stop", || {
+        daemon.json(&["executions", "list", "--work", &work])["items"][0]["stopped_at"].is_string()
+    });
     let (_, answer) = daemon.json_unchecked(&["work", "release", &work]);
     assert_eq!(answer["error"], "conflict");
     assert!(answer["remedy"].as_str().unwrap().contains("work retry"), "{answer}");
