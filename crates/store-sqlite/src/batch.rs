@@ -128,8 +128,9 @@ impl Writer {
         let state_through = open.last_state;
         let mut statements = Statements::default();
         let (mut ran, mut intact) = run_in_savepoint(&open.conn, &mut statements, &mut open.leases, body);
-        if !matches!(ran, Ran::Done { .. }) || !intact {
-            // Rolled back to its savepoint: what it changed is gone without the hook's knowing.
+        if !matches!(ran, Ran::Done { .. }) {
+            // Rolled back to its savepoint: what it changed is gone without the hook's knowing (a
+            // transaction that cannot go on is settled below, which forgets them too).
             open.leases.forget();
         }
         let mut own_entry = None;
@@ -244,8 +245,6 @@ impl Writer {
         if open.members.is_some() {
             return Ok(());
         }
-        // The last transaction may have been rolled back, which the leases' hook does not see.
-        open.leases.forget();
         self.durability.refuse_if_failed()?;
         if !open.conn.is_autocommit() {
             // A rollback that failed left a transaction open: end it first.
@@ -270,7 +269,9 @@ impl Writer {
         if open.members.take().is_none() {
             return;
         }
-        // Kept leases live as long as their transaction: an idle store holds none.
+        // Kept leases live as long as their transaction, committed or rolled back (a rollback does
+        // not call the hook): an idle store holds none, and the next transaction reads afresh
+        // what another connection may have written in between.
         open.leases.forget();
         let committed = if intact { commit(open) } else { Err(()) };
         // A COMMIT that reported an error but was made (its mark says so) is not redone.

@@ -180,12 +180,12 @@ impl Toolbelt {
     /// Authorizes a call, replays a committed result, and runs a builtin in the same transaction; an
     /// extension operation comes back as [`Begun::Extension`].
     pub fn begin(&self, socket_execution: &str, bearer: &str, checked: &CheckedCall) -> Result<Begun, Refusal> {
-        let (request, input_hash) = checked.parts();
+        let request = checked.request();
         let registry = self.registry();
         let call = Call {
             socket_execution,
             request,
-            input_hash: input_hash.to_owned(),
+            input_hash: checked.input_hash.clone(),
             started: self.clock.now(),
             transport: registry.transport(&request.operation),
         };

@@ -124,10 +124,6 @@ impl CheckedCall {
     pub fn request(&self) -> &CallRequest {
         &self.request
     }
-
-    fn parts(&self) -> (&CallRequest, &str) {
-        (&self.request, &self.input_hash)
-    }
 }
 
 /// The toolbelt of one daemon: the store, the active configuration and the time source.
