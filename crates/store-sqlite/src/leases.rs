@@ -158,7 +158,7 @@ pub(crate) mod tests {
     /// A lease kept in `leases`, by its digest.
     pub(crate) fn kept(leases: &mut KeptLeases) -> ([u8; 32], TokenLease) {
         let lease = TokenLease {
-            token: token(1, "x1"),
+            token: std::sync::Arc::new(token(1, "x1")),
             execution: None,
             work: None,
             cause: None,

@@ -10,8 +10,9 @@ use serde_json::json;
 use crate::{EventFilter, Page, Store, StoreError, Tx};
 
 /// The cases every adapter must pass, each to be run over a fresh store.
-pub const CASES: [fn(&dyn Store); 10] = [
+pub const CASES: [fn(&dyn Store); 11] = [
     work_round_trips_with_its_keys,
+    an_attempt_sees_the_watermark_the_others_reached,
     a_token_lease_reads_what_the_separate_lookups_read,
     a_lease_read_again_sees_each_change_it_is_made_of_and_no_rolled_back_one,
     a_taken_key_rolls_back_the_whole_work,
@@ -92,28 +93,58 @@ pub fn a_token_lease_reads_what_the_separate_lookups_read(store: &dyn Store) {
             ))
         })
         .unwrap();
-    assert_eq!(Some(found.token), token);
-    assert_eq!(found.execution, x);
-    assert_eq!(found.cause, cause);
+    assert_eq!(Some(&*found.token), token.as_ref());
+    assert_eq!(found.execution.as_deref(), x.as_ref());
+    assert_eq!(found.cause.as_deref(), cause.as_ref());
     assert!(found.cause.is_some());
-    assert_eq!(found.work, w);
+    assert_eq!(found.work.as_deref(), w.as_ref());
     assert_eq!(found.work.unwrap().keys, ["work:w1", "pr:7"]);
 
     let no_cause = lease([2; 32]).expect("the token");
-    assert_eq!(no_cause.execution.map(|x| x.id).as_deref(), Some("x2"));
+    assert_eq!(no_cause.execution.map(|x| x.id.clone()).as_deref(), Some("x2"));
     assert!(no_cause.cause.is_none());
     let no_execution = lease([3; 32]).expect("the token");
     assert!(no_execution.execution.is_none() && no_execution.cause.is_none());
-    assert_eq!(no_execution.work.map(|w| w.id).as_deref(), Some("w1"));
+    assert_eq!(no_execution.work.map(|w| w.id.clone()).as_deref(), Some("w1"));
     let no_work = lease([4; 32]).expect("the token");
     assert!(no_work.work.is_none() && no_work.execution.is_some());
     let its_own_work = lease([5; 32]).expect("the token");
     assert_eq!(
-        its_own_work.work.map(|w| w.id).as_deref(),
+        its_own_work.work.map(|w| w.id.clone()).as_deref(),
         Some("w2"),
         "the token's Work, not its execution's"
     );
     assert!(lease([9; 32]).is_none(), "no token, no lease");
+}
+
+/// The watermark an attempt reads before its own is the highest of its Work's other attempts, and
+/// 0 for a Work's first attempt (its own watermark never counts).
+pub fn an_attempt_sees_the_watermark_the_others_reached(store: &dyn Store) {
+    let at = |watermark, id: &str| Execution {
+        watermark,
+        ..execution(id, "e1")
+    };
+    let before = |x: &'static str| move |tx: &mut dyn Tx| tx.watermark_before("w1", x);
+    store
+        .write(|tx| {
+            tx.insert_work(&work("w1", &[]))?;
+            tx.insert_execution(&at(9, "x1"))
+        })
+        .unwrap();
+    assert_eq!(store.read(before("x1")).unwrap(), 0, "the first attempt");
+    store
+        .write(|tx| {
+            tx.insert_execution(&at(4, "x2"))?;
+            tx.insert_execution(&at(12, "x3"))
+        })
+        .unwrap();
+    assert_eq!(store.read(before("x3")).unwrap(), 9);
+    assert_eq!(store.read(before("x1")).unwrap(), 12);
+    assert_eq!(
+        store.read(|tx| tx.watermark_before("w2", "x1")).unwrap(),
+        0,
+        "another Work's"
+    );
 }
 
 /// A token's lease read again after each change to a row it is made of (its token, execution,
@@ -151,13 +182,13 @@ pub fn a_lease_read_again_sees_each_change_it_is_made_of_and_no_rolled_back_one(
     );
     assert!(lease([7; 32]).is_none(), "a token whose insert was rolled back");
 
-    let mut x1 = first.execution.clone().unwrap();
+    let mut x1 = Execution::clone(first.execution.as_ref().unwrap());
     x1.lease_expires_at = Timestamp(150);
     store.write(|tx| tx.update_execution(&x1)).unwrap();
     let renewed = lease([1; 32]).unwrap().execution.unwrap();
     assert_eq!(renewed.lease_expires_at, Timestamp(150), "the execution's renewal");
 
-    let mut w1 = first.work.clone().unwrap();
+    let mut w1 = Work::clone(first.work.as_ref().unwrap());
     w1.state = WorkState::Waiting;
     store.write(|tx| tx.update_work(&w1)).unwrap();
     assert_eq!(

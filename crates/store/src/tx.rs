@@ -1,5 +1,7 @@
 //! The transaction API.
 
+use std::sync::Arc;
+
 use conduit_core::approval::{Approval, ApprovalState};
 use conduit_core::id_prefix::IdKind;
 use conduit_core::{
@@ -169,6 +171,9 @@ pub trait ExecutionRows {
     /// Oldest first; all executions when `work` is `None`.
     /// Every attempt of one Work, oldest first.
     fn executions_of_work(&mut self, work: &str) -> Result<Vec<Execution>>;
+    /// The highest watermark among `work`'s attempts other than `execution` (0 when there is none):
+    /// how far the Work's input was acknowledged before that attempt.
+    fn watermark_before(&mut self, work: &str, execution: &str) -> Result<i64>;
     fn executions_in_state(&mut self, state: ExecutionState) -> Result<Vec<Execution>>;
     /// A page of executions, oldest first by `(started_at, id)`, started at or before `page.upper`.
     fn page_executions(&mut self, work: Option<&str>, page: &Page<(i64, String)>) -> Result<Vec<Execution>>;
@@ -217,13 +222,14 @@ pub trait WaitRows {
 }
 
 /// A token with what its lease guard judges it by, read together: its execution, its Work and the
-/// event the execution's segment continues from (each `None` when there is no such row).
+/// event the execution's segment continues from (each `None` when there is no such row). The rows
+/// are shared: a lease kept on the write connection is handed to each call without copying them.
 #[derive(Debug, Clone)]
 pub struct TokenLease {
-    pub token: TokenRecord,
-    pub execution: Option<Execution>,
-    pub work: Option<Work>,
-    pub cause: Option<Event>,
+    pub token: Arc<TokenRecord>,
+    pub execution: Option<Arc<Execution>>,
+    pub work: Option<Arc<Work>>,
+    pub cause: Option<Arc<Event>>,
 }
 
 /// Execution tokens (digests only).

@@ -77,7 +77,7 @@ pub fn tool_called(tx: &mut dyn Tx, call: &Call<'_>, a: &Authority) -> Result<Ev
         data,
         at: call.started,
     };
-    append_host_record(tx, &a.execution, &a.work.scope, a.cause.as_ref(), record)
+    append_host_record(tx, &a.execution, &a.work.scope, a.cause.as_deref(), record)
 }
 
 /// Appends `agent.toolReturned`, caused by the `agent.toolCalled` it answers.

@@ -6,7 +6,7 @@ use conduit_core::session::SessionOutcome;
 use conduit_core::tool::{CatalogFields, ToolDescriptor, ToolSource};
 use conduit_core::wait::is_valid_wait;
 use conduit_core::{
-    Causation, Declaration, Duration, ErrorCode, Event, NewEvent, OutcomeStatus, Refusal, Source, Timestamp,
+    Causation, Declaration, Duration, ErrorCode, Event, Execution, NewEvent, OutcomeStatus, Refusal, Source, Timestamp,
 };
 use conduit_scheduler::{accept, create_work, HostError, NewWork};
 use conduit_store::{new_id, Tx};
@@ -183,7 +183,7 @@ pub(crate) fn emit(
     }
     let id = new_id();
     let event = NewEvent {
-        causation: Causation::continuing(a.cause.as_ref(), &id),
+        causation: Causation::continuing(a.cause.as_deref(), &id),
         id,
         event_type: input.event_type,
         source: Source::Execution(a.execution.id.clone()),
@@ -312,13 +312,7 @@ fn read_context(tx: &mut dyn Tx, config: &Snapshot, a: &Authority, _: Empty) -> 
 /// first attempt) and up to this attempt's, less the Work's own emissions and the host's call
 /// records.
 fn input_since_acknowledged(tx: &mut dyn Tx, a: &Authority) -> Result<Vec<Event>, HostError> {
-    let acknowledged = tx
-        .executions_of_work(&a.work.id)?
-        .into_iter()
-        .filter(|x| x.id != a.execution.id)
-        .map(|x| x.watermark)
-        .max()
-        .unwrap_or(0);
+    let acknowledged = tx.watermark_before(&a.work.id, &a.execution.id)?;
     let events = tx.events_between_for_keys(acknowledged, a.execution.watermark, &a.work.keys)?;
     Ok(events
         .into_iter()
@@ -414,7 +408,7 @@ pub(crate) fn declare_closing(
     sessions: SessionOutcome,
     now: Timestamp,
 ) -> Result<(), HostError> {
-    let mut execution = a.execution.clone();
+    let mut execution = Execution::clone(&a.execution);
     execution.declaration = Some(declaration);
     tx.update_execution(&execution)?;
     conduit_scheduler::close_open_sessions(tx, &execution.id, sessions, now)?;
@@ -457,6 +451,6 @@ fn create_child(
         actor: None,
         id_seed,
     };
-    let (work, event) = create_work(tx, config, new, a.cause.as_ref(), now)?;
+    let (work, event) = create_work(tx, config, new, a.cause.as_deref(), now)?;
     Ok(json!({"work_id": work.id, "event_id": event.id}))
 }

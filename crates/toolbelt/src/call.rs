@@ -120,7 +120,7 @@ struct Failed {
     called: Option<Box<Event>>,
     /// The genuine token a later check refused, for classifying the refusal (outside any
     /// transaction: the classifier may read the store).
-    refused_token: Option<Box<TokenRecord>>,
+    refused_token: Option<Arc<TokenRecord>>,
 }
 
 impl Failed {

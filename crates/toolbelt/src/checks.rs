@@ -12,6 +12,8 @@
 //! Past the checks, a call that is not a retry of a committed one meets the Work's store quota
 //! ([`within_quota`]).
 
+use std::sync::Arc;
+
 use conduit_config::Snapshot;
 use conduit_core::{quota, Event, Execution, ExecutionState, Refusal, Timestamp, TokenRecord, Work, WorkState};
 use conduit_scheduler::HostError;
@@ -25,14 +27,14 @@ use crate::CallRequest;
 /// A refusal at checks 2 to 5, with the genuine token it refused (a call classifies it).
 pub struct Refused {
     pub error: HostError,
-    pub token: Box<TokenRecord>,
+    pub token: Arc<TokenRecord>,
 }
 
 impl Refused {
-    fn new(refusal: Refusal, token: TokenRecord) -> Refused {
+    fn new(refusal: Refusal, token: Arc<TokenRecord>) -> Refused {
         Refused {
             error: refusal.into(),
-            token: Box::new(token),
+            token,
         }
     }
 }
@@ -159,15 +161,15 @@ fn check_allowlist(token: &TokenRecord, registry: &Registry, operation: &str) ->
 
 /// Check 5, the lease guard, on rows it reads afresh: an extension's results are committed only
 /// after passing it again. The cause event is read once the rest has passed.
-pub fn lease_guard(tx: &mut dyn Tx, token: TokenRecord, now: Timestamp) -> Result<Authority, HostError> {
+pub fn lease_guard(tx: &mut dyn Tx, token: Arc<TokenRecord>, now: Timestamp) -> Result<Authority, HostError> {
     let lease = TokenLease {
-        execution: tx.get_execution(&token.execution_id)?,
-        work: tx.get_work(&token.work_id)?,
+        execution: tx.get_execution(&token.execution_id)?.map(Arc::new),
+        work: tx.get_work(&token.work_id)?.map(Arc::new),
         token,
         cause: None,
     };
     let mut authority = check_lease(lease, now)?;
-    authority.cause = tx.get_event(&authority.execution.cause_event)?;
+    authority.cause = tx.get_event(&authority.execution.cause_event)?.map(Arc::new);
     Ok(authority)
 }
 
@@ -189,7 +191,7 @@ fn held_lease(lease: TokenLease, now: Timestamp) -> Result<Authority, Refused> {
     let (Some(execution), Some(work)) = (execution, work) else {
         return Err(Refused::new(Refusal::forbidden(), token));
     };
-    match lease_refusal(&token, &execution, &work, cause.as_ref(), now) {
+    match lease_refusal(&token, &execution, &work, cause.as_deref(), now) {
         Some(refusal) => Err(Refused::new(refusal, token)),
         None => Ok(Authority {
             token,

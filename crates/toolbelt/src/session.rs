@@ -63,7 +63,7 @@ impl Toolbelt {
                     open_session(
                         tx,
                         &a.execution,
-                        a.cause.as_ref(),
+                        a.cause.as_deref(),
                         &a.work.scope,
                         &request.tool_id,
                         id,

@@ -117,6 +117,11 @@ impl ExecutionRows for SqlTx<'_> {
         self.query_all(&sql, args![work], execution_row)
     }
 
+    fn watermark_before(&mut self, work: &str, execution: &str) -> Result<i64> {
+        let sql = "SELECT watermark FROM executions WHERE work_id = ?1 AND id <> ?2 ORDER BY watermark DESC LIMIT 1";
+        Ok(self.query_one(sql, args![work, execution], |r| r.get(0))?.unwrap_or(0))
+    }
+
     fn page_executions(&mut self, work: Option<&str>, page: &Page<(i64, String)>) -> Result<Vec<Execution>> {
         let (at, id) = page.after.clone().unwrap_or((i64::MIN, String::new()));
         let sql = format!(

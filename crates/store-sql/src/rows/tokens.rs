@@ -1,6 +1,6 @@
 //! Execution tokens (digests only): the statements and row mapping of [`TokenRows`].
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use crate::{args, Column, Row};
 use conduit_core::{Timestamp, TokenRecord};
@@ -111,10 +111,10 @@ fn token_lease_row(r: &dyn Row) -> Result<TokenLease> {
     let q = &*TOKEN_LEASE;
     let part = |(first, len)| Part { row: r, first, len };
     Ok(TokenLease {
-        token: token_row(r)?,
-        execution: part(q.execution).read(execution_row)?,
-        work: part(q.work).read(work_row)?,
-        cause: part(q.cause).read(event_row)?,
+        token: Arc::new(token_row(r)?),
+        execution: part(q.execution).read(execution_row)?.map(Arc::new),
+        work: part(q.work).read(work_row)?.map(Arc::new),
+        cause: part(q.cause).read(event_row)?.map(Arc::new),
     })
 }
 
@@ -159,6 +159,8 @@ impl TokenRows for SqlTx<'_> {
             return Ok(None);
         };
         if let Some(work) = &mut lease.work {
+            // Just read, so not shared yet: no copy is made.
+            let work = Arc::make_mut(work);
             work.keys = self.work_keys(&work.id)?;
         }
         self.sql.keep_lease(digest, &lease);
