@@ -19,7 +19,9 @@
 //! - `fsync append` and `fsync rewrite`: 100 bytes written to a file in the same temp dir, then
 //!   `sync_data`, the cost of one durable commit per call without group commit;
 //! - `token check` and `token digest`: the bearer check in process (SHA-256 and the digest lookup in
-//!   a read transaction), and the hashing alone.
+//!   a read transaction), and the hashing alone;
+//! - `rows floor`: the SQLite statements an `emit`'s rules run, prepared once on a bare connection
+//!   ([`rows_floor`]): the floor of the store thread's CPU per call (`store/op`).
 //!
 //! With `BENCH_STORED_EVENTS=N` (say 10000000; it takes minutes and a few GiB of disk), the store is
 //! then filled with N more events and `emit` runs again (`emit, filled`), to compare with `emit`.
@@ -52,9 +54,10 @@ use conduit_config::{default_config_json, parse, CurrentConfig, Snapshot};
 use conduit_core::Execution;
 use conduit_scheduler::{claim_next, create_work, renew_lease, HostError, Lessee, NewWork, DEFAULT_LEASE};
 use conduit_server::{bind_owner_only, execution_router, now, serve, ExecutionSocket};
-use conduit_store::Store;
+use conduit_store::{new_id, Store};
 use conduit_store_postgres::testing::TestDatabase;
 use conduit_store_postgres::PostgresStore;
+use conduit_store_sql::statements;
 use conduit_store_sqlite::SqliteStore;
 use conduit_toolbelt::{checks, token, Toolbelt};
 use http_body_util::{BodyExt, Full};
@@ -200,6 +203,7 @@ async fn run_cases(
     let mut digest = Direct(|| {
         black_box(token::digest(black_box(token)));
     });
+    let mut floor = Direct(rows_floor(dir));
     let mut rows = vec![
         measure(&mut echo, "floor echo", WARMUP, fast, None).await,
         measure(&mut echo_hop, "echo + hop", WARMUP, fast, None).await,
@@ -210,6 +214,7 @@ async fn run_cases(
         measure(&mut rewrite, "fsync rewrite", WARMUP, slow, None).await,
         measure(&mut check, "token check", WARMUP, fast, None).await,
         measure(&mut digest, "token digest", WARMUP, fast, None).await,
+        measure(&mut floor, "rows floor", WARMUP, fast, None).await,
     ];
     if let Some(stored) = env_count("BENCH_STORED_EVENTS") {
         fill_events(&dir.join("store.db"), stored);
@@ -401,6 +406,109 @@ impl<F: FnMut(usize) -> Request<Body>> Probe for Http<F> {
     }
 }
 
+/// Works the rows floor spreads its calls over, as the 32-execution case does.
+const FLOOR_WORKS: usize = 32;
+/// Calls a rows floor transaction holds, as the store's writer holds at most.
+const FLOOR_MEMBERS: usize = 1024;
+
+/// The floor of an `emit`'s store work: the statements its rules run on SQLite (the Work's usage
+/// read for its quota; the chain's pin and per-minute bound; `agent.toolCalled`, the emitted event
+/// numbered in its chain, `agent.toolReturned`; the audit record; the usage charge), prepared once
+/// and run on a bare connection to a store of the same schema, spread over [`FLOOR_WORKS`] Works
+/// and committed every [`FLOOR_MEMBERS`] calls. It leaves out what the store adds for crash safety
+/// and for one failing call's isolation (the redo log's entry, the savepoint around each call) and
+/// everything outside SQLite; the store thread's CPU per call (`store/op`) is set beside it.
+fn rows_floor(dir: &Path) -> impl FnMut() {
+    let path = dir.join("floor.db");
+    drop(SqliteStore::open(&path).expect("the floor's store opens and migrates"));
+    // Leaked so the prepared statements can borrow it for the rest of the run.
+    let conn: &'static rusqlite::Connection =
+        Box::leak(Box::new(rusqlite::Connection::open(&path).expect("the floor's store")));
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
+        .expect("the writer's journal");
+    for w in 0..FLOOR_WORKS {
+        conn.execute(
+            "INSERT INTO causal_pins (root_id, max_depth, per_minute, pinned_at) VALUES (?1, 32, ?2, 0)",
+            rusqlite::params![format!("root-{w}"), CAUSAL_PER_MINUTE],
+        )
+        .expect("a chain's pin");
+    }
+    let prepare = |sql: &str| conn.prepare(sql).expect("a floor statement");
+    let mut usage_read = prepare("SELECT stored_bytes FROM work_usage WHERE work_id = ?1");
+    let mut pin = prepare("SELECT max_depth, per_minute FROM causal_pins WHERE root_id = ?1");
+    let mut time_back = prepare(statements::CAUSAL_TIME_BACK);
+    let mut event = prepare(statements::INSERT_EVENT);
+    let mut audit = prepare(
+        "INSERT INTO toolbelt_audit (id, kind, operation, execution_id, work_id, scope, request_id, result, \
+         gate, refusal, input_hash, duration_ms, at) VALUES (?1, 'toolbelt.called', 'emit', ?2, ?3, 'setup', \
+         NULL, 'ok', NULL, NULL, ?4, 0, ?5)",
+    );
+    let mut charge = prepare(
+        "INSERT INTO work_usage (work_id, stored_bytes) VALUES (?1, ?2) \
+         ON CONFLICT (work_id) DO UPDATE SET stored_bytes = work_usage.stored_bytes + excluded.stored_bytes",
+    );
+    let hash = "0".repeat(64);
+    let mut n = 0;
+    move || {
+        if n % FLOOR_MEMBERS == 0 {
+            let end = if n == 0 { "" } else { "COMMIT;" };
+            conn.execute_batch(&format!("{end} BEGIN IMMEDIATE"))
+                .expect("a floor transaction");
+        }
+        let (w, at) = (n % FLOOR_WORKS, now().0);
+        n += 1;
+        let (work, execution, root) = (format!("work-{w}"), format!("x-{w}"), format!("root-{w}"));
+        let _: Option<i64> = usage_read.query_row([&work], |r| r.get(0)).ok();
+        let _: (i64, i64) = pin.query_row([&root], |r| Ok((r.get(0)?, r.get(1)?))).expect("the pin");
+        let _: Option<i64> = time_back
+            .query_row(rusqlite::params![root, CAUSAL_PER_MINUTE], |r| r.get(0))
+            .ok();
+        let (called, emitted, returned) = (new_id(), new_id(), new_id());
+        let principal = format!("execution:{execution}");
+        let records = [
+            (
+                &called,
+                "agent.toolCalled",
+                "core.toolbelt",
+                json!({"agentId": execution, "toolName": "emit",
+                "callId": called, "argsHash": hash, "principal": principal, "transport": "native"}),
+            ),
+            (&emitted, "demo.bench", principal.as_str(), json!({"i": n})),
+            (
+                &returned,
+                "agent.toolReturned",
+                "core.toolbelt",
+                json!({"agentId": execution, "toolName": "emit",
+                "callId": called, "status": "ok", "durationMs": 0}),
+            ),
+        ];
+        for (depth, (id, kind, source, data)) in records.into_iter().enumerate() {
+            event
+                .execute(rusqlite::params![
+                    root,
+                    id,
+                    kind,
+                    source,
+                    "setup",
+                    work,
+                    execution,
+                    None::<String>,
+                    called,
+                    depth as i64 + 1,
+                    None::<String>,
+                    data.to_string(),
+                    at,
+                    None::<String>
+                ])
+                .expect("an event");
+        }
+        audit
+            .execute(rusqlite::params![new_id(), execution, work, hash, at])
+            .expect("the audit record");
+        charge.execute(rusqlite::params![work, 600]).expect("the usage charge");
+    }
+}
+
 /// A function called in process, on the measuring thread: no socket, no HTTP, no thread hop.
 struct Direct<F>(F);
 
@@ -556,7 +664,7 @@ fn print_together(together: &[Stats], rows: &[Stats], [echo, hop, in_place]: &[S
         client_calls()
     );
     println!(
-        "{:<6}{:>7}{:>9}{:>9}{:>10}{:>10}{:>9}{:>9}{:>8}{:>6}{:>10}{:>9}{:>8}{:>9}",
+        "{:<6}{:>7}{:>9}{:>9}{:>10}{:>10}{:>9}{:>9}{:>8}{:>6}{:>9}{:>10}{:>9}{:>8}{:>9}",
         "N",
         "calls",
         "wall(s)",
@@ -567,6 +675,7 @@ fn print_together(together: &[Stats], rows: &[Stats], [echo, hop, in_place]: &[S
         "vs fsync",
         "cpu/op",
         "sys%",
+        "store/op",
         "store KiB",
         "sock KiB",
         "db KiB",
@@ -574,7 +683,7 @@ fn print_together(together: &[Stats], rows: &[Stats], [echo, hop, in_place]: &[S
     );
     for (n, s) in EXECUTIONS.iter().zip(together) {
         println!(
-            "{:<6}{:>7}{:>9.2}{:>9.0}{:>10.1}{:>10.1}{:>9.2}{:>9.2}{:>8}{:>6}{:>10}{:>9}{:>8}{:>9}",
+            "{:<6}{:>7}{:>9.2}{:>9.0}{:>10.1}{:>10.1}{:>9.2}{:>9.2}{:>8}{:>6}{:>9}{:>10}{:>9}{:>8}{:>9}",
             n,
             s.latencies.len(),
             s.wall().as_secs_f64(),
@@ -585,6 +694,7 @@ fn print_together(together: &[Stats], rows: &[Stats], [echo, hop, in_place]: &[S
             s.per_second() / fsync,
             s.cpu_per_call(),
             s.system_share(),
+            s.store_thread_per_call(),
             s.stored_per_call(),
             s.sent_per_call(),
             s.checkpointed_per_call(),

@@ -77,6 +77,9 @@ pub struct Counters {
     pub sockets: Option<u64>,
     /// Flush requests completed by the temp dir's block device.
     pub flushes: Option<u64>,
+    /// CPU time of the toolbelt's store thread (`store-calls`), which runs every call's store work
+    /// one after another on SQLite: the rate's bound once it is always busy.
+    pub store_thread: Option<Duration>,
 }
 
 impl Counters {
@@ -90,8 +93,23 @@ impl Counters {
             sockets: Some(SOCKET_BYTES.load(Ordering::Relaxed)),
             written: process_written(),
             flushes: device_flushes(),
+            store_thread: threads_cpu(|comm| comm == "store-calls"),
         }
     }
+}
+
+/// CPU time of the live threads `pick` chooses by name, in nanoseconds (`/proc/.../schedstat`'s
+/// first field); none alive is zero.
+fn threads_cpu(pick: impl Fn(&str) -> bool) -> Option<Duration> {
+    let mut total = Duration::ZERO;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if pick(comm.trim_end()) {
+            let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+            total += Duration::from_nanos(stat.split_whitespace().next()?.parse().ok()?);
+        }
+    }
+    Some(total)
 }
 
 /// `utime + stime` and `stime` from one read of `/proc/self/stat`, in clock ticks of 10 ms
@@ -170,6 +188,7 @@ impl Stats {
             checkpointed: least(each.iter().map(|s| s.before.checkpointed)),
             sockets: least(each.iter().map(|s| s.before.sockets)),
             flushes: least(each.iter().map(|s| s.before.flushes)),
+            store_thread: least(each.iter().map(|s| s.before.store_thread)),
         };
         let after = Counters {
             cpu: least(each.iter().map(|s| s.after.cpu.map(Reverse))).map(|c| c.0),
@@ -178,6 +197,7 @@ impl Stats {
             checkpointed: least(each.iter().map(|s| s.after.checkpointed.map(Reverse))).map(|w| w.0),
             sockets: least(each.iter().map(|s| s.after.sockets.map(Reverse))).map(|w| w.0),
             flushes: least(each.iter().map(|s| s.after.flushes.map(Reverse))).map(|f| f.0),
+            store_thread: least(each.iter().map(|s| s.after.store_thread.map(Reverse))).map(|t| t.0),
         };
         let mut latencies: Vec<Duration> = each.into_iter().flat_map(|s| s.latencies).collect();
         latencies.sort_unstable();
@@ -215,6 +235,15 @@ impl Stats {
         cpu.map_or_else(
             || "-".into(),
             |(b, a)| format!("{:.0}", micros(a - b) / self.latencies.len() as f64),
+        )
+    }
+
+    /// The store thread's CPU time per measured call, in microseconds.
+    pub fn store_thread_per_call(&self) -> String {
+        let spent = self.before.store_thread.zip(self.after.store_thread);
+        spent.map_or_else(
+            || "-".into(),
+            |(b, a)| format!("{:.0}", micros(a.saturating_sub(b)) / self.latencies.len() as f64),
         )
     }
 
@@ -279,6 +308,7 @@ pub fn columns_legend(device: &str) -> String {
     format!(
         "cpu/op: this process's CPU time (all threads, user + system) per call, us; sys%: the kernel's \
          share of it (system calls, context switches and wakeups, the block device's requests); \
+         store/op: the CPU time of the toolbelt's store thread (`store-calls`) per call, us; \
          store KiB: KiB the store wrote per call (/proc/self/io wchar but the store's checkpoint thread's \
          and the sockets'): the WAL's frames and the redo log's entries (a direct case's: its own writes); \
          sock KiB: KiB the clients' sockets carried per call, requests and answers; db KiB: \
@@ -292,7 +322,7 @@ pub fn print_table(rows: &[Stats]) {
     let floor = &rows[0];
     let (floor_p50, floor_p99) = (floor.percentile(0.50), floor.percentile(0.99));
     println!(
-        "{:<16}{:>6}{:>10}{:>10}{:>10}{:>9}{:>11}{:>11}{:>8}{:>6}{:>10}{:>9}{:>8}{:>9}",
+        "{:<16}{:>6}{:>10}{:>10}{:>10}{:>9}{:>11}{:>11}{:>8}{:>6}{:>9}{:>10}{:>9}{:>8}{:>9}",
         "case",
         "calls",
         "p50(us)",
@@ -303,6 +333,7 @@ pub fn print_table(rows: &[Stats]) {
         "p99/floor",
         "cpu/op",
         "sys%",
+        "store/op",
         "store KiB",
         "sock KiB",
         "db KiB",
@@ -311,7 +342,7 @@ pub fn print_table(rows: &[Stats]) {
     for s in rows {
         let (p50, p99) = (s.percentile(0.50), s.percentile(0.99));
         println!(
-            "{:<16}{:>6}{:>10.1}{:>10.1}{:>10.1}{:>9.0}{:>11.2}{:>11.2}{:>8}{:>6}{:>10}{:>9}{:>8}{:>9}",
+            "{:<16}{:>6}{:>10.1}{:>10.1}{:>10.1}{:>9.0}{:>11.2}{:>11.2}{:>8}{:>6}{:>9}{:>10}{:>9}{:>8}{:>9}",
             s.case,
             s.latencies.len(),
             p50,
@@ -322,6 +353,7 @@ pub fn print_table(rows: &[Stats]) {
             p99 / floor_p99,
             s.cpu_per_call(),
             s.system_share(),
+            s.store_thread_per_call(),
             s.stored_per_call(),
             s.sent_per_call(),
             s.checkpointed_per_call(),
