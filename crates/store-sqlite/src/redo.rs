@@ -18,11 +18,18 @@
 //! and that one's number, `u16`, counting such arguments from the entry's start (the first 65,535
 //! distinct ones; texts after them are written whole). A torn or garbled tail, which only an entry
 //! nobody was answered about can leave, ends the log.
+//!
+//! The file is [`PREALLOCATED`] bytes of zeros from its first open, and entries overwrite it from
+//! its start: syncing an entry then writes its data alone, where an append also commits the file's
+//! new size to the filesystem's journal (`fsync rewrite` against `fsync append` in the toolbelt
+//! bench). Emptying the log starts the next entries at its start again, once a commit marking
+//! every entry so far is on disk: what an earlier round left past the newest entry is zeros, a
+//! torn entry, or entries the store's mark already covers, which are never applied again.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::io::Read;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use rusqlite::types::Value as Owned;
@@ -36,6 +43,9 @@ use crate::{sqlite_error, Result};
 
 /// Past this many bytes the log is emptied, once a commit that applied it all is on disk.
 const EMPTY_PAST: u64 = 1024 * 1024;
+/// The log's size from its first open, written with zeros (and grown past when entries wait long
+/// for their commit): the emptying threshold and a transaction's worth of entries after it.
+const PREALLOCATED: u64 = 4 * 1024 * 1024;
 /// A statement's text follows, and takes the next number.
 const DEFINES: u16 = u16::MAX;
 /// A statement's text follows (every number is taken).
@@ -104,6 +114,7 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
 /// The log file, and the entries appended since the last commit.
 pub struct RedoLog {
     file: File,
+    /// Where the next entry is written: the end of the newest one.
     len: u64,
     next: u64,
     /// Bodies appended since the last commit, in order: run again when that commit fails.
@@ -132,18 +143,18 @@ impl RedoLog {
         let (applied, identity) = match applied_mark(conn)? {
             Some(mark) => mark,
             // A store from before the log wrote none: a log beside it is not its.
-            None if bytes.is_empty() => Default::default(),
+            None if !holds_entries(&bytes) => Default::default(),
             None => return Err(misfit(&path)),
         };
         let last = apply_unapplied(conn, &bytes, applied as u64, &identity).map_err(|e| match e {
             StoreError::Corrupt(_) => misfit(&path),
             other => other,
         })?;
-        if !bytes.is_empty() {
-            // What marks the log applied is on disk before the log goes.
+        if holds_entries(&bytes) {
+            // What marks the log applied is on disk before new entries overwrite it.
             sync_wal(&open_wal(db)?)?;
         }
-        file.set_len(0).map_err(|e| redo_error("empty", &e))?;
+        preallocate(&file).map_err(|e| redo_error("size", &e))?;
         Ok(RedoLog {
             file,
             len: 0,
@@ -191,10 +202,10 @@ impl RedoLog {
         entry.extend_from_slice(&number.to_le_bytes());
         entry.extend_from_slice(&body);
         entry.extend_from_slice(&check);
-        if let Err(e) = self.file.write_all(&entry) {
-            // What part of the entry was written must not stand between the entries around it,
-            // and the texts it defined are not defined.
-            self.broken = self.file.set_len(self.len).is_err();
+        if let Err(e) = self.file.write_all_at(&entry, self.len) {
+            // What part of the entry was written must not stand after the entries before it, and
+            // the texts it defined are not defined.
+            self.broken = self.file.write_all_at(&vec![0; entry.len()], self.len).is_err();
             self.forget(&defined);
             return Err(e);
         }
@@ -229,9 +240,12 @@ impl RedoLog {
         self.len > EMPTY_PAST
     }
 
-    /// Empties the log; call it only once a commit marking every entry is on disk.
+    /// Empties the log: the next entry is written at its start. Call it only once a commit marking
+    /// every entry is on disk.
     pub fn empty(&mut self) {
-        if self.pending.is_empty() && self.file.set_len(0).is_ok() {
+        if self.pending.is_empty() {
+            // The first entry's length, zero, says the log holds none until the next is written.
+            self.broken |= self.file.write_all_at(&[0; 4], 0).is_err();
             self.len = 0;
             self.known.clear();
         }
@@ -384,12 +398,28 @@ impl Iterator for Entries<'_> {
     }
 }
 
+/// Whether a log's bytes begin with an entry (whole or torn): an emptied log begins with a zero
+/// length, and what follows it is covered by the store's mark.
+fn holds_entries(bytes: &[u8]) -> bool {
+    take_u32(bytes).is_some_and(|(len, _)| len != 0)
+}
+
+/// Makes the log at least [`PREALLOCATED`] bytes, written with zeros and on disk with its size.
+fn preallocate(file: &File) -> std::io::Result<()> {
+    let size = file.metadata()?.len();
+    if size < PREALLOCATED {
+        file.write_all_at(&vec![0; (PREALLOCATED - size) as usize], size)?;
+        file.sync_all()?;
+    }
+    Ok(())
+}
+
 /// Opens (creating owner-only) the log, never through a link, and refuses anything but a regular
 /// file of this user's that no one else may read.
 fn open_private(path: &Path) -> Result<File> {
     let file = OpenOptions::new()
         .read(true)
-        .append(true)
+        .write(true)
         .create(true)
         .mode(0o600)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)

@@ -205,12 +205,23 @@ fn a_state_change_is_answered_from_the_synced_log_and_committed_when_read() {
     let path = dir.path().join("store.db");
     let store = holding(&path);
     let store: &dyn Store = &store;
+    let log = dir.path().join("store.db-redo");
+    let opened = std::fs::read(&log).unwrap();
+    assert!(
+        opened.len() >= 4 << 20 && opened.iter().all(|b| *b == 0),
+        "written with zeros at its open"
+    );
     store
         .write(|tx: &mut dyn Tx| tx.insert_event(charged("change")))
         .unwrap();
     assert!(committed_rows(&path).0.is_empty(), "answered before its commit");
-    let logged = std::fs::metadata(dir.path().join("store.db-redo")).unwrap().len();
-    assert!(logged > 0, "the log holds it");
+    let logged = std::fs::read(&log).unwrap();
+    assert_eq!(
+        logged.len(),
+        opened.len(),
+        "written over its zeros, not appended: its size stays"
+    );
+    assert!(logged[..4] != [0; 4], "the log holds it");
     assert!(store.read(|tx| tx.get_event("change")).unwrap().is_some());
     assert_eq!(committed_rows(&path).0.len(), 1, "the read committed it");
 }
@@ -241,7 +252,7 @@ fn a_log_written_for_another_store_is_not_applied() {
     // The other store's log beside this one, as a restored backup would find it.
     let log = std::fs::read(killed.join("store.db-redo")).unwrap();
     assert!(
-        !log.is_empty(),
+        log[..4] != [0; 4],
         "the killed store's log holds what it was not committed"
     );
     std::fs::write(dir.path().join("store.db-redo"), &log).unwrap();

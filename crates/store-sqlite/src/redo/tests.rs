@@ -21,7 +21,12 @@ fn logged(entries: impl IntoIterator<Item = Statements>) -> Vec<u8> {
 fn logged_from(first: u64, entries: impl IntoIterator<Item = Statements>) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log");
-    let file = OpenOptions::new().append(true).create(true).open(&path).unwrap();
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .unwrap();
     let mut log = RedoLog {
         file,
         len: 0,
@@ -234,8 +239,8 @@ fn an_entry_too_long_for_its_length_fields_is_not_written() {
     let many = vec![Arg::Null; usize::from(u16::MAX) + 1];
     let dir = tempfile::tempdir().unwrap();
     let file = OpenOptions::new()
-        .append(true)
-        .create(true)
+        .write(true)
+        .create_new(true)
         .open(dir.path().join("log"))
         .unwrap();
     let mut log = RedoLog {
@@ -249,4 +254,64 @@ fn an_entry_too_long_for_its_length_fields_is_not_written() {
     };
     assert!(log.append(statements(&[("X", &many[..])])).is_err());
     assert!(log.append(statements(&[("X", &many[..1])])).is_ok(), "negative control");
+}
+
+/// An emptied log is written again from its start, over its preallocated zeros and the entries its
+/// store's mark covers: until a new entry is written it holds none, and after one, only the new
+/// entries are applied, whatever the earlier round left past them.
+#[test]
+fn an_emptied_log_is_overwritten_from_its_start_and_applies_only_its_newest_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .unwrap();
+    preallocate(&file).unwrap();
+    let mut log = RedoLog {
+        file,
+        len: 0,
+        next: 1,
+        pending: Vec::new(),
+        broken: false,
+        known: HashMap::default(),
+        identity: b"store".to_vec(),
+    };
+    let key = |name: &str| {
+        let sql = "INSERT INTO shared_keys (name, key) VALUES (?1, x'00')";
+        statements(&[(sql, &[Arg::Text(name)][..])])
+    };
+    for name in ["k1", "k2", "k3"] {
+        log.append(key(name)).unwrap();
+    }
+    // A commit marking 1 to 3 is on disk: the log is emptied.
+    log.committed();
+    log.empty();
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes.len() as u64, PREALLOCATED, "the size stays");
+    assert!(
+        !holds_entries(&bytes) && decoded(&bytes, b"store").is_empty(),
+        "no entry until the next"
+    );
+    log.append(key("k4")).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let numbers: Vec<u64> = decoded(&bytes, b"store").iter().map(|(n, _)| *n).collect();
+    assert_eq!(
+        numbers,
+        [4, 2, 3],
+        "the newest entry, then what the first round left after it"
+    );
+    let mut conn = Connection::open_in_memory().unwrap();
+    crate::migrations::migrate(&mut conn).unwrap();
+    assert_eq!(apply_unapplied(&mut conn, &bytes, 3, b"store").unwrap(), 4);
+    let keys: Vec<String> = conn
+        .prepare("SELECT name FROM shared_keys")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert_eq!(keys, ["k4"], "the entries the mark covers are not applied again");
 }
