@@ -19,12 +19,15 @@
 //! distinct ones; texts after them are written whole). A torn or garbled tail, which only an entry
 //! nobody was answered about can leave, ends the log.
 //!
-//! The file is [`PREALLOCATED`] bytes of zeros from its first open, and entries overwrite it from
-//! its start: syncing an entry then writes its data alone, where an append also commits the file's
-//! new size to the filesystem's journal (`fsync rewrite` against `fsync append` in the toolbelt
-//! bench). Emptying the log starts the next entries at its start again, once a commit marking
-//! every entry so far is on disk: what an earlier round left past the newest entry is zeros, a
-//! torn entry, or entries the store's mark already covers, which are never applied again.
+//! The file is [`PREALLOCATED`] bytes of zeros from each open, and entries overwrite it from its
+//! start: syncing an entry then writes its data alone, where an append also commits the file's new
+//! size to the filesystem's journal (`fsync rewrite` against `fsync append` in the toolbelt bench).
+//! Emptying the log starts the next entries at its start again, once a commit marking every entry
+//! so far is on disk. What an earlier round of this open left past the newest entry is zeros, a
+//! torn entry, or whole entries numbered at or below that mark, so below the newest round's: the
+//! log ends at the first entry whose number does not follow the one before it, and no such entry
+//! is read. Opening the store applies the log, puts the store's mark on disk, then writes the log
+//! with zeros again: nothing a crash left unapplied (an entry after a torn one) outlives the open.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -151,10 +154,13 @@ impl RedoLog {
             other => other,
         })?;
         if holds_entries(&bytes) {
-            // What marks the log applied is on disk before new entries overwrite it.
+            // What marks the log applied is on disk before the log goes.
             sync_wal(&open_wal(db)?)?;
         }
-        preallocate(&file).map_err(|e| redo_error("size", &e))?;
+        // Zeros again, whole: entries past a torn one, never answered, are gone with the rest.
+        file.set_len(0)
+            .and_then(|()| preallocate(&file))
+            .map_err(|e| redo_error("empty", &e))?;
         Ok(RedoLog {
             file,
             len: 0,
@@ -203,9 +209,9 @@ impl RedoLog {
         entry.extend_from_slice(&body);
         entry.extend_from_slice(&check);
         if let Err(e) = self.file.write_all_at(&entry, self.len) {
-            // What part of the entry was written must not stand after the entries before it, and
-            // the texts it defined are not defined.
-            self.broken = self.file.write_all_at(&vec![0; entry.len()], self.len).is_err();
+            // Whatever part of the entry was written, a zero length in its place ends the log
+            // there; and the texts it defined are not defined.
+            self.broken = self.file.write_all_at(&[0; 4], self.len).is_err();
             self.forget(&defined);
             return Err(e);
         }
@@ -244,8 +250,13 @@ impl RedoLog {
     /// every entry is on disk.
     pub fn empty(&mut self) {
         if self.pending.is_empty() {
-            // The first entry's length, zero, says the log holds none until the next is written.
-            self.broken |= self.file.write_all_at(&[0; 4], 0).is_err();
+            // The first entry's length, zero, says the log holds none until the next is written
+            // (should it stay, the entries there are all marked applied). A log a long wait for a
+            // commit grew goes back to its size.
+            let _ = self.file.write_all_at(&[0; 4], 0);
+            if self.len > PREALLOCATED {
+                let _ = self.file.set_len(PREALLOCATED);
+            }
             self.len = 0;
             self.known.clear();
         }
@@ -359,12 +370,15 @@ fn apply_unapplied(conn: &mut Connection, bytes: &[u8], applied: u64, identity: 
 }
 
 /// The log's whole entries in order, each with its statements' whole texts, up to the first torn
-/// or garbled one (as SQLite's own WAL ends at its first frame whose checksum fails); decoded one
-/// at a time, so no more than one entry is held whole.
+/// or garbled one (as SQLite's own WAL ends at its first frame whose checksum fails) or the first
+/// that does not follow the one before it; decoded one at a time, so no more than one entry is
+/// held whole.
 struct Entries<'a> {
     bytes: &'a [u8],
     identity: &'a [u8],
     known: Vec<String>,
+    /// The number of the entry read last.
+    last: Option<u64>,
 }
 
 impl<'a> Entries<'a> {
@@ -373,6 +387,7 @@ impl<'a> Entries<'a> {
             bytes,
             identity,
             known: Vec::new(),
+            last: None,
         }
     }
 }
@@ -389,17 +404,18 @@ impl Iterator for Entries<'_> {
         let (entry, after) = rest.split_at(len);
         let (number, body) = entry[..len - 8].split_at(8);
         let number = u64::from_le_bytes(number.try_into().ok()?);
-        if check(self.identity, number, body) != entry[len - 8..] {
+        // An entry that does not follow the one before it is an earlier round's (see the top).
+        if self.last.is_some_and(|last| number != last + 1) || check(self.identity, number, body) != entry[len - 8..] {
             return None;
         }
         let whole = expanded(body, &mut self.known)?;
-        self.bytes = after;
+        (self.bytes, self.last) = (after, Some(number));
         Some((number, whole))
     }
 }
 
 /// Whether a log's bytes begin with an entry (whole or torn): an emptied log begins with a zero
-/// length, and what follows it is covered by the store's mark.
+/// length, and what follows it is covered by the store's mark, on disk.
 fn holds_entries(bytes: &[u8]) -> bool {
     take_u32(bytes).is_some_and(|(len, _)| len != 0)
 }

@@ -297,11 +297,15 @@ fn an_emptied_log_is_overwritten_from_its_start_and_applies_only_its_newest_roun
     );
     log.append(key("k4")).unwrap();
     let bytes = std::fs::read(&path).unwrap();
+    assert!(
+        bytes.windows(2).any(|w| w == b"k3"),
+        "the first round's third entry is still there"
+    );
     let numbers: Vec<u64> = decoded(&bytes, b"store").iter().map(|(n, _)| *n).collect();
     assert_eq!(
         numbers,
-        [4, 2, 3],
-        "the newest entry, then what the first round left after it"
+        [4],
+        "what the first round left after the newest entry is not read"
     );
     let mut conn = Connection::open_in_memory().unwrap();
     crate::migrations::migrate(&mut conn).unwrap();
@@ -314,4 +318,74 @@ fn an_emptied_log_is_overwritten_from_its_start_and_applies_only_its_newest_roun
         .collect::<rusqlite::Result<_>>()
         .unwrap();
     assert_eq!(keys, ["k4"], "the entries the mark covers are not applied again");
+}
+
+/// A whole entry an earlier round left where a hole of the newest one is (a page that never
+/// reached the disk) ends the log there: it neither bridges the hole nor refuses the store.
+#[test]
+fn an_entry_that_does_not_follow_the_one_before_ends_the_log() {
+    let key = |name: &'static str| {
+        let sql = "INSERT INTO shared_keys (name, key) VALUES (?1, x'00')";
+        statements(&[(sql, &[Arg::Text(name)][..])])
+    };
+    let bytes = [
+        logged_from(4, [key("four")]),
+        logged_from(2, [key("two")]),
+        logged_from(6, [key("six")]),
+    ]
+    .concat();
+    let numbers: Vec<u64> = decoded(&bytes, b"store").iter().map(|(n, _)| *n).collect();
+    assert_eq!(numbers, [4]);
+    let mut conn = Connection::open_in_memory().unwrap();
+    crate::migrations::migrate(&mut conn).unwrap();
+    assert_eq!(
+        apply_unapplied(&mut conn, &bytes, 3, b"store").unwrap(),
+        4,
+        "no gap refused"
+    );
+    let keys: i64 = conn
+        .query_row("SELECT count(*) FROM shared_keys", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(keys, 1, "the fourth alone");
+}
+
+/// Opening a store leaves nothing in its log it did not apply: an entry a crash left after a torn
+/// one was never answered, and a later round's entries must not be able to reach it.
+#[test]
+fn a_recovered_log_keeps_nothing_it_did_not_apply() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("store.db");
+    let mut conn = Connection::open(&db).unwrap();
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    crate::migrations::migrate(&mut conn).unwrap();
+    conn.execute("UPDATE redo_applied SET identity = ?1", [b"store".to_vec()])
+        .unwrap();
+    let key = |name: &'static str| {
+        let sql = "INSERT INTO shared_keys (name, key) VALUES (?1, x'00')";
+        statements(&[(sql, &[Arg::Text(name)][..])])
+    };
+    let mut bytes = logged([key("k-one"), key("k-two"), key("k-three")]);
+    let torn = bytes.windows(5).position(|w| w == b"k-two").unwrap();
+    bytes[torn] ^= 1;
+    assert!(
+        bytes.windows(7).any(|w| w == b"k-three"),
+        "a whole entry after the torn one"
+    );
+    let log = log_path(&db);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&log)
+        .unwrap();
+    std::io::Write::write_all(&mut file, &bytes).unwrap();
+    let recovered = RedoLog::recover(&mut conn, &db).unwrap();
+    assert_eq!(
+        recovered.next, 2,
+        "the first entry applied, the log ended at the torn one"
+    );
+    let after = std::fs::read(&log).unwrap();
+    assert_eq!(after.len() as u64, PREALLOCATED);
+    assert!(after.iter().all(|b| *b == 0), "nothing of the crashed round stays");
 }
