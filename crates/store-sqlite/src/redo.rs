@@ -158,9 +158,7 @@ impl RedoLog {
             sync_wal(&open_wal(db)?)?;
         }
         // Zeros again, whole: entries past a torn one, never answered, are gone with the rest.
-        file.set_len(0)
-            .and_then(|()| preallocate(&file))
-            .map_err(|e| redo_error("empty", &e))?;
+        reset(&file).map_err(|e| redo_error("empty", &e))?;
         Ok(RedoLog {
             file,
             len: 0,
@@ -210,8 +208,10 @@ impl RedoLog {
         entry.extend_from_slice(&check);
         if let Err(e) = self.file.write_all_at(&entry, self.len) {
             // Whatever part of the entry was written, a zero length in its place ends the log
-            // there; and the texts it defined are not defined.
-            self.broken = self.file.write_all_at(&[0; 4], self.len).is_err();
+            // there (or, on a full disk, the file cut back to it); and the texts it defined are
+            // not defined.
+            let undone = self.file.write_all_at(&[0; 4], self.len).is_ok() || self.file.set_len(self.len).is_ok();
+            self.broken = !undone;
             self.forget(&defined);
             return Err(e);
         }
@@ -420,14 +420,12 @@ fn holds_entries(bytes: &[u8]) -> bool {
     take_u32(bytes).is_some_and(|(len, _)| len != 0)
 }
 
-/// Makes the log at least [`PREALLOCATED`] bytes, written with zeros and on disk with its size.
-fn preallocate(file: &File) -> std::io::Result<()> {
-    let size = file.metadata()?.len();
-    if size < PREALLOCATED {
-        file.write_all_at(&vec![0; (PREALLOCATED - size) as usize], size)?;
-        file.sync_all()?;
-    }
-    Ok(())
+/// Makes the log [`PREALLOCATED`] bytes of zeros, on disk with its size: written over in place, so
+/// an existing log needs no new room.
+fn reset(file: &File) -> std::io::Result<()> {
+    file.write_all_at(&vec![0; PREALLOCATED as usize], 0)?;
+    file.set_len(PREALLOCATED)?;
+    file.sync_all()
 }
 
 /// Opens (creating owner-only) the log, never through a link, and refuses anything but a regular

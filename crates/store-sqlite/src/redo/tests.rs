@@ -269,7 +269,7 @@ fn an_emptied_log_is_overwritten_from_its_start_and_applies_only_its_newest_roun
         .create_new(true)
         .open(&path)
         .unwrap();
-    preallocate(&file).unwrap();
+    reset(&file).unwrap();
     let mut log = RedoLog {
         file,
         len: 0,
