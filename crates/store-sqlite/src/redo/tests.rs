@@ -21,25 +21,36 @@ fn logged(entries: impl IntoIterator<Item = Statements>) -> Vec<u8> {
 fn logged_from(first: u64, entries: impl IntoIterator<Item = Statements>) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .unwrap();
-    let mut log = RedoLog {
-        file,
-        len: 0,
-        next: first,
-        pending: Vec::new(),
-        broken: false,
-        known: HashMap::default(),
-        identity: b"store".to_vec(),
-    };
+    let mut log = new_log(&path, first, b"store");
     for entry in entries {
         log.append(entry).unwrap();
     }
     std::fs::read(&path).unwrap()
+}
+
+/// A log in a new file at `path`, its next entry numbered `next`, checked with `identity`.
+fn new_log(path: &std::path::Path, next: u64, identity: &[u8]) -> RedoLog {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .unwrap();
+    RedoLog {
+        file,
+        len: 0,
+        next,
+        pending: Vec::new(),
+        broken: false,
+        known: HashMap::default(),
+        identity: identity.to_vec(),
+    }
+}
+
+/// Statements inserting the shared key `name`, one entry's worth.
+fn key(name: &str) -> Statements {
+    let sql = "INSERT INTO shared_keys (name, key) VALUES (?1, x'00')";
+    statements(&[(sql, &[Arg::Text(name)][..])])
 }
 
 #[test]
@@ -213,12 +224,6 @@ fn a_repeat_of_a_text_the_entry_does_not_hold_ends_the_log() {
 
 #[test]
 fn entries_that_do_not_follow_the_mark_without_a_gap_are_not_applied() {
-    let key = |name| {
-        statements(&[(
-            "INSERT INTO shared_keys (name, key) VALUES (?1, x'00')",
-            &[Arg::Text(name)][..],
-        )])
-    };
     let bytes = logged_from(5, [key("five"), key("six")]);
     let mut conn = Connection::open_in_memory().unwrap();
     crate::migrations::migrate(&mut conn).unwrap();
@@ -238,20 +243,7 @@ fn entries_that_do_not_follow_the_mark_without_a_gap_are_not_applied() {
 fn an_entry_too_long_for_its_length_fields_is_not_written() {
     let many = vec![Arg::Null; usize::from(u16::MAX) + 1];
     let dir = tempfile::tempdir().unwrap();
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(dir.path().join("log"))
-        .unwrap();
-    let mut log = RedoLog {
-        file,
-        len: 0,
-        next: 1,
-        pending: Vec::new(),
-        broken: false,
-        known: HashMap::default(),
-        identity: Vec::new(),
-    };
+    let mut log = new_log(&dir.path().join("log"), 1, b"");
     assert!(log.append(statements(&[("X", &many[..])])).is_err());
     assert!(log.append(statements(&[("X", &many[..1])])).is_ok(), "negative control");
 }
@@ -263,26 +255,8 @@ fn an_entry_too_long_for_its_length_fields_is_not_written() {
 fn an_emptied_log_is_overwritten_from_its_start_and_applies_only_its_newest_round() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .unwrap();
-    reset(&file).unwrap();
-    let mut log = RedoLog {
-        file,
-        len: 0,
-        next: 1,
-        pending: Vec::new(),
-        broken: false,
-        known: HashMap::default(),
-        identity: b"store".to_vec(),
-    };
-    let key = |name: &str| {
-        let sql = "INSERT INTO shared_keys (name, key) VALUES (?1, x'00')";
-        statements(&[(sql, &[Arg::Text(name)][..])])
-    };
+    let mut log = new_log(&path, 1, b"store");
+    reset(&log.file).unwrap();
     for name in ["k1", "k2", "k3"] {
         log.append(key(name)).unwrap();
     }
@@ -324,10 +298,6 @@ fn an_emptied_log_is_overwritten_from_its_start_and_applies_only_its_newest_roun
 /// reached the disk) ends the log there: it neither bridges the hole nor refuses the store.
 #[test]
 fn an_entry_that_does_not_follow_the_one_before_ends_the_log() {
-    let key = |name: &'static str| {
-        let sql = "INSERT INTO shared_keys (name, key) VALUES (?1, x'00')";
-        statements(&[(sql, &[Arg::Text(name)][..])])
-    };
     let bytes = [
         logged_from(4, [key("four")]),
         logged_from(2, [key("two")]),
@@ -361,10 +331,6 @@ fn a_recovered_log_keeps_nothing_it_did_not_apply() {
     crate::migrations::migrate(&mut conn).unwrap();
     conn.execute("UPDATE redo_applied SET identity = ?1", [b"store".to_vec()])
         .unwrap();
-    let key = |name: &'static str| {
-        let sql = "INSERT INTO shared_keys (name, key) VALUES (?1, x'00')";
-        statements(&[(sql, &[Arg::Text(name)][..])])
-    };
     let mut bytes = logged([key("k-one"), key("k-two"), key("k-three")]);
     let torn = bytes.windows(5).position(|w| w == b"k-two").unwrap();
     bytes[torn] ^= 1;
