@@ -4,13 +4,15 @@
 //! Through `spawn_blocking`, every call in flight holds a blocking thread of its own: at 32
 //! executions, up to 32 of them park on the store's writer lock, then on its flush, and idle ones
 //! park again in the pool. Here one thread runs the calls' store work one after another, never
-//! parking while more is queued; a second thread waits for their flushes, one fsync for all the
-//! answers held when nothing more was queued, while the first runs the next calls. An answer is
-//! handed out only after its flush ([`conduit_store::flush`]): the threads hold it until then.
+//! parking while more is queued; a second thread waits for their flushes, one fsync for the
+//! answers held when nothing more was queued (or, while calls keep coming and no fsync runs, once
+//! [`HAND_OVER_AT`] are held), while the first runs the next calls. An answer is handed out only
+//! after its flush ([`conduit_store::flush`]): the threads hold it until then.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use conduit_core::Refusal;
 use conduit_store::flush::{self, Unflushed};
@@ -22,6 +24,12 @@ use crate::envelope::Failure;
 /// The most answers the store thread holds before it hands them to the flush thread, should calls
 /// keep coming without a pause: so a steady stream still gets its answers, a group at a time.
 const MAX_HELD: usize = 128;
+
+/// Answers the store thread hands to an idle flush thread without waiting for its queue to empty.
+/// Handed over only when the queue emptied, 32 executions' calls moved as one convoy, about 24 to
+/// an fsync, while the store thread sat idle half the time (docs/performance.md, ninth pass); at 12,
+/// about two groups take turns, at twice the fsyncs.
+const HAND_OVER_AT: usize = 12;
 
 /// A call's store work, run on the thread.
 type Job = Box<dyn FnOnce() -> Done + Send>;
@@ -68,10 +76,15 @@ pub async fn to_store<T: Send + 'static>(
 impl StoreQueue {
     /// Starts the flush thread, then the store thread that hands it what it holds.
     fn start() -> Option<StoreQueue> {
-        let (to_flush, flushes) = mpsc::channel();
+        let (to, flushes) = mpsc::channel();
         let (jobs, queue) = mpsc::channel();
-        let started = spawn("store-flush", move || flush_each(&flushes))
-            .and_then(|()| spawn("store-calls", move || serve(&queue, &to_flush)));
+        let flushing = Arc::new(AtomicBool::new(false));
+        let flush = FlushThread {
+            to,
+            flushing: flushing.clone(),
+        };
+        let started = spawn("store-flush", move || flush_each(&flushes, &flushing))
+            .and_then(|()| spawn("store-calls", move || serve(&queue, &flush)));
         match started {
             Ok(()) => Some(StoreQueue { jobs }),
             Err(e) => {
@@ -110,10 +123,33 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
     std::thread::Builder::new().name(name.into()).spawn(f).map(drop)
 }
 
-/// Runs jobs as they come. Once nothing more is queued (or it holds [`MAX_HELD`] answers), it
-/// hands the answers it holds to the flush thread and goes on with the next jobs while their
-/// fsync runs.
-fn serve(queue: &Receiver<Job>, to_flush: &Sender<Held>) {
+/// The store thread's way to the flush thread, and whether that thread has answers to flush.
+struct FlushThread {
+    to: Sender<Held>,
+    /// Set when answers are handed over, cleared once the flush thread answered all it was handed.
+    flushing: Arc<AtomicBool>,
+}
+
+impl FlushThread {
+    fn hand(&self, held: &mut Held) {
+        self.flushing.store(true, Ordering::SeqCst);
+        held.hand_to(&self.to);
+    }
+
+    /// Hands `held` over when it is worth an fsync of its own: [`MAX_HELD`] answers, or
+    /// [`HAND_OVER_AT`] with no fsync running.
+    fn hand_if_due(&self, held: &mut Held) {
+        let due = held.0.len() >= MAX_HELD || (held.0.len() >= HAND_OVER_AT && !self.flushing.load(Ordering::SeqCst));
+        if due {
+            self.hand(held);
+        }
+    }
+}
+
+/// Runs jobs as they come. Once nothing more is queued (or enough answers are held,
+/// [`FlushThread::hand_if_due`]), it hands the answers it holds to the flush thread and goes on
+/// with the next jobs while their fsync runs.
+fn serve(queue: &Receiver<Job>, flush: &FlushThread) {
     let _stopped = LogIfPanicking("the store thread stopped; calls cross to blocking threads");
     let mut held = Held::default();
     loop {
@@ -123,32 +159,31 @@ fn serve(queue: &Receiver<Job>, to_flush: &Sender<Held>) {
             match queue.try_recv() {
                 Ok(job) => Some(job),
                 Err(TryRecvError::Empty) => {
-                    held.hand_to(to_flush);
+                    flush.hand(&mut held);
                     continue;
                 }
                 Err(TryRecvError::Disconnected) => None,
             }
         };
         let Some(job) = next else {
-            held.hand_to(to_flush);
+            flush.hand(&mut held);
             return;
         };
         held.add(job());
-        if held.0.len() >= MAX_HELD {
-            held.hand_to(to_flush);
-        }
+        flush.hand_if_due(&mut held);
     }
 }
 
 /// Answers what the store thread hands over, every group handed over during one fsync after the
-/// next.
-fn flush_each(flushes: &Receiver<Held>) {
+/// next; says when it has nothing left to flush.
+fn flush_each(flushes: &Receiver<Held>, flushing: &AtomicBool) {
     let _stopped = LogIfPanicking("the store's flush thread stopped; the store thread flushes itself");
     while let Ok(mut held) = flushes.recv() {
         while let Ok(more) = flushes.try_recv() {
             held.0.extend(more.0);
         }
         held.release();
+        flushing.store(false, Ordering::SeqCst);
     }
 }
 
@@ -337,6 +372,47 @@ mod tests {
         assert!(!slow_answer.is_finished());
         slow.open();
         assert_eq!(slow_answer.await.unwrap().ok(), Some(1));
+    }
+
+    /// While calls keep coming, the answers held go to an idle flush thread once there are
+    /// [`HAND_OVER_AT`] of them: here they are answered while the job queued after them still runs.
+    #[tokio::test]
+    async fn held_answers_go_to_an_idle_flush_thread_without_waiting_for_the_queue_to_empty() {
+        let queue = std::sync::Arc::new(queue());
+        let store = Gated::new(false);
+        store.open();
+        let (start, started) = std::sync::mpsc::channel::<()>();
+        let (finish, finished) = std::sync::mpsc::channel::<()>();
+        let blocks_until = |signal: std::sync::mpsc::Receiver<()>| {
+            move || -> Result<u32, Failure> {
+                let _ = signal.recv();
+                Ok(0)
+            }
+        };
+        let run = |job: Box<dyn FnOnce() -> Result<u32, Failure> + Send>| {
+            let queue = queue.clone();
+            tokio::spawn(async move { queue.run(job).await })
+        };
+        // The first job holds the thread until every other job is queued behind it.
+        let gate = run(Box::new(blocks_until(started)));
+        let writes: Vec<_> = (1..=HAND_OVER_AT as u32)
+            .map(|v| run(Box::new(writes(&store, v))))
+            .collect();
+        let last = run(Box::new(blocks_until(finished)));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        start.send(()).unwrap();
+        for (write, value) in writes.into_iter().zip(1..) {
+            let answered = tokio::time::timeout(Duration::from_secs(10), write).await;
+            assert_eq!(
+                answered.ok().and_then(|a| a.unwrap().ok()),
+                Some(value),
+                "answered while the next job runs"
+            );
+        }
+        assert!(!last.is_finished());
+        finish.send(()).unwrap();
+        assert_eq!(last.await.unwrap().ok(), Some(0));
+        assert_eq!(gate.await.unwrap().ok(), Some(0));
     }
 
     #[tokio::test]
