@@ -10,7 +10,7 @@
 //! after its flush ([`conduit_store::flush`]): the threads hold it until then.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, OnceLock};
 
@@ -78,12 +78,12 @@ impl StoreQueue {
     fn start() -> Option<StoreQueue> {
         let (to, flushes) = mpsc::channel();
         let (jobs, queue) = mpsc::channel();
-        let flushing = Arc::new(AtomicBool::new(false));
+        let in_flight = Arc::new(AtomicUsize::new(0));
         let flush = FlushThread {
             to,
-            flushing: flushing.clone(),
+            in_flight: in_flight.clone(),
         };
-        let started = spawn("store-flush", move || flush_each(&flushes, &flushing))
+        let started = spawn("store-flush", move || flush_each(&flushes, &in_flight))
             .and_then(|()| spawn("store-calls", move || serve(&queue, &flush)));
         match started {
             Ok(()) => Some(StoreQueue { jobs }),
@@ -126,20 +126,22 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
 /// The store thread's way to the flush thread, and whether that thread has answers to flush.
 struct FlushThread {
     to: Sender<Held>,
-    /// Set when answers are handed over, cleared once the flush thread answered all it was handed.
-    flushing: Arc<AtomicBool>,
+    /// Groups of answers handed over whose fsync is not done: counted before each is sent (so the
+    /// count never reads zero while one waits), counted off by the flush thread after its fsync.
+    in_flight: Arc<AtomicUsize>,
 }
 
 impl FlushThread {
     fn hand(&self, held: &mut Held) {
-        self.flushing.store(true, Ordering::SeqCst);
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
         held.hand_to(&self.to);
     }
 
     /// Hands `held` over when it is worth an fsync of its own: [`MAX_HELD`] answers, or
     /// [`HAND_OVER_AT`] with no fsync running.
     fn hand_if_due(&self, held: &mut Held) {
-        let due = held.0.len() >= MAX_HELD || (held.0.len() >= HAND_OVER_AT && !self.flushing.load(Ordering::SeqCst));
+        let idle = || self.in_flight.load(Ordering::SeqCst) == 0;
+        let due = held.0.len() >= MAX_HELD || (held.0.len() >= HAND_OVER_AT && idle());
         if due {
             self.hand(held);
         }
@@ -175,15 +177,18 @@ fn serve(queue: &Receiver<Job>, flush: &FlushThread) {
 }
 
 /// Answers what the store thread hands over, every group handed over during one fsync after the
-/// next; says when it has nothing left to flush.
-fn flush_each(flushes: &Receiver<Held>, flushing: &AtomicBool) {
+/// next, and counts each group off once its fsync is done (before its answers go out).
+fn flush_each(flushes: &Receiver<Held>, in_flight: &AtomicUsize) {
     let _stopped = LogIfPanicking("the store's flush thread stopped; the store thread flushes itself");
     while let Ok(mut held) = flushes.recv() {
+        let mut groups = 1;
         while let Ok(more) = flushes.try_recv() {
             held.0.extend(more.0);
+            groups += 1;
         }
-        held.release();
-        flushing.store(false, Ordering::SeqCst);
+        held.flush();
+        in_flight.fetch_sub(groups, Ordering::SeqCst);
+        held.answer();
     }
 }
 
@@ -220,16 +225,25 @@ impl Held {
         }
     }
 
-    /// Flushes each store once, through the latest ticket any held answer waits for; then hands
-    /// each answer out, or its own store's failure instead (a store that failed fails only its own
-    /// calls).
+    /// Flushes, then answers.
     fn release(self) {
+        self.flush();
+        self.answer();
+    }
+
+    /// Flushes each store once, through the latest ticket any held answer waits for.
+    fn flush(&self) {
         let mut all = Unflushed::default();
         for done in &self.0 {
             all.absorb(done.unflushed.clone());
         }
-        // A failure is each answer's own to report, below.
+        // A failure is each answer's own to report, in `answer`.
         let _ = all.wait();
+    }
+
+    /// Hands each answer out, or its own store's failure instead (a store that failed fails only
+    /// its own calls).
+    fn answer(self) {
         for done in self.0 {
             let flushed = done.unflushed.wait().map_err(|e| Failure::from(e).0);
             (done.reply)(flushed);
@@ -374,45 +388,90 @@ mod tests {
         assert_eq!(slow_answer.await.unwrap().ok(), Some(1));
     }
 
+    /// A queue's jobs, started on tasks of their own in the order they are queued.
+    struct Jobs(std::sync::Arc<StoreQueue>);
+
+    type Answer = tokio::task::JoinHandle<Result<u32, Failure>>;
+
+    impl Jobs {
+        fn run(&self, job: impl FnOnce() -> Result<u32, Failure> + Send + 'static) -> Answer {
+            let queue = self.0.clone();
+            tokio::spawn(async move { queue.run(job).await })
+        }
+
+        /// A job that holds the store thread until the returned sender is used.
+        fn blocking(&self) -> (std::sync::mpsc::Sender<()>, Answer) {
+            let (release, released) = std::sync::mpsc::channel::<()>();
+            let answer = self.run(move || {
+                let _ = released.recv();
+                Ok(0)
+            });
+            (release, answer)
+        }
+
+        /// [`HAND_OVER_AT`] jobs writing to `store`, answering `first` on.
+        fn group(&self, store: &Arc<Gated>, first: u32) -> Vec<Answer> {
+            (first..first + HAND_OVER_AT as u32)
+                .map(|v| self.run(writes(store, v)))
+                .collect()
+        }
+    }
+
+    async fn answered_in_order(group: Vec<Answer>, first: u32) {
+        for (answer, value) in group.into_iter().zip(first..) {
+            let answered = tokio::time::timeout(Duration::from_secs(10), answer).await;
+            assert_eq!(answered.ok().and_then(|a| a.unwrap().ok()), Some(value), "answered");
+        }
+    }
+
     /// While calls keep coming, the answers held go to an idle flush thread once there are
     /// [`HAND_OVER_AT`] of them: here they are answered while the job queued after them still runs.
     #[tokio::test]
     async fn held_answers_go_to_an_idle_flush_thread_without_waiting_for_the_queue_to_empty() {
-        let queue = std::sync::Arc::new(queue());
+        let jobs = Jobs(std::sync::Arc::new(queue()));
         let store = Gated::new(false);
         store.open();
-        let (start, started) = std::sync::mpsc::channel::<()>();
-        let (finish, finished) = std::sync::mpsc::channel::<()>();
-        let blocks_until = |signal: std::sync::mpsc::Receiver<()>| {
-            move || -> Result<u32, Failure> {
-                let _ = signal.recv();
-                Ok(0)
-            }
-        };
-        let run = |job: Box<dyn FnOnce() -> Result<u32, Failure> + Send>| {
-            let queue = queue.clone();
-            tokio::spawn(async move { queue.run(job).await })
-        };
         // The first job holds the thread until every other job is queued behind it.
-        let gate = run(Box::new(blocks_until(started)));
-        let writes: Vec<_> = (1..=HAND_OVER_AT as u32)
-            .map(|v| run(Box::new(writes(&store, v))))
-            .collect();
-        let last = run(Box::new(blocks_until(finished)));
+        let (start, gate) = jobs.blocking();
+        let group = jobs.group(&store, 1);
+        let (finish, last) = jobs.blocking();
         tokio::time::sleep(Duration::from_millis(100)).await;
         start.send(()).unwrap();
-        for (write, value) in writes.into_iter().zip(1..) {
-            let answered = tokio::time::timeout(Duration::from_secs(10), write).await;
-            assert_eq!(
-                answered.ok().and_then(|a| a.unwrap().ok()),
-                Some(value),
-                "answered while the next job runs"
-            );
-        }
-        assert!(!last.is_finished());
+        answered_in_order(group, 1).await;
+        assert!(!last.is_finished(), "while the next job runs");
         finish.send(()).unwrap();
         assert_eq!(last.await.unwrap().ok(), Some(0));
         assert_eq!(gate.await.unwrap().ok(), Some(0));
+    }
+
+    /// While a group's fsync runs, the next group is held; once that group is answered, the flush
+    /// thread counts as idle again and the next group goes to it while a later job still runs.
+    #[tokio::test]
+    async fn the_next_group_waits_for_the_running_fsync_then_goes_while_jobs_still_run() {
+        let jobs = Jobs(std::sync::Arc::new(queue()));
+        let (slow, fast) = (Gated::new(false), Gated::new(false));
+        fast.open();
+        let (start, gate) = jobs.blocking();
+        let first = jobs.group(&slow, 1);
+        let second = jobs.group(&fast, 101);
+        let (next, after_second) = jobs.blocking();
+        let (finish, last) = jobs.blocking();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        start.send(()).unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            second.iter().all(|a| !a.is_finished()),
+            "held while the first group's fsync runs"
+        );
+        slow.open();
+        answered_in_order(first, 1).await;
+        next.send(()).unwrap();
+        answered_in_order(second, 101).await;
+        assert!(!last.is_finished(), "while the last job runs");
+        finish.send(()).unwrap();
+        for answer in [gate, after_second, last] {
+            assert_eq!(answer.await.unwrap().ok(), Some(0));
+        }
     }
 
     #[tokio::test]
