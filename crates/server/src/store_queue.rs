@@ -317,15 +317,21 @@ mod tests {
         StoreQueue::start().expect("the store thread starts")
     }
 
-    #[tokio::test]
-    async fn an_answer_is_handed_out_only_after_its_flush() {
-        let (thread, store) = (queue(), Gated::new(false));
-        let job = writes(&store, 7);
-        let mut answer = tokio::spawn(async move { thread.run(job).await });
+    /// A write run on `queue` is answered only once its store's flush is opened; answers the store.
+    async fn answered_only_after_its_flush(queue: StoreQueue, value: u32) -> Arc<Gated> {
+        let store = Gated::new(false);
+        let job = writes(&store, value);
+        let mut answer = tokio::spawn(async move { queue.run(job).await });
         let early = tokio::time::timeout(Duration::from_millis(200), &mut answer).await;
         assert!(early.is_err(), "answered before its flush");
         store.open();
-        assert_eq!(answer.await.unwrap().ok(), Some(7));
+        assert_eq!(answer.await.unwrap().ok(), Some(value));
+        store
+    }
+
+    #[tokio::test]
+    async fn an_answer_is_handed_out_only_after_its_flush() {
+        let store = answered_only_after_its_flush(queue(), 7).await;
         assert!(store.flushed.load(Ordering::SeqCst));
     }
 
@@ -491,13 +497,6 @@ mod tests {
     async fn without_its_thread_a_call_runs_on_a_blocking_thread_and_waits_for_its_flush() {
         let (jobs, queue) = mpsc::channel();
         drop(queue);
-        let gone = StoreQueue { jobs };
-        let store = Gated::new(false);
-        let job = writes(&store, 5);
-        let mut answer = tokio::spawn(async move { gone.run(job).await });
-        let early = tokio::time::timeout(Duration::from_millis(200), &mut answer).await;
-        assert!(early.is_err(), "answered before its flush");
-        store.open();
-        assert_eq!(answer.await.unwrap().ok(), Some(5));
+        answered_only_after_its_flush(StoreQueue { jobs }, 5).await;
     }
 }

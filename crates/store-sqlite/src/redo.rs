@@ -46,8 +46,8 @@ use crate::{sqlite_error, Result};
 
 /// Past this many bytes the log is emptied, once a commit that applied it all is on disk.
 const EMPTY_PAST: u64 = 1024 * 1024;
-/// The log's size from its first open, written with zeros (and grown past when entries wait long
-/// for their commit): the emptying threshold and a transaction's worth of entries after it.
+/// The log's size from each open, written with zeros (and grown past when entries wait long for
+/// their commit): the emptying threshold and a transaction's worth of entries after it.
 const PREALLOCATED: u64 = 4 * 1024 * 1024;
 /// A statement's text follows, and takes the next number.
 const DEFINES: u16 = u16::MAX;
