@@ -6,7 +6,8 @@
 //! park again in the pool. Here one thread runs the calls' store work one after another, never
 //! parking while more is queued; a second thread waits for their flushes, one fsync for the
 //! answers held when nothing more was queued (or, while calls keep coming and no fsync runs, once
-//! [`HAND_OVER_AT`] are held), while the first runs the next calls. An answer is handed out only
+//! it holds as many as are queued, [`FlushThread::hand_if_due`]), while the first runs the next
+//! calls. An answer is handed out only
 //! after its flush ([`conduit_store::flush`]): the threads hold it until then.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -25,11 +26,12 @@ use crate::envelope::Failure;
 /// keep coming without a pause: so a steady stream still gets its answers, a group at a time.
 const MAX_HELD: usize = 128;
 
-/// Answers the store thread hands to an idle flush thread without waiting for its queue to empty.
-/// Handed over only when the queue emptied, 32 executions' calls moved as one convoy, about 24 to
-/// an fsync, while the store thread sat idle half the time (docs/performance.md, ninth pass); at 12,
-/// about two groups take turns, at twice the fsyncs.
-const HAND_OVER_AT: usize = 12;
+/// The fewest answers the store thread hands to an idle flush thread without waiting for its queue
+/// to empty. Handed over only when the queue emptied, 32 executions' calls moved as one convoy,
+/// about 24 to an fsync, while the store thread sat idle half the time (docs/performance.md, ninth
+/// pass); the best group was about half the calls in flight, so a group goes once it is as large
+/// as the queue behind it, and at least this large (docs/performance.md, tenth pass).
+const HAND_OVER_AT_LEAST: usize = 4;
 
 /// A call's store work, run on the thread.
 type Job = Box<dyn FnOnce() -> Done + Send>;
@@ -46,6 +48,8 @@ struct Done {
 /// The store thread's queue; its jobs are answered once their flushes are on disk.
 struct StoreQueue {
     jobs: Sender<Job>,
+    /// Jobs sent and not yet taken by the store thread.
+    queued: Arc<AtomicUsize>,
 }
 
 /// The process's store thread, started by the first call; `None` when it could not be started
@@ -78,15 +82,19 @@ impl StoreQueue {
     fn start() -> Option<StoreQueue> {
         let (to, flushes) = mpsc::channel();
         let (jobs, queue) = mpsc::channel();
-        let in_flight = Arc::new(AtomicUsize::new(0));
+        let (in_flight, queued) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let flush = FlushThread {
             to,
             in_flight: in_flight.clone(),
         };
+        let queue = Queue {
+            jobs: queue,
+            queued: queued.clone(),
+        };
         let started = spawn("store-flush", move || flush_each(&flushes, &in_flight))
             .and_then(|()| spawn("store-calls", move || serve(&queue, &flush)));
         match started {
-            Ok(()) => Some(StoreQueue { jobs }),
+            Ok(()) => Some(StoreQueue { jobs, queued }),
             Err(e) => {
                 tracing::error!(error = %e, "could not start the store thread; calls cross to blocking threads");
                 None
@@ -111,7 +119,9 @@ impl StoreQueue {
                 }),
             }
         });
+        self.queued.fetch_add(1, Ordering::SeqCst);
         if let Err(mpsc::SendError(job)) = self.jobs.send(job) {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
             tracing::error!("the store thread stopped; a call's store work runs on a blocking thread");
             let _ = tokio::task::spawn_blocking(move || Held(vec![job()]).release()).await;
         }
@@ -137,28 +147,57 @@ impl FlushThread {
         held.hand_to(&self.to);
     }
 
-    /// Hands `held` over when it is worth an fsync of its own: [`MAX_HELD`] answers, or
-    /// [`HAND_OVER_AT`] with no fsync running.
-    fn hand_if_due(&self, held: &mut Held) {
+    /// Hands `held` over when it is worth an fsync of its own: [`MAX_HELD`] answers, or, with no
+    /// fsync running, as many as the `queued` calls behind them (and [`HAND_OVER_AT_LEAST`]), so
+    /// that about two groups take turns whatever the calls in flight.
+    fn hand_if_due(&self, held: &mut Held, queued: usize) {
         let idle = || self.in_flight.load(Ordering::SeqCst) == 0;
-        let due = held.0.len() >= MAX_HELD || (held.0.len() >= HAND_OVER_AT && idle());
+        let enough = held.0.len() >= queued.max(HAND_OVER_AT_LEAST);
+        let due = held.0.len() >= MAX_HELD || (enough && idle());
         if due {
             self.hand(held);
         }
     }
 }
 
+/// The store thread's end of its queue.
+struct Queue {
+    jobs: Receiver<Job>,
+    /// Jobs sent and not yet taken, counted off here as each is taken.
+    queued: Arc<AtomicUsize>,
+}
+
+impl Queue {
+    /// The next job, waiting for one; `None` once every sender is gone.
+    fn next(&self) -> Option<Job> {
+        self.jobs.recv().ok().inspect(|_| self.took())
+    }
+
+    /// The next job when one is queued.
+    fn next_queued(&self) -> Result<Job, TryRecvError> {
+        self.jobs.try_recv().inspect(|_| self.took())
+    }
+
+    fn took(&self) {
+        self.queued.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn len(&self) -> usize {
+        self.queued.load(Ordering::SeqCst)
+    }
+}
+
 /// Runs jobs as they come. Once nothing more is queued (or enough answers are held,
 /// [`FlushThread::hand_if_due`]), it hands the answers it holds to the flush thread and goes on
 /// with the next jobs while their fsync runs.
-fn serve(queue: &Receiver<Job>, flush: &FlushThread) {
+fn serve(queue: &Queue, flush: &FlushThread) {
     let _stopped = LogIfPanicking("the store thread stopped; calls cross to blocking threads");
     let mut held = Held::default();
     loop {
         let next = if held.0.is_empty() {
-            queue.recv().ok()
+            queue.next()
         } else {
-            match queue.try_recv() {
+            match queue.next_queued() {
                 Ok(job) => Some(job),
                 Err(TryRecvError::Empty) => {
                     flush.hand(&mut held);
@@ -172,7 +211,7 @@ fn serve(queue: &Receiver<Job>, flush: &FlushThread) {
             return;
         };
         held.add(job());
-        flush.hand_if_due(&mut held);
+        flush.hand_if_due(&mut held, queue.len());
     }
 }
 
@@ -415,9 +454,9 @@ mod tests {
             (release, answer)
         }
 
-        /// [`HAND_OVER_AT`] jobs writing to `store`, answering `first` on.
-        fn group(&self, store: &Arc<Gated>, first: u32) -> Vec<Answer> {
-            (first..first + HAND_OVER_AT as u32)
+        /// `size` jobs writing to `store`, answering `first` on.
+        fn group(&self, store: &Arc<Gated>, first: u32, size: usize) -> Vec<Answer> {
+            (first..first + size as u32)
                 .map(|v| self.run(writes(store, v)))
                 .collect()
         }
@@ -431,7 +470,8 @@ mod tests {
     }
 
     /// While calls keep coming, the answers held go to an idle flush thread once there are
-    /// [`HAND_OVER_AT`] of them: here they are answered while the job queued after them still runs.
+    /// [`HAND_OVER_AT_LEAST`] of them and no fewer than the calls queued behind them: here they
+    /// are answered while the one job queued after them still runs.
     #[tokio::test]
     async fn held_answers_go_to_an_idle_flush_thread_without_waiting_for_the_queue_to_empty() {
         let jobs = Jobs(std::sync::Arc::new(queue()));
@@ -439,7 +479,7 @@ mod tests {
         store.open();
         // The first job holds the thread until every other job is queued behind it.
         let (start, gate) = jobs.blocking();
-        let group = jobs.group(&store, 1);
+        let group = jobs.group(&store, 1, HAND_OVER_AT_LEAST);
         let (finish, last) = jobs.blocking();
         tokio::time::sleep(Duration::from_millis(100)).await;
         start.send(()).unwrap();
@@ -450,6 +490,32 @@ mod tests {
         assert_eq!(gate.await.unwrap().ok(), Some(0));
     }
 
+    /// A group grows with the queue behind it: of `2n + 1` calls queued together (n =
+    /// [`HAND_OVER_AT_LEAST`]) the first `n + 1` go, the first moment as many are held as are
+    /// queued (the job that blocks after them counted), and the rest wait for the next group.
+    #[tokio::test]
+    async fn a_longer_queue_makes_a_larger_group() {
+        let jobs = Jobs(std::sync::Arc::new(queue()));
+        let slow = Gated::new(false);
+        let (start, gate) = jobs.blocking();
+        let mut group = jobs.group(&slow, 1, 2 * HAND_OVER_AT_LEAST + 1);
+        let (finish, last) = jobs.blocking();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        start.send(()).unwrap();
+        // The first group's fsync holds the flush thread, so the rest stay held while `last` runs.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        slow.open();
+        let rest = group.split_off(HAND_OVER_AT_LEAST + 1);
+        answered_in_order(group, 1).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(rest.iter().all(|a| !a.is_finished()), "only the first group went");
+        finish.send(()).unwrap();
+        answered_in_order(rest, HAND_OVER_AT_LEAST as u32 + 2).await;
+        for answer in [gate, last] {
+            assert_eq!(answer.await.unwrap().ok(), Some(0));
+        }
+    }
+
     /// While a group's fsync runs, the next group is held; once that group is answered, the flush
     /// thread counts as idle again and the next group goes to it while a later job still runs.
     #[tokio::test]
@@ -458,8 +524,10 @@ mod tests {
         let (slow, fast) = (Gated::new(false), Gated::new(false));
         fast.open();
         let (start, gate) = jobs.blocking();
-        let first = jobs.group(&slow, 1);
-        let second = jobs.group(&fast, 101);
+        // The first group goes whole: as many as the calls queued behind it (the second group and
+        // the two jobs that block).
+        let first = jobs.group(&slow, 1, HAND_OVER_AT_LEAST + 2);
+        let second = jobs.group(&fast, 101, HAND_OVER_AT_LEAST);
         let (next, after_second) = jobs.blocking();
         let (finish, last) = jobs.blocking();
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -497,6 +565,7 @@ mod tests {
     async fn without_its_thread_a_call_runs_on_a_blocking_thread_and_waits_for_its_flush() {
         let (jobs, queue) = mpsc::channel();
         drop(queue);
-        answered_only_after_its_flush(StoreQueue { jobs }, 5).await;
+        let queued = Arc::default();
+        answered_only_after_its_flush(StoreQueue { jobs, queued }, 5).await;
     }
 }
