@@ -33,6 +33,11 @@ const MAX_HELD: usize = 128;
 /// as the queue behind it, and at least this large (docs/performance.md, tenth pass).
 const HAND_OVER_AT_LEAST: usize = 4;
 
+/// The most answers a group holds for the queue behind it: a flood of calls (an execution's 32
+/// connections, say) lengthens the queue, and so the wait of every answer held for its group, by
+/// no more than this many calls' store work.
+const HAND_OVER_AT_MOST: usize = 32;
+
 /// A call's store work, run on the thread.
 type Job = Box<dyn FnOnce() -> Done + Send>;
 
@@ -148,11 +153,11 @@ impl FlushThread {
     }
 
     /// Hands `held` over when it is worth an fsync of its own: [`MAX_HELD`] answers, or, with no
-    /// fsync running, as many as the `queued` calls behind them (and [`HAND_OVER_AT_LEAST`]), so
-    /// that about two groups take turns whatever the calls in flight.
+    /// fsync running, as many as the `queued` calls behind them (within [`HAND_OVER_AT_LEAST`] and
+    /// [`HAND_OVER_AT_MOST`]), so that about two groups take turns whatever the calls in flight.
     fn hand_if_due(&self, held: &mut Held, queued: usize) {
         let idle = || self.in_flight.load(Ordering::SeqCst) == 0;
-        let enough = held.0.len() >= queued.max(HAND_OVER_AT_LEAST);
+        let enough = held.0.len() >= queued.clamp(HAND_OVER_AT_LEAST, HAND_OVER_AT_MOST);
         let due = held.0.len() >= MAX_HELD || (enough && idle());
         if due {
             self.hand(held);
@@ -444,14 +449,31 @@ mod tests {
             tokio::spawn(async move { queue.run(job).await })
         }
 
-        /// A job that holds the store thread until the returned sender is used.
-        fn blocking(&self) -> (std::sync::mpsc::Sender<()>, Answer) {
+        /// A job that holds the store thread from when it starts until it is released.
+        fn blocking(&self) -> Blocking {
             let (release, released) = std::sync::mpsc::channel::<()>();
+            let (start, started) = oneshot::channel();
             let answer = self.run(move || {
+                let _ = start.send(());
                 let _ = released.recv();
                 Ok(0)
             });
-            (release, answer)
+            Blocking {
+                release,
+                started,
+                answer,
+            }
+        }
+
+        /// Waits until `n` jobs are queued behind the one running.
+        async fn queued(&self, n: usize) {
+            let queued = || self.0.queued.load(Ordering::SeqCst);
+            let waited = tokio::time::timeout(Duration::from_secs(10), async {
+                while queued() != n {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            });
+            assert!(waited.await.is_ok(), "{n} jobs queued, found {}", queued());
         }
 
         /// `size` jobs writing to `store`, answering `first` on.
@@ -459,6 +481,29 @@ mod tests {
             (first..first + size as u32)
                 .map(|v| self.run(writes(store, v)))
                 .collect()
+        }
+    }
+
+    /// A job holding the store thread, its answer, and what tells when it started.
+    struct Blocking {
+        release: std::sync::mpsc::Sender<()>,
+        started: oneshot::Receiver<()>,
+        answer: Answer,
+    }
+
+    impl Blocking {
+        fn release(&self) {
+            self.release.send(()).unwrap();
+        }
+
+        /// Waits until the job runs: every job queued before it has run.
+        async fn started(&mut self) {
+            let started = tokio::time::timeout(Duration::from_secs(10), &mut self.started).await;
+            assert!(matches!(started, Ok(Ok(()))), "the blocking job started");
+        }
+
+        async fn answered(self) {
+            assert_eq!(self.answer.await.unwrap().ok(), Some(0));
         }
     }
 
@@ -478,16 +523,16 @@ mod tests {
         let store = Gated::new(false);
         store.open();
         // The first job holds the thread until every other job is queued behind it.
-        let (start, gate) = jobs.blocking();
+        let gate = jobs.blocking();
         let group = jobs.group(&store, 1, HAND_OVER_AT_LEAST);
-        let (finish, last) = jobs.blocking();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        start.send(()).unwrap();
+        let last = jobs.blocking();
+        jobs.queued(HAND_OVER_AT_LEAST + 1).await;
+        gate.release();
         answered_in_order(group, 1).await;
-        assert!(!last.is_finished(), "while the next job runs");
-        finish.send(()).unwrap();
-        assert_eq!(last.await.unwrap().ok(), Some(0));
-        assert_eq!(gate.await.unwrap().ok(), Some(0));
+        assert!(!last.answer.is_finished(), "while the next job runs");
+        last.release();
+        last.answered().await;
+        gate.answered().await;
     }
 
     /// A group grows with the queue behind it: of `2n + 1` calls queued together (n =
@@ -495,24 +540,36 @@ mod tests {
     /// queued (the job that blocks after them counted), and the rest wait for the next group.
     #[tokio::test]
     async fn a_longer_queue_makes_a_larger_group() {
+        first_group_of(2 * HAND_OVER_AT_LEAST + 1, HAND_OVER_AT_LEAST + 1).await;
+    }
+
+    /// However long the queue, a group goes once it holds [`HAND_OVER_AT_MOST`] answers.
+    #[tokio::test]
+    async fn a_group_goes_at_its_most_however_long_the_queue() {
+        first_group_of(2 * HAND_OVER_AT_MOST + 1, HAND_OVER_AT_MOST).await;
+    }
+
+    /// Queues `calls` writes behind a job that holds the thread and a job that blocks after them;
+    /// checks that the first `expected` go as one group (their fsync holds the flush thread, so
+    /// the rest stay held while the last job runs), and the rest once it is done.
+    async fn first_group_of(calls: usize, expected: usize) {
         let jobs = Jobs(std::sync::Arc::new(queue()));
         let slow = Gated::new(false);
-        let (start, gate) = jobs.blocking();
-        let mut group = jobs.group(&slow, 1, 2 * HAND_OVER_AT_LEAST + 1);
-        let (finish, last) = jobs.blocking();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        start.send(()).unwrap();
-        // The first group's fsync holds the flush thread, so the rest stay held while `last` runs.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let gate = jobs.blocking();
+        let mut group = jobs.group(&slow, 1, calls);
+        let mut last = jobs.blocking();
+        jobs.queued(calls + 1).await;
+        gate.release();
+        last.started().await;
         slow.open();
-        let rest = group.split_off(HAND_OVER_AT_LEAST + 1);
+        let rest = group.split_off(expected);
         answered_in_order(group, 1).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(rest.iter().all(|a| !a.is_finished()), "only the first group went");
-        finish.send(()).unwrap();
-        answered_in_order(rest, HAND_OVER_AT_LEAST as u32 + 2).await;
-        for answer in [gate, last] {
-            assert_eq!(answer.await.unwrap().ok(), Some(0));
+        last.release();
+        answered_in_order(rest, expected as u32 + 1).await;
+        for blocking in [gate, last] {
+            blocking.answered().await;
         }
     }
 
@@ -523,28 +580,28 @@ mod tests {
         let jobs = Jobs(std::sync::Arc::new(queue()));
         let (slow, fast) = (Gated::new(false), Gated::new(false));
         fast.open();
-        let (start, gate) = jobs.blocking();
+        let gate = jobs.blocking();
         // The first group goes whole: as many as the calls queued behind it (the second group and
         // the two jobs that block).
         let first = jobs.group(&slow, 1, HAND_OVER_AT_LEAST + 2);
         let second = jobs.group(&fast, 101, HAND_OVER_AT_LEAST);
-        let (next, after_second) = jobs.blocking();
-        let (finish, last) = jobs.blocking();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        start.send(()).unwrap();
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut next = jobs.blocking();
+        let last = jobs.blocking();
+        jobs.queued(2 * HAND_OVER_AT_LEAST + 4).await;
+        gate.release();
+        next.started().await;
         assert!(
             second.iter().all(|a| !a.is_finished()),
             "held while the first group's fsync runs"
         );
         slow.open();
         answered_in_order(first, 1).await;
-        next.send(()).unwrap();
+        next.release();
         answered_in_order(second, 101).await;
-        assert!(!last.is_finished(), "while the last job runs");
-        finish.send(()).unwrap();
-        for answer in [gate, after_second, last] {
-            assert_eq!(answer.await.unwrap().ok(), Some(0));
+        assert!(!last.answer.is_finished(), "while the last job runs");
+        last.release();
+        for blocking in [gate, next, last] {
+            blocking.answered().await;
         }
     }
 
