@@ -7,8 +7,8 @@
 //! parking while more is queued; a second thread waits for their flushes, one fsync for the
 //! answers held when nothing more was queued (or, while calls keep coming and no fsync runs, once
 //! it holds as many as are queued, [`FlushThread::hand_if_due`]), while the first runs the next
-//! calls. An answer is handed out only
-//! after its flush ([`conduit_store::flush`]): the threads hold it until then.
+//! calls. An answer is handed out only after its flush ([`conduit_store::flush`]): the threads hold
+//! it until then.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -541,6 +541,13 @@ mod tests {
     #[tokio::test]
     async fn a_longer_queue_makes_a_larger_group() {
         first_group_of(2 * HAND_OVER_AT_LEAST + 1, HAND_OVER_AT_LEAST + 1).await;
+    }
+
+    /// Fewer answers than [`HAND_OVER_AT_LEAST`] wait behind a job that runs long (for the queue
+    /// to empty), though the queue behind them is shorter still.
+    #[tokio::test]
+    async fn a_group_smaller_than_its_least_waits_for_the_queue_to_empty() {
+        first_group_of(HAND_OVER_AT_LEAST - 1, 0).await;
     }
 
     /// However long the queue, a group goes once it holds [`HAND_OVER_AT_MOST`] answers.

@@ -49,9 +49,6 @@ const EMPTY_PAST: u64 = 1024 * 1024;
 /// The log's size from each open, written with zeros (and grown past when entries wait long for
 /// their commit): the emptying threshold and a transaction's worth of entries after it.
 const PREALLOCATED: u64 = 4 * 1024 * 1024;
-/// The zeros [`reset`] writes in one call: the smallest page Linux has, so no cached page of the
-/// log starts larger.
-const ZEROS_AT_ONCE: usize = 4096;
 /// A statement's text follows, and takes the next number.
 const DEFINES: u16 = u16::MAX;
 /// A statement's text follows (every number is taken).
@@ -437,8 +434,9 @@ fn reset(file: &File) -> std::io::Result<()> {
     file.sync_data()?;
     // Advice only: a filesystem that takes none still gets its zeros.
     let _ = rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed);
-    let page = [0; ZEROS_AT_ONCE];
-    for at in (0..PREALLOCATED).step_by(ZEROS_AT_ONCE) {
+    // A page at a time, so no cached page of the log starts larger.
+    let page = vec![0; rustix::param::page_size()];
+    for at in (0..PREALLOCATED).step_by(page.len()) {
         file.write_all_at(&page, at)?;
     }
     file.set_len(PREALLOCATED)?;
