@@ -140,8 +140,8 @@ pub async fn serve<L>(
     let _ = open.acquire_many(limits.max_connections as u32).await;
 }
 
-/// The most headers hyper parses in a request: room past the envelope's own bound
-/// ([`crate::envelope::MAX_HEADERS`]), so a request a little over it gets the envelope's 431 rather
+/// The most headers hyper parses in a request: room past the envelope's own bound (100,
+/// `MAX_HEADERS` in `envelope.rs`), so a request a little over it gets the envelope's 431 rather
 /// than hyper's bare one. hyper makes room for this many on every request it parses (two arrays of
 /// 32-byte slots, allocated and filled each time): at 1,000 that was 11,000 instructions a request,
 /// about half of its parse (callgrind, the toolbelt bench).
