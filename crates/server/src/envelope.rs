@@ -163,7 +163,8 @@ pub async fn enveloped(request: Request, next: Next) -> Response {
 /// The longest request target either socket reads, in bytes.
 pub const MAX_URI_BYTES: usize = 8 * 1024;
 /// The most headers, and header bytes, a request may carry. hyper itself refuses (with a bare
-/// status, outside the envelope) only far past these: at 1,000 headers or ~400 KB of head.
+/// status, outside the envelope) only past these: at 128 headers (`HYPER_MAX_HEADERS` in
+/// `listen.rs`) or ~400 KB of head.
 pub const MAX_HEADERS: usize = 100;
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 

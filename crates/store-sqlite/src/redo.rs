@@ -426,13 +426,14 @@ fn holds_entries(bytes: &[u8]) -> bool {
 /// The zeros go a page at a time into a page cache that holds none of the log. Linux sizes a file's
 /// cached pages (its folios) by the write or the read-ahead that brings them in, and a small write
 /// into a large one walks every block of it: entries written over one 4 MiB write's folios, or
-/// over the read-ahead of the log read at open, cost the store thread 6 µs a call more in the
+/// over the read-ahead of the log read at open, cost the store thread up to 6 µs a call more in the
 /// kernel (`ext4_block_write_begin`, `block_commit_write`; docs/performance.md, tenth pass). What
 /// the read at open cached is synced first, so it is clean and can be dropped; should the kernel
 /// keep some of it, the log only writes slower.
 fn reset(file: &File) -> std::io::Result<()> {
     file.sync_data()?;
     // Advice only: a filesystem that takes none still gets its zeros.
+    #[cfg(target_os = "linux")]
     let _ = rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed);
     // A page at a time, so no cached page of the log starts larger.
     let page = vec![0; rustix::param::page_size()];

@@ -258,8 +258,9 @@ async fn a_group_goes_at_its_most_however_long_the_queue() {
 }
 
 /// Queues `calls` writes behind a job that holds the thread and a job that blocks after them;
-/// checks that the first `expected` go as one group (their fsync holds the flush thread, so
-/// the rest stay held while the last job runs), and the rest once it is done.
+/// checks that the first `expected` go as one group and the rest stay held while the last job runs
+/// (behind the first group's fsync, or, with none, as fewer than the least), then go once it is
+/// done.
 async fn first_group_of(calls: usize, expected: usize) {
     let jobs = Jobs(std::sync::Arc::new(queue()));
     let slow = Gated::new(false);
