@@ -415,7 +415,8 @@ const FLOOR_MEMBERS: usize = 1024;
 /// read for its quota; the chain's pin and per-minute bound; `agent.toolCalled`, the emitted event
 /// numbered in its chain, `agent.toolReturned`; the audit record; the usage charge), prepared once
 /// and run on a bare connection to a store of the same schema, spread over [`FLOOR_WORKS`] Works
-/// and committed every [`FLOOR_MEMBERS`] calls. It leaves out what the store adds for crash safety
+/// (their ids, their executions' and their chains' roots are ids as the daemon makes them: index
+/// keys as wide as the store's) and committed every [`FLOOR_MEMBERS`] calls. It leaves out what the store adds for crash safety
 /// and for one failing call's isolation (the redo log's entry, the savepoint around each call) and
 /// everything outside SQLite; the store thread's CPU per call (`store/op`) is set beside it.
 fn rows_floor(dir: &Path) -> impl FnMut() {
@@ -426,10 +427,12 @@ fn rows_floor(dir: &Path) -> impl FnMut() {
         Box::leak(Box::new(rusqlite::Connection::open(&path).expect("the floor's store")));
     conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
         .expect("the writer's journal");
-    for w in 0..FLOOR_WORKS {
+    // Each Work's id, its execution's and its chain's root.
+    let works: Vec<[String; 3]> = (0..FLOOR_WORKS).map(|_| [new_id(), new_id(), new_id()]).collect();
+    for [_, _, root] in &works {
         conn.execute(
             "INSERT INTO causal_pins (root_id, max_depth, per_minute, pinned_at) VALUES (?1, 32, ?2, 0)",
-            rusqlite::params![format!("root-{w}"), CAUSAL_PER_MINUTE],
+            rusqlite::params![root, CAUSAL_PER_MINUTE],
         )
         .expect("a chain's pin");
     }
@@ -457,7 +460,7 @@ fn rows_floor(dir: &Path) -> impl FnMut() {
         }
         let (w, at) = (n % FLOOR_WORKS, now().0);
         n += 1;
-        let (work, execution, root) = (format!("work-{w}"), format!("x-{w}"), format!("root-{w}"));
+        let [work, execution, root] = &works[w];
         let _: Option<i64> = usage_read.query_row([&work], |r| r.get(0)).ok();
         let _: (i64, i64) = pin.query_row([&root], |r| Ok((r.get(0)?, r.get(1)?))).expect("the pin");
         let _: Option<i64> = time_back
