@@ -416,9 +416,10 @@ const FLOOR_MEMBERS: usize = 1024;
 /// numbered in its chain, `agent.toolReturned`; the audit record; the usage charge), prepared once
 /// and run on a bare connection to a store of the same schema, spread over [`FLOOR_WORKS`] Works
 /// (their ids, their executions' and their chains' roots are ids as the daemon makes them: index
-/// keys as wide as the store's) and committed every [`FLOOR_MEMBERS`] calls. It leaves out what the store adds for crash safety
-/// and for one failing call's isolation (the redo log's entry, the savepoint around each call) and
-/// everything outside SQLite; the store thread's CPU per call (`store/op`) is set beside it.
+/// keys as wide as the store's) and committed every [`FLOOR_MEMBERS`] calls. It leaves out what
+/// the store adds for crash safety and for one failing call's isolation (the redo log's entry, the
+/// savepoint around each call) and everything outside SQLite; the store thread's CPU per call
+/// (`store/op`) is set beside it.
 fn rows_floor(dir: &Path) -> impl FnMut() {
     let path = dir.join("floor.db");
     drop(SqliteStore::open(&path).expect("the floor's store opens and migrates"));
@@ -461,8 +462,8 @@ fn rows_floor(dir: &Path) -> impl FnMut() {
         let (w, at) = (n % FLOOR_WORKS, now().0);
         n += 1;
         let [work, execution, root] = &works[w];
-        let _: Option<i64> = usage_read.query_row([&work], |r| r.get(0)).ok();
-        let _: (i64, i64) = pin.query_row([&root], |r| Ok((r.get(0)?, r.get(1)?))).expect("the pin");
+        let _: Option<i64> = usage_read.query_row([work], |r| r.get(0)).ok();
+        let _: (i64, i64) = pin.query_row([root], |r| Ok((r.get(0)?, r.get(1)?))).expect("the pin");
         let _: Option<i64> = time_back
             .query_row(rusqlite::params![root, CAUSAL_PER_MINUTE], |r| r.get(0))
             .ok();

@@ -210,7 +210,7 @@ impl RedoLog {
             // Whatever part of the entry was written, a zero length in its place ends the log
             // there (or, on a full disk, the file cut back to it); and the texts it defined are
             // not defined.
-            let undone = self.file.write_all_at(&[0; 4], self.len).is_ok() || self.file.set_len(self.len).is_ok();
+            let undone = self.end_at(self.len).is_ok() || self.file.set_len(self.len).is_ok();
             self.broken = !undone;
             self.forget(&defined);
             return Err(e);
@@ -246,6 +246,11 @@ impl RedoLog {
         self.len > EMPTY_PAST
     }
 
+    /// Writes a zero length at `at`: the log reads as ending there.
+    fn end_at(&self, at: u64) -> std::io::Result<()> {
+        self.file.write_all_at(&[0; 4], at)
+    }
+
     /// Empties the log: the next entry is written at its start. Call it only once a commit marking
     /// every entry is on disk.
     pub fn empty(&mut self) {
@@ -253,7 +258,7 @@ impl RedoLog {
             // The first entry's length, zero, says the log holds none until the next is written
             // (should it stay, the entries there are all marked applied). A log a long wait for a
             // commit grew goes back to its size.
-            let _ = self.file.write_all_at(&[0; 4], 0);
+            let _ = self.end_at(0);
             if self.len > PREALLOCATED {
                 let _ = self.file.set_len(PREALLOCATED);
             }
