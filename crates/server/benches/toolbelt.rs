@@ -59,7 +59,7 @@ use conduit_store_postgres::testing::TestDatabase;
 use conduit_store_postgres::PostgresStore;
 use conduit_store_sql::statements;
 use conduit_store_sqlite::SqliteStore;
-use conduit_toolbelt::{checks, token, Toolbelt};
+use conduit_toolbelt::{checks, token, Presented, Toolbelt};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
@@ -197,7 +197,8 @@ async fn run_cases(
         rewritten.sync_data().expect("an fsync");
     });
     let mut check = Direct(|| {
-        let live = store.read(|tx| checks::live_token(tx, &reader.execution_id, black_box(token), now()));
+        let live =
+            store.read(|tx| checks::live_token(tx, &reader.execution_id, &Presented::new(black_box(token)), now()));
         black_box(live.expect("the token is live"));
     });
     let mut digest = Direct(|| {

@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::{middleware, Router};
 use conduit_core::Refusal;
-use conduit_toolbelt::{Begun, CallRequest, CheckedCall, CloseSession, OpenSession, Toolbelt};
+use conduit_toolbelt::{Begun, CallRequest, CheckedCall, CloseSession, OpenSession, Presented, Toolbelt};
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -47,13 +47,13 @@ pub fn execution_router(state: ExecutionSocket) -> Router {
 }
 
 async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Body) -> Answer {
-    let token = bearer(&headers)?;
+    let token = Presented::new(&bearer(&headers)?);
     let mut request: CallRequest = parse_body(&read_body(body).await?)?;
     if request.request_id.is_none() {
         request.request_id = idempotency_key(&headers);
     }
-    // Its own checks and its input's hash before the crossing: the store thread runs one call at a
-    // time.
+    // Its own checks and its input's hash (and the token's, above) before the crossing: the store
+    // thread runs one call at a time.
     let call = request.checked()?;
     // On a task of its own: a client that hangs up mid-call must not leave the call begun but never
     // finished (its records, its replay, a gate's wait).
@@ -64,7 +64,7 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Body) 
 }
 
 /// Begins a call and, for an extension's operation, runs its handler and finishes it.
-async fn run_call(s: ExecutionSocket, token: String, call: CheckedCall) -> Result<Value, Failure> {
+async fn run_call(s: ExecutionSocket, token: Presented, call: CheckedCall) -> Result<Value, Failure> {
     let changes_state = !s.toolbelt.only_reads(&call.request().operation);
     let execution = s.execution_id.clone();
     let begun = to_store(&s.toolbelt, move |t| Ok(t.begin(&execution, &token, &call)?)).await?;
@@ -83,7 +83,7 @@ async fn run_call(s: ExecutionSocket, token: String, call: CheckedCall) -> Resul
 
 /// Opens a tool session (RFC 0078 §D); the `Idempotency-Key` header stands in for `request_id`.
 async fn open_session(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Body) -> Answer {
-    let token = bearer(&headers)?;
+    let token = Presented::new(&bearer(&headers)?);
     let mut request: OpenSession = parse_body(&read_body(body).await?)?;
     if request.request_id.is_none() {
         request.request_id = idempotency_key(&headers);
@@ -99,7 +99,7 @@ async fn close_session(
     Path(session_id): Path<String>,
     body: Body,
 ) -> Answer {
-    let token = bearer(&headers)?;
+    let token = Presented::new(&bearer(&headers)?);
     let request: CloseSession = parse_body(&read_body(body).await?)?;
     let execution = s.execution_id.clone();
     let answer = to_store(&s.toolbelt, move |t| {

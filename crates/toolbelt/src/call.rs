@@ -20,6 +20,7 @@ use crate::authority::Authority;
 use crate::checks;
 use crate::gate::{self, Gate, GateCall, Stopped, Verdict, WaitPlan};
 use crate::registry::{validate_input, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError};
+use crate::token::Presented;
 use crate::{builtins, replay, session, CallRequest, CheckedCall, Registry, Toolbelt};
 
 /// What [`Toolbelt::begin`] leaves the caller to do.
@@ -168,7 +169,8 @@ impl Toolbelt {
     /// the calling thread; async servers call [`Toolbelt::begin`] and [`Toolbelt::finish`] off the
     /// runtime instead (the server's store thread, or a blocking thread).
     pub async fn call(&self, socket_execution: &str, bearer: &str, request: &CallRequest) -> Result<Value, Refusal> {
-        match self.begin(socket_execution, bearer, &request.clone().checked()?)? {
+        let presented = Presented::new(bearer);
+        match self.begin(socket_execution, &presented, &request.clone().checked()?)? {
             Begun::Answered(answer) => Ok(answer),
             Begun::Extension(pending) => {
                 let ran = pending.ran().await;
@@ -179,7 +181,12 @@ impl Toolbelt {
 
     /// Authorizes a call, replays a committed result, and runs a builtin in the same transaction; an
     /// extension operation comes back as [`Begun::Extension`].
-    pub fn begin(&self, socket_execution: &str, bearer: &str, checked: &CheckedCall) -> Result<Begun, Refusal> {
+    pub fn begin(
+        &self,
+        socket_execution: &str,
+        presented: &Presented,
+        checked: &CheckedCall,
+    ) -> Result<Begun, Refusal> {
         let request = checked.request();
         let registry = self.registry();
         let call = Call {
@@ -196,7 +203,7 @@ impl Toolbelt {
             Mode::Write
         };
         let begun = self.store.run(mode, |tx| -> Result<Begun, Failed> {
-            let lease = checks::live_lease(tx, socket_execution, bearer, call.started)?;
+            let lease = checks::live_lease(tx, socket_execution, presented, call.started)?;
             let authority = checks::authorize(&config, &registry, lease, request, call.started)
                 .map_err(|refused| self.classified(refused))?;
             session::check_call_session(tx, &authority, request)?;

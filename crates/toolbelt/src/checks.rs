@@ -21,7 +21,7 @@ use conduit_store::{TokenLease, Tx};
 
 pub use crate::authority::Authority;
 use crate::registry::Registry;
-use crate::token::{digest, digests_match};
+use crate::token::{digests_match, Presented};
 use crate::CallRequest;
 
 /// A refusal at checks 2 to 5, with the genuine token it refused (a call classifies it).
@@ -86,12 +86,11 @@ pub fn within_quota(tx: &mut dyn Tx, config: &Snapshot, a: &Authority, operation
 pub fn live_token(
     tx: &mut dyn Tx,
     socket_execution: &str,
-    bearer: &str,
+    presented: &Presented,
     now: Timestamp,
 ) -> Result<TokenRecord, HostError> {
-    let presented = digest(bearer);
-    let found = tx.token_by_digest(&presented)?;
-    check_live(tx, found, |t| t, &presented, socket_execution, now)
+    let found = tx.token_by_digest(presented.digest())?;
+    check_live(tx, found, |t| t, presented.digest(), socket_execution, now)
 }
 
 /// Check 1, as [`live_token`], with the rows check 5 judges read in the same statement. Should
@@ -100,14 +99,13 @@ pub fn live_token(
 pub fn live_lease(
     tx: &mut dyn Tx,
     socket_execution: &str,
-    bearer: &str,
+    presented: &Presented,
     now: Timestamp,
 ) -> Result<TokenLease, HostError> {
-    let presented = digest(bearer);
-    match tx.token_lease_by_digest(&presented) {
-        Ok(found) => check_live(tx, found, |l| &l.token, &presented, socket_execution, now),
+    match tx.token_lease_by_digest(presented.digest()) {
+        Ok(found) => check_live(tx, found, |l| &l.token, presented.digest(), socket_execution, now),
         Err(e) => {
-            live_token(tx, socket_execution, bearer, now)?;
+            live_token(tx, socket_execution, presented, now)?;
             Err(e.into())
         }
     }

@@ -41,6 +41,7 @@ pub use call::{Begun, Pending, Ran};
 pub use registry::catalog::{self, Catalog};
 pub use registry::{LiveRegistry, Registry};
 pub use session::{CloseSession, OpenSession};
+pub use token::Presented;
 
 /// A request id, when there is one, is a bounded key: it is stored with the call's replay record.
 pub fn check_request_id(request_id: Option<&str>) -> Result<(), Refusal> {
@@ -314,7 +315,7 @@ impl Toolbelt {
         let now = self.clock.now();
         self.store
             .read(|tx| {
-                let token = checks::live_token(tx, socket_execution, bearer, now)?;
+                let token = checks::live_token(tx, socket_execution, &Presented::new(bearer), now)?;
                 let declared = tx
                     .get_execution(&token.execution_id)?
                     .is_some_and(|x| x.declaration.is_some());
@@ -327,7 +328,7 @@ impl Toolbelt {
     fn identify(&self, socket_execution: &str, bearer: &str) -> Result<TokenRecord, Refusal> {
         let now = self.clock.now();
         self.store
-            .read(|tx| checks::live_token(tx, socket_execution, bearer, now))
+            .read(|tx| checks::live_token(tx, socket_execution, &Presented::new(bearer), now))
             .map_err(|e: HostError| e.refusal())
     }
 }

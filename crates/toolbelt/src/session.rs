@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::authority::Authority;
 use crate::checks;
+use crate::token::Presented;
 use crate::{CallRequest, Toolbelt};
 
 /// `POST /v1/toolbelt/sessions`.
@@ -31,13 +32,18 @@ pub struct CloseSession {
 
 impl Toolbelt {
     /// Opens a session of `tool_id`, which the token must be allowed to call right now.
-    pub fn open_session(&self, socket_execution: &str, bearer: &str, request: &OpenSession) -> Result<Value, Refusal> {
+    pub fn open_session(
+        &self,
+        socket_execution: &str,
+        presented: &Presented,
+        request: &OpenSession,
+    ) -> Result<Value, Refusal> {
         crate::check_request_id(request.request_id.as_deref())?;
         let now = self.clock.now();
         let config = self.caught_up_config()?;
         let as_call = CallRequest::of(&request.tool_id);
         let opened = self.store.write(|tx| -> Result<ToolSession, HostError> {
-            let lease = checks::live_lease(tx, socket_execution, bearer, now)?;
+            let lease = checks::live_lease(tx, socket_execution, presented, now)?;
             let registry = self.registry();
             let a = checks::authorize(&config, &registry, lease, &as_call, now)?;
             registry.requirement_met(&request.tool_id, &config.package_grant(), config.package_gating())?;
@@ -80,7 +86,7 @@ impl Toolbelt {
     pub fn close_session(
         &self,
         socket_execution: &str,
-        bearer: &str,
+        presented: &Presented,
         session_id: &str,
         request: &CloseSession,
     ) -> Result<Value, Refusal> {
@@ -89,7 +95,7 @@ impl Toolbelt {
         }
         let now = self.clock.now();
         let closed = self.store.write(|tx| -> Result<ToolSession, HostError> {
-            let lease = checks::live_lease(tx, socket_execution, bearer, now)?;
+            let lease = checks::live_lease(tx, socket_execution, presented, now)?;
             let a = checks::check_lease(lease, now)?;
             let session = own_session(tx, &a, session_id)?;
             match session.closed {

@@ -15,7 +15,7 @@ use conduit_core::{ErrorCode, Source};
 use conduit_toolbelt::registry::{
     Emission, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError, OperationSpec, Registration,
 };
-use conduit_toolbelt::{Begun, CallRequest, Ran, Registry};
+use conduit_toolbelt::{Begun, CallRequest, Presented, Ran, Registry};
 use serde_json::{json, Value};
 
 /// The `notes` test extension: `notes.add` counts its runs and emits `notes.added`; `notes.fail`
@@ -227,7 +227,11 @@ fn the_crash_window_between_effect_and_commit_reruns_the_handler() {
         .unwrap()
         .checked()
         .unwrap();
-    let Begun::Extension(pending) = h.toolbelt.begin(&claim.execution.id, &token, &request).unwrap() else {
+    let Begun::Extension(pending) = h
+        .toolbelt
+        .begin(&claim.execution.id, &Presented::new(&token), &request)
+        .unwrap()
+    else {
         panic!("an extension call");
     };
     let _effect = block_on(pending.run());
@@ -248,7 +252,11 @@ fn results_commit_only_under_the_fence() {
         .unwrap()
         .checked()
         .unwrap();
-    let Begun::Extension(pending) = h.toolbelt.begin(&claim.execution.id, &token, &request).unwrap() else {
+    let Begun::Extension(pending) = h
+        .toolbelt
+        .begin(&claim.execution.id, &Presented::new(&token), &request)
+        .unwrap()
+    else {
         panic!("an extension call");
     };
     h.call(&claim, &token, "declare_outcome", json!({"status": "succeeded"}))
@@ -418,17 +426,23 @@ fn a_call_while_one_with_its_request_id_runs_is_refused_and_its_retry_replays() 
         .unwrap()
         .checked()
         .unwrap();
-    let Begun::Extension(first) = h.toolbelt.begin(&claim.execution.id, &token, &request).unwrap() else {
+    let Begun::Extension(first) = h
+        .toolbelt
+        .begin(&claim.execution.id, &Presented::new(&token), &request)
+        .unwrap()
+    else {
         panic!("an extension call");
     };
-    let second = h.toolbelt.begin(&claim.execution.id, &token, &request);
+    let second = h.toolbelt.begin(&claim.execution.id, &Presented::new(&token), &request);
     assert_eq!(second.err().map(|r| r.code), Some(ErrorCode::RequestInProgress));
     let other = serde_json::from_value::<CallRequest>(add("b", Some("r2")))
         .unwrap()
         .checked()
         .unwrap();
     assert!(
-        h.toolbelt.begin(&claim.execution.id, &token, &other).is_ok(),
+        h.toolbelt
+            .begin(&claim.execution.id, &Presented::new(&token), &other)
+            .is_ok(),
         "another request id runs"
     );
     let ran = block_on(first.run());

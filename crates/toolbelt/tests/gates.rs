@@ -16,7 +16,7 @@ use conduit_scheduler::Claim;
 use conduit_toolbelt::gate::{Gate, GateAnswer, GateCall, GateFuture, WaitPlan};
 use conduit_toolbelt::registry::WaitRequest;
 use conduit_toolbelt::registry::{OperationError, OperationSpec, Registration};
-use conduit_toolbelt::{CallRequest, Registry};
+use conduit_toolbelt::{CallRequest, Presented, Registry};
 use serde_json::{json, Value};
 
 /// A gate that records every call it is asked about and answers as told.
@@ -314,7 +314,10 @@ fn a_call_parked_in_a_session_returns_inside_the_bracket_and_closes_it_parked() 
         tool_id: "notes.op".into(),
         request_id: None,
     };
-    let opened = h.toolbelt.open_session(&claim.execution.id, &token, &open).unwrap();
+    let opened = h
+        .toolbelt
+        .open_session(&claim.execution.id, &Presented::new(&token), &open)
+        .unwrap();
     let request = json!({"operation": "notes.op", "input": {}, "session_id": opened["session_id"]});
     let request: CallRequest = serde_json::from_value(request).unwrap();
     let parked = block_on(h.toolbelt.call(&claim.execution.id, &token, &request)).unwrap();

@@ -9,7 +9,7 @@ use common::*;
 use conduit_core::execution::SegmentEnd;
 use conduit_core::{ErrorCode, Event, SessionOutcome};
 use conduit_scheduler::{complete, Claim};
-use conduit_toolbelt::{CloseSession, OpenSession};
+use conduit_toolbelt::{CloseSession, OpenSession, Presented};
 use serde_json::{json, Value};
 
 fn open(h: &Harness, claim: &Claim, token: &str, tool: &str, request_id: Option<&str>) -> Result<Value, ErrorCode> {
@@ -18,13 +18,18 @@ fn open(h: &Harness, claim: &Claim, token: &str, tool: &str, request_id: Option<
         request_id: request_id.map(str::to_owned),
     };
     h.toolbelt
-        .open_session(&claim.execution.id, token, &request)
+        .open_session(&claim.execution.id, &Presented::new(token), &request)
         .map_err(|r| r.code)
 }
 
 fn close(h: &Harness, claim: &Claim, token: &str, id: &str, outcome: SessionOutcome) -> Result<Value, ErrorCode> {
     h.toolbelt
-        .close_session(&claim.execution.id, token, id, &CloseSession { outcome })
+        .close_session(
+            &claim.execution.id,
+            &Presented::new(token),
+            id,
+            &CloseSession { outcome },
+        )
         .map_err(|r| r.code)
 }
 

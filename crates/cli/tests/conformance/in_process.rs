@@ -12,7 +12,7 @@ use conduit_store_postgres::testing::TestDatabase;
 use conduit_store_postgres::PostgresStore;
 use conduit_store_sqlite::SqliteStore;
 use conduit_toolbelt::token::{digest, generate, issue};
-use conduit_toolbelt::{Begun, CallRequest, Toolbelt};
+use conduit_toolbelt::{Begun, CallRequest, Presented, Toolbelt};
 use serde_json::{json, Value};
 
 use super::{suite_config, Attempt, Target};
@@ -128,7 +128,7 @@ impl Target for InProcess {
         // As the daemon's servers do: the store's work off the runtime, only the handler on it.
         let answered = request
             .checked()
-            .and_then(|call| self.toolbelt.begin(&on.endpoint, token, &call))
+            .and_then(|call| self.toolbelt.begin(&on.endpoint, &Presented::new(token), &call))
             .and_then(|begun| match begun {
                 Begun::Answered(value) => Ok(value),
                 Begun::Extension(pending) => {
