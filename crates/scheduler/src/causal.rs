@@ -65,24 +65,22 @@ pub(crate) fn check_key(key: &str) -> Result<(), Refusal> {
     ))
 }
 
-/// Whether `root` already has `per_minute` causal events in the minute up to `now`: it does when the
-/// `per_minute`-th latest was accepted within it.
-fn window_is_full(tx: &mut dyn Tx, root: &str, per_minute: u32, now: Timestamp) -> Result<bool, HostError> {
+/// Whether a root already has `per_minute` causal events in the minute up to `now`: it does when the
+/// `per_minute`-th latest was accepted (`time_back`) within it.
+fn window_is_full(per_minute: u32, time_back: Option<Timestamp>, now: Timestamp) -> bool {
     if per_minute == 0 {
-        return Ok(true);
+        return true;
     }
     let window_start = Timestamp(now.0 - CAUSAL_WINDOW.0);
-    Ok(tx
-        .causal_event_time_back(root, per_minute)?
-        .is_some_and(|at| at >= window_start))
+    time_back.is_some_and(|at| at >= window_start)
 }
 
 /// The causal bounds of the event's root: the limits pinned by the root's first event (the
 /// configuration's at that time), a maximum depth and a maximum number of events per minute.
 fn check_causal_bounds(tx: &mut dyn Tx, config: &Snapshot, event: &NewEvent) -> Result<(), HostError> {
     let root = &event.causation.root;
-    let pin = match tx.causal_pin(root)? {
-        Some(pin) => pin,
+    let (pin, time_back) = match tx.causal_bounds(root)? {
+        Some(bounds) => bounds,
         None => {
             let limits = config.limits();
             let pin = CausalPin {
@@ -90,7 +88,7 @@ fn check_causal_bounds(tx: &mut dyn Tx, config: &Snapshot, event: &NewEvent) -> 
                 per_minute: limits.causal_per_minute,
             };
             tx.insert_causal_pin(root, pin, event.accepted_at)?;
-            pin
+            (pin, tx.causal_event_time_back(root, pin.per_minute)?)
         }
     };
     if event.causation.depth > pin.max_depth {
@@ -101,7 +99,7 @@ fn check_causal_bounds(tx: &mut dyn Tx, config: &Snapshot, event: &NewEvent) -> 
         .with_remedy("raise limits.causal_max_depth, or break the loop that keeps emitting")
         .into());
     }
-    if window_is_full(tx, root, pin.per_minute, event.accepted_at)? {
+    if window_is_full(pin.per_minute, time_back, event.accepted_at) {
         return Err(Refusal::new(
             ErrorCode::CausalRateExceeded,
             format!(

@@ -440,8 +440,7 @@ fn rows_floor(dir: &Path) -> impl FnMut() {
     }
     let prepare = |sql: &str| conn.prepare(sql).expect("a floor statement");
     let mut usage_read = prepare("SELECT stored_bytes FROM work_usage WHERE work_id = ?1");
-    let mut pin = prepare("SELECT max_depth, per_minute FROM causal_pins WHERE root_id = ?1");
-    let mut time_back = prepare(statements::CAUSAL_TIME_BACK);
+    let mut bounds = prepare(statements::CAUSAL_BOUNDS);
     let mut event = prepare(statements::INSERT_EVENT);
     let mut audit = prepare(
         "INSERT INTO toolbelt_audit (id, kind, operation, execution_id, work_id, scope, request_id, result, \
@@ -464,10 +463,9 @@ fn rows_floor(dir: &Path) -> impl FnMut() {
         n += 1;
         let [work, execution, root] = &works[w];
         let _: Option<i64> = usage_read.query_row([work], |r| r.get(0)).ok();
-        let _: (i64, i64) = pin.query_row([root], |r| Ok((r.get(0)?, r.get(1)?))).expect("the pin");
-        let _: Option<i64> = time_back
-            .query_row(rusqlite::params![root, CAUSAL_PER_MINUTE], |r| r.get(0))
-            .ok();
+        let _: (i64, i64, Option<i64>) = bounds
+            .query_row([root], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .expect("the chain's bounds");
         let (called, emitted, returned) = (new_id(), new_id(), new_id());
         let principal = format!("execution:{execution}");
         let records = [

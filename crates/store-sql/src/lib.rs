@@ -220,7 +220,9 @@ impl<T: FromColumn> FromColumn for Option<T> {
 
 /// Statement builders the adapters' tests read query plans of.
 pub mod statements {
-    pub use crate::rows::events::{page_event_sequences_sql, page_events_sql, CAUSAL_TIME_BACK, INSERT_EVENT};
+    pub use crate::rows::events::{
+        page_event_sequences_sql, page_events_sql, CAUSAL_BOUNDS, CAUSAL_TIME_BACK, INSERT_EVENT,
+    };
     pub use crate::rows::requests::page_audit_sql;
 }
 

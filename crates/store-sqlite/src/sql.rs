@@ -233,7 +233,11 @@ mod tests {
 
     #[test]
     fn the_per_minute_bound_seeks_the_chain_index_and_counts_nothing() {
-        for sql in [statements::CAUSAL_TIME_BACK, statements::INSERT_EVENT] {
+        for sql in [
+            statements::CAUSAL_BOUNDS,
+            statements::CAUSAL_TIME_BACK,
+            statements::INSERT_EVENT,
+        ] {
             let steps = plan(sql);
             assert!(steps.contains("USING COVERING INDEX events_chain"), "{steps}");
             assert!(!steps.contains("SCAN"), "{steps}");

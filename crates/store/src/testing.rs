@@ -4,13 +4,15 @@
 // Test cases stop loudly on what they did not expect.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use conduit_core::{Causation, Execution, ExecutionState, NewEvent, Source, Timestamp, TokenRecord, Work, WorkState};
+use conduit_core::{
+    CausalPin, Causation, Execution, ExecutionState, NewEvent, Source, Timestamp, TokenRecord, Work, WorkState,
+};
 use serde_json::json;
 
 use crate::{EventFilter, Page, Store, StoreError, Tx};
 
 /// The cases every adapter must pass, each to be run over a fresh store.
-pub const CASES: [fn(&dyn Store); 11] = [
+pub const CASES: [fn(&dyn Store); 12] = [
     work_round_trips_with_its_keys,
     an_attempt_sees_the_watermark_the_others_reached,
     a_token_lease_reads_what_the_separate_lookups_read,
@@ -22,6 +24,7 @@ pub const CASES: [fn(&dyn Store); 11] = [
     a_shared_key_is_made_once,
     ids_are_found_by_their_prefix_alone,
     a_pages_sequences_are_its_events_sequences,
+    a_roots_bounds_are_its_pin_and_the_event_its_per_minute_back,
 ];
 
 /// An id prefix finds exactly the ids that start with it, hyphens included: a collation that
@@ -282,6 +285,35 @@ pub fn events_get_increasing_sequences_and_lose_forged_actors(store: &dyn Store)
         .read(|tx| tx.events_between_for_keys(a.sequence, c.sequence - 1, &["k".into()]))
         .unwrap();
     assert_eq!(between.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), vec!["b"]);
+}
+
+/// A root's bounds, read in one statement, are what its pin and the time-back lookup for the pin's
+/// `per_minute` read apart; a root without a pin has none.
+pub fn a_roots_bounds_are_its_pin_and_the_event_its_per_minute_back(store: &dyn Store) {
+    let pin = CausalPin {
+        max_depth: 8,
+        per_minute: 2,
+    };
+    let of_root = |id: &str, at: i64| NewEvent {
+        causation: Causation::root("r"),
+        accepted_at: Timestamp(at),
+        ..event(id)
+    };
+    let bounds = |root: &str| store.read(|tx| tx.causal_bounds(root)).unwrap();
+    store.write(|tx| tx.insert_causal_pin("r", pin, Timestamp(1))).unwrap();
+    store.write(|tx| tx.insert_event(of_root("r1", 10))).unwrap();
+    assert_eq!(
+        bounds("r"),
+        Some((pin, None)),
+        "a chain shorter than its per-minute bound"
+    );
+    for (id, at) in [("r2", 20), ("r3", 30)] {
+        store.write(|tx| tx.insert_event(of_root(id, at))).unwrap();
+    }
+    assert_eq!(bounds("r"), Some((pin, Some(Timestamp(20)))));
+    let apart = store.read(|tx| tx.causal_event_time_back("r", pin.per_minute)).unwrap();
+    assert_eq!(apart, Some(Timestamp(20)), "the control: the lookup alone");
+    assert_eq!(bounds("none"), None);
 }
 
 /// A page's sequences alone are those of its events, whatever the filter and the page's bounds.

@@ -201,7 +201,9 @@ pub trait EventRows {
     /// accepted, if the root has that many: one index seek, however long the chain (the toolbelt's
     /// call records are not causal links and do not count).
     fn causal_event_time_back(&mut self, root: &str, back: u32) -> Result<Option<Timestamp>>;
-    fn causal_pin(&mut self, root: &str) -> Result<Option<CausalPin>>;
+    /// A root's pinned limits, with [`EventRows::causal_event_time_back`] for its `per_minute` read
+    /// in the same statement; `None` when the root has no pin yet.
+    fn causal_bounds(&mut self, root: &str) -> Result<Option<(CausalPin, Option<Timestamp>)>>;
     fn insert_causal_pin(&mut self, root: &str, pin: CausalPin, at: Timestamp) -> Result<()>;
 }
 

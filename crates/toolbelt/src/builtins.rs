@@ -149,7 +149,9 @@ pub fn run(
 
 /// Parses an operation's input strictly; `null` stands for an empty object.
 fn parse<T: DeserializeOwned>(input: &Value) -> Result<T, Refusal> {
-    let input = if input.is_null() { json!({}) } else { input.clone() };
+    let empty = json!({});
+    // Read in place: the input is not copied first.
+    let input = if input.is_null() { &empty } else { input };
     serde_path_to_error::deserialize(input).map_err(|e| {
         let at = e.path().to_string();
         Refusal::invalid_input(format!("the operation's input does not match its schema (at `{at}`)"))

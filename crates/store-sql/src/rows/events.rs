@@ -30,6 +30,14 @@ pub const CAUSAL_TIME_BACK: &str = concat!(
     ") - ?2 + 1"
 );
 
+/// A root's pin and [`CAUSAL_TIME_BACK`] for its `per_minute`, in one statement: every causal event
+/// reads both.
+pub const CAUSAL_BOUNDS: &str = concat!(
+    "SELECT p.max_depth, p.per_minute, (SELECT accepted_at FROM events WHERE root_id = ?1 AND chain_ordinal = (",
+    latest_chain_ordinal!(),
+    ") - p.per_minute + 1) FROM causal_pins p WHERE p.root_id = ?1"
+);
+
 pub(super) const EVENT_COLUMNS: &str =
     "sequence, id, type, source, scope, work_id, execution_id, correlation_key, parent_id, \
      root_id, depth, actor, data, accepted_at";
@@ -184,13 +192,13 @@ impl EventRows for SqlTx<'_> {
             .map(Timestamp))
     }
 
-    fn causal_pin(&mut self, root: &str) -> Result<Option<CausalPin>> {
-        let sql = "SELECT max_depth, per_minute FROM causal_pins WHERE root_id = ?1";
-        self.query_one(sql, args![root], |r| {
-            Ok(CausalPin {
+    fn causal_bounds(&mut self, root: &str) -> Result<Option<(CausalPin, Option<Timestamp>)>> {
+        self.query_one(CAUSAL_BOUNDS, args![root], |r| {
+            let pin = CausalPin {
                 max_depth: r.get(0)?,
                 per_minute: r.get(1)?,
-            })
+            };
+            Ok((pin, r.get::<Option<i64>>(2)?.map(Timestamp)))
         })
     }
 
