@@ -29,7 +29,10 @@
 //! Then `emit` from 1, 8 and 32 executions at once: each its own claimed Work, token and socket, and
 //! its own client task with its own connection, all starting together. Its floor: the same requests
 //! from 32 connections at once to each echo (bare, with the hop, in place), the most calls a second
-//! this machine answers over these sockets with nothing behind them.
+//! this machine answers over these sockets with nothing behind them. And its durable floor
+//! ([`durable`]): the same requests to an echo whose bodies cross to one thread that runs an emit's
+//! rows (the rows floor) and writes a log entry, answered after a shared fsync: the daemon's pipeline
+//! with nothing of the daemon's own, which the daemon's rate cannot pass.
 //!
 //! Every answer must be 200, so a broken setup cannot produce numbers. Nothing here asserts timing.
 
@@ -37,6 +40,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod durable;
 
 use common::{
     bench_limits, columns_legend, env_count, mount_of, multi_thread, print_table, Body, Client, Counters, Stats,
@@ -101,13 +105,15 @@ fn main() {
     let config = bench_config();
     let echo_sockets =
         [Hop::None, Hop::Blocking, Hop::InPlace].map(|hop| (hop, dir.path().join(format!("echo-{hop:?}.sock"))));
-    let (beds, echo_servers) = servers.block_on(async {
+    let durable_socket = dir.path().join("durable.sock");
+    let (beds, echo_servers, durable_server) = servers.block_on(async {
         let echoes = echo_sockets.clone().map(|(hop, socket)| {
             let listener = bind_owner_only(&socket).expect("bind an echo socket");
             tokio::spawn(serve_echo(listener, hop))
         });
+        let durable = start_durable_floor(dir.path(), &durable_socket);
         let beds = ["reader", "emitter"].map(|name| Bed::start(&store, false, &config, dir.path(), name));
-        (beds, echoes)
+        (beds, echoes, durable)
     });
     let [(_, echo_socket), (_, hop_socket), (_, in_place_socket)] = &echo_sockets;
     let rows = client.block_on(run_cases(
@@ -122,6 +128,7 @@ fn main() {
     let most = EXECUTIONS[EXECUTIONS.len() - 1];
     let echoes_at_once = [echo_socket, hop_socket, in_place_socket]
         .map(|socket| emits_at_once(&clients, vec![(socket.clone(), beds[0].token.clone()); most]));
+    let durable_at_once = emits_at_once(&clients, vec![(durable_socket, beds[0].token.clone()); most]);
     // With a test server (`OPEN_CONDUIT_TEST_POSTGRES`): the same emits on PostgreSQL, through one
     // store, then through two on one database, as two daemons would share it.
     let on_postgres = TestDatabase::create().map(|db| {
@@ -143,6 +150,7 @@ fn main() {
     for echo in echo_servers {
         echo.abort();
     }
+    durable_server.abort();
     servers.block_on(async {
         for bed in beds {
             bed.stop().await;
@@ -150,6 +158,7 @@ fn main() {
     });
     print_table(&rows);
     print_together(&together, &rows, &echoes_at_once);
+    print_durable_floor(&together, &durable_at_once);
     if let Some((_db, [one, two])) = &on_postgres {
         println!("\non PostgreSQL (a server on a Unix socket on this machine; the KiB columns count only this process's writes):");
         print_together(one, &rows, &echoes_at_once);
@@ -725,6 +734,30 @@ fn print_together(together: &[Stats], rows: &[Stats], [echo, hop, in_place]: &[S
         in_place.cpu_per_call(),
         most.per_second() / echo.per_second()
     );
+}
+
+/// The durable floor's line: the daemon's rate at the most executions against it.
+fn print_durable_floor(together: &[Stats], floor: &Stats) {
+    let most = together.last().expect("a concurrent case");
+    println!(
+        "durable floor at N={0}: {1:.0} calls/s ({2} us CPU a call, {3} us of it on its one call thread) from \
+         an echo whose bodies cross to one thread running an emit's rows and log entry, answered after a \
+         shared fsync (benches/durable); emit at N={0} is {4:.2}x it",
+        EXECUTIONS[EXECUTIONS.len() - 1],
+        floor.per_second(),
+        floor.cpu_per_call(),
+        floor.store_thread_per_call(),
+        most.per_second() / floor.per_second()
+    );
+}
+
+/// Serves the durable floor ([`durable`]) on `socket`, its rows on a store of their own.
+fn start_durable_floor(dir: &Path, socket: &Path) -> JoinHandle<()> {
+    let rows_dir = dir.join("durable");
+    std::fs::create_dir(&rows_dir).expect("the durable floor's directory");
+    let log = File::create(rows_dir.join("log")).expect("the durable floor's log");
+    let listener = bind_owner_only(socket).expect("bind the durable floor's socket");
+    tokio::spawn(durable::serve(listener, move || rows_floor(&rows_dir), log))
 }
 
 fn print_machine(dir: &Path) {

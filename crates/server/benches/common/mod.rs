@@ -78,7 +78,8 @@ pub struct Counters {
     /// Flush requests completed by the temp dir's block device.
     pub flushes: Option<u64>,
     /// CPU time of the toolbelt's store thread (`store-calls`), which runs every call's store work
-    /// one after another on SQLite: the rate's bound once it is always busy.
+    /// one after another on SQLite: the rate's bound once it is always busy (in the toolbelt
+    /// bench's durable floor, its one call thread, `floor-calls`).
     pub store_thread: Option<Duration>,
 }
 
@@ -93,7 +94,7 @@ impl Counters {
             sockets: Some(SOCKET_BYTES.load(Ordering::Relaxed)),
             written: process_written(),
             flushes: device_flushes(),
-            store_thread: threads_cpu(|comm| comm == "store-calls"),
+            store_thread: threads_cpu(|comm| matches!(comm, "store-calls" | "floor-calls")),
         }
     }
 }
