@@ -32,6 +32,7 @@ use conduit_store::{Mode, StoreError, Tx};
 
 use crate::durability::GroupSync;
 use crate::leases::KeptLeases;
+use crate::prepared::{Statements as KeptStatements, WriterConnection};
 use crate::redo::{RedoLog, Statements};
 use crate::sql::SqliteSql;
 use crate::{sqlite_error, Result};
@@ -63,7 +64,7 @@ pub struct Writer {
 
 /// The write connection, its open transaction, and the redo log of what that transaction holds.
 struct Open {
-    conn: Connection,
+    conn: WriterConnection,
     /// Members of the open transaction; `None` when none is open.
     members: Option<usize>,
     /// The bytes of the statements those members logged, which memory holds until the commit.
@@ -90,7 +91,7 @@ impl Writer {
         Ok(Writer {
             open: Mutex::new(Open {
                 leases: KeptLeases::watching(&conn)?,
-                conn,
+                conn: WriterConnection::keeping_statements(conn),
                 members: None,
                 held_bytes: 0,
                 redo,
@@ -127,7 +128,10 @@ impl Writer {
         // The latest state change: what this member may read that must outlast a power loss.
         let state_through = open.last_state;
         let mut statements = Statements::default();
-        let (mut ran, mut intact) = run_in_savepoint(&open.conn, &mut statements, &mut open.leases, body);
+        let leases = &mut open.leases;
+        let (mut ran, mut intact) = open
+            .conn
+            .with_statements(|conn, kept| run_in_savepoint(conn, kept, &mut statements, leases, body));
         if !matches!(ran, Ran::Done { .. }) {
             // Rolled back to its savepoint: what it changed is gone without the hook's knowing (a
             // transaction that cannot go on is settled below, which forgets them too).
@@ -177,10 +181,11 @@ impl Writer {
         let opened = open.members.is_none();
         self.begin(open)?;
         let before = open.conn.total_changes();
-        let mut ran = {
-            let mut sql = SqliteSql::reading(&open.conn, &mut open.leases);
+        let leases = &mut open.leases;
+        let mut ran = open.conn.with_statements(|conn, kept| {
+            let mut sql = SqliteSql::reading(conn, kept, leases);
             catch_unwind(AssertUnwindSafe(|| SqlTx::run(&mut sql, body)))
-        };
+        });
         // Statements that write are refused before they run; this catches what slipped past.
         let rolled_back = open.conn.is_autocommit();
         if rolled_back || open.conn.total_changes() != before {
@@ -318,15 +323,16 @@ fn commit(open: &Open) -> std::result::Result<(), ()> {
 /// could not be closed: the transaction must not commit.
 fn run_in_savepoint(
     conn: &Connection,
+    kept: &dyn KeptStatements,
     redo: &mut Statements,
     leases: &mut KeptLeases,
     body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>,
 ) -> (Ran, bool) {
-    if let Err(e) = run_prepared(conn, &["SAVEPOINT member"]) {
-        return (Ran::Failed(sqlite_error(e)), false);
+    if let Err(e) = run_kept(kept, &["SAVEPOINT member"]) {
+        return (Ran::Failed(e), false);
     }
     let before = conn.total_changes();
-    let mut sql = SqliteSql::recording(conn, redo, leases);
+    let mut sql = SqliteSql::recording(conn, kept, redo, leases);
     let ran = match catch_unwind(AssertUnwindSafe(|| SqlTx::run(&mut sql, body))) {
         Ok(Ok(())) => Ran::Done {
             changed: conn.total_changes() > before,
@@ -346,20 +352,20 @@ fn run_in_savepoint(
         Ran::Done { .. } => &["RELEASE member"],
         _ => &["ROLLBACK TO member", "RELEASE member"],
     };
-    match run_prepared(conn, end) {
+    match run_kept(kept, end) {
         Ok(()) => (ran, true),
         Err(e) => match ran {
-            Ran::Done { .. } => (Ran::Failed(sqlite_error(e)), false),
+            Ran::Done { .. } => (Ran::Failed(e), false),
             other => (other, false),
         },
     }
 }
 
-/// Runs each statement from the connection's statement cache: a member's savepoint is opened and
-/// closed on every call, and parsing it each time cost about 4% of an `emit`'s CPU.
-fn run_prepared(conn: &Connection, statements: &[&str]) -> rusqlite::Result<()> {
+/// Runs each statement from those the connection keeps prepared: a member's savepoint is opened
+/// and closed on every call, and parsing it each time cost about 4% of an `emit`'s CPU.
+fn run_kept(kept: &dyn KeptStatements, statements: &[&str]) -> Result<()> {
     for sql in statements {
-        conn.prepare_cached(sql)?.execute([])?;
+        kept.with(sql, &mut |s| s.execute([]).map(drop).map_err(sqlite_error))?;
     }
     Ok(())
 }

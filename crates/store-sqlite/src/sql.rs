@@ -1,19 +1,23 @@
-//! [`Sql`] on a SQLite connection: the shared statements run here through SQLite's statement cache.
+//! [`Sql`] on a SQLite connection: the shared statements run here, the write connection's from the
+//! statements it keeps ([`crate::prepared`]), a reader's through rusqlite's statement cache.
 
 use rusqlite::types::{ToSqlOutput, ValueRef};
-use rusqlite::Connection;
+use rusqlite::{Connection, Statement};
 
 use conduit_store::{StoreError, TokenLease};
 use conduit_store_sql::{Arg, Column, Dialect, Row, Sql};
 
 use crate::leases::KeptLeases;
-use crate::redo::Statements;
+use crate::prepared::Statements;
+use crate::redo::Statements as RedoStatements;
 use crate::{sqlite_error, Result};
 
 /// One connection's side of a transaction the caller opened on it, and what becomes of the
 /// statements in it that write.
 pub struct SqliteSql<'a> {
     conn: &'a Connection,
+    /// The write connection's kept statements; none on a reader connection.
+    kept: Option<&'a dyn Statements>,
     writes: Writes<'a>,
     /// The write connection's kept leases; none on a reader connection.
     leases: Option<&'a mut KeptLeases>,
@@ -24,7 +28,7 @@ enum Writes<'a> {
     /// It runs (a reader connection's `query_only` refuses it there).
     Run,
     /// It runs and is kept, with its arguments, for the redo log.
-    Keep(&'a mut Statements),
+    Keep(&'a mut RedoStatements),
     /// It is refused before it runs: a read inside the write transaction.
     Refuse,
 }
@@ -33,25 +37,45 @@ impl<'a> SqliteSql<'a> {
     pub fn new(conn: &'a Connection) -> SqliteSql<'a> {
         SqliteSql {
             conn,
+            kept: None,
             writes: Writes::Run,
             leases: None,
         }
     }
 
-    pub fn recording(conn: &'a Connection, redo: &'a mut Statements, leases: &'a mut KeptLeases) -> SqliteSql<'a> {
+    pub fn recording(
+        conn: &'a Connection,
+        kept: &'a dyn Statements,
+        redo: &'a mut RedoStatements,
+        leases: &'a mut KeptLeases,
+    ) -> SqliteSql<'a> {
         SqliteSql {
             conn,
+            kept: Some(kept),
             writes: Writes::Keep(redo),
             leases: Some(leases),
         }
     }
 
     /// Reads inside the write transaction, which must not change what it holds.
-    pub fn reading(conn: &'a Connection, leases: &'a mut KeptLeases) -> SqliteSql<'a> {
+    pub fn reading(conn: &'a Connection, kept: &'a dyn Statements, leases: &'a mut KeptLeases) -> SqliteSql<'a> {
         SqliteSql {
             conn,
+            kept: Some(kept),
             writes: Writes::Refuse,
             leases: Some(leases),
+        }
+    }
+
+    /// Runs `f` on the prepared statement for `sql`: the write connection's kept one, else
+    /// rusqlite's cached one.
+    fn on_statement(&self, sql: &str, f: &mut dyn FnMut(&mut Statement<'_>) -> Result<()>) -> Result<()> {
+        match self.kept {
+            Some(kept) => kept.with(sql, f),
+            None => {
+                let mut cached = self.conn.prepare_cached(sql).map_err(sqlite_error)?;
+                f(&mut cached)
+            }
         }
     }
 
@@ -99,12 +123,14 @@ impl Sql for SqliteSql<'_> {
 
     fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64> {
         self.refuse_outside_transaction()?;
-        let conn = self.conn;
-        let mut stmt = conn.prepare_cached(sql).map_err(sqlite_error)?;
-        let writes = self.recording_writes(&stmt)?;
-        let changed = stmt
-            .execute(rusqlite::params_from_iter(bound(args)))
-            .map_err(sqlite_error)?;
+        let (mut writes, mut changed) = (false, 0);
+        self.on_statement(sql, &mut |stmt| {
+            writes = self.recording_writes(stmt)?;
+            changed = stmt
+                .execute(rusqlite::params_from_iter(bound(args)))
+                .map_err(sqlite_error)?;
+            Ok(())
+        })?;
         if writes {
             self.keep(sql, args);
         }
@@ -113,22 +139,25 @@ impl Sql for SqliteSql<'_> {
 
     fn query(&mut self, sql: &str, args: &[Arg<'_>], each: &mut dyn FnMut(&dyn Row) -> Result<()>) -> Result<()> {
         self.refuse_outside_transaction()?;
-        let conn = self.conn;
-        let mut stmt = conn.prepare_cached(sql).map_err(sqlite_error)?;
-        let writes = self.recording_writes(&stmt)?;
-        let mut rows = stmt
-            .query(rusqlite::params_from_iter(bound(args)))
-            .map_err(sqlite_error)?;
-        let mut row = rows.next().map_err(sqlite_error)?;
-        // A write (`INSERT ... RETURNING`) has done all it does by its first row.
-        if writes {
+        let (mut writes, mut ran) = (false, false);
+        let read = self.on_statement(sql, &mut |stmt| {
+            writes = self.recording_writes(stmt)?;
+            let mut rows = stmt
+                .query(rusqlite::params_from_iter(bound(args)))
+                .map_err(sqlite_error)?;
+            let mut row = rows.next().map_err(sqlite_error)?;
+            // A write (`INSERT ... RETURNING`) has done all it does by its first row.
+            ran = true;
+            while let Some(found) = row {
+                each(&SqliteRow(found))?;
+                row = rows.next().map_err(sqlite_error)?;
+            }
+            Ok(())
+        });
+        if writes && ran {
             self.keep(sql, args);
         }
-        while let Some(found) = row {
-            each(&SqliteRow(found))?;
-            row = rows.next().map_err(sqlite_error)?;
-        }
-        Ok(())
+        read
     }
 
     fn kept_lease(&mut self, digest: &[u8; 32]) -> Option<TokenLease> {

@@ -1,0 +1,156 @@
+//! The write connection, with the statements it ran each prepared once and kept beside it.
+//!
+//! rusqlite's statement cache (`prepare_cached`) takes a statement out of an LRU list and puts it
+//! back on every run: a new copy of its text for a key, three hashes of that text, and its bindings
+//! cleared. On the store thread that was about 1,400 instructions a statement and 12,000 a
+//! toolbelt call, a seventh of what the calls cost besides SQLite's own steps (callgrind,
+//! `--bench toolbelt`). Here a statement is found by one hash of its text and stays where it is.
+//!
+//! A rusqlite `Statement` borrows its `Connection`, so the two live in one value
+//! ([`WriterConnection`], a `self_cell`). Should a daemon's writer ever run more than
+//! [`MOST_KEPT`] different texts, the rest go through rusqlite's cache.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ops::Deref;
+
+use rusqlite::{Connection, PrepFlags, Statement};
+
+use crate::{sqlite_error, Result};
+
+/// The most statements kept: the writer runs a few dozen different texts (a list's filters make
+/// a few more); past this, texts built on the fly cannot grow the map without bound.
+const MOST_KEPT: usize = 256;
+
+/// Runs a statement of the write connection's.
+pub trait Statements {
+    /// Runs `f` on the prepared statement for `sql`.
+    fn with(&self, sql: &str, f: &mut dyn FnMut(&mut Statement<'_>) -> Result<()>) -> Result<()>;
+}
+
+/// The statements prepared on one connection, by their text.
+pub struct Prepared<'c> {
+    conn: &'c Connection,
+    kept: RefCell<HashMap<Box<str>, Statement<'c>, foldhash::fast::RandomState>>,
+}
+
+impl Statements for Prepared<'_> {
+    fn with(&self, sql: &str, f: &mut dyn FnMut(&mut Statement<'_>) -> Result<()>) -> Result<()> {
+        // Held while `f` runs: a statement's rows are read before another statement runs.
+        let mut kept = self.kept.borrow_mut();
+        if let Some(statement) = kept.get_mut(sql) {
+            return f(statement);
+        }
+        if kept.len() >= MOST_KEPT {
+            drop(kept);
+            let mut cached = self.conn.prepare_cached(sql).map_err(sqlite_error)?;
+            return f(&mut cached);
+        }
+        // Kept for good: off SQLite's lookaside memory, which the steps' own allocations need
+        // (prepared without the hint, the statements took it and each step cost 8% more).
+        let statement = self
+            .conn
+            .prepare_with_flags(sql, PrepFlags::SQLITE_PREPARE_PERSISTENT)
+            .map_err(sqlite_error)?;
+        f(kept.entry(sql.into()).or_insert(statement))
+    }
+}
+
+self_cell::self_cell!(
+    /// The write connection and the statements prepared on it.
+    pub struct WriterConnection {
+        owner: Connection,
+        #[not_covariant]
+        dependent: Prepared,
+    }
+);
+
+// SAFETY: a `WriterConnection` moves its connection and every statement prepared on it together:
+// the statements borrow no other connection, and nothing outside holds one of them. Statements
+// are not `Send` only because they borrow a `Connection`, which is not `Sync`; one value that owns
+// both is used by one thread at a time (the writer's mutex). The connection is opened
+// `SQLITE_OPEN_NO_MUTEX` (`lib.rs`), SQLite's multi-thread mode, in which a connection and its
+// statements may be used from any thread, one at a time; rusqlite's `Connection` is `Send` for the
+// same reason.
+#[allow(unsafe_code)]
+unsafe impl Send for WriterConnection {}
+
+impl WriterConnection {
+    pub fn keeping_statements(conn: Connection) -> WriterConnection {
+        WriterConnection::new(conn, |conn| Prepared {
+            conn,
+            kept: RefCell::default(),
+        })
+    }
+
+    /// Runs `f` with the connection and its kept statements.
+    pub fn with_statements<R>(&self, f: impl FnOnce(&Connection, &dyn Statements) -> R) -> R {
+        self.with_dependent(|conn, prepared| f(conn, prepared))
+    }
+}
+
+impl Deref for WriterConnection {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.borrow_owner()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer() -> WriterConnection {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (n INTEGER)").unwrap();
+        WriterConnection::keeping_statements(conn)
+    }
+
+    fn insert(writer: &WriterConnection, n: i64) {
+        writer.with_statements(|_, statements| {
+            statements
+                .with("INSERT INTO t (n) VALUES (?1)", &mut |s| {
+                    s.execute([n]).map(drop).map_err(sqlite_error)
+                })
+                .unwrap();
+        });
+    }
+
+    /// A statement is prepared once and run again from where it is kept, on whichever thread holds
+    /// the connection.
+    #[test]
+    fn a_statement_is_prepared_once_and_kept_across_threads() {
+        let writer = writer();
+        insert(&writer, 1);
+        let writer = std::thread::spawn(move || {
+            insert(&writer, 2);
+            writer
+        })
+        .join()
+        .unwrap();
+        let kept = writer.with_dependent(|_, prepared| prepared.kept.borrow().len());
+        assert_eq!(kept, 1);
+        let count: i64 = writer.query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(count, 2);
+    }
+
+    /// Past [`MOST_KEPT`] texts, a statement still runs, through rusqlite's cache, and the map
+    /// stops growing.
+    #[test]
+    fn texts_past_the_most_kept_run_without_being_kept() {
+        let writer = writer();
+        for n in 0..MOST_KEPT as i64 + 10 {
+            writer.with_statements(|_, statements| {
+                let sql = format!("INSERT INTO t (n) VALUES ({n})");
+                statements
+                    .with(&sql, &mut |s| s.execute([]).map(drop).map_err(sqlite_error))
+                    .unwrap();
+            });
+        }
+        let kept = writer.with_dependent(|_, prepared| prepared.kept.borrow().len());
+        assert_eq!(kept, MOST_KEPT);
+        let count: i64 = writer.query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(count, MOST_KEPT as i64 + 10);
+    }
+}
