@@ -126,7 +126,8 @@ pub struct RedoLog {
     broken: bool,
     /// The numbers of the statement texts the log has defined (looked up for every statement, so
     /// hashed with foldhash rather than SipHash).
-    known: HashMap<String, u16, foldhash::fast::RandomState>,
+    /// By their bytes: an entry's texts are those `Statements::push` took as text.
+    known: HashMap<Box<[u8]>, u16, foldhash::fast::RandomState>,
     /// The store's random identity, in every entry's check.
     identity: Vec<u8>,
 }
@@ -269,24 +270,23 @@ impl RedoLog {
 
     /// A member's statements as the log writes them: each text it has not defined yet is defined
     /// (and named in `defined`), the rest by number.
-    fn interned(&mut self, whole: &[u8], defined: &mut Vec<String>) -> Option<Vec<u8>> {
+    fn interned(&mut self, whole: &[u8], defined: &mut Vec<Box<[u8]>>) -> Option<Vec<u8>> {
         let mut out = Vec::with_capacity(whole.len());
         let mut shared = repeats::Numbers::default();
         let mut rest = whole;
         while !rest.is_empty() {
             let (sql, args) = take_bytes(rest)?;
-            let sql = std::str::from_utf8(sql).ok()?;
             match self.known.get(sql) {
                 Some(n) => out.extend_from_slice(&n.to_le_bytes()),
                 None => {
                     let n = self.known.len() as u16;
                     let code = if n < INLINE { DEFINES } else { INLINE };
                     if code == DEFINES {
-                        self.known.insert(sql.to_owned(), n);
-                        defined.push(sql.to_owned());
+                        self.known.insert(sql.into(), n);
+                        defined.push(sql.into());
                     }
                     out.extend_from_slice(&code.to_le_bytes());
-                    put_bytes(&mut out, sql.as_bytes());
+                    put_bytes(&mut out, sql);
                 }
             }
             rest = repeats::share(args, &mut shared, &mut out)?;
@@ -295,7 +295,7 @@ impl RedoLog {
     }
 
     /// Texts an entry that was not written defined are not defined.
-    fn forget(&mut self, defined: &[String]) {
+    fn forget(&mut self, defined: &[Box<[u8]>]) {
         for sql in defined {
             self.known.remove(sql);
         }
