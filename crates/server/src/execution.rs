@@ -52,9 +52,9 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Body) 
     if request.request_id.is_none() {
         request.request_id = idempotency_key(&headers);
     }
-    // Its own checks, its input's hash (and the token's, above) and its `agent.toolCalled` before
-    // the crossing: the store thread runs one call at a time.
-    let call = s.toolbelt.ready(&s.execution_id, request.checked()?);
+    // Its own checks and its input's hash (and the token's, above) before the crossing: the store
+    // thread runs one call at a time.
+    let call = request.checked()?;
     // On a task of its own: a client that hangs up mid-call must not leave the call begun but never
     // finished (its records, its replay, a gate's wait).
     let answer = tokio::spawn(run_call(s, token, call))
@@ -67,7 +67,7 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Body) 
 async fn run_call(s: ExecutionSocket, token: Presented, call: CheckedCall) -> Result<Value, Failure> {
     let changes_state = !s.toolbelt.only_reads(&call.request().operation);
     let execution = s.execution_id.clone();
-    let begun = to_store(&s.toolbelt, move |t| Ok(t.begin(&execution, &token, call)?)).await?;
+    let begun = to_store(&s.toolbelt, move |t| Ok(t.begin(&execution, &token, &call)?)).await?;
     let answer = match begun {
         Begun::Answered(answer) => answer,
         Begun::Extension(pending) => {

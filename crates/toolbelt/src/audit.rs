@@ -57,41 +57,27 @@ pub fn record(
     Ok(())
 }
 
-/// Appends `agent.toolCalled`, continuing from the event the segment continues from: `readied`
-/// when the call's own execution's ([`called_record`], made before the store), else made here.
-pub fn tool_called(
-    tx: &mut dyn Tx,
-    call: &Call<'_>,
-    a: &Authority,
-    readied: Option<HostRecord<'static>>,
-) -> Result<Event, HostError> {
-    let record = readied
-        .filter(|_| a.execution.id == call.socket_execution)
-        .unwrap_or_else(|| called_record(&a.execution.id, call));
-    append_host_record(tx, &a.execution, &a.work.scope, a.cause.as_deref(), record)
-}
-
-/// The `agent.toolCalled` of `call` by execution `agent`: all it says is known before the store
-/// is reached.
-pub fn called_record(agent: &str, call: &Call<'_>) -> HostRecord<'static> {
+/// Appends `agent.toolCalled`, continuing from the event the segment continues from.
+pub fn tool_called(tx: &mut dyn Tx, call: &Call<'_>, a: &Authority) -> Result<Event, HostError> {
     let id = new_id();
     let call_id = call.request.request_id.clone().unwrap_or_else(|| id.clone());
     let data = ToolCalled {
-        agent_id: agent,
+        agent_id: &a.execution.id,
         tool_name: &call.request.operation,
         call_id: &call_id,
         args_hash: &call.input_hash,
-        principal: &format!("execution:{agent}"),
+        principal: &format!("execution:{}", a.execution.id),
         transport: call.transport,
         session_id: call.request.session_id.as_deref(),
     }
     .data();
-    HostRecord {
+    let record = HostRecord {
         id,
         event_type: TOOL_CALLED,
         data,
         at: call.started,
-    }
+    };
+    append_host_record(tx, &a.execution, &a.work.scope, a.cause.as_deref(), record)
 }
 
 /// Appends `agent.toolReturned`, caused by the `agent.toolCalled` it answers.

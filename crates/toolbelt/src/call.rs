@@ -11,7 +11,7 @@ use std::sync::Arc;
 use conduit_config::Snapshot;
 use conduit_core::tool_call::Transport;
 use conduit_core::{AuditKind, ErrorCode, Event, Refusal, Timestamp, TokenRecord};
-use conduit_scheduler::{HostError, HostRecord};
+use conduit_scheduler::HostError;
 use conduit_store::{Mode, StoreError, Tx};
 use serde_json::{json, Value};
 
@@ -22,15 +22,6 @@ use crate::gate::{self, Gate, GateCall, Stopped, Verdict, WaitPlan};
 use crate::registry::{validate_input, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError};
 use crate::token::Presented;
 use crate::{builtins, replay, session, CallRequest, CheckedCall, Registry, Toolbelt};
-
-/// What a call's records need that no store decides, made where the call arrived
-/// ([`Toolbelt::ready`]): its start and its `agent.toolCalled`.
-pub(crate) struct Readied {
-    /// The execution whose socket it arrived on: the record is that execution's.
-    agent: String,
-    started: Timestamp,
-    called: HostRecord<'static>,
-}
 
 /// What [`Toolbelt::begin`] leaves the caller to do.
 pub enum Begun {
@@ -179,8 +170,7 @@ impl Toolbelt {
     /// runtime instead (the server's store thread, or a blocking thread).
     pub async fn call(&self, socket_execution: &str, bearer: &str, request: &CallRequest) -> Result<Value, Refusal> {
         let presented = Presented::new(bearer);
-        let checked = self.ready(socket_execution, request.clone().checked()?);
-        match self.begin(socket_execution, &presented, checked)? {
+        match self.begin(socket_execution, &presented, &request.clone().checked()?)? {
             Begun::Answered(answer) => Ok(answer),
             Begun::Extension(pending) => {
                 let ran = pending.ran().await;
@@ -189,47 +179,21 @@ impl Toolbelt {
         }
     }
 
-    /// Starts `checked`'s clock and makes its `agent.toolCalled` (a builtin's or an extension's
-    /// operation by the socket's own execution), before it crosses to the store: the store's one
-    /// thread then only writes them. [`Toolbelt::begin`] makes them itself for a call not readied.
-    pub fn ready(&self, socket_execution: &str, mut checked: CheckedCall) -> CheckedCall {
-        let started = self.clock.now();
-        let call = Call {
-            socket_execution,
-            request: &checked.request,
-            input_hash: checked.input_hash.clone(),
-            started,
-            transport: self.registry().transport(&checked.request.operation),
-        };
-        let called = audit::called_record(socket_execution, &call);
-        checked.readied = Some(Readied {
-            agent: socket_execution.to_owned(),
-            started,
-            called,
-        });
-        checked
-    }
-
     /// Authorizes a call, replays a committed result, and runs a builtin in the same transaction; an
     /// extension operation comes back as [`Begun::Extension`].
-    pub fn begin(&self, socket_execution: &str, presented: &Presented, checked: CheckedCall) -> Result<Begun, Refusal> {
-        let CheckedCall {
-            request,
-            input_hash,
-            readied,
-        } = checked;
-        let request = &request;
+    pub fn begin(
+        &self,
+        socket_execution: &str,
+        presented: &Presented,
+        checked: &CheckedCall,
+    ) -> Result<Begun, Refusal> {
+        let request = checked.request();
         let registry = self.registry();
-        // Readied for another socket's execution, it is made again for this one.
-        let (started, mut readied_called) = match readied {
-            Some(r) if r.agent == socket_execution => (r.started, Some(r.called)),
-            _ => (self.clock.now(), None),
-        };
         let call = Call {
             socket_execution,
             request,
-            input_hash,
-            started,
+            input_hash: checked.input_hash.clone(),
+            started: self.clock.now(),
             transport: registry.transport(&request.operation),
         };
         let config = self.caught_up_config()?;
@@ -258,7 +222,7 @@ impl Toolbelt {
             checks::within_quota(tx, &config, &authority, &request.operation)?;
             match registry.operation(&request.operation) {
                 None => self
-                    .run_builtin(tx, &config, &registry, &call, &authority, readied_called.take())
+                    .run_builtin(tx, &config, &registry, &call, &authority)
                     .map(Begun::Answered),
                 Some(registered) => {
                     registry
@@ -267,7 +231,7 @@ impl Toolbelt {
                     validate_input(registered, &request.input)
                         .map_err(|at| Failed::reached(invalid_at(&at), &authority))?;
                     let running = self.in_flight.claim(&authority, request).map_err(HostError::from)?;
-                    let called = audit::tool_called(tx, &call, &authority, readied_called.take())?;
+                    let called = audit::tool_called(tx, &call, &authority)?;
                     Ok(Begun::Extension(Box::new(Pending {
                         socket_execution: socket_execution.to_owned(),
                         request: request.clone(),
@@ -294,9 +258,8 @@ impl Toolbelt {
         registry: &Registry,
         call: &Call<'_>,
         a: &Authority,
-        readied_called: Option<HostRecord<'static>>,
     ) -> Result<Value, Failed> {
-        let called = audit::tool_called(tx, call, a, readied_called)?;
+        let called = audit::tool_called(tx, call, a)?;
         let keys = builtins::KeyRule { registry, own: None };
         let output =
             builtins::run(tx, config, a, call.request, &keys, call.started).map_err(|e| Failed::reached(e, a))?;
@@ -482,7 +445,7 @@ impl Toolbelt {
             if let Some(authority) = &failed.reached {
                 let called = match &failed.called {
                     Some(called) => (**called).clone(),
-                    None => audit::tool_called(tx, call, authority, None)?,
+                    None => audit::tool_called(tx, call, authority)?,
                 };
                 audit::tool_returned(tx, call, authority, &called, "error", now)?;
             }

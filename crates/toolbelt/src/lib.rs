@@ -97,7 +97,6 @@ impl CallRequest {
         Ok(CheckedCall {
             request: self,
             input_hash,
-            readied: None,
         })
     }
 
@@ -120,8 +119,6 @@ pub struct CheckedCall {
     request: CallRequest,
     /// SHA-256 of the input's RFC 8785 form: records carry this, never the input.
     input_hash: String,
-    /// Its start and its `agent.toolCalled`, made where it arrived ([`Toolbelt::ready`]).
-    readied: Option<call::Readied>,
 }
 
 impl CheckedCall {

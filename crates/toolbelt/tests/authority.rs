@@ -11,8 +11,8 @@ use conduit_core::{Duration, ErrorCode, OperatorRecord, Role, Source, Timestamp,
 use conduit_scheduler::{adopt, take_over, Claim, Lessee, DEFAULT_LEASE};
 use conduit_store::new_id;
 use conduit_store::TokenLease;
+use conduit_toolbelt::checks;
 use conduit_toolbelt::token::{digest, issue};
-use conduit_toolbelt::{checks, CallRequest, Presented};
 use serde_json::{json, Value};
 
 #[test]
@@ -583,34 +583,6 @@ fn calls_that_reach_an_operation_are_on_the_works_log() {
     assert_eq!(agent[1].data["callId"], agent[0].data["callId"]);
     assert_eq!(agent[0].data["agentId"], claim.execution.id.as_str());
     assert_eq!(agent[0].source, Source::Toolbelt);
-}
-
-/// A call readied where it arrived carries the `agent.toolCalled` made there; readied for another
-/// socket's execution, the record is made again for the socket's own, so no record names an
-/// execution other than the one the call is authorized as.
-#[test]
-fn a_readied_call_is_recorded_as_the_sockets_own_execution() {
-    let h = default_harness();
-    let (claim, token) = h.attempt();
-    let read = || {
-        serde_json::from_value::<CallRequest>(json!({"operation": "read_context", "input": {}}))
-            .unwrap()
-            .checked()
-            .unwrap()
-    };
-    for readied_as in [claim.execution.id.as_str(), "x-another"] {
-        let readied = h.toolbelt.ready(readied_as, read());
-        h.toolbelt
-            .begin(&claim.execution.id, &Presented::new(&token), readied)
-            .unwrap();
-    }
-    let events = events_of(&h, &claim);
-    let agents: Vec<&str> = events
-        .iter()
-        .filter(|e| e.event_type == "agent.toolCalled")
-        .map(|e| e.data["agentId"].as_str().unwrap())
-        .collect();
-    assert_eq!(agents, [claim.execution.id.as_str(); 2]);
 }
 
 fn with_request(operation: &str, input: Value, request_id: &str) -> Value {

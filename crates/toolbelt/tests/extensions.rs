@@ -229,7 +229,7 @@ fn the_crash_window_between_effect_and_commit_reruns_the_handler() {
         .unwrap();
     let Begun::Extension(pending) = h
         .toolbelt
-        .begin(&claim.execution.id, &Presented::new(&token), request)
+        .begin(&claim.execution.id, &Presented::new(&token), &request)
         .unwrap()
     else {
         panic!("an extension call");
@@ -254,7 +254,7 @@ fn results_commit_only_under_the_fence() {
         .unwrap();
     let Begun::Extension(pending) = h
         .toolbelt
-        .begin(&claim.execution.id, &Presented::new(&token), request)
+        .begin(&claim.execution.id, &Presented::new(&token), &request)
         .unwrap()
     else {
         panic!("an extension call");
@@ -422,22 +422,18 @@ fn an_invalid_input_schema_is_refused() {
 fn a_call_while_one_with_its_request_id_runs_is_refused_and_its_retry_replays() {
     let (h, notes) = notes_harness();
     let (claim, token) = h.attempt();
-    let request = || {
-        serde_json::from_value::<CallRequest>(add("a", Some("r1")))
-            .unwrap()
-            .checked()
-            .unwrap()
-    };
+    let request = serde_json::from_value::<CallRequest>(add("a", Some("r1")))
+        .unwrap()
+        .checked()
+        .unwrap();
     let Begun::Extension(first) = h
         .toolbelt
-        .begin(&claim.execution.id, &Presented::new(&token), request())
+        .begin(&claim.execution.id, &Presented::new(&token), &request)
         .unwrap()
     else {
         panic!("an extension call");
     };
-    let second = h
-        .toolbelt
-        .begin(&claim.execution.id, &Presented::new(&token), request());
+    let second = h.toolbelt.begin(&claim.execution.id, &Presented::new(&token), &request);
     assert_eq!(second.err().map(|r| r.code), Some(ErrorCode::RequestInProgress));
     let other = serde_json::from_value::<CallRequest>(add("b", Some("r2")))
         .unwrap()
@@ -445,7 +441,7 @@ fn a_call_while_one_with_its_request_id_runs_is_refused_and_its_retry_replays() 
         .unwrap();
     assert!(
         h.toolbelt
-            .begin(&claim.execution.id, &Presented::new(&token), other)
+            .begin(&claim.execution.id, &Presented::new(&token), &other)
             .is_ok(),
         "another request id runs"
     );

@@ -128,7 +128,7 @@ impl Target for InProcess {
         // As the daemon's servers do: the store's work off the runtime, only the handler on it.
         let answered = request
             .checked()
-            .and_then(|call| self.toolbelt.begin(&on.endpoint, &Presented::new(token), call))
+            .and_then(|call| self.toolbelt.begin(&on.endpoint, &Presented::new(token), &call))
             .and_then(|begun| match begun {
                 Begun::Answered(value) => Ok(value),
                 Begun::Extension(pending) => {
