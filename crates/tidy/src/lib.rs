@@ -2,6 +2,8 @@
 //! in `tests/tidy.rs` runs `cargo metadata` and feeds the result here; these functions do no I/O,
 //! so a unit test can hand them a doctored graph and see them fail.
 
+#![forbid(unsafe_code)]
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde_json::Value;

@@ -190,3 +190,58 @@ fn no_library_file_is_longer_than_600_lines() {
         .collect();
     assert!(long.is_empty(), "split these by the nouns they hold: {long:#?}");
 }
+
+/// The library modules that may hold `unsafe` code, each with its argument written beside it: the
+/// sandbox's system calls, glibc's allocator settings, and the store writer's `Send`. Every other
+/// crate forbids it; these three deny it but for these modules.
+const UNSAFE_ALLOWED: [&str; 4] = [
+    "allocator/src:",
+    "sandbox/src:confine",
+    "sandbox/src:kernel",
+    "store-sqlite/src:prepared",
+];
+
+/// Each library module that allows `unsafe` code and is not in [`UNSAFE_ALLOWED`], and each crate
+/// that neither forbids nor denies it.
+fn unsafe_outside_its_places(crates: &[(String, Vec<SourceFile>)]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (krate, files) in crates {
+        let name = std::path::Path::new(krate).parent().and_then(|p| p.file_name());
+        let short = format!("{}/src", name.unwrap().to_string_lossy());
+        for file in files {
+            let place = format!("{short}:{}", file.module.join("::"));
+            if file.text.contains("allow(unsafe_code") && !UNSAFE_ALLOWED.contains(&place.as_str()) {
+                found.push(format!("{place} allows unsafe code"));
+            }
+            let root = file.module.is_empty();
+            let guarded = ["#![forbid(unsafe_code)]", "#![deny(unsafe_code)]"]
+                .iter()
+                .any(|g| file.text.contains(g));
+            if root && !guarded {
+                found.push(format!("{short} neither forbids nor denies unsafe code"));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn unsafe_code_lives_only_where_its_argument_is_written() {
+    let found = unsafe_outside_its_places(&crate_sources());
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn an_unsafe_allowance_elsewhere_is_caught() {
+    let mut crates = crate_sources();
+    let (_, files) = crates
+        .iter_mut()
+        .find(|(k, _)| k.ends_with("store-sqlite/src"))
+        .unwrap();
+    let batch = files.iter_mut().find(|f| f.module == ["batch"]).unwrap();
+    batch.text.push_str("\n#[allow(unsafe_code)]\nfn f() {}\n");
+    assert_eq!(
+        unsafe_outside_its_places(&crates),
+        ["store-sqlite/src:batch allows unsafe code"]
+    );
+}
