@@ -436,7 +436,8 @@ fn rows_floor(dir: &Path) -> impl FnMut() {
     // Leaked so the prepared statements can borrow it for the rest of the run.
     let conn: &'static rusqlite::Connection =
         Box::leak(Box::new(rusqlite::Connection::open(&path).expect("the floor's store")));
-    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
+    // No checkpoints on the floor's thread: the daemon checkpoints on a thread of its own.
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 0")
         .expect("the writer's journal");
     // Each Work's id, its execution's and its chain's root.
     let works: Vec<[String; 3]> = (0..FLOOR_WORKS).map(|_| [new_id(), new_id(), new_id()]).collect();

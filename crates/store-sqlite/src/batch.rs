@@ -32,7 +32,7 @@ use conduit_store::{Mode, StoreError, Tx};
 
 use crate::durability::GroupSync;
 use crate::leases::KeptLeases;
-use crate::prepared::{Statements as KeptStatements, WriterConnection};
+use crate::prepared::{KeptStatements, WriterConnection};
 use crate::redo::{RedoLog, Statements};
 use crate::sql::SqliteSql;
 use crate::{sqlite_error, Result};

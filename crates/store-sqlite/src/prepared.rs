@@ -1,14 +1,17 @@
 //! The write connection, with the statements it ran each prepared once and kept beside it.
 //!
 //! rusqlite's statement cache (`prepare_cached`) takes a statement out of an LRU list and puts it
-//! back on every run: a new copy of its text for a key, three hashes of that text, and its bindings
-//! cleared. On the store thread that was about 1,400 instructions a statement and 12,000 a
-//! toolbelt call, a seventh of what the calls cost besides SQLite's own steps (callgrind,
-//! `--bench toolbelt`). Here a statement is found by one hash of its text and stays where it is.
+//! back on every run: a new copy of its text for a key and three hashes of that text. On the store
+//! thread that was about 1,400 instructions a statement, 9 to 10 statements a toolbelt call
+//! (callgrind, `--bench toolbelt`). Here a statement is found by one hash of its text and stays
+//! where it is; its arguments are let go after each run, as rusqlite's cache does, so no statement
+//! holds a call's texts (an event's data, a configuration) until its next run.
 //!
 //! A rusqlite `Statement` borrows its `Connection`, so the two live in one value
-//! ([`WriterConnection`], a `self_cell`). Should a daemon's writer ever run more than
-//! [`MOST_KEPT`] different texts, the rest go through rusqlite's cache.
+//! ([`WriterConnection`], a `self_cell`). What `SqliteSql` and the savepoints run is kept (the
+//! transaction's own `BEGIN` and `COMMIT`, and the redo log's statements, run as before); should a
+//! daemon's writer ever run more than [`MOST_KEPT`] different texts, the rest go through rusqlite's
+//! cache.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -22,8 +25,9 @@ use crate::{sqlite_error, Result};
 /// a few more); past this, texts built on the fly cannot grow the map without bound.
 const MOST_KEPT: usize = 256;
 
-/// Runs a statement of the write connection's.
-pub trait Statements {
+/// Runs a statement of the write connection's. A trait so that callers need not name
+/// [`Prepared`]'s lifetime, which is the connection's inside the cell.
+pub trait KeptStatements {
     /// Runs `f` on the prepared statement for `sql`.
     fn with(&self, sql: &str, f: &mut dyn FnMut(&mut Statement<'_>) -> Result<()>) -> Result<()>;
 }
@@ -34,12 +38,13 @@ pub struct Prepared<'c> {
     kept: RefCell<HashMap<Box<str>, Statement<'c>, foldhash::fast::RandomState>>,
 }
 
-impl Statements for Prepared<'_> {
+impl KeptStatements for Prepared<'_> {
     fn with(&self, sql: &str, f: &mut dyn FnMut(&mut Statement<'_>) -> Result<()>) -> Result<()> {
-        // Held while `f` runs: a statement's rows are read before another statement runs.
+        // Held while `f` runs: `f` reads a statement's rows before another statement runs (a
+        // nested `with` would panic, not share the map).
         let mut kept = self.kept.borrow_mut();
         if let Some(statement) = kept.get_mut(sql) {
-            return f(statement);
+            return run_and_let_go(statement, f);
         }
         if kept.len() >= MOST_KEPT {
             drop(kept);
@@ -52,8 +57,15 @@ impl Statements for Prepared<'_> {
             .conn
             .prepare_with_flags(sql, PrepFlags::SQLITE_PREPARE_PERSISTENT)
             .map_err(sqlite_error)?;
-        f(kept.entry(sql.into()).or_insert(statement))
+        run_and_let_go(kept.entry(sql.into()).or_insert(statement), f)
     }
+}
+
+/// Runs `f` on `statement`, then lets go of the arguments it bound.
+fn run_and_let_go(statement: &mut Statement<'_>, f: &mut dyn FnMut(&mut Statement<'_>) -> Result<()>) -> Result<()> {
+    let ran = f(statement);
+    statement.clear_bindings();
+    ran
 }
 
 self_cell::self_cell!(
@@ -72,10 +84,14 @@ self_cell::self_cell!(
 // `SQLITE_OPEN_NO_MUTEX` (`lib.rs`), SQLite's multi-thread mode, in which a connection and its
 // statements may be used from any thread, one at a time; rusqlite's `Connection` is `Send` for the
 // same reason.
-#[allow(unsafe_code)]
+#[allow(
+    unsafe_code,
+    reason = "a statement borrows its connection; the two move between threads together"
+)]
 unsafe impl Send for WriterConnection {}
 
 impl WriterConnection {
+    /// `conn`, keeping the statements run on it from now on.
     pub fn keeping_statements(conn: Connection) -> WriterConnection {
         WriterConnection::new(conn, |conn| Prepared {
             conn,
@@ -84,7 +100,7 @@ impl WriterConnection {
     }
 
     /// Runs `f` with the connection and its kept statements.
-    pub fn with_statements<R>(&self, f: impl FnOnce(&Connection, &dyn Statements) -> R) -> R {
+    pub fn with_statements<R>(&self, f: impl FnOnce(&Connection, &dyn KeptStatements) -> R) -> R {
         self.with_dependent(|conn, prepared| f(conn, prepared))
     }
 }
@@ -99,6 +115,8 @@ impl Deref for WriterConnection {
 
 #[cfg(test)]
 mod tests {
+    use rusqlite::StatementStatus;
+
     use super::*;
 
     fn writer() -> WriterConnection {
@@ -129,10 +147,36 @@ mod tests {
         })
         .join()
         .unwrap();
-        let kept = writer.with_dependent(|_, prepared| prepared.kept.borrow().len());
-        assert_eq!(kept, 1);
+        let runs = writer.with_dependent(|_, prepared| {
+            let kept = prepared.kept.borrow();
+            assert_eq!(kept.len(), 1);
+            kept.values().map(|s| s.get_status(StatementStatus::Run)).sum::<i32>()
+        });
+        assert_eq!(runs, 2, "one statement ran both inserts");
         let count: i64 = writer.query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0)).unwrap();
         assert_eq!(count, 2);
+    }
+
+    /// A kept statement holds no argument of its last run: a call's texts are not kept with it.
+    #[test]
+    fn a_kept_statement_lets_go_of_its_arguments() {
+        let writer = writer();
+        writer.with_statements(|_, statements| {
+            statements
+                .with("SELECT ?1", &mut |s| {
+                    s.query_row(["a call's text"], |r| r.get::<_, String>(0))
+                        .map(drop)
+                        .map_err(sqlite_error)
+                })
+                .unwrap();
+        });
+        let bound = writer.with_dependent(|_, prepared| {
+            let mut kept = prepared.kept.borrow_mut();
+            // Run as bound now, with no argument given.
+            let mut rows = kept.get_mut("SELECT ?1").unwrap().raw_query();
+            rows.next().unwrap().unwrap().get::<_, Option<String>>(0).unwrap()
+        });
+        assert_eq!(bound, None);
     }
 
     /// Past [`MOST_KEPT`] texts, a statement still runs, through rusqlite's cache, and the map

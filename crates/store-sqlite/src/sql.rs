@@ -8,7 +8,7 @@ use conduit_store::{StoreError, TokenLease};
 use conduit_store_sql::{Arg, Column, Dialect, Row, Sql};
 
 use crate::leases::KeptLeases;
-use crate::prepared::Statements;
+use crate::prepared::KeptStatements;
 use crate::redo::Statements as RedoStatements;
 use crate::{sqlite_error, Result};
 
@@ -17,7 +17,7 @@ use crate::{sqlite_error, Result};
 pub struct SqliteSql<'a> {
     conn: &'a Connection,
     /// The write connection's kept statements; none on a reader connection.
-    kept: Option<&'a dyn Statements>,
+    kept: Option<&'a dyn KeptStatements>,
     writes: Writes<'a>,
     /// The write connection's kept leases; none on a reader connection.
     leases: Option<&'a mut KeptLeases>,
@@ -45,7 +45,7 @@ impl<'a> SqliteSql<'a> {
 
     pub fn recording(
         conn: &'a Connection,
-        kept: &'a dyn Statements,
+        kept: &'a dyn KeptStatements,
         redo: &'a mut RedoStatements,
         leases: &'a mut KeptLeases,
     ) -> SqliteSql<'a> {
@@ -58,7 +58,7 @@ impl<'a> SqliteSql<'a> {
     }
 
     /// Reads inside the write transaction, which must not change what it holds.
-    pub fn reading(conn: &'a Connection, kept: &'a dyn Statements, leases: &'a mut KeptLeases) -> SqliteSql<'a> {
+    pub fn reading(conn: &'a Connection, kept: &'a dyn KeptStatements, leases: &'a mut KeptLeases) -> SqliteSql<'a> {
         SqliteSql {
             conn,
             kept: Some(kept),
@@ -139,22 +139,23 @@ impl Sql for SqliteSql<'_> {
 
     fn query(&mut self, sql: &str, args: &[Arg<'_>], each: &mut dyn FnMut(&dyn Row) -> Result<()>) -> Result<()> {
         self.refuse_outside_transaction()?;
-        let (mut writes, mut ran) = (false, false);
+        let (mut writes, mut stepped) = (false, false);
         let read = self.on_statement(sql, &mut |stmt| {
             writes = self.recording_writes(stmt)?;
             let mut rows = stmt
                 .query(rusqlite::params_from_iter(bound(args)))
                 .map_err(sqlite_error)?;
             let mut row = rows.next().map_err(sqlite_error)?;
-            // A write (`INSERT ... RETURNING`) has done all it does by its first row.
-            ran = true;
+            stepped = true;
             while let Some(found) = row {
                 each(&SqliteRow(found))?;
                 row = rows.next().map_err(sqlite_error)?;
             }
             Ok(())
         });
-        if writes && ran {
+        // A write (`INSERT ... RETURNING`) has done all it does by its first step, whatever the
+        // rows' reading did after it.
+        if writes && stepped {
             self.keep(sql, args);
         }
         read

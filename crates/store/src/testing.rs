@@ -294,25 +294,36 @@ pub fn a_roots_bounds_are_its_pin_and_the_event_its_per_minute_back(store: &dyn 
         max_depth: 8,
         per_minute: 2,
     };
-    let of_root = |id: &str, at: i64| NewEvent {
-        causation: Causation::root("r"),
+    let of_root = |root: &str, id: &str, at: i64| NewEvent {
+        causation: Causation::root(root),
         accepted_at: Timestamp(at),
         ..event(id)
     };
     let bounds = |root: &str| store.read(|tx| tx.causal_bounds(root)).unwrap();
     store.write(|tx| tx.insert_causal_pin("r", pin, Timestamp(1))).unwrap();
-    store.write(|tx| tx.insert_event(of_root("r1", 10))).unwrap();
-    assert_eq!(
-        bounds("r"),
-        Some((pin, None)),
-        "a chain shorter than its per-minute bound"
-    );
-    for (id, at) in [("r2", 20), ("r3", 30)] {
-        store.write(|tx| tx.insert_event(of_root(id, at))).unwrap();
+    store.write(|tx| tx.insert_event(of_root("r", "r1", 10))).unwrap();
+    let short = "a chain shorter than its per-minute bound";
+    assert_eq!(bounds("r"), Some((pin, None)), "{short}");
+    // Another root's longer, later chain among them: only the root's own events count.
+    let chains = [
+        ("o", "o1", 15),
+        ("r", "r2", 20),
+        ("o", "o2", 25),
+        ("o", "o3", 26),
+        ("r", "r3", 30),
+    ];
+    for (root, id, at) in chains {
+        store.write(|tx| tx.insert_event(of_root(root, id, at))).unwrap();
     }
     assert_eq!(bounds("r"), Some((pin, Some(Timestamp(20)))));
     let apart = store.read(|tx| tx.causal_event_time_back("r", pin.per_minute)).unwrap();
     assert_eq!(apart, Some(Timestamp(20)), "the control: the lookup alone");
+    // A root pinned to no events a minute looks nowhere back.
+    let none_a_minute = CausalPin { per_minute: 0, ..pin };
+    store
+        .write(|tx| tx.insert_causal_pin("o", none_a_minute, Timestamp(1)))
+        .unwrap();
+    assert_eq!(bounds("o"), Some((none_a_minute, None)));
     assert_eq!(bounds("none"), None);
 }
 

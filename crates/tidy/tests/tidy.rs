@@ -192,8 +192,8 @@ fn no_library_file_is_longer_than_600_lines() {
 }
 
 /// The library modules that may hold `unsafe` code, each with its argument written beside it: the
-/// sandbox's system calls, glibc's allocator settings, and the store writer's `Send`. Every other
-/// crate forbids it; these three deny it but for these modules.
+/// sandbox's system calls, glibc's allocator settings, and the store writer's `Send`. Every crate
+/// forbids it or denies it (these three deny it, allowing it only in these modules).
 const UNSAFE_ALLOWED: [&str; 4] = [
     "allocator/src:",
     "sandbox/src:confine",
