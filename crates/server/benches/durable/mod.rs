@@ -15,7 +15,7 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 
 use http_body_util::{BodyExt, Full};
@@ -119,22 +119,12 @@ impl CallThread {
         let entry = [b'x'; ENTRY];
         let (mut at, mut held) = (0, Vec::new());
         loop {
-            let job = if held.is_empty() {
-                self.queue.recv().ok()
-            } else {
-                match self.queue.try_recv() {
-                    Ok(job) => Some(job),
-                    Err(TryRecvError::Empty) => {
-                        self.hand(&mut held);
-                        continue;
-                    }
-                    Err(TryRecvError::Disconnected) => None,
-                }
-            };
-            let Some(job) = job else {
+            // Nothing queued: what is held goes to the flush thread before this one waits.
+            let next = self.queue.try_recv().or_else(|_| {
                 self.hand(&mut held);
-                return;
-            };
+                self.queue.recv()
+            });
+            let Ok(job) = next else { return };
             self.queued.fetch_sub(1, Ordering::SeqCst);
             rows();
             self.log.write_all_at(&entry, at as u64).expect("the floor's log entry");
