@@ -65,8 +65,8 @@ pub(crate) fn check_key(key: &str) -> Result<(), Refusal> {
     ))
 }
 
-/// Whether a root already has `per_minute` causal events in the minute up to `now`: it does when the
-/// `per_minute`-th latest was accepted (`time_back`) within it.
+/// Whether a root already has `per_minute` causal events in the minute up to `now`: it does when
+/// the `per_minute`-th latest was accepted (`time_back`) within it.
 fn window_is_full(per_minute: u32, time_back: Option<Timestamp>, now: Timestamp) -> bool {
     if per_minute == 0 {
         return true;

@@ -30,9 +30,9 @@
 //! its own client task with its own connection, all starting together. Its floor: the same requests
 //! from 32 connections at once to each echo (bare, with the hop, in place), the most calls a second
 //! this machine answers over these sockets with nothing behind them. And its durable floor
-//! ([`durable`]): the same requests to an echo whose bodies cross to one thread that runs an emit's
-//! rows (the rows floor) and writes a log entry, answered after a shared fsync: the daemon's pipeline
-//! with nothing of the daemon's own, which the daemon's rate cannot pass.
+//! ([`durable`]): the same requests to an echo whose bodies cross to one thread that runs an
+//! emit's rows (the rows floor) and writes a log entry, answered after a shared fsync: the daemon's
+//! pipeline with nothing of the daemon's own.
 //!
 //! Every answer must be 200, so a broken setup cannot produce numbers. Nothing here asserts timing.
 

@@ -61,11 +61,19 @@ impl KeptStatements for Prepared<'_> {
     }
 }
 
-/// Runs `f` on `statement`, then lets go of the arguments it bound.
+/// Runs `f` on `statement`, then lets go of the arguments it bound, even should `f` panic.
 fn run_and_let_go(statement: &mut Statement<'_>, f: &mut dyn FnMut(&mut Statement<'_>) -> Result<()>) -> Result<()> {
-    let ran = f(statement);
-    statement.clear_bindings();
-    ran
+    let bound = LetGo(statement);
+    f(bound.0)
+}
+
+/// Clears a statement's arguments when dropped.
+struct LetGo<'s, 'c>(&'s mut Statement<'c>);
+
+impl Drop for LetGo<'_, '_> {
+    fn drop(&mut self) {
+        self.0.clear_bindings();
+    }
 }
 
 self_cell::self_cell!(
@@ -78,12 +86,13 @@ self_cell::self_cell!(
 );
 
 // SAFETY: a `WriterConnection` moves its connection and every statement prepared on it together:
-// the statements borrow no other connection, and nothing outside holds one of them. Statements
-// are not `Send` only because they borrow a `Connection`, which is not `Sync`; one value that owns
-// both is used by one thread at a time (the writer's mutex). The connection is opened
-// `SQLITE_OPEN_NO_MUTEX` (`lib.rs`), SQLite's multi-thread mode, in which a connection and its
-// statements may be used from any thread, one at a time; rusqlite's `Connection` is `Send` for the
-// same reason.
+// the statements borrow no other connection, and nothing outside holds one of them. A statement is
+// not `Send` because it borrows a `Connection` (not `Sync`) and holds a raw `sqlite3_stmt`
+// pointer; one value that owns both is used by one thread at a time (the writer's mutex). The
+// connection is opened `SQLITE_OPEN_NO_MUTEX` (`lib.rs`), SQLite's multi-thread mode, in which a
+// connection and its statements may be used from any thread, one at a time. rusqlite makes the
+// same argument for its `Connection`, whose statement cache holds the same raw statements
+// (`unsafe impl Send for StatementCache`).
 #[allow(
     unsafe_code,
     reason = "a statement borrows its connection; the two move between threads together"
@@ -170,6 +179,17 @@ mod tests {
                 })
                 .unwrap();
         });
+        // A run that panicked after binding lets go too.
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            writer.with_statements(|_, statements| {
+                let _ = statements.with("SELECT ?1", &mut |s| {
+                    s.raw_bind_parameter(1, "a panicking call's text")
+                        .map_err(sqlite_error)?;
+                    panic!("the call's body panicked");
+                });
+            });
+        }));
+        assert!(panicked.is_err());
         let bound = writer.with_dependent(|_, prepared| {
             let mut kept = prepared.kept.borrow_mut();
             // Run as bound now, with no argument given.

@@ -27,8 +27,8 @@ pub struct SqliteSql<'a> {
 enum Writes<'a> {
     /// It runs (a reader connection's `query_only` refuses it there).
     Run,
-    /// It runs and is kept, with its arguments, for the redo log.
-    Keep(&'a mut RedoStatements),
+    /// It runs and is recorded, with its arguments, for the redo log.
+    Record(&'a mut RedoStatements),
     /// It is refused before it runs: a read inside the write transaction.
     Refuse,
 }
@@ -52,7 +52,7 @@ impl<'a> SqliteSql<'a> {
         SqliteSql {
             conn,
             kept: Some(kept),
-            writes: Writes::Keep(redo),
+            writes: Writes::Record(redo),
             leases: Some(leases),
         }
     }
@@ -82,7 +82,7 @@ impl<'a> SqliteSql<'a> {
     /// A recorded statement runs only inside the write transaction: after SQLite rolled that back
     /// (a full disk, say), one more statement would commit on its own, outside the log.
     fn refuse_outside_transaction(&self) -> Result<()> {
-        if matches!(self.writes, Writes::Keep(_)) && self.conn.is_autocommit() {
+        if matches!(self.writes, Writes::Record(_)) && self.conn.is_autocommit() {
             return Err(StoreError::RolledBack);
         }
         Ok(())
@@ -92,14 +92,14 @@ impl<'a> SqliteSql<'a> {
     fn recording_writes(&self, stmt: &rusqlite::Statement<'_>) -> Result<bool> {
         match (&self.writes, stmt.readonly()) {
             (_, true) | (Writes::Run, false) => Ok(false),
-            (Writes::Keep(_), false) => Ok(true),
+            (Writes::Record(_), false) => Ok(true),
             (Writes::Refuse, false) => Err(StoreError::Backend("a read of state may not write".into())),
         }
     }
 
-    /// Keeps a statement that ran, and so did all it does.
-    fn keep(&mut self, sql: &str, args: &[Arg<'_>]) {
-        if let Writes::Keep(redo) = &mut self.writes {
+    /// Records a statement that ran, and so did all it does, for the redo log.
+    fn record(&mut self, sql: &str, args: &[Arg<'_>]) {
+        if let Writes::Record(redo) = &mut self.writes {
             redo.push(sql, args);
         }
     }
@@ -132,7 +132,7 @@ impl Sql for SqliteSql<'_> {
             Ok(())
         })?;
         if writes {
-            self.keep(sql, args);
+            self.record(sql, args);
         }
         Ok(changed as u64)
     }
@@ -156,7 +156,7 @@ impl Sql for SqliteSql<'_> {
         // A write (`INSERT ... RETURNING`) has done all it does by its first step, whatever the
         // rows' reading did after it.
         if writes && stepped {
-            self.keep(sql, args);
+            self.record(sql, args);
         }
         read
     }

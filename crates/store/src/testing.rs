@@ -310,6 +310,7 @@ pub fn a_roots_bounds_are_its_pin_and_the_event_its_per_minute_back(store: &dyn 
         ("r", "r2", 20),
         ("o", "o2", 25),
         ("o", "o3", 26),
+        ("o", "o4", 27),
         ("r", "r3", 30),
     ];
     for (root, id, at) in chains {

@@ -312,10 +312,10 @@ impl Toolbelt {
     /// [`Toolbelt::identify`], and whether the execution's segment has declared (released its
     /// authority: every call would be `authority_released`).
     fn identify_with_authority(&self, socket_execution: &str, bearer: &str) -> Result<(TokenRecord, bool), Refusal> {
-        let now = self.clock.now();
+        let (now, presented) = (self.clock.now(), Presented::new(bearer));
         self.store
             .read(|tx| {
-                let token = checks::live_token(tx, socket_execution, &Presented::new(bearer), now)?;
+                let token = checks::live_token(tx, socket_execution, &presented, now)?;
                 let declared = tx
                     .get_execution(&token.execution_id)?
                     .is_some_and(|x| x.declaration.is_some());
@@ -326,9 +326,9 @@ impl Toolbelt {
 
     /// The read-only routes' checks: a live token of this socket's execution.
     fn identify(&self, socket_execution: &str, bearer: &str) -> Result<TokenRecord, Refusal> {
-        let now = self.clock.now();
+        let (now, presented) = (self.clock.now(), Presented::new(bearer));
         self.store
-            .read(|tx| checks::live_token(tx, socket_execution, &Presented::new(bearer), now))
+            .read(|tx| checks::live_token(tx, socket_execution, &presented, now))
             .map_err(|e: HostError| e.refusal())
     }
 }

@@ -2,7 +2,7 @@
 //! daemon's own in it.
 //!
 //! A bare hyper server, as the echoes are, hands each request's body to one thread (`floor-calls`)
-//! that runs an `emit`'s rows on SQLite (the rows floor, committed a thousand calls at a time) and
+//! that runs an `emit`'s rows on SQLite (the rows floor, committed 1,024 calls at a time) and
 //! writes an entry as long as an `emit`'s redo entry to a log; a second thread (`floor-flush`)
 //! fsyncs the log for the answers held, and only then are they sent. Groups are handed over by the
 //! store queue's rule (as large as the queue behind them, 4 to 32, while no fsync runs; at 128
@@ -34,9 +34,9 @@ use crate::Body;
 const ENTRY: usize = 3_700;
 /// The log's size, written over from its start, as the redo log is.
 const LOG: usize = 4 * 1024 * 1024;
-/// The store queue's bounds of a group handed to an idle flush, and the most it holds whatever
-/// runs (`store_queue.rs`).
+/// The store queue's bounds of a group handed to an idle flush (`store_queue.rs`).
 const HAND_OVER: (usize, usize) = (4, 32);
+/// The most answers it holds before handing them over, whether or not an fsync runs.
 const MOST_HELD: usize = 128;
 
 /// A request's body, and where its answer goes once its entry is on disk.
@@ -113,8 +113,8 @@ struct CallThread {
 
 impl CallThread {
     /// Runs each call's rows and writes its entry, holding its answer; hands the held answers to
-    /// the flush thread when the queue empties or, while no fsync runs, once they are as many as
-    /// are queued.
+    /// the flush thread when the queue empties, at [`MOST_HELD`], or, while no fsync runs, once
+    /// they are as many as are queued.
     fn run(&self, rows: &mut impl FnMut()) {
         let entry = [b'x'; ENTRY];
         let (mut at, mut held) = (0, Vec::new());
