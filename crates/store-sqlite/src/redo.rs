@@ -124,9 +124,8 @@ pub struct RedoLog {
     pending: Vec<Vec<u8>>,
     /// A failed append could not be cut off again: nothing more may follow it.
     broken: bool,
-    /// The numbers of the statement texts the log has defined (looked up for every statement, so
-    /// hashed with foldhash rather than SipHash).
-    /// By their bytes: an entry's texts are those `Statements::push` took as text.
+    /// The numbers of the statement texts the log has defined, by their bytes (`Statements::push`
+    /// took them as text); looked up for every statement, so hashed with foldhash, not SipHash.
     known: HashMap<Box<[u8]>, u16, foldhash::fast::RandomState>,
     /// The store's random identity, in every entry's check.
     identity: Vec<u8>,

@@ -25,7 +25,6 @@ pub fn digest(token: &str) -> [u8; 32] {
 /// A bearer token as an execution presented it, known from here on by its digest only. The server
 /// hashes it where the request arrives, so no store transaction (which runs on the store's one
 /// thread) spends its time on SHA-256.
-#[derive(Clone, Copy)]
 pub struct Presented {
     digest: [u8; 32],
 }
