@@ -77,6 +77,8 @@ struct Open {
     reapply: bool,
     /// Leases read on the connection since any row they are made of changed.
     leases: KeptLeases,
+    /// What the next member's statements are recorded in, kept for its room.
+    statements: Statements,
 }
 
 /// How a member's body ended, inside its savepoint.
@@ -97,6 +99,7 @@ impl Writer {
                 redo,
                 last_state: 0,
                 reapply: false,
+                statements: Statements::default(),
             }),
             queued: AtomicUsize::new(0),
             holding: AtomicBool::new(false),
@@ -127,7 +130,7 @@ impl Writer {
         self.begin(open)?;
         // The latest state change: what this member may read that must outlast a power loss.
         let state_through = open.last_state;
-        let mut statements = Statements::default();
+        let mut statements = std::mem::take(&mut open.statements);
         let leases = &mut open.leases;
         let (mut ran, mut intact) = open
             .conn
@@ -139,13 +142,15 @@ impl Writer {
         }
         let mut own_entry = None;
         if let Ran::Done { changed: true } = ran {
-            match self.log(open, statements) {
+            match self.log(open, &statements) {
                 Ok(ticket) => own_entry = Some(ticket),
                 // Released but not logged: the transaction goes, and the others' entries with it
                 // are applied again; this member changed nothing.
                 Err(e) => (ran, intact) = (Ran::Failed(e), false),
             }
         }
+        statements.clear();
+        open.statements = statements;
         if let (Some(ticket), Mode::Write) = (own_entry, mode) {
             open.last_state = ticket;
         }
@@ -217,7 +222,7 @@ impl Writer {
     }
 
     /// Appends a member's statements to the redo log; answers the entry's durability ticket.
-    fn log(&self, open: &mut Open, statements: Statements) -> Result<u64> {
+    fn log(&self, open: &mut Open, statements: &Statements) -> Result<u64> {
         if statements.is_empty() {
             return Err(StoreError::Backend("a change the redo log did not see".into()));
         }

@@ -40,7 +40,6 @@ use rusqlite::Connection;
 use sha2::{Digest, Sha256};
 
 use conduit_store::StoreError;
-use conduit_store_sql::Arg;
 
 use crate::{sqlite_error, Result};
 
@@ -58,56 +57,9 @@ const MAX_TEXT: usize = 1024 * 1024;
 /// The most bytes one entry's statements take with their whole texts (a request body is at most
 /// 1 MiB and a delivery 4 MiB): a longer entry is not written, and not read back.
 const MAX_ENTRY: usize = 64 * 1024 * 1024;
-
-/// The write statements one member ran, in order, each with its whole text.
-#[derive(Default)]
-pub struct Statements {
-    body: Vec<u8>,
-    /// A text, value or argument list too long for its length field: the entry cannot be written.
-    too_long: bool,
-}
-
-/// Room for a toolbelt call's statements with their whole texts (3 to 5 KiB), taken at the first
-/// statement, so the body is allocated once rather than grown five times.
-const USUAL_BODY: usize = 8 * 1024;
-
-impl Statements {
-    pub fn push(&mut self, sql: &str, args: &[Arg<'_>]) {
-        if self.body.capacity() == 0 {
-            self.body.reserve(USUAL_BODY);
-        }
-        self.too_long |= u16::try_from(args.len()).is_err() || sql.len() > MAX_TEXT;
-        put_bytes(&mut self.body, sql.as_bytes());
-        self.body.extend_from_slice(&(args.len() as u16).to_le_bytes());
-        for arg in args {
-            match *arg {
-                Arg::Null => self.body.push(0),
-                Arg::Int(n) => {
-                    self.body.push(1);
-                    self.body.extend_from_slice(&n.to_le_bytes());
-                }
-                Arg::Text(text) => {
-                    self.body.push(2);
-                    put_bytes(&mut self.body, text.as_bytes());
-                }
-                Arg::Bytes(bytes) => {
-                    self.body.push(3);
-                    put_bytes(&mut self.body, bytes);
-                }
-            }
-        }
-        self.too_long |= self.body.len() > MAX_ENTRY;
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.body.is_empty()
-    }
-
-    /// The statements' bytes, with their whole texts.
-    pub fn len(&self) -> usize {
-        self.body.len()
-    }
-}
+/// The room the pending statements keep after a commit: a few hundred calls' worth, so a burst's
+/// transaction (up to 4 MiB) gives its memory back.
+const KEPT_PENDING: usize = 1024 * 1024;
 
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
@@ -120,8 +72,11 @@ pub struct RedoLog {
     /// Where the next entry is written: the end of the newest one.
     len: u64,
     next: u64,
-    /// Bodies appended since the last commit, in order: run again when that commit fails.
-    pending: Vec<Vec<u8>>,
+    /// The statements of the entries appended since the last commit, one after another with their
+    /// whole texts: run again when that commit fails.
+    pending: Vec<u8>,
+    /// The entry being written, kept for its room.
+    entry: Vec<u8>,
     /// A failed append could not be cut off again: nothing more may follow it.
     broken: bool,
     /// The numbers of the statement texts the log has defined, by their bytes (`Statements::push`
@@ -164,6 +119,7 @@ impl RedoLog {
             len: 0,
             next: last + 1,
             pending: Vec::new(),
+            entry: Vec::new(),
             broken: false,
             known: HashMap::default(),
             identity,
@@ -186,7 +142,7 @@ impl RedoLog {
     }
 
     /// Appends one member's statements as the next entry; once this returns, a crash cannot lose them.
-    pub fn append(&mut self, statements: Statements) -> std::io::Result<()> {
+    pub fn append(&mut self, statements: &Statements) -> std::io::Result<()> {
         if self.broken {
             return Err(std::io::Error::other("an earlier append could not be undone"));
         }
@@ -194,19 +150,31 @@ impl RedoLog {
             return Err(std::io::Error::other("an entry too long for the redo log"));
         }
         let number = self.next;
+        let mut entry = std::mem::take(&mut self.entry);
+        let written = self.write_entry(&mut entry, number, &statements.body);
+        self.entry = entry;
+        written?;
+        self.next += 1;
+        self.pending.extend_from_slice(&statements.body);
+        Ok(())
+    }
+
+    /// Writes `body` as the entry numbered `number` at the log's end, built in `entry`.
+    fn write_entry(&mut self, entry: &mut Vec<u8>, number: u64, body: &[u8]) -> std::io::Result<()> {
+        clear_to_usual(entry);
+        // The length goes first once known: the number, the body and the check.
+        entry.extend_from_slice(&[0; 4]);
+        entry.extend_from_slice(&number.to_le_bytes());
         let mut defined = Vec::new();
-        let Some(body) = self.interned(&statements.body, &mut defined) else {
+        if self.interned(body, &mut defined, entry).is_none() {
             self.forget(&defined);
             return Err(std::io::Error::other("an entry the log could not read back"));
-        };
-        let check = check(&self.identity, number, &body);
-        let len = (8 + body.len() + check.len()) as u32;
-        let mut entry = Vec::with_capacity(4 + len as usize);
-        entry.extend_from_slice(&len.to_le_bytes());
-        entry.extend_from_slice(&number.to_le_bytes());
-        entry.extend_from_slice(&body);
+        }
+        let check = check(&self.identity, number, &entry[12..]);
         entry.extend_from_slice(&check);
-        if let Err(e) = self.file.write_all_at(&entry, self.len) {
+        let len = (entry.len() - 4) as u32;
+        entry[..4].copy_from_slice(&len.to_le_bytes());
+        if let Err(e) = self.file.write_all_at(entry, self.len) {
             // Whatever part of the entry was written, a zero length in its place ends the log
             // there (or, on a full disk, the file cut back to it); and the texts it defined are
             // not defined.
@@ -216,11 +184,6 @@ impl RedoLog {
             return Err(e);
         }
         self.len += entry.len() as u64;
-        self.next += 1;
-        // Held until the commit: without the room taken for a usual call's statements.
-        let mut body = statements.body;
-        body.shrink_to_fit();
-        self.pending.push(body);
         Ok(())
     }
 
@@ -236,13 +199,15 @@ impl RedoLog {
 
     /// After a failed commit: the pending entries again, in the transaction just opened.
     pub fn reapply(&self, conn: &Connection) -> Result<()> {
-        self.pending.iter().try_for_each(|body| apply(conn, body))
+        apply(conn, &self.pending)
     }
 
     /// After a commit that held every pending entry: nothing is pending. Answers whether the log is
     /// long enough to empty once that commit is on disk.
     pub fn committed(&mut self) -> bool {
         self.pending.clear();
+        // A long transaction's room goes back, but for a usual one's.
+        self.pending.shrink_to(KEPT_PENDING);
         self.len > EMPTY_PAST
     }
 
@@ -267,11 +232,11 @@ impl RedoLog {
         }
     }
 
-    /// A member's statements as the log writes them: each text it has not defined yet is defined
-    /// (and named in `defined`), the rest by number.
-    fn interned(&mut self, whole: &[u8], defined: &mut Vec<Box<[u8]>>) -> Option<Vec<u8>> {
-        let mut out = Vec::with_capacity(whole.len());
-        let mut shared = repeats::Numbers::default();
+    /// A member's statements as the log writes them, after `out`: each text it has not defined yet
+    /// is defined (and named in `defined`), the rest by number.
+    fn interned(&mut self, whole: &[u8], defined: &mut Vec<Box<[u8]>>, out: &mut Vec<u8>) -> Option<()> {
+        out.reserve(whole.len());
+        let mut shared = repeats::Numbers::for_entry();
         let mut rest = whole;
         while !rest.is_empty() {
             let (sql, args) = take_bytes(rest)?;
@@ -285,12 +250,12 @@ impl RedoLog {
                         defined.push(sql.into());
                     }
                     out.extend_from_slice(&code.to_le_bytes());
-                    put_bytes(&mut out, sql);
+                    put_bytes(out, sql);
                 }
             }
-            rest = repeats::share(args, &mut shared, &mut out)?;
+            rest = repeats::share(args, &mut shared, out)?;
         }
-        Some(out)
+        Some(())
     }
 
     /// Texts an entry that was not written defined are not defined.
@@ -311,7 +276,7 @@ impl RedoLog {
 /// texts it defines are added.
 fn expanded(mut body: &[u8], known: &mut Vec<String>) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(body.len() * 2);
-    let mut shared = repeats::Numbers::default();
+    let mut shared = repeats::Numbers::for_entry();
     while !body.is_empty() {
         if out.len() > MAX_ENTRY {
             return None;
@@ -591,5 +556,9 @@ fn redo_error(what: &str, e: &std::io::Error) -> StoreError {
 }
 
 mod repeats;
+mod statements;
+
+use statements::clear_to_usual;
+pub use statements::Statements;
 #[cfg(test)]
 mod tests;

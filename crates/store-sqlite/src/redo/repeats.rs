@@ -46,13 +46,23 @@ enum Numbered<'a> {
 
 /// The texts an entry has numbered so far, in order, and each one's number. Hashed with foldhash:
 /// with std's SipHash, numbering cost 4% of a call's instructions (callgrind, `--bench toolbelt`).
-#[derive(Default)]
 pub(super) struct Numbers<'a> {
     texts: Vec<&'a [u8]>,
     numbers: HashMap<&'a [u8], u16, foldhash::fast::RandomState>,
 }
 
+/// Room for the distinct ids and names of a toolbelt call's entry (about 20), so the map is not
+/// grown four times an entry.
+const USUAL_NUMBERED: usize = 32;
+
 impl<'a> Numbers<'a> {
+    pub(super) fn for_entry() -> Numbers<'a> {
+        Numbers {
+            texts: Vec::with_capacity(USUAL_NUMBERED),
+            numbers: HashMap::with_capacity_and_hasher(USUAL_NUMBERED, Default::default()),
+        }
+    }
+
     /// The place of `arg` (a text argument, tag and length included) among the numbered ones;
     /// `None` when it is not numbered (its length, or a new text once every number is taken).
     fn place(&self, arg: &'a [u8]) -> Option<Numbered<'a>> {

@@ -1,5 +1,6 @@
 use super::repeats::REPEATS;
 use super::*;
+use conduit_store_sql::Arg;
 
 fn statements(values: &[(&str, &[Arg<'_>])]) -> Statements {
     let mut s = Statements::default();
@@ -23,7 +24,7 @@ fn logged_from(first: u64, entries: impl IntoIterator<Item = Statements>) -> Vec
     let path = dir.path().join("log");
     let mut log = new_log(&path, first, b"store");
     for entry in entries {
-        log.append(entry).unwrap();
+        log.append(&entry).unwrap();
     }
     std::fs::read(&path).unwrap()
 }
@@ -41,6 +42,7 @@ fn new_log(path: &std::path::Path, next: u64, identity: &[u8]) -> RedoLog {
         len: 0,
         next,
         pending: Vec::new(),
+        entry: Vec::new(),
         broken: false,
         known: HashMap::default(),
         identity: identity.to_vec(),
@@ -244,8 +246,11 @@ fn an_entry_too_long_for_its_length_fields_is_not_written() {
     let many = vec![Arg::Null; usize::from(u16::MAX) + 1];
     let dir = tempfile::tempdir().unwrap();
     let mut log = new_log(&dir.path().join("log"), 1, b"");
-    assert!(log.append(statements(&[("X", &many[..])])).is_err());
-    assert!(log.append(statements(&[("X", &many[..1])])).is_ok(), "negative control");
+    assert!(log.append(&statements(&[("X", &many[..])])).is_err());
+    assert!(
+        log.append(&statements(&[("X", &many[..1])])).is_ok(),
+        "negative control"
+    );
 }
 
 /// An emptied log is written again from its start, over its preallocated zeros and the entries its
@@ -258,7 +263,7 @@ fn an_emptied_log_is_overwritten_from_its_start_and_applies_only_its_newest_roun
     let mut log = new_log(&path, 1, b"store");
     reset(&log.file).unwrap();
     for name in ["k1", "k2", "k3"] {
-        log.append(key(name)).unwrap();
+        log.append(&key(name)).unwrap();
     }
     // A commit marking 1 to 3 is on disk: the log is emptied.
     log.committed();
@@ -269,7 +274,7 @@ fn an_emptied_log_is_overwritten_from_its_start_and_applies_only_its_newest_roun
         !holds_entries(&bytes) && decoded(&bytes, b"store").is_empty(),
         "no entry until the next"
     );
-    log.append(key("k4")).unwrap();
+    log.append(&key("k4")).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     assert!(
         bytes.windows(2).any(|w| w == b"k3"),
@@ -354,4 +359,31 @@ fn a_recovered_log_keeps_nothing_it_did_not_apply() {
     let after = std::fs::read(&log).unwrap();
     assert_eq!(after.len() as u64, PREALLOCATED);
     assert!(after.iter().all(|b| *b == 0), "nothing of the crashed round stays");
+}
+
+/// After a failed commit, the entries it held run again in order, each once, and a commit that
+/// holds them leaves nothing to run again; a member's recorder is empty after it is cleared.
+#[test]
+fn the_entries_a_commit_holds_run_again_in_order_until_it_is_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(&dir.path().join("log"), 1, b"store");
+    let mut recorder = key("k1");
+    log.append(&recorder).unwrap();
+    recorder.clear();
+    assert!(recorder.is_empty(), "cleared");
+    let sql = "INSERT INTO shared_keys (name, key) VALUES (?1, x'00')";
+    recorder.push(sql, &[Arg::Text("k2")]);
+    log.append(&recorder).unwrap();
+    let names = |conn: &Connection| -> Vec<String> {
+        let mut names = conn.prepare("SELECT name FROM shared_keys ORDER BY rowid").unwrap();
+        let rows = names.query_map([], |r| r.get::<_, String>(0)).unwrap();
+        rows.map(|name| name.unwrap()).collect()
+    };
+    let mut conn = Connection::open_in_memory().unwrap();
+    crate::migrations::migrate(&mut conn).unwrap();
+    log.reapply(&conn).unwrap();
+    assert_eq!(names(&conn), ["k1", "k2"], "each held entry once, in order");
+    log.committed();
+    log.reapply(&conn).unwrap();
+    assert_eq!(names(&conn), ["k1", "k2"], "a made commit holds nothing to run again");
 }
