@@ -7,7 +7,23 @@ use conduit_store::{AuditFilter, Page, RequestRows};
 use super::{corrupt, from_json, matching, oldest_first, oldest_first_params, to_json, SqlTx};
 use crate::Result;
 
-const REQUEST_COLUMNS: &str = "execution_id, operation, request_id, body_hash, status, response, created_at";
+/// A macro, so the statements of every call are constants (`concat!`), not texts built each time.
+macro_rules! request_columns {
+    () => {
+        "execution_id, operation, request_id, body_hash, status, response, created_at"
+    };
+}
+
+const GET_REQUEST: &str = concat!(
+    "SELECT ",
+    request_columns!(),
+    " FROM toolbelt_requests WHERE execution_id = ?1 AND operation = ?2 AND request_id = ?3"
+);
+const INSERT_REQUEST: &str = concat!(
+    "INSERT INTO toolbelt_requests (",
+    request_columns!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+);
 
 fn request_row(r: &dyn Row) -> Result<RequestRecord> {
     let response: String = r.get(5)?;
@@ -25,8 +41,19 @@ fn request_row(r: &dyn Row) -> Result<RequestRecord> {
     build()
 }
 
-const AUDIT_COLUMNS: &str = "id, kind, operation, execution_id, work_id, scope, request_id, result, gate, refusal, \
-     input_hash, duration_ms, at";
+macro_rules! audit_columns {
+    () => {
+        "id, kind, operation, execution_id, work_id, scope, request_id, result, gate, refusal, input_hash, \
+         duration_ms, at"
+    };
+}
+
+const AUDIT_COLUMNS: &str = audit_columns!();
+const INSERT_AUDIT: &str = concat!(
+    "INSERT INTO toolbelt_audit (",
+    audit_columns!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+);
 
 fn audit_row(r: &dyn Row) -> Result<AuditRecord> {
     let kind: String = r.get(1)?;
@@ -65,17 +92,14 @@ pub fn page_audit_sql(f: &AuditFilter) -> String {
 
 impl RequestRows for SqlTx<'_> {
     fn get_request(&mut self, execution_id: &str, operation: &str, request_id: &str) -> Result<Option<RequestRecord>> {
-        let sql = format!(
-            "SELECT {REQUEST_COLUMNS} FROM toolbelt_requests WHERE execution_id = ?1 AND operation = ?2 AND request_id = ?3"
-        );
-        self.query_one(&sql, args![execution_id, operation, request_id], request_row)
+        self.query_one(GET_REQUEST, args![execution_id, operation, request_id], request_row)
     }
 
     fn insert_request(&mut self, r: &RequestRecord) -> Result<()> {
         let response = to_json(&r.response)?;
         self.charge_execution_work(&r.execution_id, quota::charge(response.len()))?;
         self.exec(
-            &format!("INSERT INTO toolbelt_requests ({REQUEST_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+            INSERT_REQUEST,
             args![
                 r.execution_id,
                 r.operation,
@@ -99,7 +123,7 @@ impl RequestRows for SqlTx<'_> {
 
     fn insert_audit(&mut self, a: &AuditRecord) -> Result<()> {
         self.exec(
-            &format!("INSERT INTO toolbelt_audit ({AUDIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
+            INSERT_AUDIT,
             args![
                 a.id,
                 a.kind.as_str(),
