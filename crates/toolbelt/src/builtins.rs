@@ -152,10 +152,13 @@ fn parse<T: DeserializeOwned>(input: &Value) -> Result<T, Refusal> {
     let empty = json!({});
     // Read in place: the input is not copied first.
     let input = if input.is_null() { &empty } else { input };
-    serde_path_to_error::deserialize(input).map_err(|e| {
-        let at = e.path().to_string();
-        Refusal::invalid_input(format!("the operation's input does not match its schema (at `{at}`)"))
-            .with_remedy("see `os guidance` for each operation's input")
+    // Read plainly first: tracking the path cost as much as the reading, and only a refusal says it.
+    T::deserialize(input).or_else(|_| {
+        serde_path_to_error::deserialize(input).map_err(|e| {
+            let at = e.path().to_string();
+            Refusal::invalid_input(format!("the operation's input does not match its schema (at `{at}`)"))
+                .with_remedy("see `os guidance` for each operation's input")
+        })
     })
 }
 
@@ -455,4 +458,26 @@ fn create_child(
     };
     let (work, event) = create_work(tx, config, new, a.cause.as_deref(), now)?;
     Ok(json!({"work_id": work.id, "event_id": event.id}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operation::Emission;
+
+    /// An input read plainly is the same as one read with its path tracked, and a refusal still
+    /// names where the input goes wrong.
+    #[test]
+    fn an_input_that_does_not_match_is_refused_at_its_place() {
+        let read: Emission = parse(&json!({"type": "demo.x", "data": {"n": 1}})).unwrap();
+        assert_eq!((read.event_type.as_str(), &read.data), ("demo.x", &json!({"n": 1})));
+        let refused = parse::<Emission>(&json!({"type": "demo.x", "correlation_key": 7})).unwrap_err();
+        assert!(
+            refused.message.contains("(at `correlation_key`)"),
+            "{}",
+            refused.message
+        );
+        let unknown = parse::<Emission>(&json!({"type": "demo.x", "extra": true})).unwrap_err();
+        assert!(unknown.message.contains("(at `extra`)"), "{}", unknown.message);
+    }
 }
