@@ -7,10 +7,12 @@
 //! holds. Opening the store runs the statements of every entry past that mark again, in order, on
 //! the commit they followed, so they make the very rows they made the first time.
 //!
-//! An entry is `len: u32 | number: u64 | body | check: 8 bytes` (little-endian; `check` is the start
-//! of the SHA-256 of the store's random identity, the number and the body, so a log beside another
-//! store is not applied to it; entries past the store's mark must follow it without a gap, so one
-//! beside an older copy of its own store is refused). Its body is statements, each `sql | args: u16 | args`,
+//! An entry is `len: u32 | number: u64 | body | check: 8 bytes` (little-endian; `check` is the
+//! XXH3-64 of the store's random identity, the number and the body, so a log beside another store
+//! is not applied to it; entries past the store's mark must follow it without a gap, so one beside
+//! an older copy of its own store is refused). A log written before the check was XXH3 (up to the
+//! eleventh pass on issue 17) checked with the start of their SHA-256; an entry with that check is
+//! read too, so a crash just before an upgrade loses nothing. Its body is statements, each `sql | args: u16 | args`,
 //! an argument a tag byte (0 null, 1 integer, 2 text, 3 bytes) and its value. A statement's text is
 //! written once per log: `sql` is the number of a text an earlier entry defined, or [`DEFINES`]
 //! followed by `len: u32 | text`, which takes the next number. Within an entry, a text argument
@@ -38,6 +40,7 @@ use std::path::Path;
 use rusqlite::types::Value as Owned;
 use rusqlite::Connection;
 use sha2::{Digest, Sha256};
+use xxhash_rust::xxh3::Xxh3;
 
 use conduit_store::StoreError;
 
@@ -306,6 +309,20 @@ pub fn log_path(db: &Path) -> std::path::PathBuf {
 }
 
 fn check(identity: &[u8], number: u64, body: &[u8]) -> [u8; 8] {
+    let mut hash = Xxh3::new();
+    hash.update(identity);
+    hash.update(&number.to_le_bytes());
+    hash.update(body);
+    hash.digest().to_le_bytes()
+}
+
+/// Whether `found` is the entry's check, or the one a log written before XXH3 gave it.
+fn checks_out(identity: &[u8], number: u64, body: &[u8], found: &[u8]) -> bool {
+    found == check(identity, number, body) || found == earlier_check(identity, number, body)
+}
+
+/// The check of a log from before XXH3: the start of the SHA-256 of the same bytes.
+fn earlier_check(identity: &[u8], number: u64, body: &[u8]) -> [u8; 8] {
     let digest = Sha256::new()
         .chain_update(identity)
         .chain_update(number.to_le_bytes())
@@ -374,7 +391,9 @@ impl Iterator for Entries<'_> {
         let (number, body) = entry[..len - 8].split_at(8);
         let number = u64::from_le_bytes(number.try_into().ok()?);
         // An entry that does not follow the one before it is an earlier round's (see the top).
-        if self.last.is_some_and(|last| number != last + 1) || check(self.identity, number, body) != entry[len - 8..] {
+        if self.last.is_some_and(|last| number != last + 1)
+            || !checks_out(self.identity, number, body, &entry[len - 8..])
+        {
             return None;
         }
         let whole = expanded(body, &mut self.known)?;
