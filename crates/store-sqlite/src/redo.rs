@@ -60,8 +60,8 @@ const MAX_TEXT: usize = 1024 * 1024;
 /// The most bytes one entry's statements take with their whole texts (a request body is at most
 /// 1 MiB and a delivery 4 MiB): a longer entry is not written, and not read back.
 const MAX_ENTRY: usize = 64 * 1024 * 1024;
-/// The room the pending statements keep after a commit: a few hundred calls' worth, so a burst's
-/// transaction (up to 4 MiB) gives its memory back.
+/// The room the pending statements keep after a commit that held less: a few hundred calls' worth,
+/// so a burst's room (up to 4 MiB) goes back once it ends.
 const KEPT_PENDING: usize = 1024 * 1024;
 
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -208,9 +208,13 @@ impl RedoLog {
     /// After a commit that held every pending entry: nothing is pending. Answers whether the log is
     /// long enough to empty once that commit is on disk.
     pub fn committed(&mut self) -> bool {
+        // A burst's room stays while the burst lasts (fresh pages each transaction cost a page
+        // fault a call); a transaction that held less than a usual one's room gives the rest back.
+        let light = self.pending.len() < KEPT_PENDING;
         self.pending.clear();
-        // A long transaction's room goes back, but for a usual one's.
-        self.pending.shrink_to(KEPT_PENDING);
+        if light {
+            self.pending.shrink_to(KEPT_PENDING);
+        }
         self.len > EMPTY_PAST
     }
 
