@@ -250,6 +250,16 @@ impl Writer {
         Ok(())
     }
 
+    /// The store's commit thread's round: commits what the open transaction holds; when nothing is
+    /// held, the room a burst's transaction took for its statements goes back.
+    pub fn commit_round(&self) -> Result<()> {
+        if self.holding.load(Ordering::SeqCst) {
+            return self.commit_held();
+        }
+        lock(&self.open).redo.rest();
+        Ok(())
+    }
+
     /// Opens a transaction when none is open, holding again what a failed commit lost.
     fn begin(&self, open: &mut Open) -> Result<()> {
         if open.members.is_some() {

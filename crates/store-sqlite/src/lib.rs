@@ -80,7 +80,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             _committer: periodic::Periodic::start("store-commit", at_most, move || {
                 // A failure is the next read's or write's to report.
-                let _ = held.commit_held();
+                let _ = held.commit_round();
             })?,
             writer,
             durability,

@@ -218,6 +218,13 @@ impl RedoLog {
         self.len > EMPTY_PAST
     }
 
+    /// With nothing pending, gives back the room pending statements took: an idle store keeps none.
+    pub fn rest(&mut self) {
+        if self.pending.is_empty() {
+            self.pending = Vec::new();
+        }
+    }
+
     /// Writes a zero length at `at`: the log reads as ending there.
     fn end_at(&self, at: u64) -> std::io::Result<()> {
         self.file.write_all_at(&[0; 4], at)

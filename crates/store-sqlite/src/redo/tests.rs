@@ -413,3 +413,30 @@ fn an_entry_checked_as_before_is_read_and_any_other_check_ends_the_log() {
     let other_store = entry(2, earlier_check(b"other", 2, &body));
     assert_eq!(numbers(&[before, other_store].concat()), [1], "another store's");
 }
+
+/// A burst's room for pending statements stays while its transactions fill it, goes back to a
+/// usual transaction's after one that held less, and all of it once nothing is pending.
+#[test]
+fn the_room_for_pending_statements_follows_the_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(&dir.path().join("log"), 1, b"store");
+    let large = "x".repeat(64 * 1024);
+    let sql = "INSERT INTO shared_keys (name, key) VALUES (?1, x'00')";
+    for _ in 0..32 {
+        log.append(&statements(&[(sql, &[Arg::Text(&large)][..])])).unwrap();
+    }
+    let burst = log.pending.capacity();
+    assert!(burst >= 2 * 1024 * 1024);
+    log.committed();
+    assert_eq!(log.pending.capacity(), burst, "a full transaction's room stays");
+    log.append(&key("k1")).unwrap();
+    log.rest();
+    assert_eq!(log.pending.capacity(), burst, "not while entries are pending");
+    log.committed();
+    assert!(
+        log.pending.capacity() <= KEPT_PENDING,
+        "a light one gives back the rest"
+    );
+    log.rest();
+    assert_eq!(log.pending.capacity(), 0, "an idle store keeps none");
+}
