@@ -251,12 +251,14 @@ impl Writer {
     }
 
     /// The store's commit thread's round: commits what the open transaction holds; when nothing is
-    /// held, the room a burst's transaction took for its statements goes back.
+    /// held, the room taken for recording and logging statements goes back.
     pub fn commit_round(&self) -> Result<()> {
         if self.holding.load(Ordering::SeqCst) {
             return self.commit_held();
         }
-        lock(&self.open).redo.rest();
+        let mut open = lock(&self.open);
+        open.statements = Statements::default();
+        open.redo.rest();
         Ok(())
     }
 

@@ -218,10 +218,12 @@ impl RedoLog {
         self.len > EMPTY_PAST
     }
 
-    /// With nothing pending, gives back the room pending statements took: an idle store keeps none.
+    /// With nothing pending, gives back the room pending statements and entries took: an idle
+    /// store keeps none.
     pub fn rest(&mut self) {
         if self.pending.is_empty() {
             self.pending = Vec::new();
+            self.entry = Vec::new();
         }
     }
 

@@ -439,4 +439,5 @@ fn the_room_for_pending_statements_follows_the_load() {
     );
     log.rest();
     assert_eq!(log.pending.capacity(), 0, "an idle store keeps none");
+    assert_eq!(log.entry.capacity(), 0, "nor room for an entry");
 }
