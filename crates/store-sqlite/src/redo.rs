@@ -10,9 +10,10 @@
 //! An entry is `len: u32 | number: u64 | body | check: 8 bytes` (little-endian; `check` is the
 //! XXH3-64 of the store's random identity, the number and the body, so a log beside another store
 //! is not applied to it; entries past the store's mark must follow it without a gap, so one beside
-//! an older copy of its own store is refused). A log written before the check was XXH3 (up to the
-//! eleventh pass on issue 17) checked with the start of their SHA-256; an entry with that check is
-//! read too, so a crash just before an upgrade loses nothing. Its body is statements, each `sql | args: u16 | args`,
+//! an older copy of its own store is refused). A log written before the check was XXH3 (schema
+//! version 26) checked each entry with the start of its SHA-256; an entry with that check is read
+//! too, so a crash just before an upgrade loses nothing, and schema version 27 fences the store
+//! from a release that would read an XXH3 entry as torn. Its body is statements, each `sql | args: u16 | args`,
 //! an argument a tag byte (0 null, 1 integer, 2 text, 3 bytes) and its value. A statement's text is
 //! written once per log: `sql` is the number of a text an earlier entry defined, or [`DEFINES`]
 //! followed by `len: u32 | text`, which takes the next number. Within an entry, a text argument
@@ -63,6 +64,9 @@ const MAX_ENTRY: usize = 64 * 1024 * 1024;
 /// The room the pending statements keep after a commit that held less: a few hundred calls' worth,
 /// so a burst's room (up to 4 MiB) goes back once it ends.
 const KEPT_PENDING: usize = 1024 * 1024;
+/// The most room the pending statements keep after any commit: twice a transaction's usual most
+/// (a member's entry may be far larger than a call's, up to [`MAX_ENTRY`]).
+const MOST_KEPT_PENDING: usize = 8 * 1024 * 1024;
 
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
@@ -155,6 +159,8 @@ impl RedoLog {
         let number = self.next;
         let mut entry = std::mem::take(&mut self.entry);
         let written = self.write_entry(&mut entry, number, &statements.body);
+        // Let go of a large entry's room now, not at the next write.
+        clear_to_usual(&mut entry);
         self.entry = entry;
         written?;
         self.next += 1;
@@ -164,7 +170,7 @@ impl RedoLog {
 
     /// Writes `body` as the entry numbered `number` at the log's end, built in `entry`.
     fn write_entry(&mut self, entry: &mut Vec<u8>, number: u64, body: &[u8]) -> std::io::Result<()> {
-        clear_to_usual(entry);
+        entry.clear();
         // The length goes first once known: the number, the body and the check.
         entry.extend_from_slice(&[0; 4]);
         entry.extend_from_slice(&number.to_le_bytes());
@@ -212,7 +218,7 @@ impl RedoLog {
         // fault a call); a transaction that held less than a usual one's room gives the rest back.
         let light = self.pending.len() < KEPT_PENDING;
         self.pending.clear();
-        if light {
+        if light || self.pending.capacity() > MOST_KEPT_PENDING {
             self.pending.shrink_to(KEPT_PENDING);
         }
         self.len > EMPTY_PAST
