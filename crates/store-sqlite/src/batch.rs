@@ -53,7 +53,8 @@ pub struct Writer {
     /// Writers waiting for the connection: a writer whose entry one of them will follow leaves
     /// the fsync to it.
     queued: AtomicUsize,
-    /// Whether the open transaction holds entries (the fast path of [`Writer::commit_held`]).
+    /// Whether the open transaction holds entries (the fast path of [`Writer::commit_held`] and
+    /// [`Writer::commit_round`]).
     holding: AtomicBool,
     commits: AtomicU64,
     /// Fsyncs of the redo log, shared; a ticket is an entry appended in this process.
@@ -235,7 +236,8 @@ impl Writer {
     }
 
     /// Commits what the open transaction holds, so a read on another connection sees every
-    /// answered change; the store's commit thread calls it too, so nothing stays uncommitted long.
+    /// answered change; the store's commit thread's round calls it too, so nothing stays
+    /// uncommitted long.
     pub fn commit_held(&self) -> Result<()> {
         if !self.holding.load(Ordering::SeqCst) {
             return Ok(());
@@ -251,7 +253,9 @@ impl Writer {
     }
 
     /// The store's commit thread's round: commits what the open transaction holds; when nothing is
-    /// held, the room taken for recording and logging statements goes back.
+    /// held, the room taken for recording and logging statements goes back. (Read between a
+    /// member's commit and the next member's entry, `holding` lets one busy round give the room
+    /// back too: the next transaction takes it again.)
     pub fn commit_round(&self) -> Result<()> {
         if self.holding.load(Ordering::SeqCst) {
             return self.commit_held();

@@ -13,14 +13,14 @@
 //! an older copy of its own store is refused). A log written before the check was XXH3 (schema
 //! version 26) checked each entry with the start of its SHA-256; an entry with that check is read
 //! too, so a crash just before an upgrade loses nothing, and schema version 27 fences the store
-//! from a release that would read an XXH3 entry as torn. Its body is statements, each `sql | args: u16 | args`,
-//! an argument a tag byte (0 null, 1 integer, 2 text, 3 bytes) and its value. A statement's text is
-//! written once per log: `sql` is the number of a text an earlier entry defined, or [`DEFINES`]
-//! followed by `len: u32 | text`, which takes the next number. Within an entry, a text argument
-//! of [`repeats::SHARED`] bytes equal to an earlier one (an id the entry's rows repeat) is tag 4
-//! and that one's number, `u16`, counting such arguments from the entry's start (the first 65,535
-//! distinct ones; texts after them are written whole). A torn or garbled tail, which only an entry
-//! nobody was answered about can leave, ends the log.
+//! from a release that would read an XXH3 entry as torn. An entry's body is statements, each
+//! `sql | args: u16 | args`, an argument a tag byte (0 null, 1 integer, 2 text, 3 bytes) and its
+//! value. A statement's text is written once per log: `sql` is the number of a text an earlier
+//! entry defined, or [`DEFINES`] followed by `len: u32 | text`, which takes the next number. Within
+//! an entry, a text argument of [`repeats::SHARED`] bytes equal to an earlier one (an id the entry's
+//! rows repeat) is tag 4 and that one's number, `u16`, counting such arguments from the entry's
+//! start (the first 65,535 distinct ones; texts after them are written whole). A torn or garbled
+//! tail, which only an entry nobody was answered about can leave, ends the log.
 //!
 //! The file is [`PREALLOCATED`] bytes of zeros from each open, and entries overwrite it from its
 //! start: syncing an entry then writes its data alone, where an append also commits the file's new
@@ -61,12 +61,28 @@ const MAX_TEXT: usize = 1024 * 1024;
 /// The most bytes one entry's statements take with their whole texts (a request body is at most
 /// 1 MiB and a delivery 4 MiB): a longer entry is not written, and not read back.
 const MAX_ENTRY: usize = 64 * 1024 * 1024;
+/// An entry's length field, before its number.
+const LEN_BYTES: usize = 4;
 /// The room the pending statements keep after a commit that held less: a few hundred calls' worth,
-/// so a burst's room (up to 4 MiB) goes back once it ends.
+/// so a burst's room (up to [`MOST_KEPT_PENDING`]) goes back once it ends.
 const KEPT_PENDING: usize = 1024 * 1024;
-/// The most room the pending statements keep after any commit: twice a transaction's usual most
-/// (a member's entry may be far larger than a call's, up to [`MAX_ENTRY`]).
+/// The most room the pending statements keep after any commit: twice what a transaction holds before
+/// it commits (`batch::MAX_HELD_BYTES`), which its last member's entry may pass by up to
+/// [`MAX_ENTRY`].
 const MOST_KEPT_PENDING: usize = 8 * 1024 * 1024;
+
+/// Room for a toolbelt call's statements with their whole texts (3 to 5 KiB): what the writer's one
+/// recorder takes at its first statement and keeps from one member to the next, and what the
+/// buffer an entry is built in keeps.
+const USUAL_BODY: usize = 8 * 1024;
+
+/// Empties `bytes`, keeping room for [`USUAL_BODY`] bytes but not for much more.
+fn clear_to_usual(bytes: &mut Vec<u8>) {
+    bytes.clear();
+    if bytes.capacity() > 4 * USUAL_BODY {
+        bytes.shrink_to(USUAL_BODY);
+    }
+}
 
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
@@ -172,17 +188,18 @@ impl RedoLog {
     fn write_entry(&mut self, entry: &mut Vec<u8>, number: u64, body: &[u8]) -> std::io::Result<()> {
         entry.clear();
         // The length goes first once known: the number, the body and the check.
-        entry.extend_from_slice(&[0; 4]);
+        entry.extend_from_slice(&[0; LEN_BYTES]);
         entry.extend_from_slice(&number.to_le_bytes());
+        let body_at = entry.len();
         let mut defined = Vec::new();
         if self.interned(body, &mut defined, entry).is_none() {
             self.forget(&defined);
             return Err(std::io::Error::other("an entry the log could not read back"));
         }
-        let check = check(&self.identity, number, &entry[12..]);
+        let check = check(&self.identity, number, &entry[body_at..]);
         entry.extend_from_slice(&check);
-        let len = (entry.len() - 4) as u32;
-        entry[..4].copy_from_slice(&len.to_le_bytes());
+        let len = (entry.len() - LEN_BYTES) as u32;
+        entry[..LEN_BYTES].copy_from_slice(&len.to_le_bytes());
         if let Err(e) = self.file.write_all_at(entry, self.len) {
             // Whatever part of the entry was written, a zero length in its place ends the log
             // there (or, on a full disk, the file cut back to it); and the texts it defined are
@@ -196,7 +213,7 @@ impl RedoLog {
         Ok(())
     }
 
-    /// Whether entries wait for a commit.
+    /// Whether entries wait for a commit (an entry is never empty: `Writer::log` refuses one).
     pub fn holds_pending(&self) -> bool {
         !self.pending.is_empty()
     }
@@ -215,7 +232,7 @@ impl RedoLog {
     /// long enough to empty once that commit is on disk.
     pub fn committed(&mut self) -> bool {
         // A burst's room stays while the burst lasts (fresh pages each transaction cost a page
-        // fault a call); a transaction that held less than a usual one's room gives the rest back.
+        // fault a call); a transaction that held less than [`KEPT_PENDING`] gives the rest back.
         let light = self.pending.len() < KEPT_PENDING;
         self.pending.clear();
         if light || self.pending.capacity() > MOST_KEPT_PENDING {
@@ -327,6 +344,7 @@ pub fn log_path(db: &Path) -> std::path::PathBuf {
     name.into()
 }
 
+/// An entry's check: XXH3-64 of the store's identity, the entry's number and its body.
 fn check(identity: &[u8], number: u64, body: &[u8]) -> [u8; 8] {
     let mut hash = Xxh3::new();
     hash.update(identity);
@@ -337,11 +355,11 @@ fn check(identity: &[u8], number: u64, body: &[u8]) -> [u8; 8] {
 
 /// Whether `found` is the entry's check, or the one a log written before XXH3 gave it.
 fn checks_out(identity: &[u8], number: u64, body: &[u8], found: &[u8]) -> bool {
-    found == check(identity, number, body) || found == earlier_check(identity, number, body)
+    found == check(identity, number, body) || found == sha256_check(identity, number, body)
 }
 
 /// The check of a log from before XXH3: the start of the SHA-256 of the same bytes.
-fn earlier_check(identity: &[u8], number: u64, body: &[u8]) -> [u8; 8] {
+fn sha256_check(identity: &[u8], number: u64, body: &[u8]) -> [u8; 8] {
     let digest = Sha256::new()
         .chain_update(identity)
         .chain_update(number.to_le_bytes())
@@ -596,7 +614,6 @@ fn redo_error(what: &str, e: &std::io::Error) -> StoreError {
 mod repeats;
 mod statements;
 
-use statements::clear_to_usual;
 pub use statements::Statements;
 #[cfg(test)]
 mod tests;

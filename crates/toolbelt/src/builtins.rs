@@ -152,7 +152,7 @@ fn parse<T: DeserializeOwned>(input: &Value) -> Result<T, Refusal> {
     let empty = json!({});
     // Read in place: the input is not copied first.
     let input = if input.is_null() { &empty } else { input };
-    // Read plainly first: tracking the path cost as much as the reading, and only a refusal says it.
+    // Read plainly first: tracking the path costs more than the reading, and only a refusal says it.
     T::deserialize(input).or_else(|_| {
         serde_path_to_error::deserialize(input).map_err(|e| {
             let at = e.path().to_string();

@@ -7,7 +7,8 @@ use conduit_store::{AuditFilter, Page, RequestRows};
 use super::{corrupt, from_json, matching, oldest_first, oldest_first_params, to_json, SqlTx};
 use crate::Result;
 
-/// A macro, so the statements of every call are constants (`concat!`), not texts built each time.
+/// A macro, so the statements built from it can be constants (`concat!`), not texts formatted on
+/// every call.
 macro_rules! request_columns {
     () => {
         "execution_id, operation, request_id, body_hash, status, response, created_at"

@@ -3,7 +3,7 @@
 
 use conduit_store_sql::Arg;
 
-use super::{put_bytes, MAX_ENTRY, MAX_TEXT};
+use super::{clear_to_usual, put_bytes, MAX_ENTRY, MAX_TEXT, USUAL_BODY};
 
 /// The write statements one member ran, in order, each with its whole text.
 #[derive(Default)]
@@ -12,11 +12,6 @@ pub struct Statements {
     /// A text, value or argument list too long for its length field: the entry cannot be written.
     pub(super) too_long: bool,
 }
-
-/// Room for a toolbelt call's statements with their whole texts (3 to 5 KiB), taken at the first
-/// statement and kept from one member to the next (the writer clears its one recorder), so a call
-/// allocates none.
-const USUAL_BODY: usize = 8 * 1024;
 
 impl Statements {
     pub fn push(&mut self, sql: &str, args: &[Arg<'_>]) {
@@ -60,13 +55,5 @@ impl Statements {
     /// The statements' bytes, with their whole texts.
     pub fn len(&self) -> usize {
         self.body.len()
-    }
-}
-
-/// Empties `bytes`, keeping room for [`USUAL_BODY`] bytes but not for much more.
-pub(super) fn clear_to_usual(bytes: &mut Vec<u8>) {
-    bytes.clear();
-    if bytes.capacity() > 4 * USUAL_BODY {
-        bytes.shrink_to(USUAL_BODY);
     }
 }

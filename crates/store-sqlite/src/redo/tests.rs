@@ -407,20 +407,20 @@ fn an_entry_checked_as_before_is_read_and_any_other_check_ends_the_log() {
         entry
     };
     let numbers = |bytes: &[u8]| -> Vec<u64> { decoded(bytes, b"store").iter().map(|(n, _)| *n).collect() };
-    let before = entry(1, earlier_check(b"store", 1, &body));
+    let before = entry(1, sha256_check(b"store", 1, &body));
     assert_eq!(numbers(&before), [1], "the earlier check");
     let now = [before.clone(), entry(2, check(b"store", 2, &body))].concat();
     assert_eq!(numbers(&now), [1, 2], "the earlier check, then XXH3");
     // Fixed values: the checks on disk do not change with a crate's version or an argument's order.
     assert_eq!(u64::from_le_bytes(check(b"store", 2, &body)), XXH3_OF_ENTRY_2);
     assert_eq!(
-        u64::from_le_bytes(earlier_check(b"store", 2, &body)),
+        u64::from_le_bytes(sha256_check(b"store", 2, &body)),
         SHA256_START_OF_ENTRY_2
     );
     let mut garbled = check(b"store", 2, &body);
     garbled[0] ^= 1;
     assert_eq!(numbers(&[before.clone(), entry(2, garbled)].concat()), [1], "neither");
-    let other_store = entry(2, earlier_check(b"other", 2, &body));
+    let other_store = entry(2, sha256_check(b"other", 2, &body));
     assert_eq!(numbers(&[before, other_store].concat()), [1], "another store's");
 }
 
@@ -450,4 +450,61 @@ fn the_room_for_pending_statements_follows_the_load() {
     log.rest();
     assert_eq!(log.pending.capacity(), 0, "an idle store keeps none");
     assert_eq!(log.entry.capacity(), 0, "nor room for an entry");
+
+    // One member far past a transaction's usual most: its entry's room goes right after its write,
+    // and the pending statements keep no more than their cap after the commit.
+    let huge = "y".repeat(MOST_KEPT_PENDING + 1024);
+    log.append(&statements(&[(sql, &[Arg::Text(&huge)][..])])).unwrap();
+    assert!(log.entry.capacity() <= 4 * USUAL_BODY, "the entry's room is let go");
+    log.committed();
+    assert!(log.pending.capacity() <= KEPT_PENDING, "past the cap it shrinks");
+}
+
+/// An entry that could not be written is not run again after a failed commit.
+#[test]
+fn an_entry_not_written_is_not_pending() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    let mut log = new_log(&path, 1, b"store");
+    log.file = File::open(&path).unwrap(); // read-only: every write fails
+    assert!(log.append(&key("k1")).is_err());
+    assert!(!log.holds_pending(), "a failed write holds nothing to run again");
+}
+
+/// The writer's one recorder, cleared after a member too long for the log, records the next one
+/// whole, in a usual member's room.
+#[test]
+fn a_cleared_recorder_forgets_a_too_long_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(&dir.path().join("log"), 1, b"store");
+    let many = vec![Arg::Null; usize::from(u16::MAX) + 1];
+    let mut recorder = statements(&[("X", &many[..])]);
+    assert!(log.append(&recorder).is_err());
+    recorder.clear();
+    assert!(
+        recorder.body.capacity() <= 4 * USUAL_BODY,
+        "a large member's room goes back"
+    );
+    recorder.push(
+        "INSERT INTO shared_keys (name, key) VALUES (?1, x'00')",
+        &[Arg::Text("k1")],
+    );
+    assert!(log.append(&recorder).is_ok());
+}
+
+/// Giving the room back leaves the log's numbering of texts alone: an entry after it reads back
+/// whole.
+#[test]
+fn an_entry_after_rest_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    let mut log = new_log(&path, 1, b"store");
+    log.append(&key("k1")).unwrap();
+    log.committed();
+    log.rest();
+    log.append(&key("k2")).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let entries = decoded(&bytes, b"store");
+    assert_eq!(entries.len(), 2);
+    assert_eq!(decode_statement(&entries[1].1).unwrap().1, [Owned::Text("k2".into())]);
 }
