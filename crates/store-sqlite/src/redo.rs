@@ -40,8 +40,6 @@ use std::path::Path;
 
 use rusqlite::types::Value as Owned;
 use rusqlite::Connection;
-use sha2::{Digest, Sha256};
-use xxhash_rust::xxh3::Xxh3;
 
 use conduit_store::StoreError;
 
@@ -344,32 +342,6 @@ pub fn log_path(db: &Path) -> std::path::PathBuf {
     name.into()
 }
 
-/// An entry's check: XXH3-64 of the store's identity, the entry's number and its body.
-fn check(identity: &[u8], number: u64, body: &[u8]) -> [u8; 8] {
-    let mut hash = Xxh3::new();
-    hash.update(identity);
-    hash.update(&number.to_le_bytes());
-    hash.update(body);
-    hash.digest().to_le_bytes()
-}
-
-/// Whether `found` is the entry's check, or the one a log written before XXH3 gave it.
-fn checks_out(identity: &[u8], number: u64, body: &[u8], found: &[u8]) -> bool {
-    found == check(identity, number, body) || found == sha256_check(identity, number, body)
-}
-
-/// The check of a log from before XXH3: the start of the SHA-256 of the same bytes.
-fn sha256_check(identity: &[u8], number: u64, body: &[u8]) -> [u8; 8] {
-    let digest = Sha256::new()
-        .chain_update(identity)
-        .chain_update(number.to_le_bytes())
-        .chain_update(body)
-        .finalize();
-    let mut check = [0; 8];
-    check.copy_from_slice(&digest[..8]);
-    check
-}
-
 /// Applies, in one transaction, the entries past `applied` (which must follow it without a gap:
 /// a log with an older or newer store file beside it fails); answers the last entry's number.
 fn apply_unapplied(conn: &mut Connection, bytes: &[u8], applied: u64, identity: &[u8]) -> Result<u64> {
@@ -611,9 +583,11 @@ fn redo_error(what: &str, e: &std::io::Error) -> StoreError {
     StoreError::Backend(format!("{what} the store's redo log: {e}"))
 }
 
+mod check;
 mod repeats;
 mod statements;
 
+use check::{check, checks_out};
 pub use statements::Statements;
 #[cfg(test)]
 mod tests;

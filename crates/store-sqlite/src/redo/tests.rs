@@ -1,3 +1,4 @@
+use super::check::sha256_check;
 use super::repeats::REPEATS;
 use super::*;
 use conduit_store_sql::Arg;
