@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::borrow::Cow;
 
 use crate::time::Timestamp;
 
@@ -30,14 +31,15 @@ impl Source {
         matches!(self, Source::Manual | Source::Action)
     }
 
-    pub fn to_wire(&self) -> String {
+    /// Its name on the wire and in the store (borrowed but for an execution's).
+    pub fn to_wire(&self) -> Cow<'_, str> {
         match self {
             Source::Manual => "core.manual".into(),
             Source::Action => "core.action".into(),
             Source::Scheduler => "core.scheduler".into(),
-            Source::Execution(id) => format!("execution:{id}"),
+            Source::Execution(id) => format!("execution:{id}").into(),
             Source::Toolbelt => "core.toolbelt".into(),
-            Source::Ingress(name) => name.clone(),
+            Source::Ingress(name) => name.as_str().into(),
         }
     }
 
@@ -81,16 +83,37 @@ impl Causation {
 
     /// The causation of an event derived from `parent`.
     pub fn derived_from(parent: &Event) -> Causation {
+        Causation::after(Parent::from(parent))
+    }
+
+    /// The causation of an event following `parent` in its chain.
+    pub fn after(parent: Parent<'_>) -> Causation {
         Causation {
-            parent: Some(parent.id.clone()),
+            parent: Some(parent.id.to_owned()),
             root: parent.causation.root.clone(),
             depth: parent.causation.depth + 1,
         }
     }
 
     /// The causation of a host event continuing from `parent` when there is one, else a new root.
-    pub fn continuing(parent: Option<&Event>, own_id: &str) -> Causation {
-        parent.map_or_else(|| Causation::root(own_id), Causation::derived_from)
+    pub fn continuing<'p>(parent: Option<impl Into<Parent<'p>>>, own_id: &str) -> Causation {
+        parent.map_or_else(|| Causation::root(own_id), |p| Causation::after(p.into()))
+    }
+}
+
+/// What an event continuing from another takes of it: its id and its place in its chain.
+#[derive(Debug, Clone, Copy)]
+pub struct Parent<'a> {
+    pub id: &'a str,
+    pub causation: &'a Causation,
+}
+
+impl<'a> From<&'a Event> for Parent<'a> {
+    fn from(event: &'a Event) -> Parent<'a> {
+        Parent {
+            id: &event.id,
+            causation: &event.causation,
+        }
     }
 }
 
@@ -142,6 +165,19 @@ pub struct NewEvent {
     pub accepted_at: Timestamp,
     /// A stable identity for idempotent delivery: a second event with the same one is not accepted.
     pub delivery_id: Option<String>,
+}
+
+/// A record the host appends to a Work's log (source `core.toolbelt`) whose data is JSON text
+/// already: the toolbelt's records of each call, written without a value tree.
+pub struct NewRecord<'a> {
+    pub id: &'a str,
+    pub event_type: &'a str,
+    pub scope: &'a str,
+    pub work_id: &'a str,
+    pub execution_id: &'a str,
+    pub causation: &'a Causation,
+    pub data: &'a str,
+    pub accepted_at: Timestamp,
 }
 
 impl NewEvent {

@@ -31,7 +31,7 @@ pub use artifact::{ArtifactRecord, ArtifactRefusal};
 pub use audit::{AuditKind, AuditRecord, CausalPin, OperatorAction, RequestRecord};
 pub use credential::{OperatorRecord, Role, TokenRecord};
 pub use error::{ErrorCode, Refusal};
-pub use event::{Causation, Event, EventSample, NewEvent, Source};
+pub use event::{Causation, Event, EventSample, NewEvent, NewRecord, Parent, Source};
 pub use execution::{Declaration, Execution, ExecutionState, Outcome, OutcomeSource, OutcomeStatus};
 pub use session::{SessionOutcome, ToolSession};
 pub use time::{Clock, Duration, Timestamp};

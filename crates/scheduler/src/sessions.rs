@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use conduit_core::tool_call::{ToolReturned, TOOL_CALLED, TOOL_RETURNED};
+use conduit_core::tool_call::{CallRecord, ToolReturned, TOOL_CALLED, TOOL_RETURNED};
 use conduit_core::{Causation, Event, Execution, NewEvent, SessionOutcome, Source, Timestamp, ToolSession};
 use conduit_store::{new_id, Tx};
 use serde_json::json;
@@ -136,7 +136,7 @@ pub fn close_unpaired_calls(tx: &mut dyn Tx, execution: &Execution, now: Timesta
         let data = ToolReturned {
             agent_id: &execution.id,
             tool_name: called.data["toolName"].as_str().unwrap_or_default(),
-            call_id: &called.data["callId"],
+            call_id: called.data["callId"].as_str().unwrap_or_default(),
             status: "lost",
             duration_ms: now.0 - called.accepted_at.0,
         }

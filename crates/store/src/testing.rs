@@ -5,14 +5,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use conduit_core::{
-    CausalPin, Causation, Execution, ExecutionState, NewEvent, Source, Timestamp, TokenRecord, Work, WorkState,
+    CausalPin, Causation, Execution, ExecutionState, NewEvent, NewRecord, Source, Timestamp, TokenRecord, Work,
+    WorkState,
 };
 use serde_json::json;
 
 use crate::{EventFilter, Page, Store, StoreError, Tx};
 
 /// The cases every adapter must pass, each to be run over a fresh store.
-pub const CASES: [fn(&dyn Store); 12] = [
+pub const CASES: [fn(&dyn Store); 13] = [
     work_round_trips_with_its_keys,
     an_attempt_sees_the_watermark_the_others_reached,
     a_token_lease_reads_what_the_separate_lookups_read,
@@ -25,6 +26,7 @@ pub const CASES: [fn(&dyn Store); 12] = [
     ids_are_found_by_their_prefix_alone,
     a_pages_sequences_are_its_events_sequences,
     a_roots_bounds_are_its_pin_and_the_event_its_per_minute_back,
+    a_record_written_as_text_reads_back_as_the_event_it_is,
 ];
 
 /// An id prefix finds exactly the ids that start with it, hyphens included: a collation that
@@ -285,6 +287,49 @@ pub fn events_get_increasing_sequences_and_lose_forged_actors(store: &dyn Store)
         .read(|tx| tx.events_between_for_keys(a.sequence, c.sequence - 1, &["k".into()]))
         .unwrap();
     assert_eq!(between.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), vec!["b"]);
+}
+
+/// A host record whose data is JSON text already reads back as the toolbelt's event it is (its
+/// source the toolbelt's, no key, actor or delivery), numbered among the others, and its bytes are
+/// charged to its Work as an event's are.
+pub fn a_record_written_as_text_reads_back_as_the_event_it_is(store: &dyn Store) {
+    store.write(|tx| tx.insert_work(&work("w1", &[]))).unwrap();
+    let before = store.write(|tx| tx.insert_event(event("e0"))).unwrap();
+    let causation = Causation::root("r1");
+    let data = r#"{"agentId":"x1","callId":"c1"}"#;
+    let record = NewRecord {
+        id: "r1",
+        event_type: "agent.toolCalled",
+        scope: "setup",
+        work_id: "w1",
+        execution_id: "x1",
+        causation: &causation,
+        data,
+        accepted_at: Timestamp(7),
+    };
+    let sequence = store.write(|tx| tx.insert_record(&record)).unwrap();
+    assert!(sequence > before.sequence);
+    let stored = store.read(|tx| tx.get_event("r1")).unwrap().unwrap();
+    assert_eq!(
+        (
+            stored.sequence,
+            stored.source,
+            stored.work_id.as_deref(),
+            stored.execution_id.as_deref()
+        ),
+        (sequence, Source::Toolbelt, Some("w1"), Some("x1"))
+    );
+    assert_eq!((stored.correlation_key, stored.actor), (None, None));
+    assert_eq!(
+        (stored.causation, stored.data),
+        (causation, json!({"agentId": "x1", "callId": "c1"}))
+    );
+    let charged = store.read(|tx| tx.work_stored_bytes("w1")).unwrap();
+    assert!(
+        charged >= data.len() as u64,
+        "charged {charged} for {} bytes",
+        data.len()
+    );
 }
 
 /// A root's bounds, read in one statement, are what its pin and the time-back lookup for the pin's

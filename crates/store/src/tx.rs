@@ -5,8 +5,8 @@ use std::sync::Arc;
 use conduit_core::approval::{Approval, ApprovalState};
 use conduit_core::id_prefix::IdKind;
 use conduit_core::{
-    ArtifactRecord, AuditRecord, CausalPin, Event, Execution, ExecutionState, NewEvent, OperatorAction, OperatorRecord,
-    RequestRecord, SessionOutcome, Timestamp, TokenRecord, ToolSession, Wait, Work, WorkState,
+    ArtifactRecord, AuditRecord, CausalPin, Event, Execution, ExecutionState, NewEvent, NewRecord, OperatorAction,
+    OperatorRecord, RequestRecord, SessionOutcome, Timestamp, TokenRecord, ToolSession, Wait, Work, WorkState,
 };
 
 use crate::StoreError;
@@ -183,6 +183,9 @@ pub trait ExecutionRows {
 pub trait EventRows {
     /// Accepts an event, assigning the next acceptance sequence.
     fn insert_event(&mut self, event: NewEvent) -> Result<Event>;
+    /// Accepts a record whose data is JSON text already, as [`EventRows::insert_event`] accepts an
+    /// event from its host; answers its acceptance sequence.
+    fn insert_record(&mut self, record: &NewRecord<'_>) -> Result<i64>;
     fn get_event(&mut self, id: &str) -> Result<Option<Event>>;
     /// In acceptance order; all events when `work` is `None`.
     fn list_events(&mut self, work: Option<&str>, limit: usize) -> Result<Vec<Event>>;

@@ -2,9 +2,9 @@
 //! and `agent.toolCalled` / `agent.toolReturned` on the Work's event log for every call that reaches
 //! its operation (OpenWOP's payload shapes).
 
-use conduit_core::tool_call::{ToolCalled, ToolReturned, Transport, TOOL_CALLED, TOOL_RETURNED};
-use conduit_core::{AuditKind, AuditRecord, Event, Timestamp};
-use conduit_scheduler::{append_host_record, HostError, HostRecord};
+use conduit_core::tool_call::{CallRecord, ToolCalled, ToolReturned, Transport, TOOL_CALLED, TOOL_RETURNED};
+use conduit_core::{AuditKind, AuditRecord, Causation, NewRecord, Parent, Timestamp};
+use conduit_scheduler::HostError;
 use conduit_store::{new_id, Tx};
 
 use crate::authority::Authority;
@@ -57,8 +57,16 @@ pub fn record(
     Ok(())
 }
 
+/// `agent.toolCalled` as it was written: what its `agent.toolReturned` continues from.
+#[derive(Debug, Clone)]
+pub struct Called {
+    pub id: String,
+    pub causation: Causation,
+    pub call_id: String,
+}
+
 /// Appends `agent.toolCalled`, continuing from the event the segment continues from.
-pub fn tool_called(tx: &mut dyn Tx, call: &Call<'_>, a: &Authority) -> Result<Event, HostError> {
+pub fn tool_called(tx: &mut dyn Tx, call: &Call<'_>, a: &Authority) -> Result<Called, HostError> {
     let id = new_id();
     let call_id = call.request.request_id.clone().unwrap_or_else(|| id.clone());
     let data = ToolCalled {
@@ -66,18 +74,14 @@ pub fn tool_called(tx: &mut dyn Tx, call: &Call<'_>, a: &Authority) -> Result<Ev
         tool_name: &call.request.operation,
         call_id: &call_id,
         args_hash: &call.input_hash,
-        principal: &format!("execution:{}", a.execution.id),
+        principal: &["execution:", &a.execution.id].concat(),
         transport: call.transport,
         session_id: call.request.session_id.as_deref(),
     }
-    .data();
-    let record = HostRecord {
-        id,
-        event_type: TOOL_CALLED,
-        data,
-        at: call.started,
-    };
-    append_host_record(tx, &a.execution, &a.work.scope, a.cause.as_deref(), record)
+    .text();
+    let causation = Causation::continuing(a.cause.as_deref(), &id);
+    append(tx, a, &id, TOOL_CALLED, &causation, &data, call.started)?;
+    Ok(Called { id, causation, call_id })
 }
 
 /// Appends `agent.toolReturned`, caused by the `agent.toolCalled` it answers.
@@ -85,23 +89,44 @@ pub fn tool_returned(
     tx: &mut dyn Tx,
     call: &Call<'_>,
     a: &Authority,
-    called: &Event,
+    called: &Called,
     status: &str,
     now: Timestamp,
 ) -> Result<(), HostError> {
-    let record = HostRecord {
-        id: new_id(),
-        event_type: TOOL_RETURNED,
-        data: ToolReturned {
-            agent_id: &a.execution.id,
-            tool_name: &call.request.operation,
-            call_id: &called.data["callId"],
-            status,
-            duration_ms: now.0 - call.started.0,
-        }
-        .data(),
-        at: now,
-    };
-    append_host_record(tx, &a.execution, &a.work.scope, Some(called), record)?;
+    let data = ToolReturned {
+        agent_id: &a.execution.id,
+        tool_name: &call.request.operation,
+        call_id: &called.call_id,
+        status,
+        duration_ms: now.0 - call.started.0,
+    }
+    .text();
+    let causation = Causation::after(Parent {
+        id: &called.id,
+        causation: &called.causation,
+    });
+    append(tx, a, &new_id(), TOOL_RETURNED, &causation, &data, now)
+}
+
+/// Appends one of a call's records to the Work's log, its data already JSON text.
+fn append(
+    tx: &mut dyn Tx,
+    a: &Authority,
+    id: &str,
+    event_type: &str,
+    causation: &Causation,
+    data: &str,
+    at: Timestamp,
+) -> Result<(), HostError> {
+    tx.insert_record(&NewRecord {
+        id,
+        event_type,
+        scope: &a.work.scope,
+        work_id: &a.execution.work_id,
+        execution_id: &a.execution.id,
+        causation,
+        data,
+        accepted_at: at,
+    })?;
     Ok(())
 }

@@ -10,12 +10,12 @@ use std::sync::Arc;
 
 use conduit_config::Snapshot;
 use conduit_core::tool_call::Transport;
-use conduit_core::{AuditKind, ErrorCode, Event, Refusal, Timestamp, TokenRecord};
+use conduit_core::{AuditKind, ErrorCode, Refusal, Timestamp, TokenRecord};
 use conduit_scheduler::HostError;
 use conduit_store::{Mode, StoreError, Tx};
 use serde_json::{json, Value};
 
-use crate::audit::{self, Call, Marks};
+use crate::audit::{self, Call, Called, Marks};
 use crate::authority::Authority;
 use crate::checks;
 use crate::gate::{self, Gate, GateCall, Stopped, Verdict, WaitPlan};
@@ -39,7 +39,7 @@ pub struct Pending {
     started: Timestamp,
     transport: Transport,
     authority: Authority,
-    called: Event,
+    called: Called,
     handler: Arc<dyn Handler>,
     /// The operation's registration, which owns a wait it asks for.
     registration: String,
@@ -118,7 +118,7 @@ struct Failed {
     error: Box<HostError>,
     reached: Option<Box<Authority>>,
     /// The `agent.toolCalled` already committed for it, if any.
-    called: Option<Box<Event>>,
+    called: Option<Box<Called>>,
     /// The genuine token a later check refused, for classifying the refusal (outside any
     /// transaction: the classifier may read the store).
     refused_token: Option<Arc<TokenRecord>>,
@@ -397,7 +397,7 @@ impl Toolbelt {
         tx: &mut dyn Tx,
         call: &Call<'_>,
         a: &Authority,
-        called: &Event,
+        called: &Called,
         answer: Result<&Value, &Refusal>,
         kept: bool,
     ) -> Result<(), Failed> {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use conduit_config::CurrentConfig;
 use conduit_core::canonical::canonical_hash;
-use conduit_core::tool_call::{ToolCalled, ToolReturned, Transport, TOOL_CALLED, TOOL_RETURNED};
+use conduit_core::tool_call::{CallRecord, ToolCalled, ToolReturned, Transport, TOOL_CALLED, TOOL_RETURNED};
 use conduit_core::toolbelt_env::OS_PREFIX;
 use conduit_core::Event;
 use conduit_egress::{FetchRequest, SafeFetch};
@@ -292,7 +292,7 @@ impl PackageRuntime {
         let data = ToolReturned {
             agent_id: &call.execution_id,
             tool_name: SAFE_FETCH,
-            call_id: &called.data["callId"],
+            call_id: called.data["callId"].as_str().unwrap_or_default(),
             status,
             duration_ms: took.as_millis() as i64,
         }

@@ -15,7 +15,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use conduit_core::canonical::canonical_hash;
-use conduit_core::tool_call::{ToolCalled, ToolReturned, Transport};
+use conduit_core::tool_call::{CallRecord, ToolCalled, ToolReturned, Transport};
 use conduit_core::{ErrorCode, Refusal, Role};
 use conduit_egress::fetch::SystemResolver;
 use conduit_egress::{Blocked, FetchError, FetchRequest, Limits, Resolve, SafeFetch};
@@ -112,7 +112,7 @@ async fn safe_fetch(body: Bytes) -> Answer {
     answer["toolReturned"] = ToolReturned {
         agent_id: "sample",
         tool_name: "http.safeFetch",
-        call_id: &called["callId"],
+        call_id: &call_id,
         status: if fetched.is_ok() { "ok" } else { "error" },
         duration_ms: started.elapsed().as_millis() as i64,
     }

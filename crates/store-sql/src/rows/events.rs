@@ -1,7 +1,7 @@
 //! Accepted events and the causal pins of their roots: the statements and row mapping of [`EventRows`].
 
 use crate::{args, Row};
-use conduit_core::{quota, CausalPin, Causation, Event, NewEvent, Source, Timestamp};
+use conduit_core::{quota, CausalPin, Causation, Event, NewEvent, NewRecord, Source, Timestamp};
 use conduit_store::{EventFilter, EventRows, Page};
 
 use super::{corrupt, from_json, matching, to_json, SqlTx};
@@ -108,33 +108,87 @@ impl SqlTx<'_> {
     }
 }
 
-impl EventRows for SqlTx<'_> {
-    fn insert_event(&mut self, e: NewEvent) -> Result<Event> {
-        let data = to_json(&e.data)?;
-        if let Some(work) = &e.work_id {
-            self.charge_work(work, quota::charge(data.len()));
+/// One row of `events`, its data JSON text already.
+struct EventRow<'a> {
+    id: &'a str,
+    event_type: &'a str,
+    source: &'a str,
+    scope: &'a str,
+    work_id: Option<&'a str>,
+    execution_id: Option<&'a str>,
+    correlation_key: Option<&'a str>,
+    causation: &'a Causation,
+    actor: Option<&'a str>,
+    data: &'a str,
+    accepted_at: Timestamp,
+    delivery_id: Option<&'a str>,
+}
+
+impl SqlTx<'_> {
+    /// Inserts `e`, charging its data to its Work; answers its acceptance sequence.
+    fn insert_row(&mut self, e: &EventRow<'_>) -> Result<i64> {
+        if let Some(work) = e.work_id {
+            self.charge_work(work, quota::charge(e.data.len()));
         }
-        let sequence = self.sql.insert_keyed(
+        self.sql.insert_keyed(
             INSERT_EVENT,
             "sequence",
             args![
                 e.causation.root,
                 e.id,
                 e.event_type,
-                e.source.to_wire(),
+                e.source,
                 e.scope,
                 e.work_id,
                 e.execution_id,
                 e.correlation_key,
                 e.causation.parent,
                 e.causation.depth,
-                e.actor.clone().filter(|_| e.source.keeps_actor()),
-                data,
+                e.actor,
+                e.data,
                 e.accepted_at.0,
                 e.delivery_id
             ],
-        )?;
+        )
+    }
+}
+
+impl EventRows for SqlTx<'_> {
+    fn insert_event(&mut self, e: NewEvent) -> Result<Event> {
+        let data = to_json(&e.data)?;
+        let source = e.source.to_wire();
+        let sequence = self.insert_row(&EventRow {
+            id: &e.id,
+            event_type: &e.event_type,
+            source: &source,
+            scope: &e.scope,
+            work_id: e.work_id.as_deref(),
+            execution_id: e.execution_id.as_deref(),
+            correlation_key: e.correlation_key.as_deref(),
+            causation: &e.causation,
+            actor: e.actor.as_deref().filter(|_| e.source.keeps_actor()),
+            data: &data,
+            accepted_at: e.accepted_at,
+            delivery_id: e.delivery_id.as_deref(),
+        })?;
         Ok(e.into_event(sequence))
+    }
+
+    fn insert_record(&mut self, r: &NewRecord<'_>) -> Result<i64> {
+        self.insert_row(&EventRow {
+            id: r.id,
+            event_type: r.event_type,
+            source: &Source::Toolbelt.to_wire(),
+            scope: r.scope,
+            work_id: Some(r.work_id),
+            execution_id: Some(r.execution_id),
+            correlation_key: None,
+            causation: r.causation,
+            actor: None,
+            data: r.data,
+            accepted_at: r.accepted_at,
+            delivery_id: None,
+        })
     }
 
     fn get_event(&mut self, id: &str) -> Result<Option<Event>> {
