@@ -96,8 +96,8 @@ impl Causation {
     }
 
     /// The causation of a host event continuing from `parent` when there is one, else a new root.
-    pub fn continuing<'p>(parent: Option<impl Into<Parent<'p>>>, own_id: &str) -> Causation {
-        parent.map_or_else(|| Causation::root(own_id), |p| Causation::after(p.into()))
+    pub fn continuing(parent: Option<Parent<'_>>, own_id: &str) -> Causation {
+        parent.map_or_else(|| Causation::root(own_id), Causation::after)
     }
 }
 
@@ -167,19 +167,6 @@ pub struct NewEvent {
     pub delivery_id: Option<String>,
 }
 
-/// A record the host appends to a Work's log (source `core.toolbelt`) whose data is JSON text
-/// already: the toolbelt's records of each call, written without a value tree.
-pub struct NewRecord<'a> {
-    pub id: &'a str,
-    pub event_type: &'a str,
-    pub scope: &'a str,
-    pub work_id: &'a str,
-    pub execution_id: &'a str,
-    pub causation: &'a Causation,
-    pub data: &'a str,
-    pub accepted_at: Timestamp,
-}
-
 impl NewEvent {
     pub fn into_event(self, sequence: i64) -> Event {
         let actor = self.actor.filter(|_| self.source.keeps_actor());
@@ -198,6 +185,20 @@ impl NewEvent {
             accepted_at: self.accepted_at,
         }
     }
+}
+
+/// A record the host appends to a Work's log (source `core.toolbelt`, no correlation key, actor or
+/// delivery identity), its data JSON text already: the toolbelt's records of each call, written
+/// without a value tree, and every other host record.
+pub struct NewRecord<'a> {
+    pub id: &'a str,
+    pub event_type: &'a str,
+    pub scope: &'a str,
+    pub work_id: &'a str,
+    pub execution_id: &'a str,
+    pub causation: &'a Causation,
+    pub data: &'a str,
+    pub accepted_at: Timestamp,
 }
 
 #[cfg(test)]

@@ -37,7 +37,8 @@ pub use control::{
 pub use error::HostError;
 pub use reconcile::{reconcile_scope, Finding};
 pub use sessions::{
-    append_host_record, close_open_sessions, close_session, close_unpaired_calls, open_session, HostRecord,
+    append_host_record, append_host_text, close_open_sessions, close_session, close_unpaired_calls, open_session,
+    HostRecord,
 };
 pub use steering::{attach_key, hold_work, rebind_work, release_work, OPERATOR_HELD};
 pub use trace::{samples, trace, Effect, Probe, RouteVerdict, Trace, Verdict};

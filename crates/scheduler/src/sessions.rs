@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use conduit_core::tool_call::{CallRecord, ToolReturned, TOOL_CALLED, TOOL_RETURNED};
-use conduit_core::{Causation, Event, Execution, NewEvent, SessionOutcome, Source, Timestamp, ToolSession};
+use conduit_core::{Causation, Event, Execution, NewRecord, Parent, SessionOutcome, Source, Timestamp, ToolSession};
 use conduit_store::{new_id, Tx};
 use serde_json::json;
 
@@ -29,9 +29,17 @@ pub fn append_host_record(
     parent: Option<&Event>,
     record: HostRecord<'_>,
 ) -> Result<Event, HostError> {
-    let causation = Causation::continuing(parent, &record.id);
-    Ok(tx.insert_event(NewEvent {
+    let data = record.data.to_string();
+    let (causation, sequence) = append_host_text(
+        tx,
+        execution,
+        scope,
+        parent.map(Parent::from),
+        (&record.id, record.event_type, &data, record.at),
+    )?;
+    Ok(Event {
         id: record.id,
+        sequence,
         event_type: record.event_type.to_owned(),
         source: Source::Toolbelt,
         scope: scope.to_owned(),
@@ -42,8 +50,31 @@ pub fn append_host_record(
         actor: None,
         data: record.data,
         accepted_at: record.at,
-        delivery_id: None,
-    })?)
+    })
+}
+
+/// Appends a host record whose data is JSON text already, `(id, type, data, at)`, continuing from
+/// `parent` (else starting its own chain): the one place a host record's row is made. Answers its
+/// causation and acceptance sequence.
+pub fn append_host_text(
+    tx: &mut dyn Tx,
+    execution: &Execution,
+    scope: &str,
+    parent: Option<Parent<'_>>,
+    (id, event_type, data, at): (&str, &str, &str, Timestamp),
+) -> Result<(Causation, i64), HostError> {
+    let causation = Causation::continuing(parent, id);
+    let sequence = tx.insert_record(&NewRecord {
+        id,
+        event_type,
+        scope,
+        work_id: &execution.work_id,
+        execution_id: &execution.id,
+        causation: &causation,
+        data,
+        accepted_at: at,
+    })?;
+    Ok((causation, sequence))
 }
 
 /// Opens session `id` of `tool_id` for the execution, continuing from `cause`, the event its segment

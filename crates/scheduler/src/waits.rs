@@ -2,7 +2,9 @@
 
 use conduit_config::Snapshot;
 use conduit_core::names::work_key;
-use conduit_core::{Causation, Duration, Event, Execution, NewEvent, Source, Timestamp, Wait, WaitState, WorkState};
+use conduit_core::{
+    Causation, Duration, Event, Execution, NewEvent, Parent, Source, Timestamp, Wait, WaitState, WorkState,
+};
 use conduit_store::{new_id, Tx};
 use serde_json::json;
 
@@ -77,7 +79,7 @@ pub fn fire_due_timers(tx: &mut dyn Tx, config: &Snapshot, now: Timestamp) -> Re
             work_id: Some(wait.work_id.clone()),
             execution_id: Some(execution.id.clone()),
             correlation_key: Some(work_key(&wait.work_id)),
-            causation: Causation::continuing(cause.as_ref(), &id),
+            causation: Causation::continuing(cause.as_ref().map(Parent::from), &id),
             actor: None,
             data: json!({"wait": wait.id, "types": wait.types}),
             accepted_at: now,

@@ -2,7 +2,7 @@
 
 use conduit_config::Snapshot;
 use conduit_core::names::work_key;
-use conduit_core::{Causation, ErrorCode, Event, NewEvent, Refusal, Source, Timestamp, Work, WorkState};
+use conduit_core::{Causation, ErrorCode, Event, NewEvent, Parent, Refusal, Source, Timestamp, Work, WorkState};
 use conduit_store::{derived_id, new_id, StoreError, Tx};
 use serde_json::{json, Value};
 
@@ -101,7 +101,7 @@ pub fn create_work(
         ),
         e => e.into(),
     })?;
-    let causation = Causation::continuing(cause, &event_id);
+    let causation = Causation::continuing(cause.map(Parent::from), &event_id);
     let event = NewEvent {
         id: event_id,
         event_type: "core.work.created".into(),

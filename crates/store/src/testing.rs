@@ -295,7 +295,11 @@ pub fn events_get_increasing_sequences_and_lose_forged_actors(store: &dyn Store)
 pub fn a_record_written_as_text_reads_back_as_the_event_it_is(store: &dyn Store) {
     store.write(|tx| tx.insert_work(&work("w1", &[]))).unwrap();
     let before = store.write(|tx| tx.insert_event(event("e0"))).unwrap();
-    let causation = Causation::root("r1");
+    let causation = Causation {
+        parent: Some("e0".into()),
+        root: "e0".into(),
+        depth: 1,
+    };
     let data = r#"{"agentId":"x1","callId":"c1"}"#;
     let record = NewRecord {
         id: "r1",
@@ -319,16 +323,20 @@ pub fn a_record_written_as_text_reads_back_as_the_event_it_is(store: &dyn Store)
         ),
         (sequence, Source::Toolbelt, Some("w1"), Some("x1"))
     );
+    assert_eq!(
+        (stored.event_type.as_str(), stored.scope.as_str(), stored.accepted_at),
+        ("agent.toolCalled", "setup", Timestamp(7))
+    );
     assert_eq!((stored.correlation_key, stored.actor), (None, None));
     assert_eq!(
         (stored.causation, stored.data),
         (causation, json!({"agentId": "x1", "callId": "c1"}))
     );
     let charged = store.read(|tx| tx.work_stored_bytes("w1")).unwrap();
-    assert!(
-        charged >= data.len() as u64,
-        "charged {charged} for {} bytes",
-        data.len()
+    assert_eq!(
+        charged,
+        conduit_core::quota::charge(data.len()),
+        "charged as an event's data"
     );
 }
 

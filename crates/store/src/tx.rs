@@ -183,8 +183,9 @@ pub trait ExecutionRows {
 pub trait EventRows {
     /// Accepts an event, assigning the next acceptance sequence.
     fn insert_event(&mut self, event: NewEvent) -> Result<Event>;
-    /// Accepts a record whose data is JSON text already, as [`EventRows::insert_event`] accepts an
-    /// event from its host; answers its acceptance sequence.
+    /// Accepts a host record whose data is JSON text already, stored as it is: source
+    /// `core.toolbelt`, no correlation key, actor or delivery identity, its data charged to its
+    /// Work as [`EventRows::insert_event`] charges an event's. Answers its acceptance sequence.
     fn insert_record(&mut self, record: &NewRecord<'_>) -> Result<i64>;
     fn get_event(&mut self, id: &str) -> Result<Option<Event>>;
     /// In acceptance order; all events when `work` is `None`.

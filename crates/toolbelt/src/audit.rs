@@ -3,8 +3,8 @@
 //! its operation (OpenWOP's payload shapes).
 
 use conduit_core::tool_call::{CallRecord, ToolCalled, ToolReturned, Transport, TOOL_CALLED, TOOL_RETURNED};
-use conduit_core::{AuditKind, AuditRecord, Causation, NewRecord, Parent, Timestamp};
-use conduit_scheduler::HostError;
+use conduit_core::{AuditKind, AuditRecord, Causation, Parent, Timestamp};
+use conduit_scheduler::{append_host_text, HostError};
 use conduit_store::{new_id, Tx};
 
 use crate::authority::Authority;
@@ -65,6 +65,16 @@ pub struct Called {
     pub call_id: String,
 }
 
+impl Called {
+    /// What its `agent.toolReturned` continues from.
+    pub fn parent(&self) -> Parent<'_> {
+        Parent {
+            id: &self.id,
+            causation: &self.causation,
+        }
+    }
+}
+
 /// Appends `agent.toolCalled`, continuing from the event the segment continues from.
 pub fn tool_called(tx: &mut dyn Tx, call: &Call<'_>, a: &Authority) -> Result<Called, HostError> {
     let id = new_id();
@@ -79,8 +89,14 @@ pub fn tool_called(tx: &mut dyn Tx, call: &Call<'_>, a: &Authority) -> Result<Ca
         session_id: call.request.session_id.as_deref(),
     }
     .text();
-    let causation = Causation::continuing(a.cause.as_deref(), &id);
-    append(tx, a, &id, TOOL_CALLED, &causation, &data, call.started)?;
+    let cause = a.cause.as_deref().map(Parent::from);
+    let (causation, _) = append_host_text(
+        tx,
+        &a.execution,
+        &a.work.scope,
+        cause,
+        (&id, TOOL_CALLED, &data, call.started),
+    )?;
     Ok(Called { id, causation, call_id })
 }
 
@@ -101,32 +117,14 @@ pub fn tool_returned(
         duration_ms: now.0 - call.started.0,
     }
     .text();
-    let causation = Causation::after(Parent {
-        id: &called.id,
-        causation: &called.causation,
-    });
-    append(tx, a, &new_id(), TOOL_RETURNED, &causation, &data, now)
-}
-
-/// Appends one of a call's records to the Work's log, its data already JSON text.
-fn append(
-    tx: &mut dyn Tx,
-    a: &Authority,
-    id: &str,
-    event_type: &str,
-    causation: &Causation,
-    data: &str,
-    at: Timestamp,
-) -> Result<(), HostError> {
-    tx.insert_record(&NewRecord {
-        id,
-        event_type,
-        scope: &a.work.scope,
-        work_id: &a.execution.work_id,
-        execution_id: &a.execution.id,
-        causation,
-        data,
-        accepted_at: at,
-    })?;
+    let id = new_id();
+    let parent = Some(called.parent());
+    append_host_text(
+        tx,
+        &a.execution,
+        &a.work.scope,
+        parent,
+        (&id, TOOL_RETURNED, &data, now),
+    )?;
     Ok(())
 }

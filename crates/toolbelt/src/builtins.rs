@@ -6,7 +6,8 @@ use conduit_core::session::SessionOutcome;
 use conduit_core::tool::{CatalogFields, ToolDescriptor, ToolSource};
 use conduit_core::wait::is_valid_wait;
 use conduit_core::{
-    Causation, Declaration, Duration, ErrorCode, Event, Execution, NewEvent, OutcomeStatus, Refusal, Source, Timestamp,
+    Causation, Declaration, Duration, ErrorCode, Event, Execution, NewEvent, OutcomeStatus, Parent, Refusal, Source,
+    Timestamp,
 };
 use conduit_scheduler::{accept, create_work, HostError, NewWork};
 use conduit_store::{new_id, Tx};
@@ -188,7 +189,7 @@ pub(crate) fn emit(
     }
     let id = new_id();
     let event = NewEvent {
-        causation: Causation::continuing(a.cause.as_deref(), &id),
+        causation: Causation::continuing(a.cause.as_deref().map(Parent::from), &id),
         id,
         event_type: input.event_type,
         source: Source::Execution(a.execution.id.clone()),

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use conduit_config::default_config_json;
-use conduit_core::{Duration, ErrorCode, OperatorRecord, Role, Source, Timestamp, TokenRecord};
+use conduit_core::{Causation, Duration, ErrorCode, OperatorRecord, Role, Source, Timestamp, TokenRecord};
 use conduit_scheduler::{adopt, take_over, Claim, Lessee, DEFAULT_LEASE};
 use conduit_store::new_id;
 use conduit_store::TokenLease;
@@ -583,6 +583,16 @@ fn calls_that_reach_an_operation_are_on_the_works_log() {
     assert_eq!(agent[1].data["callId"], agent[0].data["callId"]);
     assert_eq!(agent[0].data["agentId"], claim.execution.id.as_str());
     assert_eq!(agent[0].source, Source::Toolbelt);
+    // Each call continues the segment's cause; each return continues its call (root and depth too).
+    let cause = h
+        .store
+        .read(|tx| tx.get_event(&claim.execution.cause_event))
+        .unwrap()
+        .unwrap();
+    for pair in agent.chunks(2) {
+        assert_eq!(pair[0].causation, Causation::derived_from(&cause));
+        assert_eq!(pair[1].causation, Causation::derived_from(pair[0]));
+    }
 }
 
 fn with_request(operation: &str, input: Value, request_id: &str) -> Value {

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use common::*;
 use conduit_config::default_config_json;
 use conduit_core::tool::{CatalogFields, SafetyTier, ToolSource};
-use conduit_core::{ErrorCode, Source};
+use conduit_core::{Causation, ErrorCode, Event, Source};
 use conduit_toolbelt::registry::{
     Emission, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError, OperationSpec, Registration,
 };
@@ -123,6 +123,14 @@ fn an_operation_runs_its_handler_and_translates_its_emissions() {
         .filter(|t| t.starts_with("agent."))
         .collect();
     assert_eq!(types, vec!["agent.toolCalled", "agent.toolReturned"]);
+    // The call's records across its handler: the call continues the cause, the return the call.
+    let agent: Vec<&Event> = events.iter().filter(|e| e.event_type.starts_with("agent.")).collect();
+    let cause = events
+        .iter()
+        .find(|e| e.id == claim.execution.cause_event)
+        .expect("the cause");
+    assert_eq!(agent[0].causation, Causation::derived_from(cause));
+    assert_eq!(agent[1].causation, Causation::derived_from(agent[0]));
     assert!(
         !notes.seen.lock().unwrap()[0].contains(&token),
         "a handler never sees the token"
