@@ -13,11 +13,12 @@ use serde_json::json;
 use crate::HostError;
 
 /// A record the host appends about an execution (source `core.toolbelt`): its call records and
-/// tool sessions. Such events bypass routing, waits and causal bounds, and carry no content.
-pub struct HostRecord<'a> {
+/// tool sessions. Such events bypass routing, waits and causal bounds, and carry no content. Its
+/// data is a JSON value, or (`HostRecord<&str>`) JSON text already.
+pub struct HostRecord<'a, D = serde_json::Value> {
     pub id: String,
     pub event_type: &'a str,
-    pub data: serde_json::Value,
+    pub data: D,
     pub at: Timestamp,
 }
 
@@ -29,16 +30,16 @@ pub fn append_host_record(
     parent: Option<&Event>,
     record: HostRecord<'_>,
 ) -> Result<Event, HostError> {
-    let data = record.data.to_string();
-    let (causation, sequence) = append_host_text(
-        tx,
-        execution,
-        scope,
-        parent.map(Parent::from),
-        (&record.id, record.event_type, &data, record.at),
-    )?;
-    Ok(Event {
+    let text = record.data.to_string();
+    let written = HostRecord {
         id: record.id,
+        event_type: record.event_type,
+        data: text.as_str(),
+        at: record.at,
+    };
+    let (causation, sequence) = append_host_text(tx, execution, scope, parent.map(Parent::from), &written)?;
+    Ok(Event {
+        id: written.id,
         sequence,
         event_type: record.event_type.to_owned(),
         source: Source::Toolbelt,
@@ -53,26 +54,26 @@ pub fn append_host_record(
     })
 }
 
-/// Appends a host record whose data is JSON text already, `(id, type, data, at)`, continuing from
-/// `parent` (else starting its own chain): the one place a host record's row is made. Answers its
-/// causation and acceptance sequence.
+/// Appends a host record whose data is JSON text already, continuing from `parent` (else starting
+/// its own chain): the one place a host record's row is made. Answers its causation and
+/// acceptance sequence.
 pub fn append_host_text(
     tx: &mut dyn Tx,
     execution: &Execution,
     scope: &str,
     parent: Option<Parent<'_>>,
-    (id, event_type, data, at): (&str, &str, &str, Timestamp),
+    record: &HostRecord<'_, &str>,
 ) -> Result<(Causation, i64), HostError> {
-    let causation = Causation::continuing(parent, id);
+    let causation = Causation::continuing(parent, &record.id);
     let sequence = tx.insert_record(&NewRecord {
-        id,
-        event_type,
+        id: &record.id,
+        event_type: record.event_type,
         scope,
         work_id: &execution.work_id,
         execution_id: &execution.id,
         causation: &causation,
-        data,
-        accepted_at: at,
+        data: record.data,
+        accepted_at: record.at,
     })?;
     Ok((causation, sequence))
 }

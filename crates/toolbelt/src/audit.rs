@@ -4,7 +4,7 @@
 
 use conduit_core::tool_call::{CallRecord, ToolCalled, ToolReturned, Transport, TOOL_CALLED, TOOL_RETURNED};
 use conduit_core::{AuditKind, AuditRecord, Causation, Parent, Timestamp};
-use conduit_scheduler::{append_host_text, HostError};
+use conduit_scheduler::{append_host_text, HostError, HostRecord};
 use conduit_store::{new_id, Tx};
 
 use crate::authority::Authority;
@@ -89,15 +89,19 @@ pub fn tool_called(tx: &mut dyn Tx, call: &Call<'_>, a: &Authority) -> Result<Ca
         session_id: call.request.session_id.as_deref(),
     }
     .text();
+    let record = HostRecord {
+        id,
+        event_type: TOOL_CALLED,
+        data: data.as_str(),
+        at: call.started,
+    };
     let cause = a.cause.as_deref().map(Parent::from);
-    let (causation, _) = append_host_text(
-        tx,
-        &a.execution,
-        &a.work.scope,
-        cause,
-        (&id, TOOL_CALLED, &data, call.started),
-    )?;
-    Ok(Called { id, causation, call_id })
+    let (causation, _) = append_host_text(tx, &a.execution, &a.work.scope, cause, &record)?;
+    Ok(Called {
+        id: record.id,
+        causation,
+        call_id,
+    })
 }
 
 /// Appends `agent.toolReturned`, caused by the `agent.toolCalled` it answers.
@@ -117,14 +121,12 @@ pub fn tool_returned(
         duration_ms: now.0 - call.started.0,
     }
     .text();
-    let id = new_id();
-    let parent = Some(called.parent());
-    append_host_text(
-        tx,
-        &a.execution,
-        &a.work.scope,
-        parent,
-        (&id, TOOL_RETURNED, &data, now),
-    )?;
+    let record = HostRecord {
+        id: new_id(),
+        event_type: TOOL_RETURNED,
+        data: data.as_str(),
+        at: now,
+    };
+    append_host_text(tx, &a.execution, &a.work.scope, Some(called.parent()), &record)?;
     Ok(())
 }
