@@ -334,3 +334,27 @@ fn a_transaction_commits_at_its_member_count_or_its_held_bytes() {
     record(&large, "l7".into(), data);
     assert_eq!(large.commits_made(), 1, "the next transaction counts its own bytes");
 }
+
+/// A store a newer release migrated is refused before its redo log is read, so a release that
+/// could not read that log's entries never empties it (schema version 27 is such a fence: its
+/// entries are checked with XXH3, which version 26 would read as torn).
+#[test]
+fn a_store_a_newer_release_migrated_is_refused_and_its_log_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let supported: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+    // An entry this release cannot read, as an older one cannot read a newer one's.
+    let log = dir.path().join("store.db-redo");
+    std::fs::write(&log, [0xff; 64]).unwrap();
+    conn.pragma_update(None, "user_version", supported + 1).unwrap();
+    let refused = SqliteStore::open(&path).err().expect("refused");
+    assert!(refused.to_string().contains("newer"), "{refused}");
+    assert_eq!(std::fs::read(&log).unwrap(), [0xff; 64], "the log is left as it was");
+    // Negative control: at the version this release knows, the log is read, and what it could not
+    // read is gone.
+    conn.pragma_update(None, "user_version", supported).unwrap();
+    drop(SqliteStore::open(&path).unwrap());
+    assert_ne!(std::fs::read(&log).unwrap(), [0xff; 64]);
+}
