@@ -1,38 +1,71 @@
 //! RFC 8785 canonical JSON and the SHA-256 hashes taken over it.
+//!
+//! Every toolbelt call hashes its input, so the common case is written straight from the value:
+//! a `Value` whose numbers are integers a double holds exactly and whose keys sort alike as bytes
+//! and as UTF-16 prints the same through `serde_json`'s compact writer as through `serde_jcs`
+//! (which buffers and sorts every object again). Anything else goes through `serde_jcs`.
+
+use std::io::Write;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// The RFC 8785 (JCS) serialization of `value`: sorted keys, no whitespace, ECMAScript numbers.
 pub fn canonical_json(value: &Value) -> String {
-    // Serializing an in-memory `Value` cannot fail: it has no non-string keys or non-finite numbers.
-    serde_jcs::to_string(value).unwrap_or_default()
+    let mut out = Vec::with_capacity(128);
+    write_canonical(&mut out, value);
+    // Both writers emit only UTF-8 (the text of a `Value`, escapes and ASCII digits).
+    String::from_utf8(out).unwrap_or_default()
 }
 
-/// Lower-case hex SHA-256 of the canonical form of `value`.
+/// Lower-case hex SHA-256 of the canonical form of `value`, hashed as it is written.
 pub fn canonical_hash(value: &Value) -> String {
-    sha256_hex(canonical_json(value).as_bytes())
+    let mut hasher = Sha256::new();
+    write_canonical(&mut hasher, value);
+    hex::encode(hasher.finalize())
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
+/// Writes the canonical form of `value` into `out`, which never fails.
+fn write_canonical(out: &mut impl Write, value: &Value) {
+    // Serializing an in-memory `Value` into memory cannot fail: it has no non-string keys and no
+    // non-finite numbers.
+    let _ = if prints_canonically(value) {
+        serde_json::to_writer(out, value)
+    } else {
+        serde_jcs::to_writer(out, value)
+    };
+}
 
-    #[test]
-    fn key_order_and_whitespace_do_not_matter() {
-        let a: Value = serde_json::from_str(r#"{"b": 1, "a": [true, null]}"#).unwrap();
-        assert_eq!(canonical_json(&a), r#"{"a":[true,null],"b":1}"#);
-        assert_eq!(canonical_hash(&a), canonical_hash(&json!({"a": [true, null], "b": 1})));
-    }
+/// The largest integer magnitude a double holds exactly: past it, the scheme prints the nearest
+/// double, not the integer.
+const EXACT_INTEGER: u64 = 1 << 53;
 
-    #[test]
-    fn numbers_follow_ecmascript() {
-        assert_eq!(canonical_json(&json!(1e21)), "1e+21");
-        assert_eq!(canonical_json(&json!(1.0)), "1");
+/// Whether `serde_json`'s compact form of `value` is already its RFC 8785 form. Strings escape
+/// alike in both (the same short escapes, `\u00xx` in lower case, nothing else); what can differ is
+/// numbers (the scheme prints every number as a double does) and key order (the scheme sorts keys
+/// by UTF-16 code units, which orders as UTF-8 bytes unless a key holds a character from U+E000 up;
+/// `serde_json`'s map keeps its keys in byte order, `map_keys_are_kept_in_byte_order`).
+fn prints_canonically(value: &Value) -> bool {
+    match value {
+        Value::Null | Value::Bool(_) | Value::String(_) => true,
+        Value::Number(n) => n
+            .as_u64()
+            .or_else(|| n.as_i64().map(i64::unsigned_abs))
+            .is_some_and(|m| m <= EXACT_INTEGER),
+        Value::Array(items) => items.iter().all(prints_canonically),
+        Value::Object(map) => map.iter().all(|(k, v)| orders_as_utf16(k) && prints_canonically(v)),
     }
 }
+
+/// Whether `key` holds no character from U+E000 up (its UTF-8 starts at byte 0xEE), so that its
+/// bytes and its UTF-16 code units order it alike against any other such key.
+fn orders_as_utf16(key: &str) -> bool {
+    !key.bytes().any(|b| b >= 0xEE)
+}
+
+#[cfg(test)]
+mod tests;
