@@ -55,30 +55,41 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Body) 
     // Its own checks and its input's hash (and the token's, above) before the crossing: the store
     // thread runs one call at a time.
     let call = request.checked()?;
-    // On a task of its own: a client that hangs up mid-call must not leave the call begun but never
-    // finished (its records, its replay, a gate's wait).
-    let answer = tokio::spawn(run_call(s, token, call))
-        .await
-        .unwrap_or_else(|_| Err(Failure(Refusal::internal())))?;
+    let extension = s.toolbelt.is_extension(&call.request().operation);
+    let answer = if extension {
+        // On a task of its own: a client that hangs up mid-call must not leave the call begun but
+        // never finished (its records, its replay, a gate's wait).
+        tokio::spawn(run_call(s, token, call, extension))
+            .await
+            .unwrap_or_else(|_| Err(Failure(Refusal::internal())))?
+    } else {
+        // A builtin is one job on the store thread, which finishes it (its records, the scheduler's
+        // wake-up) even if this caller hangs up once it is sent: it needs no task of its own.
+        run_call(s, token, call, extension).await?
+    };
     ok(StatusCode::OK, &answer)
 }
 
-/// Begins a call and, for an extension's operation, runs its handler and finishes it.
-async fn run_call(s: ExecutionSocket, token: Presented, call: CheckedCall) -> Result<Value, Failure> {
-    let changes_state = !s.toolbelt.only_reads(&call.request().operation);
+/// Begins a call and, for an extension's operation, runs its handler and finishes it. The
+/// scheduler is woken once a call that may make Work ready is durable: after `begin` for a builtin
+/// (which runs whole in it), after `finish` for an extension's operation.
+async fn run_call(s: ExecutionSocket, token: Presented, call: CheckedCall, extension: bool) -> Result<Value, Failure> {
+    let kick = (!s.toolbelt.only_reads(&call.request().operation)).then(|| s.kick.clone());
     let execution = s.execution_id.clone();
-    let begun = to_store(&s.toolbelt, move |t| Ok(t.begin(&execution, &token, &call)?)).await?;
-    let answer = match begun {
-        Begun::Answered(answer) => answer,
+    let begin_kick = kick.clone().filter(|_| !extension);
+    let begun = to_store(
+        &s.toolbelt,
+        begin_kick,
+        move |t| Ok(t.begin(&execution, &token, &call)?),
+    )
+    .await?;
+    match begun {
+        Begun::Answered(answer) => Ok(answer),
         Begun::Extension(pending) => {
             let ran = pending.ran().await;
-            to_store(&s.toolbelt, move |t| Ok(t.finish(*pending, ran)?)).await?
+            to_store(&s.toolbelt, kick, move |t| Ok(t.finish(*pending, ran)?)).await
         }
-    };
-    if changes_state {
-        s.kick.notify_one();
     }
-    Ok(answer)
 }
 
 /// Opens a tool session (RFC 0078 §D); the `Idempotency-Key` header stands in for `request_id`.
@@ -89,7 +100,10 @@ async fn open_session(State(s): State<ExecutionSocket>, headers: HeaderMap, body
         request.request_id = idempotency_key(&headers);
     }
     let execution = s.execution_id.clone();
-    let answer = to_store(&s.toolbelt, move |t| Ok(t.open_session(&execution, &token, &request)?)).await?;
+    let answer = to_store(&s.toolbelt, None, move |t| {
+        Ok(t.open_session(&execution, &token, &request)?)
+    })
+    .await?;
     ok(StatusCode::CREATED, &answer)
 }
 
@@ -102,7 +116,7 @@ async fn close_session(
     let token = Presented::new(&bearer(&headers)?);
     let request: CloseSession = parse_body(&read_body(body).await?)?;
     let execution = s.execution_id.clone();
-    let answer = to_store(&s.toolbelt, move |t| {
+    let answer = to_store(&s.toolbelt, None, move |t| {
         Ok(t.close_session(&execution, &token, &session_id, &request)?)
     })
     .await?;
