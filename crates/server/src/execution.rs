@@ -21,8 +21,8 @@ use crate::envelope::{
 };
 use crate::store_queue::to_store;
 
-/// One execution's socket: the toolbelt, and the execution the socket itself asserts.
-#[derive(Clone)]
+/// One execution's socket: the toolbelt, and the execution the socket itself asserts. Its routes
+/// share it behind one `Arc`, so a request takes one reference, not one per part.
 pub struct ExecutionSocket {
     pub toolbelt: Toolbelt,
     pub execution_id: Arc<str>,
@@ -43,10 +43,12 @@ pub fn execution_router(state: ExecutionSocket) -> Router {
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn(enveloped))
-        .with_state(state)
+        .with_state(Arc::new(state))
 }
 
-async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Body) -> Answer {
+type Socket = State<Arc<ExecutionSocket>>;
+
+async fn call(State(s): Socket, headers: HeaderMap, body: Body) -> Answer {
     let token = Presented::new(&bearer(&headers)?);
     let mut request: CallRequest = parse_body(&read_body(body).await?)?;
     if request.request_id.is_none() {
@@ -73,51 +75,52 @@ async fn call(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Body) 
 /// Begins a call and, for an extension's operation, runs its handler and finishes it. The
 /// scheduler is woken once a call that may make Work ready is durable: after `begin` for a builtin
 /// (which runs whole in it), after `finish` for an extension's operation.
-async fn run_call(s: ExecutionSocket, token: Presented, call: CheckedCall, extension: bool) -> Result<Value, Failure> {
+async fn run_call(
+    s: Arc<ExecutionSocket>,
+    token: Presented,
+    call: CheckedCall,
+    extension: bool,
+) -> Result<Value, Failure> {
     let kick = (!s.toolbelt.only_reads(&call.request().operation)).then(|| s.kick.clone());
-    let execution = s.execution_id.clone();
     let begin_kick = kick.clone().filter(|_| !extension);
-    let begun = to_store(
-        &s.toolbelt,
-        begin_kick,
-        move |t| Ok(t.begin(&execution, &token, &call)?),
-    )
+    let socket = s.clone();
+    let begun = to_store(&s.toolbelt, begin_kick, move || {
+        Ok(socket.toolbelt.begin(&socket.execution_id, &token, &call)?)
+    })
     .await?;
     match begun {
         Begun::Answered(answer) => Ok(answer),
         Begun::Extension(pending) => {
             let ran = pending.ran().await;
-            to_store(&s.toolbelt, kick, move |t| Ok(t.finish(*pending, ran)?)).await
+            let socket = s.clone();
+            to_store(&s.toolbelt, kick, move || Ok(socket.toolbelt.finish(*pending, ran)?)).await
         }
     }
 }
 
 /// Opens a tool session (RFC 0078 §D); the `Idempotency-Key` header stands in for `request_id`.
-async fn open_session(State(s): State<ExecutionSocket>, headers: HeaderMap, body: Body) -> Answer {
+async fn open_session(State(s): Socket, headers: HeaderMap, body: Body) -> Answer {
     let token = Presented::new(&bearer(&headers)?);
     let mut request: OpenSession = parse_body(&read_body(body).await?)?;
     if request.request_id.is_none() {
         request.request_id = idempotency_key(&headers);
     }
-    let execution = s.execution_id.clone();
-    let answer = to_store(&s.toolbelt, None, move |t| {
-        Ok(t.open_session(&execution, &token, &request)?)
+    let socket = s.clone();
+    let answer = to_store(&s.toolbelt, None, move || {
+        Ok(socket.toolbelt.open_session(&socket.execution_id, &token, &request)?)
     })
     .await?;
     ok(StatusCode::CREATED, &answer)
 }
 
-async fn close_session(
-    State(s): State<ExecutionSocket>,
-    headers: HeaderMap,
-    Path(session_id): Path<String>,
-    body: Body,
-) -> Answer {
+async fn close_session(State(s): Socket, headers: HeaderMap, Path(session_id): Path<String>, body: Body) -> Answer {
     let token = Presented::new(&bearer(&headers)?);
     let request: CloseSession = parse_body(&read_body(body).await?)?;
-    let execution = s.execution_id.clone();
-    let answer = to_store(&s.toolbelt, None, move |t| {
-        Ok(t.close_session(&execution, &token, &session_id, &request)?)
+    let socket = s.clone();
+    let answer = to_store(&s.toolbelt, None, move || {
+        Ok(socket
+            .toolbelt
+            .close_session(&socket.execution_id, &token, &session_id, &request)?)
     })
     .await?;
     ok(StatusCode::OK, &answer)
@@ -130,7 +133,7 @@ fn idempotency_key(headers: &HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
-async fn guidance(State(s): State<ExecutionSocket>, headers: HeaderMap) -> Answer {
+async fn guidance(State(s): Socket, headers: HeaderMap) -> Answer {
     let token = bearer(&headers)?;
     let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
     let answer = blocking(move || Ok(toolbelt.guidance(&execution, &token)?)).await?;
@@ -138,7 +141,7 @@ async fn guidance(State(s): State<ExecutionSocket>, headers: HeaderMap) -> Answe
 }
 
 /// The capability document, without authentication.
-async fn openwop(State(s): State<ExecutionSocket>) -> Answer {
+async fn openwop(State(s): Socket) -> Answer {
     crate::discovery::answer(&s.toolbelt.registry(), &s.toolbelt.config())
 }
 
@@ -150,11 +153,7 @@ struct ToolsQuery {
 
 /// The execution's catalog: a bare array of descriptors sorted by `toolId`, optionally of one
 /// `?source=`.
-async fn tools(
-    State(s): State<ExecutionSocket>,
-    headers: HeaderMap,
-    query: Result<Query<ToolsQuery>, QueryRejection>,
-) -> Answer {
+async fn tools(State(s): Socket, headers: HeaderMap, query: Result<Query<ToolsQuery>, QueryRejection>) -> Answer {
     let token = bearer(&headers)?;
     // The credential is judged before the query is (its presence here, its validity in the
     // toolbelt before the source filter).
@@ -163,7 +162,7 @@ async fn tools(
     ok_json(blocking(move || Ok(toolbelt.tools(&execution, &token, q.source.as_deref())?)).await?)
 }
 
-async fn tool(State(s): State<ExecutionSocket>, headers: HeaderMap, Path(tool_id): Path<String>) -> Answer {
+async fn tool(State(s): Socket, headers: HeaderMap, Path(tool_id): Path<String>) -> Answer {
     let token = bearer(&headers)?;
     let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
     ok_json(blocking(move || Ok(toolbelt.tool(&execution, &token, &tool_id)?)).await?)
@@ -174,7 +173,7 @@ struct Capability {
     capability: String,
 }
 
-async fn serving(State(s): State<ExecutionSocket>, headers: HeaderMap, Query(q): Query<Capability>) -> Answer {
+async fn serving(State(s): Socket, headers: HeaderMap, Query(q): Query<Capability>) -> Answer {
     let token = bearer(&headers)?;
     let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
     let answer = blocking(move || Ok(toolbelt.serving(&execution, &token, &q.capability)?)).await?;

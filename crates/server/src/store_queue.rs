@@ -61,14 +61,14 @@ struct StoreQueue {
 /// (calls then cross through `spawn_blocking`).
 static QUEUE: OnceLock<Option<StoreQueue>> = OnceLock::new();
 
-/// Runs a call's store work `f` against `toolbelt` where its store is best reached: the store
+/// Runs a call's store work `f` (on `toolbelt`'s store) where its store is best reached: the store
 /// thread when the store writes one at a time (and defers its flushes, [`flush::deferring`]), a
 /// blocking thread otherwise. Once `f` succeeded and its effects are durable, `kick` (the
 /// scheduler's wake-up) is woken, whether or not the caller still waits for the answer.
 pub async fn to_store<T: Send + 'static>(
     toolbelt: &Toolbelt,
     kick: Option<Arc<Notify>>,
-    f: impl FnOnce(&Toolbelt) -> Result<T, Failure> + Send + 'static,
+    f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
 ) -> Result<T, Failure> {
     // Started only for a store it serves: a daemon on PostgreSQL runs no store thread.
     let queue = if toolbelt.store_writes_one_at_a_time() {
@@ -76,8 +76,6 @@ pub async fn to_store<T: Send + 'static>(
     } else {
         None
     };
-    let toolbelt = toolbelt.clone();
-    let f = move || f(&toolbelt);
     match queue {
         Some(queue) => queue.run(f, kick).await,
         // A blocking thread's store work is durable when it returns.
