@@ -6,6 +6,7 @@
 //! (which buffers and sorts every object again). Anything else goes through `serde_jcs`.
 
 use std::io::Write;
+use std::sync::LazyLock;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -29,26 +30,40 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// Writes the canonical form of `value` into `out`, which never fails.
+/// Writes the canonical form of `value` into `out`, an in-memory writer (a buffer or a hasher).
 fn write_canonical(out: &mut impl Write, value: &Value) {
-    // Serializing an in-memory `Value` into memory cannot fail: it has no non-string keys and no
-    // non-finite numbers.
-    let _ = if prints_canonically(value) {
+    // Serializing a `Value` into memory cannot fail: it has no non-string keys and no non-finite
+    // numbers.
+    let _ = if *DIRECT_PATH_HOLDS && prints_canonically(value) {
         serde_json::to_writer(out, value)
     } else {
         serde_jcs::to_writer(out, value)
     };
 }
 
-/// The largest integer magnitude a double holds exactly: past it, the scheme prints the nearest
-/// double, not the integer.
+/// Every integer up to this magnitude is exactly a double; past it, not every one is, and the
+/// scheme prints the nearest double, not the integer.
 const EXACT_INTEGER: u64 = 1 << 53;
+
+/// Whether this build's `serde_json` keeps an object's keys sorted and its numbers as machine
+/// integers and doubles, as the direct path needs: its `preserve_order` (keys in insertion order)
+/// or `arbitrary_precision` (numbers as their text, so `-0` reads as the integer 0) features, which
+/// a dependency could turn on for the whole build, would each break it. Probed once.
+static DIRECT_PATH_HOLDS: LazyLock<bool> = LazyLock::new(|| {
+    let probe: Value = serde_json::from_str(r#"{"b": -0, "a": 1}"#).unwrap_or_default();
+    let sorted = probe
+        .as_object()
+        .and_then(|m| m.keys().next())
+        .is_some_and(|k| k == "a");
+    sorted && probe["b"].is_f64()
+});
 
 /// Whether `serde_json`'s compact form of `value` is already its RFC 8785 form. Strings escape
 /// alike in both (the same short escapes, `\u00xx` in lower case, nothing else); what can differ is
 /// numbers (the scheme prints every number as a double does) and key order (the scheme sorts keys
-/// by UTF-16 code units, which orders as UTF-8 bytes unless a key holds a character from U+E000 up;
-/// `serde_json`'s map keeps its keys in byte order, `map_keys_are_kept_in_byte_order`).
+/// by UTF-16 code units, which orders as UTF-8 bytes, `serde_json`'s map order, unless keys hold
+/// both characters from U+E000 to U+FFFF and ones past U+FFFF; any key from U+E000 up is sent to
+/// `serde_jcs`, more than needed, so the rule stays one byte test).
 fn prints_canonically(value: &Value) -> bool {
     match value {
         Value::Null | Value::Bool(_) | Value::String(_) => true,

@@ -9,7 +9,6 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::{middleware, Router};
-use conduit_core::Refusal;
 use conduit_toolbelt::{Begun, CallRequest, CheckedCall, CloseSession, OpenSession, Presented, Toolbelt};
 use serde::Deserialize;
 use serde_json::Value;
@@ -46,9 +45,9 @@ pub fn execution_router(state: ExecutionSocket) -> Router {
         .with_state(Arc::new(state))
 }
 
-type Socket = State<Arc<ExecutionSocket>>;
+type SocketState = State<Arc<ExecutionSocket>>;
 
-async fn call(State(s): Socket, headers: HeaderMap, body: Body) -> Answer {
+async fn call(State(s): SocketState, headers: HeaderMap, body: Body) -> Answer {
     let token = Presented::new(&bearer(&headers)?);
     let mut request: CallRequest = parse_body(&read_body(body).await?)?;
     if request.request_id.is_none() {
@@ -57,67 +56,59 @@ async fn call(State(s): Socket, headers: HeaderMap, body: Body) -> Answer {
     // Its own checks and its input's hash (and the token's, above) before the crossing: the store
     // thread runs one call at a time.
     let call = request.checked()?;
-    let extension = s.toolbelt.is_extension(&call.request().operation);
-    let answer = if extension {
-        // On a task of its own: a client that hangs up mid-call must not leave the call begun but
-        // never finished (its records, its replay, a gate's wait).
-        tokio::spawn(run_call(s, token, call, extension))
-            .await
-            .unwrap_or_else(|_| Err(Failure(Refusal::internal())))?
-    } else {
-        // A builtin is one job on the store thread, which finishes it (its records, the scheduler's
-        // wake-up) even if this caller hangs up once it is sent: it needs no task of its own.
-        run_call(s, token, call, extension).await?
-    };
+    // `enveloped` runs this handler on a task of its own: a client that hangs up mid-call does not
+    // leave the call begun but never finished (its records, its replay, a gate's wait, the wake-up).
+    let answer = run_call(s, token, call).await?;
     ok(StatusCode::OK, &answer)
 }
 
-/// Begins a call and, for an extension's operation, runs its handler and finishes it. The
-/// scheduler is woken once a call that may make Work ready is durable: after `begin` for a builtin
-/// (which runs whole in it), after `finish` for an extension's operation.
-async fn run_call(
-    s: Arc<ExecutionSocket>,
-    token: Presented,
-    call: CheckedCall,
-    extension: bool,
-) -> Result<Value, Failure> {
-    let kick = (!s.toolbelt.only_reads(&call.request().operation)).then(|| s.kick.clone());
-    let begin_kick = kick.clone().filter(|_| !extension);
+/// Begins a call and, for an extension's operation, runs its handler and finishes it.
+async fn run_call(s: Arc<ExecutionSocket>, token: Presented, call: CheckedCall) -> Result<Value, Failure> {
+    let changes_state = !s.toolbelt.only_reads(&call.request().operation);
     let socket = s.clone();
-    let begun = to_store(&s.toolbelt, begin_kick, move || {
+    let begun = to_store(&s.toolbelt, move || {
         Ok(socket.toolbelt.begin(&socket.execution_id, &token, &call)?)
     })
     .await?;
-    match begun {
-        Begun::Answered(answer) => Ok(answer),
+    let answer = match begun {
+        Begun::Answered(answer) => answer,
         Begun::Extension(pending) => {
             let ran = pending.ran().await;
             let socket = s.clone();
-            to_store(&s.toolbelt, kick, move || Ok(socket.toolbelt.finish(*pending, ran)?)).await
+            to_store(&s.toolbelt, move || Ok(socket.toolbelt.finish(*pending, ran)?)).await?
         }
+    };
+    if changes_state {
+        s.kick.notify_one();
     }
+    Ok(answer)
 }
 
 /// Opens a tool session (RFC 0078 §D); the `Idempotency-Key` header stands in for `request_id`.
-async fn open_session(State(s): Socket, headers: HeaderMap, body: Body) -> Answer {
+async fn open_session(State(s): SocketState, headers: HeaderMap, body: Body) -> Answer {
     let token = Presented::new(&bearer(&headers)?);
     let mut request: OpenSession = parse_body(&read_body(body).await?)?;
     if request.request_id.is_none() {
         request.request_id = idempotency_key(&headers);
     }
     let socket = s.clone();
-    let answer = to_store(&s.toolbelt, None, move || {
+    let answer = to_store(&s.toolbelt, move || {
         Ok(socket.toolbelt.open_session(&socket.execution_id, &token, &request)?)
     })
     .await?;
     ok(StatusCode::CREATED, &answer)
 }
 
-async fn close_session(State(s): Socket, headers: HeaderMap, Path(session_id): Path<String>, body: Body) -> Answer {
+async fn close_session(
+    State(s): SocketState,
+    headers: HeaderMap,
+    Path(session_id): Path<String>,
+    body: Body,
+) -> Answer {
     let token = Presented::new(&bearer(&headers)?);
     let request: CloseSession = parse_body(&read_body(body).await?)?;
     let socket = s.clone();
-    let answer = to_store(&s.toolbelt, None, move || {
+    let answer = to_store(&s.toolbelt, move || {
         Ok(socket
             .toolbelt
             .close_session(&socket.execution_id, &token, &session_id, &request)?)
@@ -133,15 +124,14 @@ fn idempotency_key(headers: &HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
-async fn guidance(State(s): Socket, headers: HeaderMap) -> Answer {
+async fn guidance(State(s): SocketState, headers: HeaderMap) -> Answer {
     let token = bearer(&headers)?;
-    let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
-    let answer = blocking(move || Ok(toolbelt.guidance(&execution, &token)?)).await?;
+    let answer = blocking(move || Ok(s.toolbelt.guidance(&s.execution_id, &token)?)).await?;
     ok(StatusCode::OK, &answer)
 }
 
 /// The capability document, without authentication.
-async fn openwop(State(s): Socket) -> Answer {
+async fn openwop(State(s): SocketState) -> Answer {
     crate::discovery::answer(&s.toolbelt.registry(), &s.toolbelt.config())
 }
 
@@ -153,19 +143,17 @@ struct ToolsQuery {
 
 /// The execution's catalog: a bare array of descriptors sorted by `toolId`, optionally of one
 /// `?source=`.
-async fn tools(State(s): Socket, headers: HeaderMap, query: Result<Query<ToolsQuery>, QueryRejection>) -> Answer {
+async fn tools(State(s): SocketState, headers: HeaderMap, query: Result<Query<ToolsQuery>, QueryRejection>) -> Answer {
     let token = bearer(&headers)?;
     // The credential is judged before the query is (its presence here, its validity in the
     // toolbelt before the source filter).
     let Query(q) = query.map_err(|_| Failure(unfit_request()))?;
-    let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
-    ok_json(blocking(move || Ok(toolbelt.tools(&execution, &token, q.source.as_deref())?)).await?)
+    ok_json(blocking(move || Ok(s.toolbelt.tools(&s.execution_id, &token, q.source.as_deref())?)).await?)
 }
 
-async fn tool(State(s): Socket, headers: HeaderMap, Path(tool_id): Path<String>) -> Answer {
+async fn tool(State(s): SocketState, headers: HeaderMap, Path(tool_id): Path<String>) -> Answer {
     let token = bearer(&headers)?;
-    let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
-    ok_json(blocking(move || Ok(toolbelt.tool(&execution, &token, &tool_id)?)).await?)
+    ok_json(blocking(move || Ok(s.toolbelt.tool(&s.execution_id, &token, &tool_id)?)).await?)
 }
 
 #[derive(Deserialize)]
@@ -173,9 +161,8 @@ struct Capability {
     capability: String,
 }
 
-async fn serving(State(s): Socket, headers: HeaderMap, Query(q): Query<Capability>) -> Answer {
+async fn serving(State(s): SocketState, headers: HeaderMap, Query(q): Query<Capability>) -> Answer {
     let token = bearer(&headers)?;
-    let (toolbelt, execution) = (s.toolbelt.clone(), s.execution_id.clone());
-    let answer = blocking(move || Ok(toolbelt.serving(&execution, &token, &q.capability)?)).await?;
+    let answer = blocking(move || Ok(s.toolbelt.serving(&s.execution_id, &token, &q.capability)?)).await?;
     ok(StatusCode::OK, &answer)
 }

@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 use conduit_core::Refusal;
 use conduit_store::flush::{self, Unflushed};
 use conduit_toolbelt::Toolbelt;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::oneshot;
 
 use crate::envelope::Failure;
 
@@ -63,11 +63,9 @@ static QUEUE: OnceLock<Option<StoreQueue>> = OnceLock::new();
 
 /// Runs a call's store work `f` (on `toolbelt`'s store) where its store is best reached: the store
 /// thread when the store writes one at a time (and defers its flushes, [`flush::deferring`]), a
-/// blocking thread otherwise. Once `f` succeeded and its effects are durable, `kick` (the
-/// scheduler's wake-up) is woken, whether or not the caller still waits for the answer.
+/// blocking thread otherwise.
 pub async fn to_store<T: Send + 'static>(
     toolbelt: &Toolbelt,
-    kick: Option<Arc<Notify>>,
     f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
 ) -> Result<T, Failure> {
     // Started only for a store it serves: a daemon on PostgreSQL runs no store thread.
@@ -77,18 +75,9 @@ pub async fn to_store<T: Send + 'static>(
         None
     };
     match queue {
-        Some(queue) => queue.run(f, kick).await,
-        // A blocking thread's store work is durable when it returns.
-        None => crate::envelope::blocking(move || wake_after(f(), kick.as_deref())).await,
+        Some(queue) => queue.run(f).await,
+        None => crate::envelope::blocking(f).await,
     }
-}
-
-/// Wakes `kick` when `out` succeeded; answers `out`.
-fn wake_after<T>(out: Result<T, Failure>, kick: Option<&Notify>) -> Result<T, Failure> {
-    if let (Ok(_), Some(kick)) = (&out, kick) {
-        kick.notify_one();
-    }
-    out
 }
 
 impl StoreQueue {
@@ -116,12 +105,10 @@ impl StoreQueue {
         }
     }
 
-    /// Runs `f` on the thread; answers (and wakes `kick`) once every flush its transactions waited
-    /// for is on disk.
+    /// Runs `f` on the thread; answers once every flush its transactions waited for is on disk.
     async fn run<T: Send + 'static>(
         &self,
         f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
-        kick: Option<Arc<Notify>>,
     ) -> Result<T, Failure> {
         let (answer, answered) = oneshot::channel();
         let job: Job = Box::new(move || {
@@ -130,9 +117,8 @@ impl StoreQueue {
             Done {
                 unflushed,
                 reply: Box::new(move |flushed| {
-                    let out = wake_after(flushed.map_err(Failure).and(out), kick.as_deref());
                     // A caller that went away no longer waits for its answer.
-                    let _ = answer.send(out);
+                    let _ = answer.send(flushed.map_err(Failure).and(out));
                 }),
             }
         });

@@ -165,12 +165,6 @@ impl Toolbelt {
         only_reads(&self.registry(), operation)
     }
 
-    /// Whether `operation` is an extension's: its handler runs between [`Toolbelt::begin`] and
-    /// [`Toolbelt::finish`], outside storage. Any other call runs whole in `begin`.
-    pub fn is_extension(&self, operation: &str) -> bool {
-        self.registry().operation(operation).is_some()
-    }
-
     /// Runs a call to completion, awaiting an extension's handler in between. The store work runs on
     /// the calling thread; async servers call [`Toolbelt::begin`] and [`Toolbelt::finish`] off the
     /// runtime instead (the server's store thread, or a blocking thread).

@@ -66,7 +66,7 @@ fn queue() -> StoreQueue {
 async fn answered_only_after_its_flush(queue: StoreQueue, value: u32) -> Arc<Gated> {
     let store = Gated::new(false);
     let job = writes(&store, value);
-    let mut answer = tokio::spawn(async move { queue.run(job, None).await });
+    let mut answer = tokio::spawn(async move { queue.run(job).await });
     let early = tokio::time::timeout(Duration::from_millis(200), &mut answer).await;
     assert!(early.is_err(), "answered before its flush");
     store.open();
@@ -84,11 +84,11 @@ async fn an_answer_is_handed_out_only_after_its_flush() {
 async fn a_failed_flush_answers_its_refusal_instead_of_the_value() {
     let (thread, store) = (queue(), Gated::new(true));
     store.open();
-    let answered = thread.run(writes(&store, 7), None).await;
+    let answered = thread.run(writes(&store, 7)).await;
     assert!(answered.is_err(), "the value of a write that is not on disk");
     let control = Gated::new(false);
     control.open();
-    assert_eq!(thread.run(writes(&control, 7), None).await.ok(), Some(7), "the control");
+    assert_eq!(thread.run(writes(&control, 7)).await.ok(), Some(7), "the control");
 }
 
 /// Calls held for one fsync on two stores, one of which fails: only its own call is refused.
@@ -100,7 +100,7 @@ async fn one_stores_failed_flush_refuses_only_its_own_calls() {
     sound.open();
     let run = |store: &Arc<Gated>, value| {
         let (thread, job) = (thread.clone(), writes(store, value));
-        tokio::spawn(async move { thread.run(job, None).await })
+        tokio::spawn(async move { thread.run(job).await })
     };
     // The flush thread waits on the first store while the other two calls are held behind it.
     let first_answer = run(&first, 1);
@@ -125,10 +125,10 @@ async fn a_call_already_on_disk_does_not_wait_behind_a_running_flush() {
     let (slow, settled) = (Gated::new(false), Gated::new(false));
     settled.flushed.store(true, Ordering::SeqCst);
     let (held, job) = (queue.clone(), writes(&slow, 1));
-    let slow_answer = tokio::spawn(async move { held.run(job, None).await });
+    let slow_answer = tokio::spawn(async move { held.run(job).await });
     // The flush thread waits on the slow store's fsync.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let answered = tokio::time::timeout(Duration::from_secs(30), queue.run(writes(&settled, 2), None)).await;
+    let answered = tokio::time::timeout(Duration::from_secs(30), queue.run(writes(&settled, 2))).await;
     assert_eq!(
         answered.ok().and_then(Result::ok),
         Some(2),
@@ -147,7 +147,7 @@ type Answer = tokio::task::JoinHandle<Result<u32, Failure>>;
 impl Jobs {
     fn run(&self, job: impl FnOnce() -> Result<u32, Failure> + Send + 'static) -> Answer {
         let queue = self.0.clone();
-        tokio::spawn(async move { queue.run(job, None).await })
+        tokio::spawn(async move { queue.run(job).await })
     }
 
     /// A job that holds the store thread from when it starts until it is released.
@@ -318,35 +318,12 @@ async fn the_next_group_waits_for_the_running_fsync_then_goes_while_jobs_still_r
 async fn a_job_that_panics_answers_internal_and_the_thread_goes_on() {
     let thread = queue();
     let panicked = thread
-        .run(|| -> Result<u32, Failure> { panic!("the job panics") }, None)
+        .run(|| -> Result<u32, Failure> { panic!("the job panics") })
         .await;
     assert_eq!(panicked.err().map(|f| f.0.code), Some(Refusal::internal().code));
     let store = Gated::new(false);
     store.open();
-    assert_eq!(thread.run(writes(&store, 3), None).await.ok(), Some(3));
-}
-
-/// The scheduler's wake-up comes once the call's flush is on disk, also when its caller went away
-/// before (a builtin's caller awaits its job on no task of its own), and never for a call that
-/// failed.
-#[tokio::test]
-async fn the_kick_comes_after_the_flush_even_when_the_caller_went_away() {
-    let (queue, store, kick) = (queue(), Gated::new(false), Arc::new(Notify::new()));
-    let call = queue.run(writes(&store, 1), Some(kick.clone()));
-    assert!(tokio::time::timeout(Duration::from_millis(50), call).await.is_err());
-    let early = tokio::time::timeout(Duration::from_millis(200), kick.notified()).await;
-    assert!(early.is_err(), "woken before the flush");
-    store.open();
-    let woken = tokio::time::timeout(Duration::from_secs(10), kick.notified()).await;
-    assert!(woken.is_ok(), "woken after the flush, with no caller waiting");
-
-    let failed = queue.run(
-        || -> Result<u32, Failure> { Err(Failure(Refusal::internal())) },
-        Some(kick.clone()),
-    );
-    assert!(failed.await.is_err());
-    let woken = tokio::time::timeout(Duration::from_millis(200), kick.notified()).await;
-    assert!(woken.is_err(), "woken after a failed call");
+    assert_eq!(thread.run(writes(&store, 3)).await.ok(), Some(3));
 }
 
 /// With its thread gone, a call still runs, and is still answered only after its flush.
