@@ -67,13 +67,28 @@ static DIRECT_PATH_HOLDS: LazyLock<bool> = LazyLock::new(|| {
 fn prints_canonically(value: &Value) -> bool {
     match value {
         Value::Null | Value::Bool(_) | Value::String(_) => true,
-        Value::Number(n) => n
-            .as_u64()
-            .or_else(|| n.as_i64().map(i64::unsigned_abs))
-            .is_some_and(|m| m <= EXACT_INTEGER),
+        Value::Number(n) => integer_magnitude(n).is_some_and(|m| m <= EXACT_INTEGER),
         Value::Array(items) => items.iter().all(prints_canonically),
         Value::Object(map) => map.iter().all(|(k, v)| orders_as_utf16(k) && prints_canonically(v)),
     }
+}
+
+/// Whether every integer in `value` is one a double holds exactly (|n| <= 2^53), as I-JSON
+/// (RFC 7493), the input RFC 8785 is defined on, requires: past it the scheme prints the nearest
+/// double, so two different integers would share a canonical form and a hash (and an approval or
+/// a replay keyed by it). Fractions and exponents are doubles already, and are exact.
+pub fn integers_are_exact(value: &Value) -> bool {
+    match value {
+        Value::Null | Value::Bool(_) | Value::String(_) => true,
+        Value::Number(n) => integer_magnitude(n).is_none_or(|m| m <= EXACT_INTEGER),
+        Value::Array(items) => items.iter().all(integers_are_exact),
+        Value::Object(map) => map.values().all(integers_are_exact),
+    }
+}
+
+/// The magnitude of a number `serde_json` holds as an integer; `None` for a double.
+fn integer_magnitude(n: &serde_json::Number) -> Option<u64> {
+    n.as_u64().or_else(|| n.as_i64().map(i64::unsigned_abs))
 }
 
 /// Whether `key` holds no character from U+E000 up (its UTF-8 starts at byte 0xEE), so that its

@@ -26,7 +26,7 @@ pub mod token;
 use std::sync::Arc;
 
 use conduit_config::{CurrentConfig, Snapshot};
-use conduit_core::canonical::canonical_hash;
+use conduit_core::canonical::{canonical_hash, integers_are_exact};
 use conduit_core::names::{is_key, is_operation_text};
 use conduit_core::tool::{SourceFilter, ToolDescriptor};
 use conduit_core::{Clock, Refusal, TokenRecord};
@@ -71,7 +71,8 @@ pub struct CallRequest {
 impl CallRequest {
     /// What a call's own fields must keep before anything is looked up or audited: a request id
     /// (from the body or the Idempotency-Key header) and the asserted ids are 1 to 200 bytes with
-    /// no control character, the operation name 1 to 128.
+    /// no control character, the operation name 1 to 128, and the input's integers are ones its
+    /// hash tells apart (approvals, gates and replays are keyed by it).
     pub fn check_bounds(&self) -> Result<(), Refusal> {
         check_request_id(self.request_id.as_deref())?;
         if !is_operation_text(&self.operation) {
@@ -84,6 +85,12 @@ impl CallRequest {
             return Err(Refusal::invalid_input(
                 "`scope_id`, `work_id`, `execution_id` and `session_id` are 1 to 200 bytes each",
             ));
+        }
+        if !integers_are_exact(&self.input) {
+            return Err(Refusal::invalid_input(
+                "an integer in `input` is at most 2^53 (9007199254740992) in magnitude: past it, two integers hash alike",
+            )
+            .with_remedy("send a larger integer as a string"));
         }
         Ok(())
     }

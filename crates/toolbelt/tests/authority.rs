@@ -51,6 +51,20 @@ fn credential_checks_answer_the_bare_forbidden() {
     assert!(h.call_at(&a, &a_token, read, Timestamp(T0.0 + 1)).is_ok());
 }
 
+/// Past 2^53 two integers share an input hash (and so an approval, a gate's verdict, a replay):
+/// such an input is refused before anything is recorded; at 2^53 it is served.
+#[test]
+fn an_input_integer_its_hash_cannot_tell_apart_is_refused() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    let emit = |n: Value| h.call(&claim, &token, "emit", json!({"type": "demo.n", "data": {"n": n}}));
+    assert_eq!(emit(json!(9_007_199_254_740_993_u64)), Err(ErrorCode::InvalidInput));
+    assert_eq!(emit(json!(-9_007_199_254_740_993_i64)), Err(ErrorCode::InvalidInput));
+    assert!(emit(json!(9_007_199_254_740_992_u64)).is_ok(), "at 2^53");
+    let audited = h.store.read(|tx| tx.list_audit(Some(&claim.execution.id), 10)).unwrap();
+    assert_eq!(audited.len(), 1, "only the served call is recorded");
+}
+
 #[test]
 fn narrowing_assertions_must_match() {
     let h = default_harness();

@@ -79,6 +79,31 @@ fn the_direct_path_prints_exactly_what_the_scheme_does_at_its_boundaries() {
     }
 }
 
+/// Integers past 2^53 are the one place two different values share a canonical form: the rule that
+/// finds them, at its boundary and at depth.
+#[test]
+fn integers_past_two_to_the_53_are_found_where_they_would_share_a_hash() {
+    let (edge, past) = (json!(9_007_199_254_740_992_u64), json!(9_007_199_254_740_993_u64));
+    assert_eq!(
+        canonical_hash(&past),
+        canonical_hash(&edge),
+        "the collision the rule guards"
+    );
+    let rows = [
+        (
+            json!({"n": 9_007_199_254_740_992_u64, "m": -9_007_199_254_740_992_i64}),
+            true,
+        ),
+        (json!({"f": 1e300, "g": -0.5, "s": "9007199254740993"}), true),
+        (json!({"n": 9_007_199_254_740_993_u64}), false),
+        (json!([{"deep": [-9_007_199_254_740_993_i64]}]), false),
+        (json!(u64::MAX), false),
+    ];
+    for (value, exact) in rows {
+        assert_eq!(integers_are_exact(&value), exact, "{value}");
+    }
+}
+
 /// Values drawn from a fixed sequence, weighted toward the boundaries above: the direct path and
 /// the scheme agree on every one.
 #[test]
