@@ -11,8 +11,8 @@
 //! after the execution that continues from them, so it needs no watching.
 //!
 //! A rollback changes rows without telling the hook: the writer forgets what it kept whenever a
-//! member's savepoint is rolled back and whenever a transaction ends (a commit, or the rollback of
-//! a transaction whose commit failed), so an idle store keeps none. Only the write connection keeps leases; a
+//! member fails (its savepoint rolled back, or the transaction it wrote in) and whenever a
+//! transaction ends (a commit, or a rollback), so an idle store keeps none. Only the write connection keeps leases; a
 //! reader connection reads its own snapshot.
 
 use std::collections::HashMap;

@@ -57,6 +57,13 @@ impl SqliteStore {
         self.writer.commits()
     }
 
+    /// Transactions rolled back whole so far (a member failed after writing, or a commit failed):
+    /// for tests that check a failure took only its own work.
+    #[doc(hidden)]
+    pub fn rollbacks_made(&self) -> u64 {
+        self.writer.rollbacks()
+    }
+
     /// Opens (creating if needed) the store at `path` and applies pending migrations.
     pub fn open(path: &Path) -> Result<SqliteStore> {
         Self::open_holding_records(path, HELD_AT_MOST)
@@ -122,8 +129,9 @@ fn writer_connection(path: &Path) -> Result<Connection> {
 /// off altogether, and a transaction's memory with it.)
 const SPILL_PAGES: i64 = 2000;
 
-/// The spill size `.cargo/config.toml` builds SQLite with: a savepoint journal is kept in memory in
-/// one chunk of this many bytes before it goes to a temp file.
+/// The spill size `.cargo/config.toml` builds SQLite with: a savepoint journal (a member's, after
+/// a member failed having written: `batch`) is kept in memory in one chunk of this many bytes
+/// before it goes to a temp file.
 const ONE_CHUNK_SPILL: &str = "STMTJRNL_SPILL=1048576";
 
 /// Where the writer's savepoint journals and sorts are kept. With `temp_store = MEMORY`, SQLite

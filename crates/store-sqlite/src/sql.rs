@@ -97,6 +97,11 @@ impl<'a> SqliteSql<'a> {
         }
     }
 
+    /// Whether a statement that writes ran and was recorded.
+    pub fn recorded_any(&self) -> bool {
+        matches!(&self.writes, Writes::Record(redo) if !redo.is_empty())
+    }
+
     /// Records a statement that ran, and so did all it does, for the redo log.
     fn record(&mut self, sql: &str, args: &[Arg<'_>]) {
         if let Writes::Record(redo) = &mut self.writes {

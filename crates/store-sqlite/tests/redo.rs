@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use conduit_core::NewEvent;
 use conduit_store::testing::event;
-use conduit_store::{Store, Tx};
+use conduit_store::{Store, StoreError, Tx};
 use conduit_store_sqlite::SqliteStore;
 
 /// Long enough that only a read or closing the store commits what the log holds.
@@ -333,6 +333,64 @@ fn a_transaction_commits_at_its_member_count_or_its_held_bytes() {
     assert_eq!(large.commits_made(), 1, "past 4 MiB they are committed");
     record(&large, "l7".into(), data);
     assert_eq!(large.commits_made(), 1, "the next transaction counts its own bytes");
+}
+
+/// A member runs straight in the open transaction. One that fails having changed nothing leaves it
+/// as it was; one that fails after writing takes it with it, and the next transaction applies the
+/// others' entries again, so only its own rows are lost. The members after it run inside
+/// savepoints: another failure takes back only its own rows, and nothing is applied again.
+#[test]
+fn a_member_that_fails_after_writing_loses_only_its_own_rows_and_guards_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let sqlite = holding(&path);
+    let store: &dyn Store = &sqlite;
+    let refused = || StoreError::Backend("refused".into());
+    let fails_after_writing = |id: &str| {
+        let failed = store.write(|tx| -> Result<(), StoreError> {
+            tx.insert_event(charged(id))?;
+            Err(refused())
+        });
+        assert!(failed.is_err(), "{id} failed");
+    };
+    store.record(|tx| tx.insert_event(charged("r1"))).unwrap();
+    store.write(|tx| tx.insert_event(charged("w1"))).unwrap();
+    assert!(store.write(|_| -> Result<(), StoreError> { Err(refused()) }).is_err());
+    assert_eq!(
+        sqlite.rollbacks_made(),
+        0,
+        "a failure that wrote nothing keeps the transaction"
+    );
+
+    fails_after_writing("lost1");
+    assert_eq!(
+        sqlite.rollbacks_made(),
+        1,
+        "a failure after writing takes the transaction"
+    );
+    store.write(|tx| tx.insert_event(charged("w2"))).unwrap();
+    fails_after_writing("lost2");
+    assert_eq!(
+        sqlite.rollbacks_made(),
+        1,
+        "the next failure takes back only its own rows"
+    );
+
+    let seen = |id: &str| store.read_state(|tx| tx.get_event(id)).unwrap().is_some();
+    assert!(
+        ["r1", "w1", "w2"].iter().all(|id| seen(id)),
+        "the others' rows are held"
+    );
+    assert!(!seen("lost1") && !seen("lost2"));
+    assert!(committed_rows(&path).0.is_empty(), "held, not committed");
+    drop(sqlite);
+    drop(SqliteStore::open(&path).unwrap());
+    let ids: Vec<String> = committed_rows(&path).0.into_iter().map(|(id, _)| id).collect();
+    assert_eq!(
+        ids,
+        ["r1", "w1", "w2"],
+        "what was answered is what a reopened store has"
+    );
 }
 
 /// A store a newer release migrated is refused before its redo log is read, so a release that
