@@ -277,6 +277,10 @@ ALTER TABLE work ADD COLUMN grants TEXT NOT NULL DEFAULT '[]';
     r#"
 ALTER TABLE approvals ADD COLUMN input TEXT;
 "#,
+    // 6 (the SQLite store's 28): a Work's audit trail is read through its executions' index.
+    r#"
+DROP INDEX toolbelt_audit_by_work;
+"#,
 ];
 
 /// The schema version this release writes.

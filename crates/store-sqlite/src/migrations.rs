@@ -396,6 +396,11 @@ UPDATE redo_applied SET through = through;
     r#"
 UPDATE redo_applied SET through = through;
 "#,
+    // 28: a Work's audit trail is read through its executions' index (an audit record's Work is its
+    // execution's), so no index by Work is written on every call.
+    r#"
+DROP INDEX toolbelt_audit_by_work;
+"#,
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

@@ -283,7 +283,8 @@ mod tests {
     fn an_audit_filter_reads_the_index_of_what_it_names() {
         let cases = [
             (Some("x"), None, "toolbelt_audit_by_execution"),
-            (None, Some("w"), "toolbelt_audit_by_work"),
+            // A Work's page is its executions' pages, each read with the Work named too.
+            (Some("x"), Some("w"), "toolbelt_audit_by_execution"),
             (None, None, "PRIMARY KEY"),
         ];
         for (execution, work, index) in cases {

@@ -187,10 +187,11 @@ fn the_key_index_migration_indexes_waits_armed_before_it() {
     // Undo migrations 13 (the key index), 14 (who revoked an operator), 15 (audit by time), 16
     // (what each Work wrote), 17 (retry counts and backoff), 18 (agent sessions), 21 (shared keys),
     // 22 (operators' actions), 23 (Work's grants), 24 (approvals' input) and 25 (the redo mark) by
-    // hand; 19 and 20 rebuild what they change, so they run again over their own result.
+    // hand; 19 and 20 rebuild what they change, so they run again over their own result, and 28
+    // drops the audit index by Work that 15 and 19 make again.
     conn.execute_batch(
         "DROP TABLE wait_keys; DROP INDEX waits_by_work; ALTER TABLE operators DROP COLUMN revoked_by; \
-         DROP INDEX toolbelt_audit_by_work; DROP TABLE work_usage; \
+         DROP TABLE work_usage; \
          ALTER TABLE work DROP COLUMN failed_attempts; ALTER TABLE work DROP COLUMN not_before; \
          ALTER TABLE executions DROP COLUMN agent_session; ALTER TABLE executions DROP COLUMN agent_usage; \
          DROP TABLE shared_keys; DROP TABLE operator_actions; ALTER TABLE work DROP COLUMN grants; \

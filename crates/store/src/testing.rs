@@ -5,15 +5,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use conduit_core::{
-    CausalPin, Causation, Execution, ExecutionState, NewEvent, NewRecord, Source, Timestamp, TokenRecord, Work,
-    WorkState,
+    AuditKind, AuditRecord, CausalPin, Causation, Execution, ExecutionState, NewEvent, NewRecord, Source, Timestamp,
+    TokenRecord, Work, WorkState,
 };
 use serde_json::json;
 
-use crate::{EventFilter, Page, Store, StoreError, Tx};
+use crate::{AuditFilter, EventFilter, Page, Store, StoreError, Tx};
 
 /// The cases every adapter must pass, each to be run over a fresh store.
-pub const CASES: [fn(&dyn Store); 13] = [
+pub const CASES: [fn(&dyn Store); 14] = [
     work_round_trips_with_its_keys,
     an_attempt_sees_the_watermark_the_others_reached,
     a_token_lease_reads_what_the_separate_lookups_read,
@@ -27,6 +27,7 @@ pub const CASES: [fn(&dyn Store); 13] = [
     a_pages_sequences_are_its_events_sequences,
     a_roots_bounds_are_its_pin_and_the_event_its_per_minute_back,
     a_record_written_as_text_reads_back_as_the_event_it_is,
+    a_works_audit_pages_are_its_executions_records_in_order,
 ];
 
 /// An id prefix finds exactly the ids that start with it, hyphens included: a collation that
@@ -506,5 +507,73 @@ pub fn event(id: &str) -> NewEvent {
         data: json!({"a": [1, 2]}),
         accepted_at: Timestamp(5),
         delivery_id: None,
+    }
+}
+
+/// A Work's audit trail, read a page at a time, is its executions' records in time order (ties by
+/// id): none of another Work's, none that names no Work, and each page starts past the cursor.
+pub fn a_works_audit_pages_are_its_executions_records_in_order(store: &dyn Store) {
+    let records = [
+        ("a1", "x1", Some("w1"), 10),
+        ("a2", "x2", Some("w1"), 11),
+        ("a3", "x3", Some("w2"), 12),
+        ("a4", "x1", None, 13),
+        ("a6", "x1", Some("w1"), 13),
+        ("a5", "x2", Some("w1"), 13),
+        ("a7", "x1", Some("w1"), 14),
+    ];
+    store
+        .write(|tx| -> Result<(), StoreError> {
+            tx.insert_work(&work("w1", &[]))?;
+            tx.insert_work(&work("w2", &[]))?;
+            tx.insert_event(event("e1"))?;
+            tx.insert_execution(&execution("x1", "e1"))?;
+            tx.insert_execution(&execution("x2", "e1"))?;
+            tx.insert_execution(&Execution {
+                work_id: "w2".into(),
+                ..execution("x3", "e1")
+            })?;
+            for (id, execution, work, at) in records {
+                tx.insert_audit(&audit(id, execution, work, at))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let filter = AuditFilter {
+        work: Some("w1".into()),
+        ..AuditFilter::default()
+    };
+    let (mut after, mut listed) = (None, Vec::new());
+    loop {
+        let page = Page {
+            after: after.clone(),
+            upper: 1_000,
+            limit: 2,
+        };
+        let records = store.read(|tx| tx.page_audit(&filter, &page)).unwrap();
+        assert!(records.len() <= 2, "a page holds at most its limit");
+        let Some(last) = records.last() else { break };
+        after = Some((last.at.0, last.id.clone()));
+        listed.extend(records.into_iter().map(|r| r.id));
+    }
+    assert_eq!(listed, ["a1", "a2", "a5", "a6", "a7"]);
+}
+
+/// An audit record of a call on `execution`'s socket at `at`.
+fn audit(id: &str, execution: &str, work: Option<&str>, at: i64) -> AuditRecord {
+    AuditRecord {
+        id: id.into(),
+        kind: AuditKind::Called,
+        operation: "emit".into(),
+        execution_id: execution.into(),
+        work_id: work.map(Into::into),
+        scope: Some("setup".into()),
+        request_id: None,
+        result: "ok".into(),
+        gate: None,
+        refusal: None,
+        input_hash: "h".into(),
+        duration_ms: 0,
+        at: Timestamp(at),
     }
 }
