@@ -58,7 +58,16 @@ fn writes(store: &Arc<Gated>, value: u32) -> impl FnOnce() -> Result<u32, Failur
     }
 }
 
+/// A queue whose every job runs on the store thread, for the tests of that thread's order.
 fn queue() -> StoreQueue {
+    StoreQueue {
+        in_place: false,
+        ..idle_first()
+    }
+}
+
+/// A queue as the daemon starts it: a call that finds the store idle runs on its caller's thread.
+fn idle_first() -> StoreQueue {
     StoreQueue::start().expect("the store thread starts")
 }
 
@@ -329,8 +338,36 @@ async fn a_job_that_panics_answers_internal_and_the_thread_goes_on() {
 /// With its thread gone, a call still runs, and is still answered only after its flush.
 #[tokio::test]
 async fn without_its_thread_a_call_runs_on_a_blocking_thread_and_waits_for_its_flush() {
-    let (jobs, queue) = mpsc::channel();
-    drop(queue);
-    let queued = Arc::default();
-    answered_only_after_its_flush(StoreQueue { jobs, queued }, 5).await;
+    let (jobs, gone) = mpsc::channel();
+    drop(gone);
+    let queue = StoreQueue { jobs, ..queue() };
+    answered_only_after_its_flush(queue, 5).await;
+}
+
+/// The thread a job ran on.
+fn thread_of() -> impl FnOnce() -> Result<std::thread::ThreadId, Failure> + Send + 'static {
+    || Ok(std::thread::current().id())
+}
+
+/// A call that finds the store idle runs on its caller's thread; one that finds an fsync running
+/// goes to the store thread, where it may share the next one. A write run in place is still
+/// answered only after its flush.
+#[tokio::test]
+async fn a_call_to_an_idle_store_runs_on_its_callers_thread() {
+    let queue = std::sync::Arc::new(idle_first());
+    let caller = std::thread::current().id();
+    assert_eq!(queue.run(thread_of()).await.ok(), Some(caller), "run in place");
+    let slow = Gated::new(false);
+    let (held, job) = (queue.clone(), writes(&slow, 1));
+    let mut slow_answer = tokio::spawn(async move { held.run(job).await });
+    let early = tokio::time::timeout(Duration::from_millis(200), &mut slow_answer).await;
+    assert!(early.is_err(), "a write run in place waits for its flush");
+    let beside_the_fsync = queue.run(thread_of()).await.ok();
+    assert!(
+        beside_the_fsync.is_some_and(|thread| thread != caller),
+        "while an fsync runs, on the store thread"
+    );
+    slow.open();
+    assert_eq!(slow_answer.await.unwrap().ok(), Some(1));
+    assert_eq!(queue.run(thread_of()).await.ok(), Some(caller), "idle again");
 }
