@@ -428,7 +428,7 @@ const FLOOR_MEMBERS: usize = 1024;
 /// (their ids, their executions' and their chains' roots are ids as the daemon makes them: index
 /// keys as wide as the store's) and committed every [`FLOOR_MEMBERS`] calls. It leaves out what
 /// the store adds for crash safety and for one failing call's isolation (the redo log's entry, the
-/// savepoint around each call) and everything outside SQLite; the store thread's CPU per call
+/// savepoints a member runs in after another failed) and everything outside SQLite; the store thread's CPU per call
 /// (`store/op`) is set beside it.
 fn rows_floor(dir: &Path) -> impl FnMut() {
     let path = dir.join("floor.db");

@@ -164,13 +164,13 @@ impl StoreQueue {
     /// Runs a job the caller took the store for ([`StoreQueue::claim_idle`]); its answer is held
     /// for its flush as the store thread holds one.
     fn run_in_place(&self, job: Job) {
-        let done = job();
-        self.running.fetch_sub(1, Ordering::SeqCst);
         let mut held = Held::default();
-        held.add(done);
+        held.add(job());
         if !held.0.is_empty() {
             self.flush.hand(&mut held);
         }
+        // After the hand-over, so a caller in between finds an fsync running, not an idle store.
+        self.running.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Queues a job for the store thread.
@@ -225,7 +225,7 @@ struct Queue {
     jobs: Receiver<Job>,
     /// Jobs sent and not yet taken, counted off here as each is taken.
     queued: Arc<AtomicUsize>,
-    /// Jobs running, counted here while the store thread runs one.
+    /// Jobs running, counted here from when the store thread takes one until it has run it.
     running: Arc<AtomicUsize>,
 }
 
@@ -240,7 +240,10 @@ impl Queue {
         self.jobs.try_recv().inspect(|_| self.took())
     }
 
+    /// Counts a job taken as running before it stops counting as queued, so a caller never finds
+    /// the store idle in between.
     fn took(&self) {
+        self.running.fetch_add(1, Ordering::SeqCst);
         self.queued.fetch_sub(1, Ordering::SeqCst);
     }
 
@@ -272,7 +275,6 @@ fn serve(queue: &Queue, flush: &FlushThread) {
             flush.hand(&mut held);
             return;
         };
-        queue.running.fetch_add(1, Ordering::SeqCst);
         let done = job();
         queue.running.fetch_sub(1, Ordering::SeqCst);
         held.add(done);

@@ -131,7 +131,8 @@ impl Writer {
         self.commits.load(Ordering::SeqCst)
     }
 
-    /// Transactions rolled back whole so far (their entries applied again in the next).
+    /// Transactions rolled back whole so far, for whatever reason (their entries applied again in
+    /// the next).
     pub fn rollbacks(&self) -> u64 {
         self.rollbacks.load(Ordering::SeqCst)
     }
@@ -165,9 +166,10 @@ impl Writer {
             }
         });
         let (mut ran, mut intact) = (member.ran, member.intact);
-        if !matches!(ran, Ran::Done { .. }) {
-            // Rolled back to its savepoint, what it changed is gone without the hook's knowing (a
-            // transaction that cannot go on is settled below, which forgets them too).
+        if guarded && !matches!(ran, Ran::Done { .. }) {
+            // Rolled back to its savepoint: what it changed is gone without the hook's knowing (a
+            // transaction that cannot go on, a member in place that wrote, is settled below,
+            // which forgets them too; one that wrote nothing undid nothing).
             open.leases.forget();
         }
         if member.failed_after_writing {
@@ -177,8 +179,8 @@ impl Writer {
         if let Ran::Done { changed: true } = ran {
             match self.log(open, &statements) {
                 Ok(ticket) => own_entry = Some(ticket),
-                // Released but not logged: the transaction goes, and the others' entries with it
-                // are applied again; this member changed nothing.
+                // Done but not logged: the transaction goes, and the others' entries with it are
+                // applied again; this member changed nothing.
                 Err(e) => (ran, intact) = (Ran::Failed(e), false),
             }
         }
@@ -321,7 +323,8 @@ impl Writer {
         Ok(())
     }
 
-    /// Commits the open transaction (rolls it back when a savepoint could not be closed), marking
+    /// Commits the open transaction (rolls it back when it may not commit: a member failed after
+    /// writing in it, a savepoint could not be closed, a member's entry was not logged), marking
     /// the redo log applied through its last entry; the log is emptied once long and synced.
     fn settle(&self, open: &mut Open, intact: bool) {
         if open.members.take().is_none() {
@@ -384,8 +387,7 @@ struct Member {
 /// A body that fails after writing leaves its changes among the others': the transaction must not
 /// commit.
 fn run_in_place(conn: &Connection, sql: SqliteSql<'_>, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Member {
-    let (ran, wrote) = run_body(conn, sql, body);
-    let failed_after_writing = wrote && !matches!(ran, Ran::Done { .. });
+    let (ran, failed_after_writing) = run_body(conn, sql, body);
     ended(conn, ran, !failed_after_writing, failed_after_writing)
 }
 
@@ -401,8 +403,7 @@ fn run_in_savepoint(
     if let Err(e) = run_kept(kept, &["SAVEPOINT member"]) {
         return ended(conn, Ran::Failed(e), false, false);
     }
-    let (ran, wrote) = run_body(conn, sql, body);
-    let failed_after_writing = wrote && !matches!(ran, Ran::Done { .. });
+    let (ran, failed_after_writing) = run_body(conn, sql, body);
     let end: &[&str] = match ran {
         Ran::Done { .. } => &["RELEASE member"],
         _ => &["ROLLBACK TO member", "RELEASE member"],
@@ -417,19 +418,18 @@ fn run_in_savepoint(
     }
 }
 
-/// Runs `body` on `sql`; answers how it ended and whether it wrote (a row changed, or a statement
-/// that writes ran).
+/// Runs `body` on `sql`; answers how it ended and whether it failed after writing (a row changed,
+/// or a statement that writes ran, even one that changed nothing).
 fn run_body(conn: &Connection, mut sql: SqliteSql<'_>, body: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> (Ran, bool) {
     let before = conn.total_changes();
     let ran = catch_unwind(AssertUnwindSafe(|| SqlTx::run(&mut sql, body)));
     let changed = conn.total_changes() > before;
     let wrote = changed || sql.recorded_any();
-    let ran = match ran {
-        Ok(Ok(())) => Ran::Done { changed },
-        Ok(Err(e)) => Ran::Failed(e),
-        Err(panic) => Ran::Panicked(panic),
-    };
-    (ran, wrote)
+    match ran {
+        Ok(Ok(())) => (Ran::Done { changed }, false),
+        Ok(Err(e)) => (Ran::Failed(e), wrote),
+        Err(panic) => (Ran::Panicked(panic), wrote),
+    }
 }
 
 /// The member as it ended; when SQLite rolled the whole transaction back under the body (a full
@@ -453,7 +453,7 @@ fn ended(conn: &Connection, ran: Ran, intact: bool, failed_after_writing: bool) 
     }
 }
 
-/// Runs each statement from those the connection keeps prepared: a member's savepoint is opened
+/// Runs each statement from those the connection keeps prepared: a guarded member's savepoint is opened
 /// and closed on every call, and parsing it each time cost about 4% of an `emit`'s CPU.
 fn run_kept(kept: &dyn KeptStatements, statements: &[&str]) -> Result<()> {
     for sql in statements {

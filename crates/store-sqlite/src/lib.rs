@@ -57,7 +57,7 @@ impl SqliteStore {
         self.writer.commits()
     }
 
-    /// Transactions rolled back whole so far (a member failed after writing, or a commit failed):
+    /// Transactions rolled back whole so far (a member failed after writing, a commit failed, ...):
     /// for tests that check a failure took only its own work.
     #[doc(hidden)]
     pub fn rollbacks_made(&self) -> u64 {

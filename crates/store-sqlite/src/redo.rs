@@ -221,7 +221,8 @@ impl RedoLog {
         mark(conn, self.next - 1)
     }
 
-    /// After a failed commit: the pending entries again, in the transaction just opened.
+    /// After a transaction was rolled back (its commit failed, or a member failed after writing in
+    /// it): the pending entries again, in the transaction just opened.
     pub fn reapply(&self, conn: &Connection) -> Result<()> {
         apply(conn, &self.pending)
     }

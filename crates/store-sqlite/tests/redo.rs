@@ -321,7 +321,7 @@ fn a_transaction_commits_at_its_member_count_or_its_held_bytes() {
     record(&small, "s1023".into(), serde_json::Value::Null);
     assert_eq!(small.commits_made(), 1, "the 1,024th commits them");
 
-    // 600 KiB a member: a member's savepoint journal stays within its 1 MiB in memory (the temp
+    // 600 KiB a member: a guarded member's savepoint journal would stay within its 1 MiB in memory (the temp
     // directory a spill would use is the first store's of this process, another test's).
     let large = holding(&dir.path().join("large.db"));
     let data = serde_json::Value::String("x".repeat(600 * 1024));

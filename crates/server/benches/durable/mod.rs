@@ -9,7 +9,7 @@
 //! held, at once). The log is zeroed a page at a time and synced first, and the rows' connection
 //! never checkpoints, as the daemon's redo log and checkpoint thread keep that work off its store
 //! thread. What it leaves out: authority, records built in Rust, the redo entry's encoding,
-//! savepoints, the checkpoints, the WAL's sync before the log empties. It is the floor the daemon's
+//! the savepoints of members after a failure, the checkpoints, the WAL's sync before the log empties. It is the floor the daemon's
 //! rate at 32 executions is measured against: the gap is what the daemon adds.
 
 use std::fs::File;

@@ -53,7 +53,7 @@ impl Flusher for Gated {
 fn writes(store: &Arc<Gated>, value: u32) -> impl FnOnce() -> Result<u32, Failure> + Send + 'static {
     let store = store.clone();
     move || {
-        wait_or_defer(&store, 1, || panic!("a job on the store thread waited for its flush"))?;
+        wait_or_defer(&store, 1, || panic!("a job waited for its flush where it runs"))?;
         Ok(value)
     }
 }
