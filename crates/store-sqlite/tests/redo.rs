@@ -338,7 +338,8 @@ fn a_transaction_commits_at_its_member_count_or_its_held_bytes() {
 /// A member runs straight in the open transaction. One that fails having changed nothing leaves it
 /// as it was; one that fails after writing takes it with it, and the next transaction applies the
 /// others' entries again, so only its own rows are lost. The members after it run inside
-/// savepoints: another failure takes back only its own rows, and nothing is applied again.
+/// savepoints: another failure takes back only its own rows, and nothing is applied again, until
+/// the stretch runs out.
 #[test]
 fn a_member_that_fails_after_writing_loses_only_its_own_rows_and_guards_the_next() {
     let dir = tempfile::tempdir().unwrap();
@@ -383,14 +384,25 @@ fn a_member_that_fails_after_writing_loses_only_its_own_rows_and_guards_the_next
     );
     assert!(!seen("lost1") && !seen("lost2"));
     assert!(committed_rows(&path).0.is_empty(), "held, not committed");
+
+    // The stretch (16,384 members from the last failure) runs out: the member after it runs in
+    // place again, and its failure takes the transaction.
+    let stretch: Vec<String> = (0..16 * 1024).map(|i| format!("g{i}")).collect();
+    for id in &stretch {
+        store.record(|tx| tx.insert_event(event(id))).unwrap();
+    }
+    fails_after_writing("lost3");
+    assert_eq!(sqlite.rollbacks_made(), 2, "past the stretch, a failure takes it again");
+    assert!(!seen("lost3") && seen("g16383"));
     drop(sqlite);
     drop(SqliteStore::open(&path).unwrap());
     let ids: Vec<String> = committed_rows(&path).0.into_iter().map(|(id, _)| id).collect();
-    assert_eq!(
-        ids,
-        ["r1", "w1", "w2"],
-        "what was answered is what a reopened store has"
-    );
+    let answered: Vec<String> = ["r1", "w1", "w2"]
+        .map(String::from)
+        .into_iter()
+        .chain(stretch)
+        .collect();
+    assert_eq!(ids, answered, "what was answered is what a reopened store has");
 }
 
 /// A store a newer release migrated is refused before its redo log is read, so a release that
