@@ -9,9 +9,10 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::{middleware, Router};
-use conduit_toolbelt::{Begun, CallRequest, CheckedCall, CloseSession, OpenSession, Presented, Toolbelt};
+use conduit_toolbelt::{
+    Answer as CallAnswer, Begun, CallRequest, CheckedCall, CloseSession, OpenSession, Presented, Toolbelt,
+};
 use serde::Deserialize;
-use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::envelope::{
@@ -63,7 +64,7 @@ async fn call(State(s): SocketState, headers: HeaderMap, body: Body) -> Answer {
 }
 
 /// Begins a call and, for an extension's operation, runs its handler and finishes it.
-async fn run_call(s: Arc<ExecutionSocket>, token: Presented, call: CheckedCall) -> Result<Value, Failure> {
+async fn run_call(s: Arc<ExecutionSocket>, token: Presented, call: CheckedCall) -> Result<CallAnswer, Failure> {
     let changes_state = !s.toolbelt.only_reads(&call.request().operation);
     let socket = s.clone();
     let begun = to_store(&s.toolbelt, move || {
@@ -75,7 +76,9 @@ async fn run_call(s: Arc<ExecutionSocket>, token: Presented, call: CheckedCall) 
         Begun::Extension(pending) => {
             let ran = pending.ran().await;
             let socket = s.clone();
-            to_store(&s.toolbelt, move || Ok(socket.toolbelt.finish(*pending, ran)?)).await?
+            to_store(&s.toolbelt, move || Ok(socket.toolbelt.finish(*pending, ran)?))
+                .await?
+                .into()
         }
     };
     if changes_state {

@@ -7,7 +7,7 @@ use conduit_core::tool::{CatalogFields, ToolDescriptor, ToolSource};
 use conduit_core::wait::is_valid_wait;
 use conduit_core::{
     Causation, Declaration, Duration, ErrorCode, Event, Execution, NewEvent, OutcomeStatus, Parent, Refusal, Source,
-    Timestamp,
+    Timestamp, Work,
 };
 use conduit_scheduler::{accept, create_work, HostError, NewWork};
 use conduit_store::{new_id, Tx};
@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 use crate::authority::Authority;
 use crate::operation::{Emission, WaitRequest};
+use crate::Answer;
 use crate::CallRequest;
 
 /// Shown to agents before the list of their operations (and served by `os mcp` as instructions).
@@ -132,20 +133,21 @@ pub fn run(
     request: &CallRequest,
     keys: &KeyRule<'_>,
     now: Timestamp,
-) -> Result<Value, HostError> {
+) -> Result<Answer, HostError> {
     let input = &request.input;
     let seed = request
         .request_id
         .as_ref()
         .map(|r| format!("{}/{r}", authority.execution.id));
-    match request.operation.as_str() {
+    let tree = match request.operation.as_str() {
         "emit" => emit(tx, config, authority, parse(input)?, seed, keys, now),
-        "read_context" => read_context(tx, config, authority, parse(input)?),
+        "read_context" => return read_context(tx, config, authority, parse(input)?),
         "declare_outcome" => declare_outcome(tx, authority, parse(input)?, now),
         "wait" => wait(tx, authority, parse(input)?, now),
         "create_work" => create_child(tx, config, authority, parse(input)?, seed, keys, now),
         _ => Err(Refusal::forbidden().into()),
-    }
+    };
+    tree.map(Answer::Tree)
 }
 
 /// Parses an operation's input strictly; `null` stands for an empty object.
@@ -298,20 +300,46 @@ struct Empty {}
 
 /// The execution's context: scope, binding and playbook, the Work, the input that arrived since the
 /// previous attempt's acknowledged watermark, what woke this segment, and the granted operations.
-fn read_context(tx: &mut dyn Tx, config: &Snapshot, a: &Authority, _: Empty) -> Result<Value, HostError> {
+/// The execution's context, written as JSON text at once: the Work and its input events are most
+/// of it, and a value tree of them was built, written out and dropped again on every read. Its
+/// keys are in the order a value tree sorts them.
+fn read_context(tx: &mut dyn Tx, config: &Snapshot, a: &Authority, _: Empty) -> Result<Answer, HostError> {
     let playbook = config
         .binding(&a.work.scope, &a.work.binding)
-        .and_then(|b| b.playbook.clone());
-    Ok(json!({
-        "scope": a.work.scope,
-        "binding": a.work.binding,
-        "playbook": playbook,
-        "work": a.work,
-        "execution": {"id": a.execution.id, "epoch": a.execution.epoch, "deadline_at": a.execution.deadline_at},
-        "input": input_since_acknowledged(tx, a)?,
-        "wake": a.cause,
-        "operations": a.token.operations,
+        .and_then(|b| b.playbook.as_deref());
+    Ok(Answer::text(&Context {
+        binding: &a.work.binding,
+        execution: ContextExecution {
+            deadline_at: a.execution.deadline_at,
+            epoch: a.execution.epoch,
+            id: &a.execution.id,
+        },
+        input: input_since_acknowledged(tx, a)?,
+        operations: &a.token.operations,
+        playbook,
+        scope: &a.work.scope,
+        wake: a.cause.as_deref(),
+        work: &a.work,
     }))
+}
+
+#[derive(Serialize)]
+struct Context<'a> {
+    binding: &'a str,
+    execution: ContextExecution<'a>,
+    input: Vec<Event>,
+    operations: &'a [String],
+    playbook: Option<&'a str>,
+    scope: &'a str,
+    wake: Option<&'a Event>,
+    work: &'a Work,
+}
+
+#[derive(Serialize)]
+struct ContextExecution<'a> {
+    deadline_at: Timestamp,
+    epoch: u32,
+    id: &'a str,
 }
 
 /// Events under the Work's keys accepted after the previous attempt's watermark (all of them for a

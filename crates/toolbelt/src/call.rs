@@ -21,12 +21,12 @@ use crate::checks;
 use crate::gate::{self, Gate, GateCall, Stopped, Verdict, WaitPlan};
 use crate::registry::{validate_input, Handler, HandlerCall, HandlerFuture, HandlerOutput, OperationError};
 use crate::token::Presented;
-use crate::{builtins, replay, session, CallRequest, CheckedCall, Registry, Toolbelt};
+use crate::{builtins, replay, session, Answer, CallRequest, CheckedCall, Registry, Toolbelt};
 
 /// What [`Toolbelt::begin`] leaves the caller to do.
 pub enum Begun {
     /// The call is answered: a builtin ran, or a committed result was replayed.
-    Answered(Value),
+    Answered(Answer),
     /// An extension operation passed its checks; run its handler, then [`Toolbelt::finish`].
     Extension(Box<Pending>),
 }
@@ -171,7 +171,7 @@ impl Toolbelt {
     pub async fn call(&self, socket_execution: &str, bearer: &str, request: &CallRequest) -> Result<Value, Refusal> {
         let presented = Presented::new(bearer);
         match self.begin(socket_execution, &presented, &request.clone().checked()?)? {
-            Begun::Answered(answer) => Ok(answer),
+            Begun::Answered(answer) => Ok(answer.into_value()),
             Begun::Extension(pending) => {
                 let ran = pending.ran().await;
                 self.finish(*pending, ran)
@@ -217,7 +217,9 @@ impl Toolbelt {
                     Marks::default(),
                     self.clock.now(),
                 )?;
-                return replayed.map(Begun::Answered).map_err(Failed::from);
+                return replayed
+                    .map(|value| Begun::Answered(Answer::Tree(value)))
+                    .map_err(Failed::from);
             }
             checks::within_quota(tx, &config, &authority, &request.operation)?;
             match registry.operation(&request.operation) {
@@ -258,12 +260,12 @@ impl Toolbelt {
         registry: &Registry,
         call: &Call<'_>,
         a: &Authority,
-    ) -> Result<Value, Failed> {
+    ) -> Result<Answer, Failed> {
         let called = audit::tool_called(tx, call, a)?;
         let keys = builtins::KeyRule { registry, own: None };
         let output =
             builtins::run(tx, config, a, call.request, &keys, call.started).map_err(|e| Failed::reached(e, a))?;
-        let answer = call_answer(&call.request.operation, output);
+        let answer = Answer::of_call(&call.request.operation, output);
         self.commit_result(tx, call, a, &called, Ok(&answer), true)?;
         Ok(answer)
     }
@@ -313,11 +315,11 @@ impl Toolbelt {
                         };
                         builtins::emit(tx, &config, &a, emission, delivery, &keys, now).map_err(fenced)?;
                     }
-                    let mut answer = call_answer(&call.request.operation, out.output);
+                    let mut answer = Answer::of_call(&call.request.operation, out.output.into()).into_value();
                     if let Some(wait) = &out.wait {
                         answer["wait"] = wait.to_json();
                     }
-                    (Ok(answer), out.wait, !out.secret)
+                    (Ok(Answer::Tree(answer)), out.wait, !out.secret)
                 }
                 // A refusal that says when to try again is not the call's answer for good.
                 Err(e) => {
@@ -330,7 +332,7 @@ impl Toolbelt {
                 // After the records: declaring closes the call's session.
                 builtins::declare_registration_wait(tx, &a, &pending.registration, &wait, now).map_err(fenced)?;
             }
-            Ok(answer)
+            Ok(answer.map(Answer::into_value))
         });
         finished.map_err(|failed| self.reject(&call, failed))?
     }
@@ -398,7 +400,7 @@ impl Toolbelt {
         call: &Call<'_>,
         a: &Authority,
         called: &Called,
-        answer: Result<&Value, &Refusal>,
+        answer: Result<&Answer, &Refusal>,
         kept: bool,
     ) -> Result<(), Failed> {
         let now = self.clock.now();
@@ -407,8 +409,16 @@ impl Toolbelt {
             Err(refusal) => ("error", AuditKind::Rejected, refusal.wire_code()),
         };
         audit::tool_returned(tx, call, a, called, status, now)?;
-        if kept {
-            replay::store(tx, a, call.request, &call.input_hash, answer, now)?;
+        if kept && call.request.request_id.is_some() {
+            let kept = answer.map(|answer| answer.clone().into_value());
+            replay::store(
+                tx,
+                a,
+                call.request,
+                &call.input_hash,
+                kept.as_ref().map_err(|r| *r),
+                now,
+            )?;
         }
         audit::record(tx, call, Some(a), kind, result, Marks::default(), now)?;
         Ok(())
@@ -467,15 +477,6 @@ impl Toolbelt {
 /// A builtin that only reads: its transaction writes nothing but the call's own records.
 fn only_reads(registry: &Registry, operation: &str) -> bool {
     registry.operation(operation).is_none() && builtins::only_reads(operation)
-}
-
-/// A call's answer: its operation and the operation's output, moved in (`json!` would copy the
-/// output through a serializer).
-fn call_answer(operation: &str, output: Value) -> Value {
-    let mut answer = serde_json::Map::new();
-    answer.insert("operation".to_owned(), Value::String(operation.to_owned()));
-    answer.insert("output".to_owned(), output);
-    Value::Object(answer)
 }
 
 fn invalid_at(pointer: &str) -> Refusal {

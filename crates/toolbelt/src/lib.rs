@@ -10,6 +10,7 @@
 //! [`Refusal`].
 #![forbid(unsafe_code)]
 
+mod answer;
 pub mod audit;
 mod authority;
 pub mod builtins;
@@ -35,6 +36,7 @@ use conduit_store::Store;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+pub use answer::Answer;
 pub use authority::Authority;
 pub use builtins::{describe_builtins, OperationDescriptor};
 pub use call::{Begun, Pending, Ran};

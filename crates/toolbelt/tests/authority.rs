@@ -23,6 +23,28 @@ fn a_live_token_reads_its_context() {
     assert_eq!(ctx["work"]["id"], claim.work.id.as_str());
     assert_eq!(ctx["execution"]["epoch"], 1);
     assert_eq!(ctx["wake"]["type"], "core.work.created");
+    // The whole shape, as its text is written (no value tree on the way).
+    let fields: Vec<&str> = ctx.as_object().unwrap().keys().map(String::as_str).collect();
+    let expected = [
+        "binding",
+        "execution",
+        "input",
+        "operations",
+        "playbook",
+        "scope",
+        "wake",
+        "work",
+    ];
+    assert_eq!(fields, expected);
+    assert_eq!(ctx["work"], serde_json::to_value(&claim.work).unwrap());
+    let execution = &claim.execution;
+    let deadline = serde_json::to_value(execution.deadline_at).unwrap();
+    assert_eq!(
+        ctx["execution"],
+        json!({"id": execution.id, "epoch": 1, "deadline_at": deadline})
+    );
+    assert_eq!((&ctx["scope"], &ctx["binding"]), (&json!("setup"), &json!("shell")));
+    assert!(ctx["input"].is_array() && ctx["operations"].as_array().is_some_and(|o| !o.is_empty()));
 }
 
 #[test]
