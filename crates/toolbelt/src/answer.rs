@@ -14,11 +14,8 @@ pub enum Answer {
 
 impl Answer {
     /// Writes `value` as JSON text now.
-    pub fn text(value: &impl Serialize) -> Answer {
-        match serde_json::value::to_raw_value(value) {
-            Ok(text) => Answer::Text(text),
-            Err(_) => Answer::Tree(Value::Null),
-        }
+    pub fn text(value: &impl Serialize) -> serde_json::Result<Answer> {
+        serde_json::value::to_raw_value(value).map(Answer::Text)
     }
 
     /// The answer as a value tree (read again from its text, when it has one).
@@ -31,13 +28,13 @@ impl Answer {
 
     /// A call's answer: its operation and the operation's output, moved in (`json!` would copy
     /// the output).
-    pub fn of_call(operation: &str, output: Answer) -> Answer {
+    pub fn of_call(operation: &str, output: Answer) -> serde_json::Result<Answer> {
         match output {
             Answer::Tree(output) => {
                 let mut answer = serde_json::Map::new();
                 answer.insert("operation".to_owned(), Value::String(operation.to_owned()));
                 answer.insert("output".to_owned(), output);
-                Answer::Tree(Value::Object(answer))
+                Ok(Answer::Tree(Value::Object(answer)))
             }
             Answer::Text(output) => Answer::text(&CallText {
                 operation,
@@ -78,8 +75,10 @@ mod tests {
     #[test]
     fn a_text_answer_is_the_value_it_was_written_from() {
         let output = json!({"b": [1, "x"], "a": {"c": null}});
-        let tree = Answer::of_call("read_context", Answer::Tree(output.clone())).into_value();
-        let text = Answer::of_call("read_context", Answer::text(&output));
+        let tree = Answer::of_call("read_context", Answer::Tree(output.clone()))
+            .unwrap()
+            .into_value();
+        let text = Answer::of_call("read_context", Answer::text(&output).unwrap()).unwrap();
         assert!(matches!(text, Answer::Text(_)));
         assert_eq!(text.into_value(), tree);
         assert_eq!(tree, json!({"operation": "read_context", "output": output}));

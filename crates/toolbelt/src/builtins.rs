@@ -10,7 +10,7 @@ use conduit_core::{
     Timestamp, Work,
 };
 use conduit_scheduler::{accept, create_work, HostError, NewWork};
-use conduit_store::{new_id, Tx};
+use conduit_store::{new_id, StoreError, Tx};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -307,7 +307,7 @@ fn read_context(tx: &mut dyn Tx, config: &Snapshot, a: &Authority, _: Empty) -> 
     let playbook = config
         .binding(&a.work.scope, &a.work.binding)
         .and_then(|b| b.playbook.as_deref());
-    Ok(Answer::text(&Context {
+    let context = Answer::text(&Context {
         binding: &a.work.binding,
         execution: ContextExecution {
             deadline_at: a.execution.deadline_at,
@@ -320,7 +320,8 @@ fn read_context(tx: &mut dyn Tx, config: &Snapshot, a: &Authority, _: Empty) -> 
         scope: &a.work.scope,
         wake: a.cause.as_deref(),
         work: &a.work,
-    }))
+    });
+    Ok(context.map_err(StoreError::from)?)
 }
 
 #[derive(Serialize)]

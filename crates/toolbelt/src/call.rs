@@ -265,7 +265,7 @@ impl Toolbelt {
         let keys = builtins::KeyRule { registry, own: None };
         let output =
             builtins::run(tx, config, a, call.request, &keys, call.started).map_err(|e| Failed::reached(e, a))?;
-        let answer = Answer::of_call(&call.request.operation, output);
+        let answer = Answer::of_call(&call.request.operation, output).map_err(StoreError::from)?;
         self.commit_result(tx, call, a, &called, Ok(&answer), true)?;
         Ok(answer)
     }
@@ -315,7 +315,9 @@ impl Toolbelt {
                         };
                         builtins::emit(tx, &config, &a, emission, delivery, &keys, now).map_err(fenced)?;
                     }
-                    let mut answer = Answer::of_call(&call.request.operation, out.output.into()).into_value();
+                    let mut answer = Answer::of_call(&call.request.operation, out.output.into())
+                        .map_err(StoreError::from)?
+                        .into_value();
                     if let Some(wait) = &out.wait {
                         answer["wait"] = wait.to_json();
                     }
