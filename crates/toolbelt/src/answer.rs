@@ -18,11 +18,12 @@ impl Answer {
         serde_json::value::to_raw_value(value).map(Answer::Text)
     }
 
-    /// The answer as a value tree (read again from its text, when it has one).
-    pub fn into_value(self) -> Value {
+    /// The answer as a value tree (read again from its text, when it has one: which fails for
+    /// text nested deeper than the reader's limit).
+    pub fn into_value(self) -> serde_json::Result<Value> {
         match self {
-            Answer::Tree(value) => value,
-            Answer::Text(text) => serde_json::from_str(text.get()).unwrap_or_default(),
+            Answer::Tree(value) => Ok(value),
+            Answer::Text(text) => serde_json::from_str(text.get()),
         }
     }
 
@@ -59,7 +60,8 @@ impl Serialize for Answer {
     }
 }
 
-/// A call's answer around an output already written (keys in the order a value tree sorts them).
+/// A call's answer around an output already written (its two keys in the order a value tree sorts
+/// them).
 #[derive(Serialize)]
 struct CallText<'a> {
     operation: &'a str,
@@ -77,10 +79,11 @@ mod tests {
         let output = json!({"b": [1, "x"], "a": {"c": null}});
         let tree = Answer::of_call("read_context", Answer::Tree(output.clone()))
             .unwrap()
-            .into_value();
+            .into_value()
+            .unwrap();
         let text = Answer::of_call("read_context", Answer::text(&output).unwrap()).unwrap();
         assert!(matches!(text, Answer::Text(_)));
-        assert_eq!(text.into_value(), tree);
+        assert_eq!(text.into_value().unwrap(), tree);
         assert_eq!(tree, json!({"operation": "read_context", "output": output}));
     }
 }

@@ -301,8 +301,9 @@ struct Empty {}
 /// The execution's context: scope, binding and playbook, the Work, the input that arrived since the
 /// previous attempt's acknowledged watermark, what woke this segment, and the granted operations.
 /// The execution's context, written as JSON text at once: the Work and its input events are most
-/// of it, and a value tree of them was built, written out and dropped again on every read. Its
-/// keys are in the order a value tree sorts them.
+/// of it, and a value tree of them was built, written out and dropped again on every read. Its own
+/// keys are in the order a value tree sorts them; the Work's and the events' come in the order
+/// their types declare them, as in every answer that writes them directly.
 fn read_context(tx: &mut dyn Tx, config: &Snapshot, a: &Authority, _: Empty) -> Result<Answer, HostError> {
     let playbook = config
         .binding(&a.work.scope, &a.work.binding)

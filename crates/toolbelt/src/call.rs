@@ -171,7 +171,7 @@ impl Toolbelt {
     pub async fn call(&self, socket_execution: &str, bearer: &str, request: &CallRequest) -> Result<Value, Refusal> {
         let presented = Presented::new(bearer);
         match self.begin(socket_execution, &presented, &request.clone().checked()?)? {
-            Begun::Answered(answer) => Ok(answer.into_value()),
+            Begun::Answered(answer) => answer.into_value().map_err(|_| Refusal::internal()),
             Begun::Extension(pending) => {
                 let ran = pending.ran().await;
                 self.finish(*pending, ran)
@@ -316,8 +316,8 @@ impl Toolbelt {
                         builtins::emit(tx, &config, &a, emission, delivery, &keys, now).map_err(fenced)?;
                     }
                     let mut answer = Answer::of_call(&call.request.operation, out.output.into())
-                        .map_err(StoreError::from)?
-                        .into_value();
+                        .and_then(Answer::into_value)
+                        .map_err(StoreError::from)?;
                     if let Some(wait) = &out.wait {
                         answer["wait"] = wait.to_json();
                     }
@@ -334,7 +334,10 @@ impl Toolbelt {
                 // After the records: declaring closes the call's session.
                 builtins::declare_registration_wait(tx, &a, &pending.registration, &wait, now).map_err(fenced)?;
             }
-            Ok(answer.map(Answer::into_value))
+            Ok(match answer {
+                Ok(answer) => Ok(answer.into_value().map_err(StoreError::from)?),
+                Err(refusal) => Err(refusal),
+            })
         });
         finished.map_err(|failed| self.reject(&call, failed))?
     }
@@ -412,7 +415,11 @@ impl Toolbelt {
         };
         audit::tool_returned(tx, call, a, called, status, now)?;
         if kept && call.request.request_id.is_some() {
-            let kept = answer.map(|answer| answer.clone().into_value());
+            // A text answer too deep to read back is the store's refusal, not a replayed `null`.
+            let kept = match answer {
+                Ok(answer) => Ok(answer.clone().into_value().map_err(StoreError::from)?),
+                Err(refusal) => Err(refusal),
+            };
             replay::store(
                 tx,
                 a,

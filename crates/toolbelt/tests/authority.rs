@@ -23,7 +23,8 @@ fn a_live_token_reads_its_context() {
     assert_eq!(ctx["work"]["id"], claim.work.id.as_str());
     assert_eq!(ctx["execution"]["epoch"], 1);
     assert_eq!(ctx["wake"]["type"], "core.work.created");
-    // The whole shape, as its text is written (no value tree on the way).
+    // The whole shape (its text is written with no value tree on the way): every key, and the
+    // Work and the attempt as they are.
     let fields: Vec<&str> = ctx.as_object().unwrap().keys().map(String::as_str).collect();
     let expected = [
         "binding",
@@ -633,6 +634,18 @@ fn calls_that_reach_an_operation_are_on_the_works_log() {
 
 fn with_request(operation: &str, input: Value, request_id: &str) -> Value {
     json!({"operation": operation, "input": input, "request_id": request_id})
+}
+
+/// A read's answer, written as text, is kept for its request id as the value it stands for: the
+/// retry is answered the same.
+#[test]
+fn a_read_with_a_request_id_is_replayed_as_it_was_answered() {
+    let h = default_harness();
+    let (claim, token) = h.attempt();
+    let read = || h.call_at(&claim, &token, with_request("read_context", json!({}), "r1"), T0);
+    let first = read().unwrap();
+    assert_eq!(first["work"]["id"], claim.work.id.as_str());
+    assert_eq!(read().unwrap(), first);
 }
 
 #[test]

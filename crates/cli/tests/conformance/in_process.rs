@@ -130,7 +130,7 @@ impl Target for InProcess {
             .checked()
             .and_then(|call| self.toolbelt.begin(&on.endpoint, &Presented::new(token), &call))
             .and_then(|begun| match begun {
-                Begun::Answered(answer) => Ok(answer.into_value()),
+                Begun::Answered(answer) => Ok(answer.into_value().unwrap()),
                 Begun::Extension(pending) => {
                     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
                     let ran = runtime.block_on(pending.ran());
