@@ -414,20 +414,8 @@ impl Toolbelt {
             Err(refusal) => ("error", AuditKind::Rejected, refusal.wire_code()),
         };
         audit::tool_returned(tx, call, a, called, status, now)?;
-        if kept && call.request.request_id.is_some() {
-            // A text answer too deep to read back is the store's refusal, not a replayed `null`.
-            let kept = match answer {
-                Ok(answer) => Ok(answer.clone().into_value().map_err(StoreError::from)?),
-                Err(refusal) => Err(refusal),
-            };
-            replay::store(
-                tx,
-                a,
-                call.request,
-                &call.input_hash,
-                kept.as_ref().map_err(|r| *r),
-                now,
-            )?;
+        if kept {
+            replay::store(tx, a, call.request, &call.input_hash, answer, now)?;
         }
         audit::record(tx, call, Some(a), kind, result, Marks::default(), now)?;
         Ok(())

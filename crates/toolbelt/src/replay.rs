@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use conduit_core::{ErrorCode, Refusal, RequestRecord, Timestamp};
 use conduit_scheduler::HostError;
-use conduit_store::Tx;
+use conduit_store::{StoreError, Tx};
 use serde_json::Value;
 
 use crate::authority::Authority;
-use crate::CallRequest;
+use crate::{Answer, CallRequest};
 
 /// The committed result of an earlier call with this request id, for the same execution and
 /// operation (an answer, or an operation's refusal); `request_conflict` when that call's input
@@ -45,20 +45,22 @@ fn stored_result(record: RequestRecord) -> Result<Value, Refusal> {
     Err(Refusal::operation(&text("error"), text("message")))
 }
 
-/// Records the committed result of a call made with a request id.
+/// Records the committed result of a call made with a request id. An answer written as text is
+/// kept as the value it stands for; text too deep to read back is the store's refusal, not a kept
+/// `null`.
 pub fn store(
     tx: &mut dyn Tx,
     a: &Authority,
     request: &CallRequest,
     input_hash: &str,
-    answer: Result<&Value, &Refusal>,
+    answer: Result<&Answer, &Refusal>,
     now: Timestamp,
 ) -> Result<(), HostError> {
     let Some(request_id) = &request.request_id else {
         return Ok(());
     };
     let (status, response) = match answer {
-        Ok(value) => (200, value.clone()),
+        Ok(answer) => (200, answer.clone().into_value().map_err(StoreError::from)?),
         Err(refusal) => (
             refusal.code.http_status(),
             serde_json::to_value(refusal).unwrap_or_default(),
