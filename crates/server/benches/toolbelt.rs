@@ -20,8 +20,11 @@
 //!   `sync_data`, the cost of one durable commit per call without group commit;
 //! - `token check` and `token digest`: the bearer check in process (SHA-256 and the digest lookup in
 //!   a read transaction), and the hashing alone;
-//! - `rows floor`: the SQLite statements an `emit`'s rules run, prepared once on a bare connection
-//!   ([`rows_floor`]): the floor of the store thread's CPU per call (`store/op`).
+//! - `rows floor` and `read rows floor`: the SQLite statements an `emit`'s and a `read_context`'s
+//!   rules run, prepared once on a bare connection ([`rows`]): the floor of the store thread's CPU
+//!   per call (`store/op`).
+//! - `echo, answer`: a bare hyper server answering the read's request with the very bytes
+//!   `read_context` answers, so a read less it is the read's own work ([`print_made_of`]).
 //!
 //! With `BENCH_STORED_EVENTS=N` (say 10000000; it takes minutes and a few GiB of disk), the store is
 //! then filled with N more events and `emit` runs again (`emit, filled`), to compare with `emit`.
@@ -41,6 +44,7 @@
 
 mod common;
 mod durable;
+mod rows;
 
 use common::{
     bench_limits, columns_legend, env_count, mount_of, multi_thread, print_table, Body, Client, Counters, Stats,
@@ -58,10 +62,9 @@ use conduit_config::{default_config_json, parse, CurrentConfig, Snapshot};
 use conduit_core::Execution;
 use conduit_scheduler::{claim_next, create_work, renew_lease, HostError, Lessee, NewWork, DEFAULT_LEASE};
 use conduit_server::{bind_owner_only, execution_router, now, serve, ExecutionSocket};
-use conduit_store::{new_id, Store};
+use conduit_store::Store;
 use conduit_store_postgres::testing::TestDatabase;
 use conduit_store_postgres::PostgresStore;
-use conduit_store_sql::statements;
 use conduit_store_sqlite::SqliteStore;
 use conduit_toolbelt::{checks, token, Presented, Toolbelt};
 use http_body_util::{BodyExt, Full};
@@ -116,9 +119,16 @@ fn main() {
         (beds, echoes, durable)
     });
     let [(_, echo_socket), (_, hop_socket), (_, in_place_socket)] = &echo_sockets;
+    let answer_socket = dir.path().join("echo-answer.sock");
+    let answer = client.block_on(read_answer(&beds[0]));
+    let answer_server = {
+        let _runtime = servers.enter();
+        let listener = bind_owner_only(&answer_socket).expect("bind the answer's echo socket");
+        servers.spawn(serve_answer(listener, answer.clone()))
+    };
     let rows = client.block_on(run_cases(
         dir.path(),
-        [echo_socket, hop_socket, in_place_socket],
+        [echo_socket, hop_socket, in_place_socket, &answer_socket],
         &beds,
         &*store,
     ));
@@ -150,6 +160,7 @@ fn main() {
     for echo in echo_servers {
         echo.abort();
     }
+    answer_server.abort();
     durable_server.abort();
     servers.block_on(async {
         for bed in beds {
@@ -157,6 +168,7 @@ fn main() {
         }
     });
     print_table(&rows);
+    print_made_of(&rows, answer.len());
     print_together(&together, &rows, &echoes_at_once);
     print_durable_floor(&together, &durable_at_once);
     if let Some((_db, [one, two])) = &on_postgres {
@@ -182,7 +194,7 @@ fn bench_config() -> CurrentConfig {
 /// before it on the same execution would slow it.
 async fn run_cases(
     dir: &Path,
-    [echo_socket, hop_socket, in_place_socket]: [&Path; 3],
+    [echo_socket, hop_socket, in_place_socket, answer_socket]: [&Path; 4],
     [reader, emitter]: &[Bed; 2],
     store: &dyn Store,
 ) -> Vec<Stats> {
@@ -193,6 +205,7 @@ async fn run_cases(
     let mut echo_hop = Http::connect(hop_socket, |_| call(token, read.clone())).await;
     let mut echo_in_place = Http::connect(in_place_socket, |_| call(token, read.clone())).await;
     let mut read_context = Http::connect(&reader.socket, |_| call(token, read.clone())).await;
+    let mut echo_answer = Http::connect(answer_socket, |_| call(token, read.clone())).await;
     let mut emit = Http::connect(&emitter.socket, |i| call(&emitter.token, emit_body(i))).await;
     let block = [b'x'; 100];
     let mut appended = File::create(dir.join("fsync-append")).expect("a file to append to");
@@ -213,11 +226,17 @@ async fn run_cases(
     let mut digest = Direct(|| {
         black_box(token::digest(black_box(token)));
     });
-    let mut floor = Direct(rows_floor(dir));
+    let (mut emit_rows, mut read_rows) = (
+        rows::Rows::open(dir, "floor.db"),
+        rows::Rows::open(dir, "read-floor.db"),
+    );
+    let mut floor = Direct(|| emit_rows.emit());
+    let mut read_floor = Direct(|| read_rows.read());
     let mut rows = vec![
         measure(&mut echo, "floor echo", WARMUP, fast, None).await,
         measure(&mut echo_hop, "echo + hop", WARMUP, fast, None).await,
         measure(&mut echo_in_place, "echo in place", WARMUP, fast, None).await,
+        measure(&mut echo_answer, "echo, answer", WARMUP, fast, None).await,
         measure(&mut read_context, "read_context", WARMUP, fast, None).await,
         measure(&mut emit, "emit", WARMUP, slow, None).await,
         measure(&mut append, "fsync append", WARMUP, slow, None).await,
@@ -225,6 +244,7 @@ async fn run_cases(
         measure(&mut check, "token check", WARMUP, fast, None).await,
         measure(&mut digest, "token digest", WARMUP, fast, None).await,
         measure(&mut floor, "rows floor", WARMUP, fast, None).await,
+        measure(&mut read_floor, "read rows floor", WARMUP, fast, None).await,
     ];
     if let Some(stored) = env_count("BENCH_STORED_EVENTS") {
         fill_events(&dir.join("store.db"), stored);
@@ -416,112 +436,6 @@ impl<F: FnMut(usize) -> Request<Body>> Probe for Http<F> {
     }
 }
 
-/// Works the rows floor spreads its calls over, as the 32-execution case does.
-const FLOOR_WORKS: usize = 32;
-/// Calls a rows floor transaction holds, as the store's writer holds at most.
-const FLOOR_MEMBERS: usize = 1024;
-
-/// The floor of an `emit`'s store work: the statements its rules run on SQLite (the Work's usage
-/// read for its quota; the chain's pin and per-minute bound; `agent.toolCalled`, the emitted event
-/// numbered in its chain, `agent.toolReturned`; the audit record; the usage charge), prepared once
-/// and run on a bare connection to a store of the same schema, spread over [`FLOOR_WORKS`] Works
-/// (their ids, their executions' and their chains' roots are ids as the daemon makes them: index
-/// keys as wide as the store's) and committed every [`FLOOR_MEMBERS`] calls. It leaves out what
-/// the store adds for crash safety and for one failing call's isolation (the redo log's entry, the
-/// savepoints a member runs in after another failed) and everything outside SQLite; the store thread's CPU per call
-/// (`store/op`) is set beside it.
-fn rows_floor(dir: &Path) -> impl FnMut() {
-    let path = dir.join("floor.db");
-    drop(SqliteStore::open(&path).expect("the floor's store opens and migrates"));
-    // Leaked so the prepared statements can borrow it for the rest of the run.
-    let conn: &'static rusqlite::Connection =
-        Box::leak(Box::new(rusqlite::Connection::open(&path).expect("the floor's store")));
-    // No checkpoints on the floor's thread: the daemon checkpoints on a thread of its own.
-    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 0")
-        .expect("the writer's journal");
-    // Each Work's id, its execution's and its chain's root.
-    let works: Vec<[String; 3]> = (0..FLOOR_WORKS).map(|_| [new_id(), new_id(), new_id()]).collect();
-    for [_, _, root] in &works {
-        conn.execute(
-            "INSERT INTO causal_pins (root_id, max_depth, per_minute, pinned_at) VALUES (?1, 32, ?2, 0)",
-            rusqlite::params![root, CAUSAL_PER_MINUTE],
-        )
-        .expect("a chain's pin");
-    }
-    let prepare = |sql: &str| conn.prepare(sql).expect("a floor statement");
-    let mut usage_read = prepare("SELECT stored_bytes FROM work_usage WHERE work_id = ?1");
-    let mut bounds = prepare(statements::CAUSAL_BOUNDS);
-    let mut event = prepare(statements::INSERT_EVENT);
-    let mut audit = prepare(
-        "INSERT INTO toolbelt_audit (id, kind, operation, execution_id, work_id, scope, request_id, result, \
-         gate, refusal, input_hash, duration_ms, at) VALUES (?1, 'toolbelt.called', 'emit', ?2, ?3, 'setup', \
-         NULL, 'ok', NULL, NULL, ?4, 0, ?5)",
-    );
-    let mut charge = prepare(
-        "INSERT INTO work_usage (work_id, stored_bytes) VALUES (?1, ?2) \
-         ON CONFLICT (work_id) DO UPDATE SET stored_bytes = work_usage.stored_bytes + excluded.stored_bytes",
-    );
-    let hash = "0".repeat(64);
-    let mut n = 0;
-    move || {
-        if n % FLOOR_MEMBERS == 0 {
-            let end = if n == 0 { "" } else { "COMMIT;" };
-            conn.execute_batch(&format!("{end} BEGIN IMMEDIATE"))
-                .expect("a floor transaction");
-        }
-        let (w, at) = (n % FLOOR_WORKS, now().0);
-        n += 1;
-        let [work, execution, root] = &works[w];
-        let _: Option<i64> = usage_read.query_row([work], |r| r.get(0)).ok();
-        let _: (i64, i64, Option<i64>) = bounds
-            .query_row([root], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .expect("the chain's bounds");
-        let (called, emitted, returned) = (new_id(), new_id(), new_id());
-        let principal = format!("execution:{execution}");
-        let records = [
-            (
-                &called,
-                "agent.toolCalled",
-                "core.toolbelt",
-                json!({"agentId": execution, "toolName": "emit",
-                "callId": called, "argsHash": hash, "principal": principal, "transport": "native"}),
-            ),
-            (&emitted, "demo.bench", principal.as_str(), json!({"i": n})),
-            (
-                &returned,
-                "agent.toolReturned",
-                "core.toolbelt",
-                json!({"agentId": execution, "toolName": "emit",
-                "callId": called, "status": "ok", "durationMs": 0}),
-            ),
-        ];
-        for (depth, (id, kind, source, data)) in records.into_iter().enumerate() {
-            event
-                .execute(rusqlite::params![
-                    root,
-                    id,
-                    kind,
-                    source,
-                    "setup",
-                    work,
-                    execution,
-                    None::<String>,
-                    called,
-                    depth as i64 + 1,
-                    None::<String>,
-                    data.to_string(),
-                    at,
-                    None::<String>
-                ])
-                .expect("an event");
-        }
-        audit
-            .execute(rusqlite::params![new_id(), execution, work, hash, at])
-            .expect("the audit record");
-        charge.execute(rusqlite::params![work, 600]).expect("the usage charge");
-    }
-}
-
 /// A function called in process, on the measuring thread: no socket, no HTTP, no thread hop.
 struct Direct<F>(F);
 
@@ -552,6 +466,36 @@ async fn serve_echo(listener: UnixListener, hop: Hop) {
     }
 }
 
+/// A bare hyper server that answers every request with `answer`: a read's answer without the read.
+async fn serve_answer(listener: UnixListener, answer: Bytes) {
+    while let Ok((stream, _)) = listener.accept().await {
+        let answer = answer.clone();
+        let reply = service_fn(move |request: Request<Incoming>| {
+            let answer = answer.clone();
+            async move {
+                request.into_body().collect().await?;
+                Ok::<_, hyper::Error>(json_answer(answer))
+            }
+        });
+        tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), reply));
+    }
+}
+
+/// The body of a `read_context` answered to `bed`.
+async fn read_answer(bed: &Bed) -> Bytes {
+    let request = call(&bed.token, Bytes::from_static(READ_CONTEXT));
+    let (status, answer) = Client::connect(&bed.socket).await.send(request).await;
+    assert_eq!(status, hyper::StatusCode::OK, "the read was refused");
+    answer
+}
+
+fn json_answer(body: Bytes) -> Response<Body> {
+    Response::builder()
+        .header(CONTENT_TYPE, "application/json")
+        .body(Full::new(body))
+        .expect("a valid response")
+}
+
 async fn echo(request: Request<Incoming>, hop: Hop) -> Result<Response<Body>, hyper::Error> {
     let mut body = request.into_body().collect().await?.to_bytes();
     if let Hop::Blocking = hop {
@@ -562,10 +506,7 @@ async fn echo(request: Request<Incoming>, hop: Hop) -> Result<Response<Body>, hy
     if let Hop::InPlace = hop {
         body = tokio::task::block_in_place(move || body);
     }
-    Ok(Response::builder()
-        .header(CONTENT_TYPE, "application/json")
-        .body(Full::new(body))
-        .expect("a valid response"))
+    Ok(json_answer(body))
 }
 
 /// What a daemon on a shared store asks before each call: the store's latest generation number (the
@@ -737,6 +678,46 @@ fn print_together(together: &[Stats], rows: &[Stats], [echo, hop, in_place]: &[S
     );
 }
 
+/// What the sequential goal rows are made of, from the p50s of `rows`: a read is the echo of its
+/// answer's bytes and its own work; an emit is set beside its durable floor with the fsync off the
+/// runtime's workers (the daemon's, one call at a time: its rows in place, the fsync on the flush
+/// thread, a crossing there and back).
+fn print_made_of(rows: &[Stats], answer_bytes: usize) {
+    let p50 = |case: &str| {
+        rows.iter()
+            .find(|s| s.case == case)
+            .map_or(f64::NAN, |s| s.percentile(0.5))
+    };
+    let (echo, hop, answer, read) = (
+        p50("floor echo"),
+        p50("echo + hop"),
+        p50("echo, answer"),
+        p50("read_context"),
+    );
+    let (emit, fsync, rows, read_rows) = (
+        p50("emit"),
+        p50("fsync append"),
+        p50("rows floor"),
+        p50("read rows floor"),
+    );
+    println!(
+        "read_context p50 {read:.1} us = {:.2}x the echo (goal <= 2): the echo answering its {answer_bytes} bytes \
+         {answer:.1} us, and its own work {:.1} us, of which its rows on a bare connection (read rows floor) \
+         {read_rows:.1} us and the rest {:.1} us (the route, the checks, its records and answer built in Rust)",
+        read / echo,
+        read - answer,
+        read - answer - read_rows
+    );
+    println!(
+        "emit p50 {emit:.1} us = {:.2}x echo + fsync append (goal <= 1.3), {:.2}x its durable floor with the \
+         fsync off the runtime's workers, echo + hop + fsync append + rows floor ({hop:.1} + {fsync:.1} + \
+         {rows:.1} us); the hop, a crossing to another thread and back, {:.1} us",
+        emit / (echo + fsync),
+        emit / (hop + fsync + rows),
+        hop - echo
+    );
+}
+
 /// The durable floor's line: the daemon's rate at the most executions against it.
 fn print_durable_floor(together: &[Stats], floor: &Stats) {
     let most = together.last().expect("a concurrent case");
@@ -758,7 +739,11 @@ fn start_durable_floor(dir: &Path, socket: &Path) -> JoinHandle<()> {
     std::fs::create_dir(&rows_dir).expect("the durable floor's directory");
     let log = File::create(rows_dir.join("log")).expect("the durable floor's log");
     let listener = bind_owner_only(socket).expect("bind the durable floor's socket");
-    tokio::spawn(durable::serve(listener, move || rows_floor(&rows_dir), log))
+    let rows = move || {
+        let mut rows = rows::Rows::open(&rows_dir, "floor.db");
+        move || rows.emit()
+    };
+    tokio::spawn(durable::serve(listener, rows, log))
 }
 
 fn print_machine(dir: &Path) {
@@ -778,5 +763,18 @@ fn print_machine(dir: &Path) {
         "runtimes: servers multi-thread ({cpus} workers) + blocking pool; sequential client current-thread; \
          concurrent clients multi-thread ({cpus} workers)"
     );
+    println!("{}", idle_policy());
     println!("{}", columns_legend(&device));
+}
+
+/// How an idle CPU waits: where a guest's idle vCPU halts at once (`haltpoll` with
+/// `guest_halt_poll_ns` 0), every wake-up of a thread on the other CPU goes through the
+/// hypervisor, which `echo + hop` less `floor echo` measures.
+fn idle_policy() -> String {
+    let read = |path: &str| std::fs::read_to_string(path).map(|s| s.trim().to_owned());
+    let driver = read("/sys/devices/system/cpu/cpuidle/current_driver").unwrap_or_else(|_| "unknown".into());
+    match read("/sys/module/haltpoll/parameters/guest_halt_poll_ns") {
+        Ok(ns) => format!("cpu idle: {driver}, guest_halt_poll_ns={ns} (0: an idle vCPU halts at once)"),
+        Err(_) => format!("cpu idle: {driver}"),
+    }
 }

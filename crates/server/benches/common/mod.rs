@@ -165,6 +165,12 @@ fn device_flushes() -> Option<u64> {
     stat.split_whitespace().nth(15)?.parse().ok()
 }
 
+/// The nearest-rank percentile `p` (0..=1) of `sorted` latencies, in microseconds.
+pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    micros(sorted[rank - 1])
+}
+
 /// One case's sorted latencies, when its measured calls started and ended, and the counters then.
 pub struct Stats {
     pub case: &'static str,
@@ -214,8 +220,7 @@ impl Stats {
 
     /// The nearest-rank percentile `p` (0..=1), in microseconds.
     pub fn percentile(&self, p: f64) -> f64 {
-        let rank = ((p * self.latencies.len() as f64).ceil() as usize).clamp(1, self.latencies.len());
-        micros(self.latencies[rank - 1])
+        percentile(&self.latencies, p)
     }
 
     pub fn mean(&self) -> f64 {
