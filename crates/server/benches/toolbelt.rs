@@ -3,7 +3,7 @@
 //!
 //! Run with `cargo bench -p conduit-server --bench toolbelt`. `BENCH_CALLS=N` sets the measured call
 //! count of every sequential case (defaults: 2000 for the echo floor, `read_context` and the token
-//! cases, 500 for `emit` and the fsync floors); `BENCH_CLIENT_CALLS=N` sets the measured calls of each
+//! cases, `echo, answer` and the rows floors; 500 for `emit` and the fsync floors); `BENCH_CLIENT_CALLS=N` sets the measured calls of each
 //! client in the concurrent `emit` cases (default 300).
 //!
 //! Every case goes through one measuring loop, [`measure`]. Sequential cases, one call after another:
@@ -14,6 +14,8 @@
 //! - `echo in place`: the same, the body run through `tokio::task::block_in_place` (on the worker,
 //!   its other tasks handed to another thread first), the crossing measured and not kept
 //!   (docs/decisions.md: it cost the daemon's memory goals);
+//! - `echo, answer`: a bare hyper server answering the read's request with the very bytes
+//!   `read_context` answers, so a read less it is the read's own work ([`print_made_of`]);
 //! - `read_context` and `emit`: a real execution socket (`execution_router` + `serve`) backed by a
 //!   SQLite store, with Work created, claimed and given a token the way the daemon's `claim` does;
 //! - `fsync append` and `fsync rewrite`: 100 bytes written to a file in the same temp dir, then
@@ -23,8 +25,6 @@
 //! - `rows floor` and `read rows floor`: the SQLite statements an `emit`'s and a `read_context`'s
 //!   rules run, prepared once on a bare connection ([`rows`]): the floor of the store thread's CPU
 //!   per call (`store/op`).
-//! - `echo, answer`: a bare hyper server answering the read's request with the very bytes
-//!   `read_context` answers, so a read less it is the read's own work ([`print_made_of`]).
 //!
 //! With `BENCH_STORED_EVENTS=N` (say 10000000; it takes minutes and a few GiB of disk), the store is
 //! then filled with N more events and `emit` runs again (`emit, filled`), to compare with `emit`.
@@ -485,7 +485,12 @@ async fn serve_answer(listener: UnixListener, answer: Bytes) {
 async fn read_answer(bed: &Bed) -> Bytes {
     let request = call(&bed.token, Bytes::from_static(READ_CONTEXT));
     let (status, answer) = Client::connect(&bed.socket).await.send(request).await;
-    assert_eq!(status, hyper::StatusCode::OK, "the read was refused");
+    assert_eq!(
+        status,
+        hyper::StatusCode::OK,
+        "the read was refused: {}",
+        String::from_utf8_lossy(&answer)
+    );
     answer
 }
 
@@ -679,8 +684,8 @@ fn print_together(together: &[Stats], rows: &[Stats], [echo, hop, in_place]: &[S
 }
 
 /// What the sequential goal rows are made of, from the p50s of `rows`: a read is the echo of its
-/// answer's bytes and its own work; an emit is set beside its durable floor with the fsync off the
-/// runtime's workers (the daemon's, one call at a time: its rows in place, the fsync on the flush
+/// answer's bytes and its own work; an emit is set beside the floor of one call with its fsync off
+/// the runtime's workers (the daemon's, one call at a time: its rows in place, the fsync on the flush
 /// thread, a crossing there and back).
 fn print_made_of(rows: &[Stats], answer_bytes: usize) {
     let p50 = |case: &str| {
@@ -709,9 +714,9 @@ fn print_made_of(rows: &[Stats], answer_bytes: usize) {
         read - answer - read_rows
     );
     println!(
-        "emit p50 {emit:.1} us = {:.2}x echo + fsync append (goal <= 1.3), {:.2}x its durable floor with the \
-         fsync off the runtime's workers, echo + hop + fsync append + rows floor ({hop:.1} + {fsync:.1} + \
-         {rows:.1} us); the hop, a crossing to another thread and back, {:.1} us",
+        "emit p50 {emit:.1} us = {:.2}x echo + fsync append (goal <= 1.3), {:.2}x the floor of one call \
+         with its fsync off the runtime's workers, (echo + hop) + fsync append + rows floor ({hop:.1} + \
+         {fsync:.1} + {rows:.1} us); the hop, a crossing to another thread and back, {:.1} us",
         emit / (echo + fsync),
         emit / (hop + fsync + rows),
         hop - echo
@@ -773,8 +778,11 @@ fn print_machine(dir: &Path) {
 fn idle_policy() -> String {
     let read = |path: &str| std::fs::read_to_string(path).map(|s| s.trim().to_owned());
     let driver = read("/sys/devices/system/cpu/cpuidle/current_driver").unwrap_or_else(|_| "unknown".into());
-    match read("/sys/module/haltpoll/parameters/guest_halt_poll_ns") {
-        Ok(ns) => format!("cpu idle: {driver}, guest_halt_poll_ns={ns} (0: an idle vCPU halts at once)"),
-        Err(_) => format!("cpu idle: {driver}"),
+    match read("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
+        .ok()
+        .filter(|_| driver == "haltpoll")
+    {
+        Some(ns) => format!("cpu idle: {driver}, guest_halt_poll_ns={ns} (0: an idle vCPU halts at once)"),
+        None => format!("cpu idle: {driver}"),
     }
 }

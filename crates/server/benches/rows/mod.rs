@@ -9,7 +9,7 @@
 //! outside SQLite. The store thread's CPU per call (`store/op`) is set beside them.
 
 use rusqlite::types::Value;
-use rusqlite::{params, Connection, Statement};
+use rusqlite::{params, Connection, OptionalExtension, Statement};
 use serde_json::json;
 use std::path::Path;
 
@@ -96,10 +96,26 @@ impl Rows {
         rows
     }
 
-    /// Each Work's chain pin and the event that created it, under its key: a read's input.
+    /// Each Work's row, its chain pin, its running execution (the one its calls are made for) and the event
+    /// that created it, under its key: a read's input.
     fn seed(&mut self) {
         for w in 0..WORKS {
             let work = &self.works[w];
+            self.conn
+                .execute(
+                    "INSERT INTO work (id, scope, binding, state, input, epoch, wake_event, generation, \
+                     created_at, updated_at) VALUES (?1, 'setup', 'shell', 'running', '{}', 1, ?2, 1, 0, 0)",
+                    params![work.id, work.root],
+                )
+                .expect("a Work");
+            self.conn
+                .execute(
+                    "INSERT INTO executions (id, work_id, scope, binding, epoch, owner, state, cause_event, \
+                     watermark, generation, lease_expires_at, deadline_at, started_at) \
+                     VALUES (?1, ?2, 'setup', 'shell', 1, 'bench', 'running', ?3, 1, 1, 0, 0, 0)",
+                    params![work.execution, work.id, work.root],
+                )
+                .expect("a Work's execution");
             self.conn
                 .execute(
                     "INSERT INTO causal_pins (root_id, max_depth, per_minute, pinned_at) VALUES (?1, 32, ?2, 0)",
@@ -141,12 +157,19 @@ impl Rows {
     }
 
     /// A `read_context`'s statements: the Work's usage read; `agent.toolCalled`; the previous
-    /// attempt's watermark (none, for a first attempt, as the bench's); the input events under the
-    /// Work's key, every column read; `agent.toolReturned`; the audit record; the usage charge.
+    /// attempt's watermark (none: the seek finds only the running execution, as the bench's first
+    /// attempt's does); the input events under the Work's key (through the newest, where the daemon
+    /// stops at the execution's watermark: the same one event), every column read;
+    /// `agent.toolReturned`; the audit record; the usage charge.
     pub fn read(&mut self) {
         let (w, called) = self.begin("read_context");
         let work = &self.works[w];
-        let _: Option<i64> = self.watermark.query_row([&work.id, &work.execution], |r| r.get(0)).ok();
+        let previous: Option<i64> = self
+            .watermark
+            .query_row([&work.id, &work.execution], |r| r.get(0))
+            .optional()
+            .expect("the previous watermark");
+        assert_eq!(previous, None, "a first attempt has no previous watermark");
         let mut input = self.input.query(params![work.key, 0, i64::MAX]).expect("the input");
         while let Some(row) = input.next().expect("an input event") {
             for column in 0..14 {
@@ -169,7 +192,11 @@ impl Rows {
         let w = self.calls % WORKS;
         self.calls += 1;
         let (id, execution) = (self.works[w].id.clone(), self.works[w].execution.clone());
-        let _: Option<i64> = self.usage_read.query_row([&id], |r| r.get(0)).ok();
+        let _: Option<i64> = self
+            .usage_read
+            .query_row([&id], |r| r.get(0))
+            .optional()
+            .expect("the Work's usage");
         let called = new_id();
         let data = json!({"agentId": execution, "toolName": operation, "callId": called,
             "argsHash": "0".repeat(64), "principal": format!("execution:{execution}"), "transport": "native"});
