@@ -200,13 +200,6 @@ async fn run_cases(
 ) -> Vec<Stats> {
     let (fast, slow) = call_counts();
     let token = reader.token.as_str();
-    let read = Bytes::from_static(READ_CONTEXT);
-    let mut echo = Http::connect(echo_socket, |_| call(token, read.clone())).await;
-    let mut echo_hop = Http::connect(hop_socket, |_| call(token, read.clone())).await;
-    let mut echo_in_place = Http::connect(in_place_socket, |_| call(token, read.clone())).await;
-    let mut read_context = Http::connect(&reader.socket, |_| call(token, read.clone())).await;
-    let mut echo_answer = Http::connect(answer_socket, |_| call(token, read.clone())).await;
-    let mut emit = Http::connect(&emitter.socket, |i| call(&emitter.token, emit_body(i))).await;
     let block = [b'x'; 100];
     let mut appended = File::create(dir.join("fsync-append")).expect("a file to append to");
     let mut append = Direct(|| {
@@ -232,25 +225,31 @@ async fn run_cases(
     );
     let mut floor = Direct(|| emit_rows.emit());
     let mut read_floor = Direct(|| read_rows.read());
-    let mut rows = vec![
-        measure(&mut echo, "floor echo", WARMUP, fast, None).await,
-        measure(&mut echo_hop, "echo + hop", WARMUP, fast, None).await,
-        measure(&mut echo_in_place, "echo in place", WARMUP, fast, None).await,
-        measure(&mut echo_answer, "echo, answer", WARMUP, fast, None).await,
-        measure(&mut read_context, "read_context", WARMUP, fast, None).await,
-        measure(&mut emit, "emit", WARMUP, slow, None).await,
+    // Each HTTP case connects just before it runs: a daemon closes a connection left idle.
+    let emit = || Http::connect(&emitter.socket, |i| call(&emitter.token, emit_body(i)));
+    let reads = [
+        (echo_socket, "floor echo"),
+        (hop_socket, "echo + hop"),
+        (in_place_socket, "echo in place"),
+        (answer_socket, "echo, answer"),
+        (&reader.socket, "read_context"),
+    ];
+    let mut rows = Vec::new();
+    for (socket, case) in reads {
+        rows.push(measure(&mut reading(socket, token).await, case, WARMUP, fast, None).await);
+    }
+    rows.extend([
+        measure(&mut emit().await, "emit", WARMUP, slow, None).await,
         measure(&mut append, "fsync append", WARMUP, slow, None).await,
         measure(&mut rewrite, "fsync rewrite", WARMUP, slow, None).await,
         measure(&mut check, "token check", WARMUP, fast, None).await,
         measure(&mut digest, "token digest", WARMUP, fast, None).await,
         measure(&mut floor, "rows floor", WARMUP, fast, None).await,
         measure(&mut read_floor, "read rows floor", WARMUP, fast, None).await,
-    ];
+    ]);
     if let Some(stored) = env_count("BENCH_STORED_EVENTS") {
         fill_events(&dir.join("store.db"), stored);
-        // A fresh connection: the socket closed the idle one while the store filled.
-        let mut emit = Http::connect(&emitter.socket, |i| call(&emitter.token, emit_body(i))).await;
-        rows.push(measure(&mut emit, "emit, filled", WARMUP, slow, None).await);
+        rows.push(measure(&mut emit().await, "emit, filled", WARMUP, slow, None).await);
     }
     rows
 }
@@ -346,6 +345,11 @@ fn call_counts() -> (usize, usize) {
 /// Measured calls of each client in a concurrent case.
 fn client_calls() -> usize {
     env_count("BENCH_CLIENT_CALLS").unwrap_or(300)
+}
+
+/// A connection to `socket` that sends `read_context` with `token`.
+async fn reading<'a>(socket: &Path, token: &'a str) -> Http<impl FnMut(usize) -> Request<Body> + 'a> {
+    Http::connect(socket, move |_| call(token, Bytes::from_static(READ_CONTEXT))).await
 }
 
 /// The request every HTTP case sends: a toolbelt call with the execution's bearer token.
