@@ -155,6 +155,35 @@ fn a_body_that_stops_arriving_is_408_request_timeout() {
     assert!(answer.contains("\"error\":\"request_timeout\""), "{answer}");
 }
 
+/// A body read only when it is not ready arms its timer then, once: bytes that keep coming, each
+/// before the last one's wait ran out, do not push the deadline back.
+#[test]
+fn a_body_that_trickles_past_its_deadline_is_408_request_timeout() {
+    let daemon = Daemon::start(Some(
+        &json!({"version": 1, "limits": {"body_timeout_seconds": 1}, "scopes": {}}).to_string(),
+    ));
+    let mut stream = std::os::unix::net::UnixStream::connect(daemon.management_socket()).unwrap();
+    let head = format!(
+        "POST /v1/config/validate HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+        daemon.operator_token()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    // Twenty bytes over six seconds, six times the body's timeout; once the daemon has answered and
+    // closed, the writes fail.
+    let sent = (0..20)
+        .take_while(|_| {
+            std::thread::sleep(Duration::from_millis(300));
+            stream.write_all(b" ").is_ok()
+        })
+        .count();
+    assert!(sent < 20, "the daemon waited for the whole trickle");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut answer = String::new();
+    let _ = std::io::Read::read_to_string(&mut stream, &mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+}
+
 #[test]
 fn oversized_ids_keys_and_event_data_are_refused_before_anything_is_stored() {
     let tmp = meeting();

@@ -178,14 +178,19 @@ where
 /// a body that never arrives.
 struct Timed {
     inner: Incoming,
-    deadline: Pin<Box<tokio::time::Sleep>>,
+    deadline: tokio::time::Instant,
+    /// Set the first time the body is not ready: a body that came with its head (a toolbelt call's,
+    /// nearly always) never enters the runtime's timer wheel, which took a lock to register the
+    /// timer and another to take it out again on every request.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Timed {
     fn new(inner: Incoming, timeout: Duration) -> Timed {
         Timed {
             inner,
-            deadline: Box::pin(tokio::time::sleep(timeout)),
+            deadline: tokio::time::Instant::now() + timeout,
+            timer: None,
         }
     }
 }
@@ -206,12 +211,20 @@ impl hyper::body::Body for Timed {
     type Data = hyper::body::Bytes;
     type Error = axum::BoxError;
 
+    /// What has arrived is read; only a body that keeps its reader waiting past the deadline fails.
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let this = self.get_mut();
-        if this.deadline.as_mut().poll(cx).is_ready() {
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        let deadline = this.deadline;
+        let timer = this
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if timer.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Some(Err(Box::new(BodyTimedOut))));
         }
-        Pin::new(&mut this.inner).poll_frame(cx).map_err(Into::into)
+        Poll::Pending
     }
 
     fn is_end_stream(&self) -> bool {
