@@ -155,8 +155,8 @@ fn a_body_that_stops_arriving_is_408_request_timeout() {
     assert!(answer.contains("\"error\":\"request_timeout\""), "{answer}");
 }
 
-/// A body read only when it is not ready arms its timer then, once: bytes that keep coming, each
-/// before the last one's wait ran out, do not push the deadline back.
+/// A body's timer is armed the first time it is not ready, however much came before: bytes that
+/// keep coming, each before the last one's wait ran out, do not push the deadline back.
 #[test]
 fn a_body_that_trickles_past_its_deadline_is_408_request_timeout() {
     let daemon = Daemon::start(Some(
@@ -165,9 +165,10 @@ fn a_body_that_trickles_past_its_deadline_is_408_request_timeout() {
     let mut stream = std::os::unix::net::UnixStream::connect(daemon.management_socket()).unwrap();
     let head = format!(
         "POST /v1/config/validate HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
-         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{",
         daemon.operator_token()
     );
+    // The body's first byte comes with the head, so the body is ready when first read.
     stream.write_all(head.as_bytes()).unwrap();
     // Twenty bytes over six seconds, six times the body's timeout; once the daemon has answered and
     // closed, the writes fail.

@@ -174,8 +174,9 @@ where
     }
 }
 
-/// A request body that fails once its deadline passes, so a client cannot hold a handler reading
-/// a body that never arrives.
+/// A request body that fails once it keeps its reader waiting past its deadline, so a client
+/// cannot hold a handler reading a body that never arrives (what has arrived is still read: the
+/// body's size limit bounds that).
 struct Timed {
     inner: Incoming,
     deadline: tokio::time::Instant,
