@@ -138,19 +138,8 @@ fn a_half_sent_request_is_closed_after_the_header_timeout() {
 
 #[test]
 fn a_body_that_stops_arriving_is_408_request_timeout() {
-    let daemon = Daemon::start(Some(
-        &json!({"version": 1, "limits": {"body_timeout_seconds": 1}, "scopes": {}}).to_string(),
-    ));
-    let mut stream = std::os::unix::net::UnixStream::connect(daemon.management_socket()).unwrap();
-    let head = format!(
-        "POST /v1/config/validate HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
-         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"config_text\":",
-        daemon.operator_token()
-    );
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut answer = String::new();
-    let _ = std::io::Read::read_to_string(&mut stream, &mut answer);
+    let (_daemon, mut stream) = validate_with_a_body_timeout(r#"{"config_text":"#);
+    let answer = answer_to(&mut stream);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("\"error\":\"request_timeout\""), "{answer}");
 }
@@ -159,17 +148,8 @@ fn a_body_that_stops_arriving_is_408_request_timeout() {
 /// keep coming, each before the last one's wait ran out, do not push the deadline back.
 #[test]
 fn a_body_that_trickles_past_its_deadline_is_408_request_timeout() {
-    let daemon = Daemon::start(Some(
-        &json!({"version": 1, "limits": {"body_timeout_seconds": 1}, "scopes": {}}).to_string(),
-    ));
-    let mut stream = std::os::unix::net::UnixStream::connect(daemon.management_socket()).unwrap();
-    let head = format!(
-        "POST /v1/config/validate HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
-         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{",
-        daemon.operator_token()
-    );
     // The body's first byte comes with the head, so the body is ready when first read.
-    stream.write_all(head.as_bytes()).unwrap();
+    let (_daemon, mut stream) = validate_with_a_body_timeout("{");
     // Twenty bytes over six seconds, six times the body's timeout; once the daemon has answered and
     // closed, the writes fail.
     let sent = (0..20)
@@ -179,10 +159,32 @@ fn a_body_that_trickles_past_its_deadline_is_408_request_timeout() {
         })
         .count();
     assert!(sent < 20, "the daemon waited for the whole trickle");
+    let answer = answer_to(&mut stream);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+}
+
+/// A daemon whose request bodies must arrive within a second, and a config validation sent to it
+/// with a 100-byte body of which only `first` came with the head.
+fn validate_with_a_body_timeout(first: &str) -> (Daemon, std::os::unix::net::UnixStream) {
+    let daemon = Daemon::start(Some(
+        &json!({"version": 1, "limits": {"body_timeout_seconds": 1}, "scopes": {}}).to_string(),
+    ));
+    let mut stream = std::os::unix::net::UnixStream::connect(daemon.management_socket()).unwrap();
+    let head = format!(
+        "POST /v1/config/validate HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{first}",
+        daemon.operator_token()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    (daemon, stream)
+}
+
+/// Everything the daemon sends on `stream` until it closes it.
+fn answer_to(stream: &mut std::os::unix::net::UnixStream) -> String {
     stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut answer = String::new();
-    let _ = std::io::Read::read_to_string(&mut stream, &mut answer);
-    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    let _ = std::io::Read::read_to_string(stream, &mut answer);
+    answer
 }
 
 #[test]
