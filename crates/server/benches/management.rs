@@ -38,11 +38,11 @@
 mod common;
 
 use common::{
-    bench_limits, columns_legend, env_count, mount_of, multi_thread, print_table, Body, Client, Counters, Stats,
+    bench_limits, columns_legend, env_count, json_response, mount_of, multi_thread, print_table, serve_answer, Body,
+    Client, Counters, Stats,
 };
 use std::fs::File;
 use std::future::Future;
-use std::hint::black_box;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -138,8 +138,8 @@ fn main() {
             management,
             tokio::spawn(serve_echo(echo)),
             [
-                tokio::spawn(serve_answer(answer, answer_rx.clone(), 0)),
-                tokio::spawn(serve_answer(answer_hops, answer_rx, 1)),
+                tokio::spawn(serve_list_answer(answer, answer_rx.clone(), 0)),
+                tokio::spawn(serve_list_answer(answer_hops, answer_rx, 1)),
             ],
         )
     });
@@ -593,37 +593,13 @@ async fn echo(request: Request<Incoming>) -> Result<Response<Body>, hyper::Error
     Ok(json_response(body))
 }
 
-/// The floor with a list's answer: a bare hyper server that reads each request and answers `answer`
-/// (the bytes of a real `list 100` answer, once the bench has one), after `hops` round trips to a
-/// blocking thread.
-async fn serve_answer(listener: UnixListener, mut answer: watch::Receiver<Bytes>, hops: usize) {
+/// The floor with a list's answer ([`serve_answer`]), once the bench has a real `list 100` answer.
+async fn serve_list_answer(listener: UnixListener, mut answer: watch::Receiver<Bytes>, hops: usize) {
     if answer.wait_for(|a| !a.is_empty()).await.is_err() {
         return;
     }
     let answer = answer.borrow().clone();
-    while let Ok((stream, _)) = listener.accept().await {
-        let answer = answer.clone();
-        let service = service_fn(move |request: Request<Incoming>| {
-            let answer = answer.clone();
-            async move {
-                request.into_body().collect().await?;
-                for _ in 0..hops {
-                    tokio::task::spawn_blocking(|| black_box(0))
-                        .await
-                        .expect("a blocking thread");
-                }
-                Ok::<_, hyper::Error>(json_response(answer))
-            }
-        });
-        tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), service));
-    }
-}
-
-fn json_response(body: Bytes) -> Response<Body> {
-    Response::builder()
-        .header(CONTENT_TYPE, "application/json")
-        .body(Full::new(body))
-        .expect("a valid response")
+    serve_answer(listener, answer, hops).await;
 }
 
 fn print_machine(dir: &Path) {

@@ -47,7 +47,8 @@ mod durable;
 mod rows;
 
 use common::{
-    bench_limits, columns_legend, env_count, mount_of, multi_thread, print_table, Body, Client, Counters, Stats,
+    bench_limits, columns_legend, env_count, json_response, mount_of, multi_thread, print_table, serve_answer, Body,
+    Client, Counters, Stats,
 };
 use std::fs::File;
 use std::future::Future;
@@ -124,7 +125,7 @@ fn main() {
     let answer_server = {
         let _runtime = servers.enter();
         let listener = bind_owner_only(&answer_socket).expect("bind the answer's echo socket");
-        servers.spawn(serve_answer(listener, answer.clone()))
+        servers.spawn(serve_answer(listener, answer.clone(), 0))
     };
     let rows = client.block_on(run_cases(
         dir.path(),
@@ -470,21 +471,6 @@ async fn serve_echo(listener: UnixListener, hop: Hop) {
     }
 }
 
-/// A bare hyper server that answers every request with `answer`: a read's answer without the read.
-async fn serve_answer(listener: UnixListener, answer: Bytes) {
-    while let Ok((stream, _)) = listener.accept().await {
-        let answer = answer.clone();
-        let reply = service_fn(move |request: Request<Incoming>| {
-            let answer = answer.clone();
-            async move {
-                request.into_body().collect().await?;
-                Ok::<_, hyper::Error>(json_answer(answer))
-            }
-        });
-        tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), reply));
-    }
-}
-
 /// The body of a `read_context` answered to `bed`.
 async fn read_answer(bed: &Bed) -> Bytes {
     let request = call(&bed.token, Bytes::from_static(READ_CONTEXT));
@@ -498,13 +484,6 @@ async fn read_answer(bed: &Bed) -> Bytes {
     answer
 }
 
-fn json_answer(body: Bytes) -> Response<Body> {
-    Response::builder()
-        .header(CONTENT_TYPE, "application/json")
-        .body(Full::new(body))
-        .expect("a valid response")
-}
-
 async fn echo(request: Request<Incoming>, hop: Hop) -> Result<Response<Body>, hyper::Error> {
     let mut body = request.into_body().collect().await?.to_bytes();
     if let Hop::Blocking = hop {
@@ -515,7 +494,7 @@ async fn echo(request: Request<Incoming>, hop: Hop) -> Result<Response<Body>, hy
     if let Hop::InPlace = hop {
         body = tokio::task::block_in_place(move || body);
     }
-    Ok(json_answer(body))
+    Ok(json_response(body))
 }
 
 /// What a daemon on a shared store asks before each call: the store's latest generation number (the

@@ -11,15 +11,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
+use hyper::body::{Bytes, Incoming};
 use hyper::client::conn::http1::SendRequest;
-use hyper::{Request, StatusCode};
+use hyper::header::CONTENT_TYPE;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::UnixStream;
+use tokio::net::{UnixListener, UnixStream};
 
 /// The limits the daemon serves its sockets with by default.
 pub fn bench_limits() -> conduit_server::ConnectionLimits {
@@ -446,4 +449,33 @@ impl Client {
             String::from_utf8_lossy(&body)
         );
     }
+}
+
+/// A bare hyper HTTP/1.1 server that reads each request and answers `answer`, after `hops` round
+/// trips to a blocking thread: the floor of a case that answers those very bytes.
+pub async fn serve_answer(listener: UnixListener, answer: Bytes, hops: usize) {
+    while let Ok((stream, _)) = listener.accept().await {
+        let answer = answer.clone();
+        let service = service_fn(move |request: Request<Incoming>| {
+            let answer = answer.clone();
+            async move {
+                request.into_body().collect().await?;
+                for _ in 0..hops {
+                    tokio::task::spawn_blocking(|| std::hint::black_box(0))
+                        .await
+                        .expect("a blocking thread");
+                }
+                Ok::<_, hyper::Error>(json_response(answer))
+            }
+        });
+        tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), service));
+    }
+}
+
+/// A 200 answer of JSON `body`.
+pub fn json_response(body: Bytes) -> Response<Body> {
+    Response::builder()
+        .header(CONTENT_TYPE, "application/json")
+        .body(Full::new(body))
+        .expect("a valid response")
 }
