@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -26,6 +26,15 @@ fn charged(id: &str) -> NewEvent {
 
 fn holding(path: &Path) -> SqliteStore {
     SqliteStore::open_holding_records(path, NEVER).unwrap()
+}
+
+/// A store that holds its records ([`holding`]) in a temp dir of its own: the dir, the store's
+/// path and the store.
+fn held_in_a_temp_dir() -> (tempfile::TempDir, PathBuf, SqliteStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = holding(&path);
+    (dir, path, store)
 }
 
 /// In the child: a state change and a record, a read (which commits them), then another state
@@ -129,9 +138,7 @@ fn writes_held_in_the_redo_log_survive_kill_9_and_are_applied_once() {
 
 #[test]
 fn a_read_sees_a_record_held_for_a_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    let store = holding(&path);
+    let (_dir, path, store) = held_in_a_temp_dir();
     let store: &dyn Store = &store;
     store.record(|tx| tx.insert_event(charged("held"))).unwrap();
     assert!(committed_rows(&path).0.is_empty(), "the record is held, not committed");
@@ -141,9 +148,7 @@ fn a_read_sees_a_record_held_for_a_commit() {
 
 #[test]
 fn a_read_of_state_sees_what_is_held_and_commits_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    let store = holding(&path);
+    let (_dir, path, store) = held_in_a_temp_dir();
     let store: &dyn Store = &store;
     store.write(|tx| tx.insert_event(charged("change"))).unwrap();
     store.record(|tx| tx.insert_event(charged("held"))).unwrap();
@@ -158,9 +163,7 @@ fn a_read_of_state_sees_what_is_held_and_commits_nothing() {
 
 #[test]
 fn a_read_or_a_write_that_holds_nothing_leaves_no_transaction_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    let owned = holding(&path);
+    let (_dir, path, owned) = held_in_a_temp_dir();
     let store: &dyn Store = &owned;
     let other = rusqlite::Connection::open(&path).unwrap();
     other.busy_timeout(Duration::ZERO).unwrap();
@@ -182,9 +185,7 @@ fn a_read_or_a_write_that_holds_nothing_leaves_no_transaction_open() {
 
 #[test]
 fn a_read_of_state_that_writes_is_refused_and_keeps_nothing_it_wrote() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    let owned = holding(&path);
+    let (_dir, path, owned) = held_in_a_temp_dir();
     let store: &dyn Store = &owned;
     store.write(|tx| tx.insert_event(charged("before"))).unwrap();
     let wrote = store.read_state(|tx| tx.insert_event(charged("sneaked")));
@@ -201,9 +202,7 @@ fn a_read_of_state_that_writes_is_refused_and_keeps_nothing_it_wrote() {
 
 #[test]
 fn a_state_change_is_answered_from_the_synced_log_and_committed_when_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    let store = holding(&path);
+    let (dir, path, store) = held_in_a_temp_dir();
     let store: &dyn Store = &store;
     let log = dir.path().join("store.db-redo");
     let opened = std::fs::read(&log).unwrap();
@@ -342,9 +341,7 @@ fn a_transaction_commits_at_its_member_count_or_its_held_bytes() {
 /// the stretch runs out.
 #[test]
 fn a_member_that_fails_after_writing_loses_only_its_own_rows_and_guards_the_next() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    let sqlite = holding(&path);
+    let (_dir, path, sqlite) = held_in_a_temp_dir();
     let store: &dyn Store = &sqlite;
     let refused = || StoreError::Backend("refused".into());
     let fails_after_writing = |id: &str| {
