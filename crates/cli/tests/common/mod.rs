@@ -651,13 +651,15 @@ pub fn contains(bytes: &[u8], needle: &str) -> bool {
     bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
-/// Whether a fenced attempt's token is refused: its socket answers 403, or it is already gone.
+/// Whether a fenced attempt's token is refused: its socket answers 403, or it is already gone. A
+/// socket being closed as the attempt ends may also take a connection and close it unanswered
+/// (status 0): that is no way in either. Only an answer that served the call is not fenced.
 pub fn fenced(socket: &Path, token: &str) -> bool {
     if UnixStream::connect(socket).is_err() {
         return true;
     }
     std::panic::catch_unwind(|| toolbelt_call(socket, token, "read_context", serde_json::json!({})).0)
-        .map_or(true, |status| status == 403)
+        .map_or(true, |status| status == 403 || status == 0)
 }
 
 /// Creates Work in `demo`/`shell` (whose command is [`publish_and_hold`] into `scratch`) and waits
