@@ -383,9 +383,19 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.kill();
+        // A failing test's output then shows what the daemon logged (its temp dir goes with it).
+        if std::thread::panicking() {
+            eprintln!("--- daemon.log of the failed test ---\n{}", tail(&self.log(), 200));
+        }
         // Attempts run in their own process groups; end any a test left holding.
         let _ = std::fs::write(self.scratch.join("release"), "");
     }
+}
+
+/// The last `lines` lines of `text`.
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// `<tmp>/scratch`, created.
