@@ -486,6 +486,39 @@ fn a_running_attempt_survives_a_daemon_kill_with_a_rotated_token() {
     wait_until("the run directory to go", || !endpoint.parent().unwrap().exists());
 }
 
+/// The restarted daemon's first tick looked at what it supervised (nothing yet), skipped the
+/// store, and then stopped as fenced the adopted attempt whose supervision had begun meanwhile (CI
+/// saw it once, as the token file gone). The pause point holds every tick between its read of
+/// the store and its check, so that window is always hit.
+#[test]
+fn the_first_tick_after_a_restart_does_not_take_the_adopted_attempt_for_fenced() {
+    let tmp = meeting();
+    let script = format!("{}; os outcome succeeded --summary kept", publish_and_hold(tmp.path()));
+    let mut daemon = Daemon::start(Some(&shell_config(&script)));
+    let work = daemon.create_work("demo", "shell");
+    wait_until("a held attempt", || {
+        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
+    });
+    let (endpoint, token_file) = published_runs(tmp.path()).remove(0);
+    let old_token = read_token(&token_file);
+
+    daemon.kill();
+    daemon.launch_with_env(&[("OPEN_CONDUIT_PAUSEPOINT", "tick:fence")]);
+    // A second pause means the first tick made its check.
+    wait_until("the first tick to pass its check", || {
+        daemon.log().matches("pausing").count() >= 2
+    });
+    assert!(!daemon.log().contains("fenced by an operator"), "{}", daemon.log());
+    let token = std::fs::read_to_string(&token_file).expect("the run directory stays");
+    assert_ne!(token.trim(), old_token, "the adoption rotated the token");
+    let (status, body) = toolbelt_call(&endpoint, token.trim(), "read_context", json!({}));
+    assert_eq!(status, 200, "the adopted attempt is still served: {body}");
+
+    std::fs::write(tmp.path().join("release"), "").unwrap();
+    let done = daemon.await_work(&work, "succeeded");
+    assert_eq!(done["outcome"]["summary"], "kept");
+}
+
 #[test]
 fn an_os_call_made_while_the_daemon_is_down_is_answered_once_it_is_back() {
     let tmp = meeting();

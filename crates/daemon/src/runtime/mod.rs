@@ -32,7 +32,7 @@ use crate::config_service::ConfigService;
 use crate::confine;
 use crate::executor::rundir::RunDir;
 use crate::executor::shell::{self, is_alive, kill_group};
-use crate::failpoint::failpoint;
+use crate::failpoint::{failpoint, pausepoint};
 use crate::store_thread::on_store_thread;
 use launch::Workdir;
 
@@ -163,8 +163,12 @@ impl Runtime {
 
     async fn tick(&self) -> Result<(), HostError> {
         let runs_latest = self.runs_latest_generation().await;
-        let running = self.running_if_needed().await?;
-        self.stop_fenced(&running);
+        // Taken before the store is read: an attempt whose supervision begins after the read (a
+        // claim or an adoption that committed before it) would otherwise look fenced.
+        let supervised = self.supervised_now();
+        let running = self.running_if_needed(&supervised).await?;
+        pausepoint("tick:fence").await;
+        stop_fenced(&supervised, &running);
         self.take_over_abandoned(&running).await?;
         if !runs_latest {
             return Ok(());
@@ -225,23 +229,18 @@ impl Runtime {
     /// The store's running attempts, read when this tick needs them: to stop the supervised ones
     /// it no longer has running, or to take over another daemon's abandoned ones. A read of state
     /// only, so a tick after every toolbelt call does not commit what the calls before it hold.
-    async fn running_if_needed(&self) -> Result<Vec<Execution>, HostError> {
-        if !self.shared_store && self.supervised().is_empty() {
+    async fn running_if_needed(&self, supervised: &[(String, Arc<Notify>)]) -> Result<Vec<Execution>, HostError> {
+        if !self.shared_store && supervised.is_empty() {
             return Ok(Vec::new());
         }
         self.db(|s| Ok(s.read_state(|tx| tx.executions_in_state(ExecutionState::Running))?))
             .await
     }
 
-    /// Signals every supervised attempt the store no longer has running (an operator cancelled its
-    /// Work, or another daemon took it over), so it is stopped now rather than at its next lease
-    /// renewal.
-    fn stop_fenced(&self, running: &[Execution]) {
-        for (id, stop) in self.supervised().iter() {
-            if !running.iter().any(|x| &x.id == id) {
-                stop.notify_one();
-            }
-        }
+    /// The attempts supervised now, each with the signal that stops it.
+    fn supervised_now(&self) -> Vec<(String, Arc<Notify>)> {
+        let supervised = self.supervised();
+        supervised.iter().map(|(id, stop)| (id.clone(), stop.clone())).collect()
     }
 
     fn supervised(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Notify>>> {
@@ -528,6 +527,17 @@ impl Runtime {
         self.db(move |s| s.write(|tx| renew_lease(tx, &id, epoch, &lessee, now())))
             .await
             .unwrap_or(false)
+    }
+}
+
+/// Signals every attempt in `supervised` that the store's `running` attempts (read after
+/// `supervised` was taken) no longer hold: an operator cancelled its Work, or another daemon took
+/// it over. It is stopped now rather than at its next lease renewal.
+fn stop_fenced(supervised: &[(String, Arc<Notify>)], running: &[Execution]) {
+    for (id, stop) in supervised {
+        if !running.iter().any(|x| &x.id == id) {
+            stop.notify_one();
+        }
     }
 }
 
