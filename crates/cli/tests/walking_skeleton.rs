@@ -488,8 +488,8 @@ fn a_running_attempt_survives_a_daemon_kill_with_a_rotated_token() {
 
 /// The restarted daemon's first tick looked at what it supervised (nothing yet), skipped the
 /// store, and then stopped as fenced the adopted attempt whose supervision had begun meanwhile (CI
-/// saw it once, as the token file gone). The pause point holds every tick between its read of
-/// the store and its check, so that window is always hit.
+/// saw it once, as the token file gone). The pause points order the two: the adopted attempt's
+/// supervision begins 200 ms in, while the first tick, which looked at once, is held until 600 ms.
 #[test]
 fn the_first_tick_after_a_restart_does_not_take_the_adopted_attempt_for_fenced() {
     let tmp = meeting();
@@ -503,15 +503,18 @@ fn the_first_tick_after_a_restart_does_not_take_the_adopted_attempt_for_fenced()
     let old_token = read_token(&token_file);
 
     daemon.kill();
-    daemon.launch_with_env(&[("OPEN_CONDUIT_PAUSEPOINT", "tick:fence")]);
-    // A second pause means the first tick made its check.
+    let pauses = "tick:fence=600,attempt:supervise=200";
+    daemon.launch_with_env(&[("OPEN_CONDUIT_PAUSEPOINT", pauses)]);
+    // A second tick's pause means the first tick made its check.
     wait_until("the first tick to pass its check", || {
-        daemon.log().matches("pausing").count() >= 2
+        daemon.log().matches("pausepoint tick:fence").count() >= 2
     });
-    assert!(!daemon.log().contains("fenced by an operator"), "{}", daemon.log());
-    let token = std::fs::read_to_string(&token_file).expect("the run directory stays");
-    assert_ne!(token.trim(), old_token, "the adoption rotated the token");
-    let (status, body) = toolbelt_call(&endpoint, token.trim(), "read_context", json!({}));
+    assert!(daemon.log().contains("pausepoint attempt:supervise"));
+    assert!(!daemon.log().contains("fenced by an operator"));
+    wait_until("the token to rotate", || {
+        std::fs::read_to_string(&token_file).is_ok_and(|t| t.trim() != old_token)
+    });
+    let (status, body) = toolbelt_call(&endpoint, &read_token(&token_file), "read_context", json!({}));
     assert_eq!(status, 200, "the adopted attempt is still served: {body}");
 
     std::fs::write(tmp.path().join("release"), "").unwrap();

@@ -38,6 +38,10 @@ use launch::Workdir;
 
 /// How often the loop looks for due timers and ready Work when nothing wakes it sooner.
 const IDLE_TICK: StdDuration = StdDuration::from_millis(500);
+
+/// A supervised attempt's execution id, with the signal that stops it.
+type Supervised = (String, Arc<Notify>);
+
 /// How often the retention pass runs.
 const SWEEP_EVERY: StdDuration = StdDuration::from_secs(3600);
 /// How often an attempt's output is measured against `limits.attempt_output_bytes`.
@@ -163,8 +167,9 @@ impl Runtime {
 
     async fn tick(&self) -> Result<(), HostError> {
         let runs_latest = self.runs_latest_generation().await;
-        // Taken before the store is read: an attempt whose supervision begins after the read (a
-        // claim or an adoption that committed before it) would otherwise look fenced.
+        // Taken first, and only these are checked: an attempt whose supervision begins later is
+        // the next tick's. Its `Running` was committed before, so every read of the store made
+        // after this finds each attempt taken here that is not fenced.
         let supervised = self.supervised_now();
         let running = self.running_if_needed(&supervised).await?;
         pausepoint("tick:fence").await;
@@ -226,10 +231,10 @@ impl Runtime {
         self.db(move |_| Ok(configs.catch_up().is_ok())).await.unwrap_or(false)
     }
 
-    /// The store's running attempts, read when this tick needs them: to stop the supervised ones
+    /// The store's running attempts, read when this tick needs them: to stop the `supervised` ones
     /// it no longer has running, or to take over another daemon's abandoned ones. A read of state
     /// only, so a tick after every toolbelt call does not commit what the calls before it hold.
-    async fn running_if_needed(&self, supervised: &[(String, Arc<Notify>)]) -> Result<Vec<Execution>, HostError> {
+    async fn running_if_needed(&self, supervised: &[Supervised]) -> Result<Vec<Execution>, HostError> {
         if !self.shared_store && supervised.is_empty() {
             return Ok(Vec::new());
         }
@@ -237,8 +242,8 @@ impl Runtime {
             .await
     }
 
-    /// The attempts supervised now, each with the signal that stops it.
-    fn supervised_now(&self) -> Vec<(String, Arc<Notify>)> {
+    /// The attempts supervised now.
+    fn supervised_now(&self) -> Vec<Supervised> {
         let supervised = self.supervised();
         supervised.iter().map(|(id, stop)| (id.clone(), stop.clone())).collect()
     }
@@ -405,6 +410,7 @@ impl Runtime {
                 }
             }
         };
+        pausepoint("attempt:supervise").await;
         let fenced = Arc::new(Notify::new());
         self.supervised().insert(execution.id.clone(), fenced.clone());
         let started = Started { child, pid, fenced };
@@ -533,7 +539,7 @@ impl Runtime {
 /// Signals every attempt in `supervised` that the store's `running` attempts (read after
 /// `supervised` was taken) no longer hold: an operator cancelled its Work, or another daemon took
 /// it over. It is stopped now rather than at its next lease renewal.
-fn stop_fenced(supervised: &[(String, Arc<Notify>)], running: &[Execution]) {
+fn stop_fenced(supervised: &[Supervised], running: &[Execution]) {
     for (id, stop) in supervised {
         if !running.iter().any(|x| &x.id == id) {
             stop.notify_one();
