@@ -235,11 +235,7 @@ fn each_socket_accepts_only_its_own_credential_class_and_execution() {
 fn sockets_and_private_files_are_owner_only() {
     let tmp = meeting();
     let daemon = Daemon::start(Some(&shell_config(&publish_and_hold(tmp.path()))));
-    daemon.create_work("demo", "shell");
-    wait_until("a held attempt", || {
-        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
-    });
-    let (socket, token_file) = published_runs(tmp.path()).remove(0);
+    let (_, socket, token_file) = hold_one(&daemon, tmp.path());
     assert_eq!(mode(&daemon.management_socket()), 0o600);
     assert_eq!(mode(&daemon.state.join("private")), 0o700);
     assert_eq!(mode(&daemon.state.join("private/operator.token")), 0o600);
@@ -448,11 +444,7 @@ fn a_running_attempt_survives_a_daemon_kill_with_a_rotated_token() {
         publish_and_hold(tmp.path())
     );
     let mut daemon = Daemon::start(Some(&shell_config(&script)));
-    let work = daemon.create_work("demo", "shell");
-    wait_until("a held attempt", || {
-        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
-    });
-    let (endpoint, token_file) = published_runs(tmp.path()).remove(0);
+    let (work, endpoint, token_file) = hold_one(&daemon, tmp.path());
     let old_token = read_token(&token_file);
     let owner = |daemon: &Daemon| daemon.json(&["executions", "list", "--work", &work])["items"][0]["owner"].clone();
     let before = owner(&daemon);
@@ -495,11 +487,7 @@ fn the_first_tick_after_a_restart_does_not_take_the_adopted_attempt_for_fenced()
     let tmp = meeting();
     let script = format!("{}; os outcome succeeded --summary kept", publish_and_hold(tmp.path()));
     let mut daemon = Daemon::start(Some(&shell_config(&script)));
-    let work = daemon.create_work("demo", "shell");
-    wait_until("a held attempt", || {
-        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
-    });
-    let (endpoint, token_file) = published_runs(tmp.path()).remove(0);
+    let (work, endpoint, token_file) = hold_one(&daemon, tmp.path());
     let old_token = read_token(&token_file);
 
     daemon.kill();
@@ -527,11 +515,7 @@ fn an_os_call_made_while_the_daemon_is_down_is_answered_once_it_is_back() {
     let tmp = meeting();
     let script = format!("{}; os outcome succeeded", publish_and_hold(tmp.path()));
     let mut daemon = Daemon::start(Some(&shell_config(&script)));
-    let work = daemon.create_work("demo", "shell");
-    wait_until("a held attempt", || {
-        published_runs(tmp.path()).first().is_some_and(|(_, t)| t.exists())
-    });
-    let (endpoint, token_file) = published_runs(tmp.path()).remove(0);
+    let (work, endpoint, token_file) = hold_one(&daemon, tmp.path());
     daemon.kill();
     wait_until("the socket to stop answering", || {
         std::os::unix::net::UnixStream::connect(&endpoint).is_err()
